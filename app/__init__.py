@@ -1,0 +1,1 @@
+"""sparsescope's web layer and command line (FastAPI app, settings, services, CLI)."""

@@ -1,0 +1,28 @@
+"""sparsescope's science: the entmax transformer, its attention graphs, sparse patterns, metrics.
+
+Torch and numpy only; no web imports, so it works from a notebook.
+"""
+
+from .errors import (
+    ArtefactError,
+    EmptyTextError,
+    ModelLoadError,
+    SparsescopeError,
+    TextTooLongError,
+)
+from .model import DEFAULT_MODEL_ID, RunOutput, SparseModel, load_model
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_MODEL_ID",
+    "ArtefactError",
+    "EmptyTextError",
+    "ModelLoadError",
+    "RunOutput",
+    "SparseModel",
+    "SparsescopeError",
+    "TextTooLongError",
+    "__version__",
+    "load_model",
+]
