@@ -39,8 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "-v",
-                                                                  "--verbose")):
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "-v", "--verbose")):
         argv = ["serve", *argv]
     elif argv in (["-v"], ["--verbose"]):
         argv = [*argv, "serve"]

@@ -94,8 +94,12 @@ def _gelu_tanh(x: Tensor) -> Tensor:
     return F.gelu(x, approximate="tanh")
 
 
-_ACTIVATIONS = {"gelu": F.gelu, "gelu_new": _gelu_tanh, "gelu_pytorch_tanh": _gelu_tanh,
-                "relu": F.relu}
+_ACTIVATIONS = {
+    "gelu": F.gelu,
+    "gelu_new": _gelu_tanh,
+    "gelu_pytorch_tanh": _gelu_tanh,
+    "relu": F.relu,
+}
 
 
 class Embeddings(nn.Module):
@@ -487,9 +491,7 @@ def _load_tokenizer(path: Path):
             lower = bool(json.loads(tc.read_text()).get("do_lower_case", True))
         tok = BertWordPieceTokenizer(str(vocab), lowercase=lower)
     else:
-        raise ModelLoadError(
-            f"{path} has no tokenizer files: expected tokenizer.json or vocab.txt"
-        )
+        raise ModelLoadError(f"{path} has no tokenizer files: expected tokenizer.json or vocab.txt")
     tok.no_truncation()
     tok.no_padding()
     return tok
@@ -550,8 +552,7 @@ def load_model(path: str | os.PathLike | None = None, device: str = "auto") -> S
     tok = _load_tokenizer(p)
     dev = _resolve_device(device)
     net = build_model(cfg, _read_state_dict(p)).to(dev)
-    log.info("loaded %s (%d layers x %d heads) on %s", model_id, cfg.num_layers, cfg.num_heads,
-             dev)
+    log.info("loaded %s (%d layers x %d heads) on %s", model_id, cfg.num_layers, cfg.num_heads, dev)
     return SparseModel(net, tok, model_id, dev)
 
 
@@ -579,5 +580,6 @@ def tiny_model(
             if "LayerNorm" in name:
                 continue
             prm.copy_(torch.randn(prm.shape, generator=gen) * (0.2 if prm.dim() > 1 else 0.02))
-    return SparseModel(net.eval(), tok, f"tiny-random-{layers}x{heads}-seed{seed}",
-                       torch.device("cpu"))
+    return SparseModel(
+        net.eval(), tok, f"tiny-random-{layers}x{heads}-seed{seed}", torch.device("cpu")
+    )

@@ -1,0 +1,134 @@
+"""``sparsescope analyze "TEXT"``: per-head gold sparsity and how the default patterns cover it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+#: Methods reported by ``analyze`` at their documented defaults (sparse_core.methods).
+REPORTED = ("fixed", "strided", "sf-distance", "sf-quantization", "sf-kmeans")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "analyze",
+        help="analyse one text: gold sparsity per head, pattern recall/sparsity",
+        description="Run the entmax model on TEXT and report, per layer and head, the gold "
+        "sparsity of the attention graph and the recall / sparsity / exactness of the "
+        f"patterns {', '.join(REPORTED)} at their default settings.",
+    )
+    p.add_argument("text", help="the text to analyse (use - to read standard input)")
+    p.add_argument("--alpha", type=float, default=1.5, help="entmax alpha in [1, 2] (default 1.5)")
+    p.add_argument("--causal", action="store_true", help="mask future keys (decoder-style)")
+    p.add_argument("--truncate", action="store_true", help="keep the first 512 tokens")
+    p.add_argument("--model", default=None, help="a local BERT checkpoint directory")
+    p.add_argument("--artefact", default=None, help="a Sparsefinder artefact (default: shipped)")
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(run=run)
+
+
+def analyze(model, text: str, *, alpha: float, causal: bool, truncate: bool, artefact) -> dict:
+    """The JSON report: model, device, tokens and, per head, gold sparsity + pattern metrics."""
+    from sparse_core.methods import METHODS, PredictContext, evaluate
+    from sparse_core.metrics import sparsity
+
+    out = model.run(text, alpha=alpha, causal=causal, truncate=truncate)
+    ctx = PredictContext.from_run(out, artefact)
+    gold = sparsity(out.graph, causal=causal)  # (L, H)
+    per_method = {}
+    for name in REPORTED:
+        method = METHODS[name]
+        if method.needs_artefact and artefact is None:
+            continue
+        params = method.defaults(out.n)
+        per_method[name] = (params, evaluate(ctx, method, params))
+    heads = []
+    for li in range(out.layers):
+        for hi in range(out.heads):
+            pats = {
+                name: {
+                    "params": params,
+                    **{k: round(float(v[li, hi]), 6) for k, v in m.items()},
+                }
+                for name, (params, m) in per_method.items()
+            }
+            heads.append(
+                {
+                    "layer": li,
+                    "head": hi,
+                    "gold_sparsity": round(float(gold[li, hi]), 6),
+                    "patterns": pats,
+                }
+            )
+    return {
+        "model": model.model_id,
+        "device": model.device,
+        "alpha": alpha,
+        "causal": causal,
+        "truncated": out.truncated,
+        "n": out.n,
+        "tokens": out.tokens,
+        "heads": heads,
+    }
+
+
+def _table(report: dict) -> str:
+    names = list(report["heads"][0]["patterns"]) if report["heads"] else []
+    lines = [
+        f"{report['model']} on {report['device']}, alpha={report['alpha']}, "
+        f"{'causal' if report['causal'] else 'bidirectional'}, n={report['n']} tokens"
+        + (" (truncated)" if report["truncated"] else ""),
+        "",
+    ]
+    head = f"{'layer':>5} {'head':>4} {'gold':>6}"
+    for nm in names:
+        head += f" | {nm[:15]:>15} rec/spa"
+    lines.append(head)
+    for h in report["heads"]:
+        row = f"{h['layer']:>5} {h['head']:>4} {h['gold_sparsity']:>6.3f}"
+        for nm in names:
+            p = h["patterns"][nm]
+            row += f" | {p['recall']:>11.3f}/{p['sparsity']:.3f}"
+        lines.append(row)
+    if report["heads"]:
+        lines.append("")
+        mean_gold = sum(h["gold_sparsity"] for h in report["heads"]) / len(report["heads"])
+        summary = f"{'mean':>10} {mean_gold:>6.3f}"
+        for nm in names:
+            r = sum(h["patterns"][nm]["recall"] for h in report["heads"]) / len(report["heads"])
+            s = sum(h["patterns"][nm]["sparsity"] for h in report["heads"]) / len(report["heads"])
+            summary += f" | {r:>11.3f}/{s:.3f}"
+        lines.append(summary)
+        params = "; ".join(
+            f"{nm}: "
+            + ", ".join(f"{k}={v}" for k, v in report["heads"][0]["patterns"][nm]["params"].items())
+            for nm in names
+        )
+        lines.append(f"defaults: {params}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from sparse_core import load_model
+    from sparse_core.errors import ArtefactError
+    from sparse_core.sparsefinder import load_artefact
+
+    text = sys.stdin.read() if args.text == "-" else args.text
+    model = load_model(args.model, device=args.device)
+    try:
+        artefact = load_artefact(args.artefact, model_id=model.model_id, alpha=args.alpha)
+    except ArtefactError as exc:  # the sf-* columns need a matching artefact; the rest do not
+        if args.artefact is not None:
+            raise
+        print(
+            f"note: no Sparsefinder artefact for this model/alpha ({exc}); sf-* methods left out",
+            file=sys.stderr,
+        )
+        artefact = None
+    report = analyze(
+        model, text, alpha=args.alpha, causal=args.causal, truncate=args.truncate, artefact=artefact
+    )
+    print(json.dumps(report) if args.json else _table(report))
+    return 0

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs everything sparsescope needs on a fresh Debian/Ubuntu machine with Python >= 3.10:
+# the pinned CPU PyTorch first (an unpinned torch would pull several GB of CUDA packages),
+# then sparsescope itself (non-editable) with its test extras, then Debian's chromium for the
+# browser tests. Safe to re-run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+echo "==> PyTorch (pinned CPU build)"
+$PY -m pip install --quiet --disable-pip-version-check "torch==2.13.0"
+echo "==> sparsescope and its dependencies"
+$PY -m pip install --quiet --disable-pip-version-check ".[test]"
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "==> chromium (Debian) for the browser tests"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "note: chromium not found; browser tests will be skipped (apt-get install chromium)" >&2
+  fi
+fi
+echo "==> done: run 'sparsescope' to start the app, 'python3 -m pytest' to run the tests"
