@@ -1,4 +1,4 @@
-"""The entmax transformer: parity with reference BERT, the graph, causal mode, sparse-consistency."""
+"""The entmax transformer: reference-BERT parity, the graph, causal mode, sparse-consistency."""
 
 from __future__ import annotations
 
