@@ -1,0 +1,188 @@
+"""Metrics of predicted attention masks against the ground-truth entmax graph (SPEC §4).
+
+For one text, layer and head: M the predicted mask, G the gold graph ``{(i, j) : P_ij > 0}``, V the
+valid region (all n² pairs, or the n(n+1)/2 pairs j <= i when causal, diagonal included)::
+
+    sparsity(M)  = 1 - |M ∩ V| / |V|          gold sparsity = sparsity(G)
+    recall(M)    = |M ∩ G| / |G|
+    precision(M) = |M ∩ G| / |M ∩ V|
+    exact(M)     = |{valid i : G_i ⊆ M_i}| / |{valid i}|
+
+Every function takes bool masks with any leading dims ``(..., n, n)`` (typically (L, H, n, n)),
+broadcasts them together and returns a float64 tensor of the leading shape (a 0-d tensor for a
+single (n, n) mask). Degenerate ratios (SPEC leaves them open; project choices):
+
+- recall with |G| = 0 is 1.0 (nothing to find, nothing missed);
+- precision with |M ∩ V| = 0 is 1.0 (an empty prediction makes no false claim);
+- sparsity with |V| = 0 is 1.0 (cannot happen for n >= 1: the diagonal is always valid);
+- exact with no valid query is 1.0 (vacuously true).
+
+Aggregation (:func:`aggregate`): per (layer, head) mean over texts, each text weighted equally, then
+the overall figure is the plain mean over all (layer, head). :func:`pareto_front` and
+:func:`output_fidelity` (the paper's "sparsity-accuracy") complete the set.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+if TYPE_CHECKING:  # the model is only needed by output_fidelity, and only for typing here
+    from .model import RunOutput, SparseModel
+
+
+def _check_mask(name: str, m: Tensor) -> None:
+    if not isinstance(m, Tensor) or m.dtype != torch.bool:
+        got = m.dtype if isinstance(m, Tensor) else type(m).__name__
+        raise ValueError(f"{name} must be a torch.bool mask (..., n, n), got {got}")
+    if m.dim() < 2 or m.shape[-1] != m.shape[-2]:
+        raise ValueError(f"{name} must have shape (..., n, n), got {tuple(m.shape)}")
+
+
+def _count(m: Tensor) -> Tensor:
+    return m.sum(dim=(-2, -1), dtype=torch.int64)  # (...,)
+
+
+def _ratio(num: Tensor, den: Tensor, empty: float) -> Tensor:
+    """num / den in float64, ``empty`` where den == 0."""
+    num, den = num.to(torch.float64), den.to(torch.float64)
+    return torch.where(den > 0, num / den.clamp(min=1), torch.full_like(den, empty))
+
+
+def _valid(n: int, causal: bool, valid: Tensor | None, device: torch.device) -> Tensor:
+    if valid is not None:
+        _check_mask("valid", valid)
+        return valid.to(device)
+    v = torch.ones(n, n, dtype=torch.bool, device=device)
+    return v.tril() if causal else v
+
+
+def sparsity(mask: Tensor, causal: bool = False, valid: Tensor | None = None) -> Tensor:
+    """``1 - |M ∩ V| / |V|`` over the last two dims (SPEC §4).
+
+    ``valid`` (broadcastable to mask, e.g. a padding-aware region) overrides ``causal``; by default
+    V is all pairs, or j <= i when causal. 1.0 where |V| = 0.
+    """
+    _check_mask("mask", mask)
+    v = _valid(mask.shape[-1], causal, valid, mask.device)
+    mv, v = torch.broadcast_tensors(mask & v, v)
+    return 1.0 - _ratio(_count(mv), _count(v), 0.0)
+
+
+def recall(pred: Tensor, gold: Tensor) -> Tensor:
+    """``|M ∩ G| / |G|`` (SPEC §4); 1.0 where |G| = 0 (nothing to find, nothing missed)."""
+    _check_mask("pred", pred)
+    _check_mask("gold", gold)
+    hit, gold = torch.broadcast_tensors(pred & gold, gold)
+    return _ratio(_count(hit), _count(gold), 1.0)
+
+
+def precision(
+    pred: Tensor, gold: Tensor, causal: bool = False, valid: Tensor | None = None
+) -> Tensor:
+    """``|M ∩ G| / |M ∩ V|`` (SPEC §4); 1.0 where |M ∩ V| = 0 (no prediction, no false claim).
+
+    Predicted pairs outside V (e.g. j > i in causal mode) are not counted as false positives.
+    """
+    _check_mask("pred", pred)
+    _check_mask("gold", gold)
+    v = _valid(pred.shape[-1], causal, valid, pred.device)
+    hit, kept = torch.broadcast_tensors(pred & gold & v, pred & v)
+    return _ratio(_count(hit), _count(kept), 1.0)
+
+
+def exact(pred: Tensor, gold: Tensor, valid_rows: Tensor | None = None) -> Tensor:
+    """Share of valid queries i whose whole support lies in the prediction, ``G_i ⊆ M_i`` (SPEC §4).
+
+    For those rows entmax over the restricted scores returns exactly P_i (sparse-consistency).
+    ``valid_rows`` is a bool (..., n) broadcastable to the queries (e.g. non-padding rows); default
+    every row. 1.0 where no row is valid.
+    """
+    _check_mask("pred", pred)
+    _check_mask("gold", gold)
+    covered = ~(gold & ~pred).any(dim=-1)  # (..., n): no gold key of row i is missing from M_i
+    if valid_rows is None:
+        rows = torch.ones_like(covered)
+    else:
+        if valid_rows.dtype != torch.bool:
+            raise ValueError(f"valid_rows must be a torch.bool tensor, got {valid_rows.dtype}")
+        rows = valid_rows.to(covered.device)
+    covered, rows = torch.broadcast_tensors(covered & rows, rows)
+    return _ratio(covered.sum(-1), rows.sum(-1), 1.0)
+
+
+def aggregate(per_text: Sequence[Tensor]) -> tuple[Tensor, float]:
+    """Aggregate one (L, H) figure per text (SPEC §4).
+
+    ``per_head[l, h] = (1 / T) Σ_t x_t[l, h]`` — each text weighted equally, whatever its length —
+    and ``overall = (1 / (L H)) Σ_{l, h} per_head[l, h]``, the plain mean over heads.
+    Returns ``(per_head (L, H) float64, overall)``.
+    """
+    if len(per_text) == 0:
+        raise ValueError("per_text must hold at least one (L, H) tensor, got an empty sequence")
+    shapes = {tuple(t.shape) for t in per_text}
+    if len(shapes) != 1:
+        raise ValueError(f"per_text tensors must all have the same (L, H) shape, got {shapes}")
+    stacked = torch.stack([t.to(torch.float64) for t in per_text])  # (T, L, H)
+    per_head = stacked.mean(dim=0)  # (L, H)
+    return per_head, float(per_head.mean())
+
+
+def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
+    """Indices of the sparsity-recall Pareto frontier of ``points`` = [(sparsity, recall), ...].
+
+    SPEC §4: sort by sparsity descending, keep a point iff its recall is strictly above every
+    recall kept before it. Ties: among equal sparsity the higher recall comes first, so at most one
+    point per sparsity value is kept (the best); exact duplicates keep the lowest original index.
+    Points with a NaN coordinate are never kept. Returns the kept indices (into ``points``) in
+    order of descending sparsity (so recall ascends along the list).
+    """
+    order = sorted(
+        (k for k, (s, r) in enumerate(points) if not (math.isnan(s) or math.isnan(r))),
+        key=lambda k: (-points[k][0], -points[k][1], k),
+    )
+    kept: list[int] = []
+    best = -math.inf
+    for k in order:
+        if points[k][1] > best:
+            kept.append(k)
+            best = points[k][1]
+    return kept
+
+
+def output_fidelity(
+    model: SparseModel,
+    text_or_out: str | RunOutput,
+    masks: Tensor,
+    *,
+    alpha: float = 1.5,
+    causal: bool = False,
+) -> float:
+    """Mean cosine similarity of the final hidden states, restricted vs unrestricted (SPEC §4).
+
+    ``(1 / n) Σ_i cos(h_i^M, h_i)`` where h is the entmax model's final hidden state and h^M the
+    same model re-run with every head's attention restricted to its mask (``model.forward_masked``).
+    ``masks`` is a bool mask broadcastable to (L, H, n, n) (an (n, n) mask applies to every head).
+    ``text_or_out`` is a text (run here with ``alpha`` and ``causal``) or a RunOutput (its own alpha
+    and causal are used). By sparse-consistency (SPEC §1) masks ⊇ out.graph give 1 up to rounding.
+    """
+    if isinstance(text_or_out, str):
+        out = model.run(text_or_out, alpha=alpha, causal=causal)
+    else:
+        out = text_or_out
+    _check_mask("masks", masks)
+    shape = (out.layers, out.heads, out.n, out.n)
+    try:
+        full = masks.expand(shape)
+    except RuntimeError:
+        raise ValueError(
+            f"masks must be broadcastable to (L, H, n, n) = {shape}, got {tuple(masks.shape)}"
+        ) from None
+    restricted = model.forward_masked(out, full.contiguous())  # (n, d_model)
+    cos = F.cosine_similarity(restricted.double(), out.hidden.double(), dim=-1)  # (n,)
+    return float(cos.mean())

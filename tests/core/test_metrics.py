@@ -1,0 +1,228 @@
+"""Metrics against hand-computed figures and their set definitions (SPEC §4)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sparse_core import metrics as M
+from sparse_core import patterns as P
+
+FAST = settings(max_examples=60, deadline=None)
+
+
+def mask_of(rows: list[set[int]], n: int = 4) -> torch.Tensor:
+    m = torch.zeros(n, n, dtype=torch.bool)
+    for i, keys in enumerate(rows):
+        m[i, sorted(keys)] = True
+    return m
+
+
+# n = 4 by hand: |G| = 7, |M| = 8, |M ∩ G| = 5 (row 0: {0}, row 1: {1}, row 2: {0, 2, 3})
+GOLD = mask_of([{0, 1}, {1}, {0, 2, 3}, {3}])
+PRED = mask_of([{0}, {0, 1, 2}, {0, 2, 3}, {2}])
+
+
+def test_hand_case_bidirectional():
+    assert M.sparsity(PRED).item() == pytest.approx(1 - 8 / 16)
+    assert M.sparsity(GOLD).item() == pytest.approx(1 - 7 / 16)
+    assert M.recall(PRED, GOLD).item() == pytest.approx(5 / 7)
+    assert M.precision(PRED, GOLD).item() == pytest.approx(5 / 8)
+    assert M.exact(PRED, GOLD).item() == pytest.approx(2 / 4)  # rows 1 and 2 fully covered
+
+
+def test_hand_case_causal():
+    # V = {j <= i}: 10 pairs; M ∩ V = {00, 10, 11, 20, 22, 32}: 6 pairs, 4 of them gold
+    assert M.sparsity(PRED, causal=True).item() == pytest.approx(1 - 6 / 10)
+    assert M.precision(PRED, GOLD, causal=True).item() == pytest.approx(4 / 6)
+    valid = P.valid_region(4, True)
+    assert M.sparsity(PRED, valid=valid).item() == pytest.approx(0.4)  # valid overrides causal
+    assert M.sparsity(torch.zeros(4, 4, dtype=torch.bool), causal=True).item() == 1.0
+    assert M.sparsity(valid, causal=True).item() == 0.0
+
+
+def test_hand_case_exact_valid_rows():
+    assert M.exact(PRED, GOLD, torch.tensor([True, True, False, False])).item() == 0.5
+    assert M.exact(PRED, GOLD, torch.tensor([False, True, True, False])).item() == 1.0
+    assert M.exact(PRED, GOLD, torch.tensor([True, False, False, True])).item() == 0.0
+
+
+def test_degenerate_ratios():
+    empty = torch.zeros(4, 4, dtype=torch.bool)
+    assert M.recall(PRED, empty).item() == 1.0  # |G| = 0
+    assert M.recall(empty, GOLD).item() == 0.0
+    assert M.precision(empty, GOLD).item() == 1.0  # |M ∩ V| = 0
+    assert M.precision(PRED, empty).item() == 0.0
+    assert M.exact(PRED, GOLD, torch.zeros(4, dtype=torch.bool)).item() == 1.0  # no valid row
+    assert M.sparsity(PRED, valid=empty).item() == 1.0  # |V| = 0
+
+
+def test_metrics_are_batched_over_leading_dims():
+    pred = torch.stack([PRED, GOLD, ~PRED]).reshape(3, 1, 4, 4).expand(3, 2, 4, 4)  # (L, H, n, n)
+    for f in (M.recall, M.precision, M.exact):
+        out = f(pred, GOLD)
+        assert out.shape == (3, 2) and out.dtype == torch.float64
+    rec = M.recall(pred, GOLD)
+    assert rec[:, 0].tolist() == pytest.approx([5 / 7, 1.0, 2 / 7])
+    assert M.sparsity(pred).shape == (3, 2)
+    assert M.sparsity(PRED).shape == ()
+
+
+def test_masks_must_be_bool():
+    with pytest.raises(ValueError, match="pred must be a torch.bool mask"):
+        M.recall(PRED.float(), GOLD)
+    with pytest.raises(ValueError, match="mask must have shape"):
+        M.sparsity(torch.zeros(3, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match="valid_rows must be a torch.bool"):
+        M.exact(PRED, GOLD, torch.ones(4))
+
+
+def random_masks(seed: int, n: int, p: float = 0.3, shape=(2, 3)):
+    gen = torch.Generator().manual_seed(seed)
+    return torch.rand(*shape, n, n, generator=gen) < p
+
+
+@FAST
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 12), causal=st.booleans())
+def test_metrics_match_set_definitions(seed, n, causal):
+    pred, gold = random_masks(seed, n), random_masks(seed + 1, n, 0.2)
+    vs = {(i, j) for i in range(n) for j in range(n) if j <= i or not causal}
+    sp, rc = M.sparsity(pred, causal), M.recall(pred, gold)
+    pr, ex = M.precision(pred, gold, causal), M.exact(pred, gold)
+    for a in range(2):
+        for h in range(3):
+            ms = {(i, j) for i, j in pred[a, h].nonzero().tolist()}
+            gs = {(i, j) for i, j in gold[a, h].nonzero().tolist()}
+            assert sp[a, h].item() == pytest.approx(1 - len(ms & vs) / len(vs))
+            assert rc[a, h].item() == pytest.approx(len(ms & gs) / len(gs) if gs else 1.0)
+            kept = ms & vs
+            assert pr[a, h].item() == pytest.approx(len(kept & gs) / len(kept) if kept else 1.0)
+            covered = [all((i, j) in ms for (gi, j) in gs if gi == i) for i in range(n)]
+            assert ex[a, h].item() == pytest.approx(sum(covered) / n)
+
+
+@FAST
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 12))
+def test_supersets_of_gold_have_recall_and_exact_one(seed, n):
+    gold = random_masks(seed, n, 0.2)
+    pred = gold | random_masks(seed + 7, n, 0.2)
+    assert (M.recall(pred, gold) == 1).all() and (M.exact(pred, gold) == 1).all()
+    assert (M.sparsity(pred) <= M.sparsity(gold)).all()
+
+
+# ----------------------------------------------------------------------------- aggregation
+
+
+def test_aggregate_hand_case():
+    texts = [
+        torch.tensor([[0.0, 1.0], [1.0, 1.0]]),
+        torch.tensor([[1.0, 1.0], [0.0, 0.0]]),
+        torch.tensor([[1.0, 0.0], [0.0, 1.0]]),
+    ]
+    per_head, overall = M.aggregate(texts)
+    assert per_head.shape == (2, 2)
+    assert per_head.flatten().tolist() == pytest.approx([2 / 3, 2 / 3, 1 / 3, 2 / 3])
+    assert overall == pytest.approx(7 / 12)
+
+
+def test_aggregate_weights_texts_equally_not_by_size():
+    # a short text (|G| = 2, recall 1/2) and a long one (|G| = 100, recall 1): mean 0.75, not the
+    # pooled 101 / 102
+    short_g = torch.zeros(1, 1, 10, 10, dtype=torch.bool)
+    short_g[..., 0, :2] = True
+    short_p = torch.zeros_like(short_g)
+    short_p[..., 0, 0] = True
+    long_g = torch.ones(1, 1, 10, 10, dtype=torch.bool)
+    per_text = [M.recall(short_p, short_g), M.recall(long_g, long_g)]  # each (1, 1)
+    per_head, overall = M.aggregate(per_text)
+    assert per_head.item() == pytest.approx(0.75) and overall == pytest.approx(0.75)
+
+
+def test_aggregate_rejects_bad_input():
+    with pytest.raises(ValueError, match="at least one"):
+        M.aggregate([])
+    with pytest.raises(ValueError, match="same"):
+        M.aggregate([torch.zeros(2, 2), torch.zeros(2, 3)])
+
+
+# ----------------------------------------------------------------------------- Pareto frontier
+
+
+def test_pareto_hand_case():
+    pts = [(0.9, 0.5), (0.95, 0.4), (0.8, 0.9), (0.85, 0.3), (0.9, 0.6), (0.7, 0.9), (0.6, 1.0)]
+    # order: 1 (0.95) keep; 4 (0.9, 0.6) keep; 0 (0.9, 0.5) drop; 3 drop; 2 keep;
+    # 5 (0.7, 0.9) drop (not strictly higher); 6 keep
+    assert M.pareto_front(pts) == [1, 4, 2, 6]
+
+
+def test_pareto_ties_and_edge_cases():
+    assert M.pareto_front([]) == []
+    assert M.pareto_front([(0.5, 0.5), (0.5, 0.5)]) == [0]  # duplicate: lowest index
+    assert M.pareto_front([(0.5, 0.2), (0.5, 0.7)]) == [1]  # equal sparsity: higher recall
+    assert M.pareto_front([(0.9, 0.0), (0.1, 0.0)]) == [0]
+    assert M.pareto_front([(0.9, math.nan), (0.5, 0.5), (math.nan, 1.0)]) == [1]
+
+
+@FAST
+@given(st.lists(st.tuples(st.sampled_from([0.1, 0.3, 0.5, 0.9]), st.floats(0, 1)), max_size=12))
+def test_pareto_keeps_exactly_the_undominated_points(pts):
+    kept = M.pareto_front(pts)
+
+    def dominated(k):  # weakly dominated by another point, or a later duplicate
+        sk, rk = pts[k]
+        return any(
+            s >= sk and r >= rk and ((s, r) != (sk, rk) or p < k)
+            for p, (s, r) in enumerate(pts)
+            if p != k
+        )
+
+    assert sorted(kept) == [k for k in range(len(pts)) if not dominated(k)]
+    assert [pts[k][0] for k in kept] == sorted((pts[k][0] for k in kept), reverse=True)
+    recalls = [pts[k][1] for k in kept]
+    assert all(a < b for a, b in zip(recalls, recalls[1:], strict=False))
+
+
+# ----------------------------------------------------------------------------- output fidelity
+
+
+@pytest.fixture(scope="module")
+def runs(tiny_model, sentence):
+    return {c: tiny_model.run(sentence, alpha=1.5, causal=c) for c in (False, True)}
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_fidelity_is_one_when_recall_is_one(tiny_model, runs, causal):
+    out = runs[causal]
+    assert M.output_fidelity(tiny_model, out, out.graph) == pytest.approx(1.0, abs=1e-5)
+    extra = random_masks(3, out.n, 0.3, shape=(out.layers, out.heads))
+    assert M.output_fidelity(tiny_model, out, out.graph | extra) == pytest.approx(1.0, abs=1e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_fidelity_drops_for_a_window_only_mask(tiny_model, runs, causal):
+    out = runs[causal]
+    win = P.window(out.n, 3, causal=causal)  # (n, n), broadcast to every head
+    assert (M.recall(win, out.graph) < 1).any()
+    fid = M.output_fidelity(tiny_model, out, win)
+    assert fid < 0.999
+    full = win.expand(out.layers, out.heads, out.n, out.n)
+    assert M.output_fidelity(tiny_model, out, full) == pytest.approx(fid, abs=1e-6)
+
+
+def test_fidelity_accepts_text(tiny_model, runs, sentence):
+    out = runs[False]
+    win = P.window(out.n, 5)
+    got = M.output_fidelity(tiny_model, sentence, win, alpha=1.5, causal=False)
+    assert got == pytest.approx(M.output_fidelity(tiny_model, out, win), abs=1e-6)
+
+
+def test_fidelity_rejects_bad_masks(tiny_model, runs):
+    out = runs[False]
+    with pytest.raises(ValueError, match="broadcastable to"):
+        M.output_fidelity(tiny_model, out, torch.ones(5, out.n, out.n, dtype=torch.bool))
+    with pytest.raises(ValueError, match="masks must be a torch.bool mask"):
+        M.output_fidelity(tiny_model, out, out.probs)
