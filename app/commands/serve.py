@@ -1,0 +1,62 @@
+"""``sparsescope serve``: the web app on http://127.0.0.1:8000 (the default command).
+
+Flags override the ``SPARSESCOPE_*`` environment (app/settings.py). The model is loaded before
+the server starts, so a bad ``--model`` / ``--artefact`` is a one-line error, not a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+log = logging.getLogger(__name__)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="run the web app (the default command)",
+        description="Serve the sparsescope page and its JSON API. Binds 127.0.0.1 (this machine "
+        "only) unless --host says otherwise.",
+    )
+    p.add_argument("--host", default=None, help="interface to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=None, help="TCP port (default 8000)")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None, help="default auto")
+    p.add_argument("--model", default=None, help="a local BERT checkpoint directory")
+    p.add_argument("--artefact", default=None, help="a Sparsefinder artefact (default: shipped)")
+    p.add_argument("--data-dir", default=None, help="folder for user data (e.g. share links)")
+    p.set_defaults(run=run)
+
+
+def settings_from_args(args: argparse.Namespace):
+    from app.settings import Settings
+
+    return Settings.from_env(
+        host=args.host,
+        port=args.port,
+        device=args.device,
+        model_path=args.model,
+        artefact_path=args.artefact,
+        data_dir=args.data_dir,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from app.main import create_app
+    from app.service import AnalysisService
+
+    settings = settings_from_args(args)
+    service = AnalysisService(settings)
+    service.start()  # load errors surface here, as one line on stderr (app/cli.py)
+    if settings.host not in ("127.0.0.1", "localhost", "::1"):
+        log.warning("binding %s: anyone who can reach this machine can use the app", settings.host)
+    print(f"sparsescope: serving on http://{settings.host}:{settings.port}", flush=True)
+    uvicorn.run(
+        create_app(settings, service),
+        host=settings.host,
+        port=settings.port,
+        log_level="info" if args.verbose else "warning",
+    )
+    return 0

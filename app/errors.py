@@ -1,0 +1,109 @@
+"""Every error the API returns has the body ``{"detail": str, "field": str | null}``.
+
+``detail`` says what was wrong and what is allowed; ``field`` names the request field at fault.
+400 bad value, 404 unknown id / route, 405 wrong method, 413 body too large, 422 schema; a bug
+becomes a generic 500 (the trace goes to the log, never to the client).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger(__name__)
+
+
+class ApiError(Exception):
+    """An error meant for the client: HTTP status, a readable message and the field at fault."""
+
+    def __init__(self, status: int, detail: str, field: str | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.field = field
+
+
+def error_response(status: int, detail: str, field: str | None = None, **headers: str):
+    return JSONResponse({"detail": detail, "field": field}, status_code=status, headers=headers)
+
+
+_REASONS = {
+    404: "not found",
+    405: "method not allowed",
+}
+
+
+def _field_of(loc: tuple | list) -> str | None:
+    """('body', 'alpha') -> 'alpha'; ('query', 'top_k') -> 'top_k'; ('body',) -> None."""
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header", "cookie")]
+    return ".".join(parts) or None
+
+
+def validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
+    """A one-line message for the first schema error (and how many more there are).
+
+    ``{"text": 3}`` -> ``text must be a valid string, got 3``; pydantic's "Input should be" is
+    turned into "<field> must be", which already says what is allowed.
+    """
+    errors = exc.errors()
+    if not errors:
+        return "the request does not match the schema", None
+    err = errors[0]
+    kind = err.get("type", "")
+    if kind == "json_invalid":
+        msg = (err.get("ctx") or {}).get("error", "malformed JSON")
+        return f"the request body is not valid JSON ({msg}); send a JSON object", None
+    field = _field_of(err.get("loc", ()))
+    where = field or "the request body"
+    if kind == "missing":
+        text = f"{where} is required"
+    elif kind == "extra_forbidden":
+        text = f"{where} is not a field of this request; remove it"
+    else:
+        msg = str(err.get("msg", "is invalid"))
+        if msg.startswith("Input should be"):
+            msg = "must be" + msg[len("Input should be") :]
+        elif msg.startswith("Value error, "):
+            msg = msg[len("Value error, ") :]
+        text = f"{where}: {msg}" if not msg.startswith("must be") else f"{where} {msg}"
+        got = err.get("input")
+        if got is not None and not isinstance(got, dict | list):
+            shown = repr(got)
+            text += f", got {shown[:60] + '...' if len(shown) > 60 else shown}"
+        elif isinstance(got, dict | list):
+            text += f", got a JSON {'object' if isinstance(got, dict) else 'array'}"
+    if len(errors) > 1:
+        text += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+    return text, field
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return error_response(exc.status, exc.detail, exc.field)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        detail, field = validation_message(exc)
+        return JSONResponse(jsonable_encoder({"detail": detail, "field": field}), status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        detail = exc.detail if isinstance(exc.detail, str) else _REASONS.get(exc.status_code, "")
+        if exc.status_code == 404 and detail.lower() == "not found":
+            detail = f"there is no page or API route at {request.url.path}; see /docs"
+        elif exc.status_code == 405:
+            detail = f"{request.method} is not allowed on {request.url.path}; see /docs"
+        return error_response(exc.status_code, detail, None, **(exc.headers or {}))
+
+    @app.exception_handler(Exception)
+    async def _bug(request: Request, exc: Exception) -> JSONResponse:
+        log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
+        return error_response(
+            500, "internal server error: the server hit a bug; the log has the details", None
+        )

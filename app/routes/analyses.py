@@ -1,0 +1,104 @@
+"""``/api/analyze`` and everything about one analysis (``/api/analyses/{id}/...``).
+
+Plain ``def`` routes: the torch work runs in FastAPI's thread pool, off the event loop. Heavy
+bodies are serialised once by the service and sent as bytes (their schema is still declared).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import Response
+
+from app.deps import ServiceDep
+from app.schemas import (
+    Analysis,
+    AnalyzeRequest,
+    Clusters,
+    ErrorOut,
+    HeadPayload,
+    Metrics,
+    Pareto,
+)
+
+router = APIRouter(prefix="/api", tags=["analyses"])
+
+ERRORS = {
+    400: {"model": ErrorOut, "description": "a bad value (the message names the field)"},
+    404: {"model": ErrorOut, "description": "unknown or evicted analysis id"},
+    413: {"model": ErrorOut, "description": "request body too large"},
+    422: {"model": ErrorOut, "description": "the request does not match the schema"},
+}
+
+AnalysisId = Annotated[str, Path(description="the id returned by POST /api/analyze")]
+Layer = Annotated[int, Path(description="layer index, from 0")]
+Head = Annotated[int, Path(description="head index, from 0")]
+
+
+def _json(body: bytes) -> Response:
+    return Response(content=body, media_type="application/json")
+
+
+@router.post("/analyze", response_model=Analysis, responses=ERRORS)
+def analyze(req: AnalyzeRequest, service: ServiceDep) -> Response:
+    """Run the model on a text (or answer from the cache): tokens, per-head summary, methods."""
+    entry = service.analyze_entry(req.text, req.alpha, req.causal, req.truncate)
+    return _json(entry.body_json)
+
+
+@router.get("/analyses/{analysis_id}", response_model=Analysis, responses=ERRORS)
+def get_analysis(analysis_id: AnalysisId, service: ServiceDep) -> Response:
+    """The analyze body of a cached analysis (404 once evicted: POST the text again)."""
+    return _json(service.get(analysis_id).body_json)
+
+
+@router.get(
+    "/analyses/{analysis_id}/heads/{layer}/{head}", response_model=HeadPayload, responses=ERRORS
+)
+def get_head(analysis_id: AnalysisId, layer: Layer, head: Head, service: ServiceDep) -> Response:
+    """One head: its entmax edges and what the page needs to recompute every method's mask."""
+    return _json(service.head(analysis_id, layer, head))
+
+
+@router.get("/analyses/{analysis_id}/pareto", response_model=Pareto, responses=ERRORS)
+def get_pareto(
+    analysis_id: AnalysisId,
+    service: ServiceDep,
+    layer: Annotated[int | None, Query(description="with head: one head; omit both: mean")] = None,
+    head: Annotated[int | None, Query(description="with layer: one head")] = None,
+) -> Response:
+    """Sparsity-recall points of every method's sweep grid on this text, and their frontiers."""
+    return _json(service.pareto(analysis_id, layer, head))
+
+
+@router.get(
+    "/analyses/{analysis_id}/clusters/{layer}/{head}", response_model=Clusters, responses=ERRORS
+)
+def get_clusters(
+    analysis_id: AnalysisId,
+    layer: Layer,
+    head: Head,
+    service: ServiceDep,
+    clusters: Annotated[int | None, Query(description="k-means clusters B (artefact's)")] = None,
+    top_k: Annotated[int, Query(description="centroids per token")] = 1,
+) -> Response:
+    """POS breakdown of the queries and keys in each Sparsefinder k-means cluster of a head."""
+    return _json(service.clusters(analysis_id, layer, head, clusters, top_k))
+
+
+@router.get(
+    "/analyses/{analysis_id}/metrics/{layer}/{head}", response_model=Metrics, responses=ERRORS
+)
+def get_metrics(
+    analysis_id: AnalysisId,
+    layer: Layer,
+    head: Head,
+    request: Request,
+    service: ServiceDep,
+    method: Annotated[str, Query(description="a method name from /api/methods")],
+) -> dict:
+    """Recall, sparsity, exact and precision of one method at the given parameters (query
+    string, e.g. ``&window=3&globals=true``; missing ones take their defaults)."""
+    params = {k: v for k, v in request.query_params.items() if k != "method"}
+    return service.metrics(analysis_id, layer, head, method, params)

@@ -1,0 +1,32 @@
+"""``GET /healthz`` and ``GET /api/methods``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from app.deps import ServiceDep
+from app.schemas import ErrorOut, Health, MethodsOut
+
+router = APIRouter()
+
+
+@router.get("/healthz", response_model=Health, tags=["meta"])
+def healthz(service: ServiceDep) -> dict:
+    """The server is up and the model is loaded: which model, device, artefact and version."""
+    return service.health()
+
+
+@router.get(
+    "/api/methods",
+    response_model=MethodsOut,
+    tags=["meta"],
+    responses={400: {"model": ErrorOut}},
+)
+def methods(
+    service: ServiceDep,
+    n: Annotated[int, Query(description="text length in tokens (resolves defaults)")] = 128,
+) -> dict:
+    """Every method with its parameter sliders, defaults resolved for a text of n tokens."""
+    return {"methods": service.methods(n)}

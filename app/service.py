@@ -1,0 +1,623 @@
+"""The analysis service: one loaded model, a bounded LRU cache of analyses, tensors -> plain data.
+
+The model is loaded once, in the app's lifespan (:meth:`AnalysisService.start`), never at import.
+Model calls are serialised by a lock (one CPU/GPU, one forward at a time). An analysis is cached
+under ``id = sha256(text, alpha, causal, truncate, model, artefact)[:24]``; the cache is bounded in
+entries and in bytes (the tensors of a 512-token text weigh about 100 MB). What is heavy and not
+always needed (the Pareto sweep, per-head payloads) is computed on request and kept with the entry.
+
+Every conversion of tensors to JSON-able data happens here, under ``torch.inference_mode()``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import logging
+import math
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from app.errors import ApiError
+from app.settings import Settings
+from sparse_core.errors import ArtefactError, EmptyTextError, SparsescopeError, TextTooLongError
+
+log = logging.getLogger(__name__)
+
+ID_HEX = 24  # 96 bits of sha256: ids are cache keys, collisions must not happen by chance
+
+
+def _optional(module: str):
+    """``sparse_core.<module>`` if it exists yet, else None (the API degrades, it does not fail)."""
+    try:
+        return importlib.import_module(f"sparse_core.{module}")
+    except ModuleNotFoundError as exc:
+        if exc.name == f"sparse_core.{module}":
+            return None
+        raise
+
+
+def sig6(x: float) -> float:
+    """``x`` rounded to 6 significant digits (the edge weights sent to the page)."""
+    return float(f"{x:.6g}")
+
+
+def tensor_nbytes(obj: Any, exclude: list | tuple = ()) -> int:
+    """Bytes held by the tensors in ``obj`` (a tensor, or a dataclass / dict / list of them),
+    not counting those reachable only through ``exclude`` (shared objects, e.g. the artefact)."""
+    seen: set[int] = {id(o) for o in exclude if o is not None}
+
+    def walk(o: Any) -> int:
+        if id(o) in seen:
+            return 0
+        seen.add(id(o))
+        if isinstance(o, torch.Tensor):
+            return o.element_size() * o.nelement()
+        if isinstance(o, dict):
+            return sum(walk(v) for v in o.values())
+        if isinstance(o, list | tuple):
+            return sum(walk(v) for v in o)
+        if isinstance(o, bytes | str):
+            return len(o)
+        if hasattr(o, "__dict__"):
+            return sum(walk(v) for v in vars(o).values())
+        return 0
+
+    return walk(obj)
+
+
+# ----------------------------------------------------------------------------- cache
+
+
+@dataclass
+class Entry:
+    """One cached analysis: the model's output, its predict context and what was derived."""
+
+    id: str
+    out: Any  # sparse_core.model.RunOutput
+    artefact: Any  # sparse_core.sparsefinder.Artefact | None
+    artefact_name: str | None
+    ctx: Any  # sparse_core.methods.PredictContext | None
+    body: dict  # the analyze response
+    body_json: bytes  # ... serialised once
+    pos: list[str | None]
+    nbytes: int = 0
+    derived: dict = field(default_factory=dict)  # ("pareto",) / ("head", l, h) ... -> data
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class LruCache:
+    """Least-recently-used entries, at most ``max_entries`` and about ``max_bytes`` in all.
+
+    An entry bigger than ``max_bytes`` on its own is still kept (alone) so that its follow-up
+    requests work; it is evicted by the next insertion.
+    """
+
+    def __init__(self, max_entries: int, max_bytes: int) -> None:
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[str, Entry] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.evictions = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
+
+    def get(self, key: str) -> Entry | None:
+        with self._lock:
+            entry = self._items.get(key)
+            if entry is not None:
+                self._items.move_to_end(key)
+            return entry
+
+    def put(self, entry: Entry) -> None:
+        with self._lock:
+            old = self._items.pop(entry.id, None)
+            if old is not None:
+                self._bytes -= old.nbytes
+            self._items[entry.id] = entry
+            self._bytes += entry.nbytes
+            self._evict(keep=entry.id)
+
+    def grow(self, entry: Entry, nbytes: int) -> None:
+        """Account ``nbytes`` more for ``entry`` (derived data added to it)."""
+        with self._lock:
+            entry.nbytes += nbytes
+            if self._items.get(entry.id) is entry:
+                self._bytes += nbytes
+                self._evict(keep=entry.id)
+
+    def _evict(self, keep: str) -> None:
+        while len(self._items) > 1 and (
+            len(self._items) > self.max_entries or self._bytes > self.max_bytes
+        ):
+            key = next(iter(self._items))
+            if key == keep:  # the newest is never its own victim
+                self._items.move_to_end(key)
+                key = next(iter(self._items))
+            victim = self._items.pop(key)
+            self._bytes -= victim.nbytes
+            self.evictions += 1
+            log.debug("evicted analysis %s (%d bytes)", key, victim.nbytes)
+
+
+@dataclass
+class Stats:
+    """Counters the tests (and /healthz readers) use: model runs and cache hits."""
+
+    runs: int = 0
+    hits: int = 0
+    pareto_runs: int = 0
+    timings: dict[str, float] = field(default_factory=dict)  # last analyze: stage -> seconds
+
+
+# ----------------------------------------------------------------------------- service
+
+
+class AnalysisService:
+    """Loads the model once and answers every API question about analysed texts."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        model: Any = None,
+        artefact: Any = None,
+        use_artefact: bool = True,
+        loader: Callable[[Settings], Any] | None = None,
+    ) -> None:
+        """``model``/``artefact`` preloaded (tests: ``tiny_model``); otherwise :meth:`start`
+        loads ``settings.model_path`` (None: the default model) on ``settings.device``.
+        ``use_artefact=False`` runs without Sparsefinder (sf-* methods unavailable)."""
+        self.settings = settings
+        self._model = model
+        self._loader = loader
+        self._use_artefact = use_artefact
+        self._artefacts: dict[float, tuple[Any, str | None]] = {}
+        self._explicit_artefact = artefact
+        self._model_lock = threading.Lock()
+        self._start_lock = threading.Lock()
+        self.cache = LruCache(settings.cache_entries, settings.cache_bytes)
+        self.stats = Stats()
+        self._methods_by_n: dict[int, list[dict]] = {}
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        return self._model is not None
+
+    @property
+    def model(self):
+        if self._model is None:
+            raise RuntimeError("AnalysisService.start() has not run (the app's lifespan does it)")
+        return self._model
+
+    def start(self) -> None:
+        """Load the model (and the artefact and tagger), then warm up with one short text."""
+        with self._start_lock:
+            if self._model is None:
+                t0 = time.perf_counter()
+                if self._loader is not None:
+                    self._model = self._loader(self.settings)
+                else:
+                    from sparse_core import load_model
+
+                    self._model = load_model(self.settings.model_path, self.settings.device)
+                log.info("model %s ready in %.1f s", self._model.model_id, time.perf_counter() - t0)
+            if self._use_artefact and self.settings.artefact_path is not None:
+                self._load_explicit_artefact()
+            if self.settings.warmup:
+                t0 = time.perf_counter()
+                self.warmup()
+                log.info("warm-up done in %.1f s", time.perf_counter() - t0)
+
+    def _load_explicit_artefact(self) -> None:
+        """``--artefact PATH``: a mistake there is the user's, reported at start-up."""
+        if self._explicit_artefact is not None:
+            return
+        from sparse_core.sparsefinder import load_artefact
+
+        art = load_artefact(self.settings.artefact_path, model_id=self.model.model_id)
+        cfg = self.model.config
+        art.check_model(cfg.num_layers, cfg.num_heads, cfg.head_dim)
+        self._explicit_artefact = art
+
+    def warmup(self) -> None:
+        """Run the whole pipeline once (tagger load, first forward) without caching it."""
+        out = self._run_model("Warm up the model.", 1.5, False, False)
+        self._tags(out)
+        art, _ = self.artefact_for(1.5)
+        self._summary(out, self._context(out, art), art)
+
+    # -- artefacts -----------------------------------------------------------------------------
+
+    def artefact_for(self, alpha: float) -> tuple[Any, str | None]:
+        """(artefact, name) fitted for this model at ``alpha``, or (None, None).
+
+        Sparsefinder's projections are learned on one model's graphs at one alpha, so at other
+        alphas the sf-* methods are left out (the page shows them as unavailable).
+        """
+        if not self._use_artefact:
+            return None, None
+        key = round(float(alpha), 9)
+        if key in self._artefacts:
+            return self._artefacts[key]
+        art = self._explicit_artefact
+        if art is not None:
+            ok = abs(float(art.alpha) - float(alpha)) <= 1e-9
+            res = (art, _artefact_label(art)) if ok else (None, None)
+        else:
+            try:
+                from sparse_core.sparsefinder import load_artefact
+
+                art = load_artefact(None, model_id=self.model.model_id, alpha=alpha)
+                cfg = self.model.config
+                art.check_model(cfg.num_layers, cfg.num_heads, cfg.head_dim)
+                res = (art, _artefact_label(art))
+            except (ArtefactError, ModuleNotFoundError, OSError) as exc:
+                log.info("no Sparsefinder artefact for alpha %g: %s", alpha, exc)
+                res = (None, None)
+        self._artefacts[key] = res
+        return res
+
+    # -- health, methods -----------------------------------------------------------------------
+
+    def health(self) -> dict:
+        from sparse_core import __version__
+
+        _, name = self.artefact_for(1.5)
+        return {
+            "status": "ok",
+            "model": self.model.model_id,
+            "device": self.model.device,
+            "artefact": name,
+            "version": __version__,
+        }
+
+    def methods(self, n: int) -> list[dict]:
+        """The method registry as JSON (parameter defaults resolved for length ``n``)."""
+        if n < 1 or n > self.model.max_positions:
+            raise ApiError(
+                400,
+                f"n must be in [1, {self.model.max_positions}] (the model's positions), got {n}",
+                "n",
+            )
+        if n in self._methods_by_n:
+            return self._methods_by_n[n]
+        mod = _optional("methods")
+        listed: list[dict] = []
+        if mod is not None:
+            for name, method in mod.METHODS.items():
+                listed.append(
+                    {
+                        "name": name,
+                        "label": method.label,
+                        "needs_artefact": bool(method.needs_artefact),
+                        "params": [_param_json(p) for p in method.params(n)],
+                    }
+                )
+        if len(self._methods_by_n) < 1024:
+            self._methods_by_n[n] = listed
+        return listed
+
+    # -- analyze -------------------------------------------------------------------------------
+
+    def key(self, text: str, alpha: float, causal: bool, truncate: bool) -> str:
+        _, art_name = self.artefact_for(alpha)
+        blob = json.dumps(
+            [text, repr(float(alpha)), bool(causal), bool(truncate), self.model.model_id, art_name],
+            ensure_ascii=False,
+        )
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:ID_HEX]
+
+    def analyze(self, text: str, alpha: float, causal: bool, truncate: bool) -> dict:
+        """The analyze body (a dict) of this request, from the cache when it was seen before."""
+        return self.analyze_entry(text, alpha, causal, truncate).body
+
+    def analyze_entry(self, text: str, alpha: float, causal: bool, truncate: bool) -> Entry:
+        """The cached :class:`Entry` of this request, analysing the text on a cache miss."""
+        alpha = _check_alpha(alpha)
+        if not text.strip():
+            raise ApiError(400, str(EmptyTextError()), "text")
+        key = self.key(text, alpha, causal, truncate)
+        entry = self.cache.get(key)
+        if entry is not None:
+            self.stats.hits += 1
+            return entry
+        with self._model_lock:  # one analysis at a time; a racing twin finds it cached
+            entry = self.cache.get(key)
+            if entry is not None:
+                self.stats.hits += 1
+                return entry
+            entry = self._analyze(key, text, alpha, causal, truncate)
+            self.cache.put(entry)
+        return entry
+
+    def _run_model(self, text: str, alpha: float, causal: bool, truncate: bool):
+        try:
+            return self.model.run(text, alpha=alpha, causal=causal, truncate=truncate)
+        except TextTooLongError as exc:
+            raise ApiError(
+                400,
+                f"text is {exc.length} tokens long but the model takes at most {exc.limit} "
+                f"(special tokens included); shorten it, or send truncate=true to analyse the "
+                f"first {exc.limit} tokens",
+                "text",
+            ) from None
+        except EmptyTextError as exc:
+            raise ApiError(400, str(exc), "text") from None
+
+    def _analyze(self, key: str, text: str, alpha: float, causal: bool, truncate: bool) -> Entry:
+        t = {}
+        t0 = time.perf_counter()
+        out = self._run_model(text, alpha, causal, truncate)
+        t["model"] = time.perf_counter() - t0
+        self.stats.runs += 1
+        art, art_name = self.artefact_for(alpha)
+        t0 = time.perf_counter()
+        pos = self._tags(out)
+        t["pos"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        ctx = self._context(out, art)
+        summary = self._summary(out, ctx, art)
+        t["summary"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        body = {
+            "id": key,
+            "n": out.n,
+            "layers": out.layers,
+            "heads": out.heads,
+            "model": self.model.model_id,
+            "device": self.model.device,
+            "alpha": alpha,
+            "causal": bool(causal),
+            "truncated": bool(out.truncated),
+            "artefact": art_name,
+            "tokens": [
+                {"text": tok, "start": s, "end": e, "pos": p, "special": sp}
+                for tok, (s, e), p, sp in zip(
+                    out.tokens, out.offsets, pos, out.special, strict=True
+                )
+            ],
+            "summary": summary,
+            "methods": self.methods(out.n),
+        }
+        body_json = dumps(body)
+        t["body"] = time.perf_counter() - t0
+        self.stats.timings = t
+        log.info(
+            "analysed %d tokens: %s",
+            out.n,
+            ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in t.items()),
+        )
+        # hidden states are not needed by any route; drop them from the cache
+        out.hidden = torch.empty(0)
+        entry = Entry(key, out, art, art_name, ctx, body, body_json, pos)
+        entry.nbytes = tensor_nbytes([out, ctx], exclude=[art]) + 2 * len(body_json)
+        return entry
+
+    def _tags(self, out) -> list[str | None]:
+        pos = _optional("pos")
+        if pos is None:
+            return [None] * out.n
+        return list(pos.tag_tokens(out.text, out.offsets, out.special))
+
+    def _context(self, out, art):
+        mod = _optional("methods")
+        if mod is None:
+            return None
+        with torch.inference_mode():
+            return mod.PredictContext.from_run(out, art)
+
+    @torch.inference_mode()
+    def _summary(self, out, ctx, art) -> list[dict]:
+        """Per head: gold sparsity and every method's recall / sparsity at its defaults."""
+        from sparse_core.metrics import sparsity
+
+        gold = sparsity(out.graph, causal=out.causal).tolist()  # (L, H)
+        per_method: dict[str, dict[str, list[list[float]]]] = {}
+        mod = _optional("methods")
+        if mod is not None and hasattr(mod, "summary"):
+            per_method = mod.summary(out, art)
+        rows = []
+        for li in range(out.layers):
+            for hi in range(out.heads):
+                rows.append(
+                    {
+                        "layer": li,
+                        "head": hi,
+                        "gold_sparsity": round(gold[li][hi], 6),
+                        "methods": {
+                            name: {
+                                "recall": round(float(m["recall"][li][hi]), 6),
+                                "sparsity": round(float(m["sparsity"][li][hi]), 6),
+                            }
+                            for name, m in per_method.items()
+                        },
+                    }
+                )
+        return rows
+
+    # -- per analysis --------------------------------------------------------------------------
+
+    def get(self, analysis_id: str) -> Entry:
+        entry = self.cache.get(analysis_id) if _looks_like_id(analysis_id) else None
+        if entry is None:
+            raise ApiError(
+                404,
+                f"no analysis with id {analysis_id[:40]!r}: it is unknown or was evicted from "
+                "the cache; POST the text to /api/analyze again",
+                "id",
+            )
+        return entry
+
+    def _check_head(self, entry: Entry, layer: int, head: int) -> None:
+        out = entry.out
+        if not 0 <= layer < out.layers:
+            raise ApiError(
+                400, f"layer must be in [0, {out.layers - 1}] for this model, got {layer}", "layer"
+            )
+        if not 0 <= head < out.heads:
+            raise ApiError(
+                400, f"head must be in [0, {out.heads - 1}] for this model, got {head}", "head"
+            )
+
+    def _derive(self, entry: Entry, key: tuple, make: Callable[[], Any]) -> Any:
+        """``entry.derived[key]``, computed once (under the entry's lock) and accounted for."""
+        if key in entry.derived:
+            return entry.derived[key]
+        with entry.lock:
+            if key not in entry.derived:
+                value = make()
+                entry.derived[key] = value
+                self.cache.grow(entry, _approx_bytes(value))
+        return entry.derived[key]
+
+    def head(self, analysis_id: str, layer: int, head: int) -> bytes:
+        """The head payload as JSON bytes (serialised once, then served from the entry)."""
+        entry = self.get(analysis_id)
+        self._check_head(entry, layer, head)
+        return self._derive(
+            entry, ("head", layer, head), lambda: dumps(self._head(entry, layer, head))
+        )
+
+    @torch.inference_mode()
+    def _head(self, entry: Entry, layer: int, head: int) -> dict:
+        out = entry.out
+        p = out.probs[layer, head]  # (n, n)
+        ij = p.nonzero()  # (E, 2)
+        vals = p[ij[:, 0], ij[:, 1]].tolist()
+        edges = [[i, j, sig6(v)] for (i, j), v in zip(ij.tolist(), vals, strict=True)]
+        body: dict[str, Any] = {
+            "layer": layer,
+            "head": head,
+            "n": out.n,
+            "gold_sparsity": entry.body["summary"][layer * out.heads + head]["gold_sparsity"],
+            "edges": edges,
+            "proj": None,
+            "centroids": {},
+            "reformer": {},
+            "routing": {},
+            "seed": self._seed(layer, head),
+            "pos": entry.pos,
+        }
+        ctx, art = entry.ctx, entry.artefact
+        if ctx is not None and getattr(ctx, "proj_q", None) is not None:
+            # full float32 precision: the page recomputes sf-* masks bit for bit from these
+            body["proj"] = {
+                "queries": ctx.proj_q[layer, head].tolist(),
+                "keys": ctx.proj_k[layer, head].tolist(),
+            }
+        if art is not None:
+            body["centroids"] = {str(b): c[layer, head].tolist() for b, c in art.centroids.items()}
+        base = _optional("baselines")
+        if base is not None and ctx is not None and body["proj"] is not None:
+            body["reformer"] = base.reformer_payload(ctx, layer, head)
+            body["routing"] = base.routing_payload(ctx, layer, head)
+        return body
+
+    def _seed(self, layer: int, head: int) -> int:
+        mod = _optional("methods")
+        if mod is not None and hasattr(mod, "head_seed"):
+            return int(mod.head_seed(layer, head))
+        return layer * 1000 + head
+
+    def pareto(self, analysis_id: str, layer: int | None, head: int | None) -> dict:
+        entry = self.get(analysis_id)
+        if (layer is None) != (head is None):
+            missing = "head" if head is None else "layer"
+            raise ApiError(
+                400,
+                f"give both layer and head for one head's Pareto data, or neither for the mean "
+                f"over heads; {missing} is missing",
+                missing,
+            )
+        if layer is not None:
+            self._check_head(entry, layer, head)
+        raise ApiError(404, "the Pareto sweep is not available yet", None)
+
+    def clusters(self, analysis_id: str, layer: int, head: int, clusters: int, top_k: int) -> dict:
+        entry = self.get(analysis_id)
+        self._check_head(entry, layer, head)
+        raise ApiError(404, "the cluster breakdown is not available yet", None)
+
+    def metrics(
+        self, analysis_id: str, layer: int, head: int, method: str, params: dict[str, str]
+    ) -> dict:
+        entry = self.get(analysis_id)
+        self._check_head(entry, layer, head)
+        raise ApiError(404, "per-method metrics are not available yet", None)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _check_alpha(alpha: float) -> float:
+    a = float(alpha)
+    if not math.isfinite(a) or not 1.0 <= a <= 2.0:
+        raise ApiError(
+            400,
+            f"alpha must be in [1, 2] (1 softmax, 1.5 entmax, 2 sparsemax), got {alpha}",
+            "alpha",
+        )
+    return a
+
+
+def _looks_like_id(s: str) -> bool:
+    return len(s) == ID_HEX and all(c in "0123456789abcdef" for c in s)
+
+
+def _artefact_label(art) -> str:
+    name = art.meta.get("name") if isinstance(art.meta, dict) else None
+    if name:
+        return str(name)
+    from sparse_core.sparsefinder import artefact_name
+
+    return artefact_name(art.model_id, art.alpha)
+
+
+def _param_json(p) -> dict:
+    get = p.get if isinstance(p, dict) else lambda k, d=None: getattr(p, k, d)
+    return {
+        "name": get("name"),
+        "label": get("label", get("name")),
+        "kind": get("kind"),
+        "min": get("min"),
+        "max": get("max"),
+        "step": get("step"),
+        "choices": list(get("choices")) if get("choices") is not None else None,
+        "default": get("default"),
+        "help": get("help", "") or "",
+    }
+
+
+def dumps(data: Any) -> bytes:
+    """Compact JSON bytes (what the heavy routes send as is, without re-validation)."""
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+
+
+def _approx_bytes(value: Any) -> int:
+    """Rough size of derived data: exact for bytes, about 16 bytes per number otherwise."""
+    if isinstance(value, bytes | str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(_approx_bytes(v) + 32 for v in value.values())
+    if isinstance(value, list | tuple):
+        return sum(_approx_bytes(v) + 8 for v in value)
+    return 16
+
+
+__all__ = ["AnalysisService", "Entry", "LruCache", "SparsescopeError", "Stats"]
