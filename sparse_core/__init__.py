@@ -10,6 +10,7 @@ from .errors import (
     SparsescopeError,
     TextTooLongError,
 )
+from . import metrics, patterns
 from .model import DEFAULT_MODEL_ID, RunOutput, SparseModel, load_model
 
 __version__ = "0.1.0"
@@ -25,4 +26,6 @@ __all__ = [
     "TextTooLongError",
     "__version__",
     "load_model",
+    "metrics",
+    "patterns",
 ]
