@@ -70,7 +70,7 @@ def create_app(settings: Settings | None = None, service: AnalysisService | None
     app.state.service = service
     app.state.jinja = template_env()
     install_error_handlers(app)
-    for router in ROUTERS:
+    for router in ROUTERS:  # every module of app/routes, found by itself (app/routes/__init__)
         app.include_router(router)
     # after the routes, so /static/vendor/plotly.min.js (a route) wins over the mount
     app.mount(

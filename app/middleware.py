@@ -24,7 +24,11 @@ SECURITY_HEADERS = [
 
 
 class SecurityHeaders:
-    """Add :data:`SECURITY_HEADERS` to every HTTP response (those it already has stay)."""
+    """Add :data:`SECURITY_HEADERS` to every HTTP response (headers it already has stay).
+
+    A response that sets its own Content-Security-Policy (e.g. an embeddable page with its own
+    ``frame-ancestors``) gets no X-Frame-Options either, so the two never disagree.
+    """
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -38,6 +42,8 @@ class SecurityHeaders:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
                 present = {k.lower() for k, _ in headers}
+                if b"content-security-policy" in present:
+                    present.add(b"x-frame-options")
                 headers += [(k, v) for k, v in SECURITY_HEADERS if k not in present]
                 message = {**message, "headers": headers}
             await send(message)

@@ -1,33 +1,40 @@
-"""HTTP routes, one module per area. :func:`app.main.create_app` includes ``ROUTERS`` and runs
-``STARTUP`` / ``SHUTDOWN`` hooks (each ``hook(app)``) in the app's lifespan."""
+"""HTTP routes, one module per area, each exposing ``router`` (an APIRouter).
+
+:func:`app.main.create_app` includes ``ROUTERS`` (the API first, the page routes last) and runs
+the ``STARTUP`` / ``SHUTDOWN`` hooks (each ``hook(app)``) in the app's lifespan. A route module
+added to this package is found by itself; it may define ``on_startup(app)`` / ``on_shutdown(app)``.
+"""
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any
 
-from app.routes import analyses, meta, pages
+FIRST = ("meta", "analyses")
+LAST = ("pages",)
 
 
-def _optional(name: str) -> ModuleType | None:
-    """A route module that another part of the project may not have added yet."""
-    try:
-        return importlib.import_module(f"app.routes.{name}")
-    except ModuleNotFoundError as exc:
-        if exc.name == f"app.routes.{name}":
-            return None
-        raise
+def _discover() -> list[str]:
+    found = sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+    middle = [m for m in found if m not in FIRST and m not in LAST]
+    return [*FIRST, *middle, *LAST]
 
 
-share = _optional("share")
-
-ROUTERS = [meta.router, analyses.router]
+ROUTERS: list[Any] = []
 STARTUP: list[Callable[[Any], Any]] = []
 SHUTDOWN: list[Callable[[Any], Any]] = []
-if share is not None:
-    ROUTERS.append(share.router)
-    STARTUP.append(share.open_share_store)  # an unreadable share database is reported at start
-    SHUTDOWN.append(share.close_share_store)
-ROUTERS.append(pages.router)
+
+for _name in _discover():
+    _mod = importlib.import_module(f"{__name__}.{_name}")
+    if not hasattr(_mod, "router"):
+        continue
+    ROUTERS.append(_mod.router)
+    # share links: an unreadable share database is reported at start-up, closed at shutdown
+    _start = getattr(_mod, "on_startup", None) or getattr(_mod, "open_share_store", None)
+    _stop = getattr(_mod, "on_shutdown", None) or getattr(_mod, "close_share_store", None)
+    if _start is not None:
+        STARTUP.append(_start)
+    if _stop is not None:
+        SHUTDOWN.append(_stop)

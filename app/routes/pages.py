@@ -60,7 +60,7 @@ def plotly_version() -> str | None:
 def index(request: Request, service: ServiceDep) -> HTMLResponse:
     health = service.health()
     model = service.model
-    boot = {
+    config = {
         **{k: health[k] for k in ("model", "device", "artefact", "version")},
         "layers": model.config.num_layers,
         "heads": model.config.num_heads,
@@ -75,9 +75,11 @@ def index(request: Request, service: ServiceDep) -> HTMLResponse:
         device=health["device"],
         version=health["version"],
         artefact=health["artefact"],
-        boot=boot,
+        config=config,
         json_island=json_island,
         plotly_url=PLOTLY_URL,
+        static_url="/static",
+        js_url="/js",
     )
     return HTMLResponse(html, headers={"Cache-Control": "no-cache"})
 

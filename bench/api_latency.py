@@ -1,0 +1,106 @@
+"""Latency of the web API on the real model: analyze (fresh and cached), head payload, Pareto.
+
+    python bench/api_latency.py --n 128 512 --reps 5
+
+Each analyze call uses a fresh text of exactly n tokens (cache misses), taken from WikiText-2;
+the split model / POS / summary / body comes from the service's own timings of that call.
+Runs in-process through FastAPI's TestClient (no network), on the CPU by default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import time
+from pathlib import Path
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikitext-2" / "valid.txt"
+
+
+def texts_of_n_tokens(model, n: int, count: int) -> list[str]:
+    """``count`` distinct texts that tokenise to exactly n positions (specials included)."""
+    words = CORPUS.read_text(encoding="utf-8").split()
+    out, start = [], 0
+    while len(out) < count:
+        lo, hi = start + 1, start + n  # a word is at least one token
+        while lo < hi:  # the longest prefix of words with at most n tokens
+            mid = (lo + hi + 1) // 2
+            if len(model.tokenizer.encode(" ".join(words[start:mid])).ids) <= n:
+                lo = mid
+            else:
+                hi = mid - 1
+        text = " ".join(words[start:lo])
+        if len(model.tokenizer.encode(text).ids) == n:
+            out.append(text)
+        start = lo
+    return out
+
+
+def timed(fn) -> tuple[float, object]:
+    t0 = time.perf_counter()
+    res = fn()
+    return time.perf_counter() - t0, res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, nargs="+", default=[128, 512])
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--pareto", action="store_true", help="time the Pareto sweeps too")
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+
+    import torch
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from app.service import AnalysisService
+    from app.settings import Settings
+
+    settings = Settings(device=args.device)
+    service = AnalysisService(settings)
+    print(f"torch threads: {torch.get_num_threads()}")
+    with TestClient(create_app(settings, service)) as client:
+        model = service.model
+        print(f"model {model.model_id} on {model.device}, artefact {service.health()['artefact']}")
+        for n in args.n:
+            texts = texts_of_n_tokens(model, n, args.reps + 1)
+            client.post("/api/analyze", json={"text": texts[-1]})  # warm this size
+            walls, splits, hits, heads, heads2, sizes = [], [], [], [], [], []
+            for text in texts[: args.reps]:
+                dt, r = timed(lambda t=text: client.post("/api/analyze", json={"text": t}))
+                assert r.status_code == 200 and r.json()["n"] == n, r.text[:300]
+                walls.append(dt)
+                splits.append(dict(service.stats.timings))
+                sizes.append(len(r.content))
+                aid = r.json()["id"]
+                hits.append(timed(lambda t=text: client.post("/api/analyze", json={"text": t}))[0])
+                url = f"/api/analyses/{aid}/heads/2/3"
+                dt, r = timed(lambda u=url: client.get(u))
+                assert r.status_code == 200
+                heads.append((dt, len(r.content)))
+                heads2.append(timed(lambda u=url: client.get(u))[0])
+            med = statistics.median
+            print(f"\nn = {n}: POST /api/analyze (fresh text), median of {args.reps}")
+            print(f"  wall {med(walls) * 1000:.0f} ms (min {min(walls) * 1000:.0f})")
+            for k in splits[0]:
+                print(f"    {k:8s} {med(s[k] for s in splits) * 1000:.1f} ms")
+            print(f"  response {med(sizes) / 1024:.0f} KiB")
+            print(f"  cached repeat {med(hits) * 1000:.1f} ms")
+            print(
+                f"  GET head 2/3: {med(h[0] for h in heads) * 1000:.0f} ms first, "
+                f"{med(heads2) * 1000:.1f} ms cached, {med(h[1] for h in heads) / 1024:.0f} KiB"
+            )
+            if args.pareto:
+                dt, r = timed(lambda a=aid: client.get(f"/api/analyses/{a}/pareto"))
+                dt2, _ = timed(lambda a=aid: client.get(f"/api/analyses/{a}/pareto?layer=2&head=3"))
+                print(
+                    f"  GET pareto (mean, first = the sweep): {dt * 1000:.0f} ms "
+                    f"[{r.status_code}], one head after it: {dt2 * 1000:.1f} ms"
+                )
+
+
+if __name__ == "__main__":
+    main()

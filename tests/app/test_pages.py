@@ -1,0 +1,103 @@
+"""The page and its files: GET / from the Jinja template, the JSON island helper, the vendored
+Plotly, the ES modules and static files, the OpenAPI docs; all offline, all under the CSP."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from importlib.resources import files
+
+import pytest
+
+from app.routes.pages import json_for_html, json_island
+
+NASTY = {"text": '</script><script>alert("x")</script><!-- & \u2028 \' "', "n": [1, 2.5, None]}
+
+
+def test_json_island_cannot_be_closed_early():
+    island = str(json_island("config", NASTY))
+    assert island.startswith('<script type="application/json" id="config">')
+    assert island.endswith("</script>")
+    inner = island[len('<script type="application/json" id="config">') : -len("</script>")]
+    assert "<" not in inner and ">" not in inner and "&" not in inner
+    assert json.loads(inner) == NASTY  # JSON.parse reads the \u003c escapes back
+
+
+def test_json_island_id_is_escaped():
+    assert '"><b' not in str(json_island('x"><b', 1))
+
+
+def test_json_for_html_rejects_nan():
+    with pytest.raises(ValueError):
+        json_for_html(float("nan"))
+
+
+def _has_index() -> bool:
+    return files("frontend").joinpath("templates", "index.html").is_file()
+
+
+@pytest.mark.skipif(not _has_index(), reason="frontend/templates/index.html not written yet")
+def test_index_page(client, tiny_model):
+    r = client.get("/")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    page = r.text
+    assert "script-src 'self'" in r.headers["content-security-policy"]
+    # no inline script: every <script> either loads a file or is a JSON island
+    for tag in re.findall(r"<script\b[^>]*>", page):
+        assert "src=" in tag or 'type="application/json"' in tag, tag
+    for island in re.findall(r'<script type="application/json"[^>]*>(.*?)</script>', page, re.S):
+        json.loads(island)
+    assert tiny_model.model_id in html.unescape(page)
+
+
+@pytest.mark.skipif(not _has_index(), reason="frontend/templates/index.html not written yet")
+def test_index_page_does_not_reflect_the_query(client):
+    r = client.get("/", params={"text": "<script>alert(1)</script>", "alpha": "<b>2</b>"})
+    assert r.status_code == 200
+    assert "<script>alert(1)" not in r.text and "<b>2</b>" not in r.text
+
+
+def test_plotly_is_served_from_the_installed_package(client):
+    r = client.get("/static/vendor/plotly.min.js")
+    assert r.status_code == 200
+    assert "javascript" in r.headers["content-type"]
+    assert r.headers["x-content-type-options"] == "nosniff"
+    expected = files("plotly").joinpath("package_data", "plotly.min.js").read_bytes()
+    assert r.content == expected
+
+
+def test_es_modules_are_served_as_javascript(client):
+    modules = sorted(
+        p.name for p in files("frontend").joinpath("js").iterdir() if p.name.endswith(".js")
+    )
+    if not modules:
+        pytest.skip("no frontend/js modules yet")
+    r = client.get(f"/js/{modules[0]}")
+    assert r.status_code == 200 and "javascript" in r.headers["content-type"]
+
+
+def test_static_files_and_missing_ones(client):
+    r = client.get("/static/does-not-exist.css")
+    assert r.status_code == 404 and set(r.json()) == {"detail", "field"}
+    r = client.get("/js/../app/main.py")
+    assert r.status_code == 404
+
+
+def test_openapi_lists_every_route(client):
+    assert client.get("/docs").status_code == 200
+    spec = client.get("/openapi.json").json()
+    paths = spec["paths"]
+    for path in (
+        "/healthz",
+        "/api/methods",
+        "/api/analyze",
+        "/api/analyses/{analysis_id}",
+        "/api/analyses/{analysis_id}/heads/{layer}/{head}",
+        "/api/analyses/{analysis_id}/pareto",
+        "/api/analyses/{analysis_id}/clusters/{layer}/{head}",
+        "/api/analyses/{analysis_id}/metrics/{layer}/{head}",
+    ):
+        assert path in paths, path
+    analyze = paths["/api/analyze"]["post"]
+    assert {"200", "400", "413", "422"} <= set(analyze["responses"])
