@@ -1,0 +1,257 @@
+"""Share links: page states saved in a SQLite database in the user's data directory.
+
+One file, ``<data_dir>/shares.sqlite3``, holds a ``schema_version`` table and a ``shares`` table
+(``id`` TEXT PRIMARY KEY, ``state`` JSON text, ``created`` ISO-8601 UTC).
+
+Durability. The database runs in WAL mode with ``synchronous=FULL``: every share is one
+transaction whose COMMIT fsyncs the write-ahead log before :meth:`ShareStore.create` returns, so a
+share the API acknowledged (200) survives ``kill -9`` of the server and also an OS crash or power
+loss. (``NORMAL`` with WAL would survive ``kill -9`` too, but may drop the last commits on power
+loss; one fsync per share is cheap at the rate people share links.)
+
+Never losing data. Opening never truncates or rewrites an existing file: a file that is not a
+SQLite database, is damaged (``PRAGMA quick_check``), belongs to another program or was written by
+a newer schema raises :class:`ShareStoreError` naming the file, and the file is left untouched.
+
+Threads. FastAPI runs plain ``def`` routes in a thread pool, so one connection is shared under a
+lock (``check_same_thread=False``); several server processes on one file are serialised by SQLite's
+own file locks (``busy_timeout``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import secrets
+import sqlite3
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from sparse_core.errors import SparsescopeError
+
+log = logging.getLogger(__name__)
+
+DB_NAME = "shares.sqlite3"
+SCHEMA_VERSION = 1
+#: ``secrets.token_urlsafe(9)`` -> 12 URL-safe characters, 72 random bits.
+ID_BYTES = 9
+#: What an id may look like; anything else is "unknown" without touching the database.
+ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{8,32}")
+SQLITE_MAGIC = b"SQLite format 3\x00"
+_ID_ATTEMPTS = 8
+
+
+class ShareStoreError(SparsescopeError):
+    """The share database cannot be opened or written (names the file and what is wrong)."""
+
+
+@dataclass(frozen=True)
+class ShareRecord:
+    """One saved share: its id, the state as JSON text and the UTC creation time (ISO 8601)."""
+
+    id: str
+    state_json: str
+    created: str
+
+    @property
+    def state(self) -> Any:
+        return json.loads(self.state_json)
+
+
+def new_share_id() -> str:
+    """A fresh, unguessable, URL-safe id (12 characters from :mod:`secrets`)."""
+    return secrets.token_urlsafe(ID_BYTES)
+
+
+def is_valid_id(share_id: str) -> bool:
+    return ID_PATTERN.fullmatch(share_id) is not None
+
+
+class ShareStore:
+    """The share database at ``path`` (created with its parent folders on first use)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path).expanduser()
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._open()
+
+    @classmethod
+    def in_dir(cls, data_dir: str | Path) -> ShareStore:
+        """The store of a data directory: ``<data_dir>/shares.sqlite3``."""
+        return cls(Path(data_dir).expanduser() / DB_NAME)
+
+    # -- opening -------------------------------------------------------------------------------
+
+    def _fail(self, what: str) -> ShareStoreError:
+        return ShareStoreError(f"share database {self.path}: {what}")
+
+    def _open(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise self._fail(f"cannot create its folder: {exc.strerror or exc}") from None
+        if self.path.exists():
+            self._check_header()
+        try:
+            # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE ... COMMIT).
+            conn = sqlite3.connect(
+                str(self.path), isolation_level=None, check_same_thread=False, timeout=10.0
+            )
+        except sqlite3.Error as exc:
+            raise self._fail(f"cannot be opened: {exc}") from None
+        try:
+            self._configure(conn)
+            self._ensure_schema(conn)
+        except sqlite3.Error as exc:
+            conn.close()
+            raise self._fail(
+                f"is unreadable or damaged ({exc}); it was left untouched: move it aside "
+                "(or restore a backup) and start again"
+            ) from None
+        except ShareStoreError:
+            conn.close()
+            raise
+        self._conn = conn
+        log.info("share database %s open (schema %d)", self.path, SCHEMA_VERSION)
+
+    def _check_header(self) -> None:
+        if not self.path.is_file():
+            raise self._fail("exists but is not a regular file")
+        try:
+            with self.path.open("rb") as fh:
+                head = fh.read(len(SQLITE_MAGIC))
+        except OSError as exc:
+            raise self._fail(f"cannot be read: {exc.strerror or exc}") from None
+        # An empty file is what sqlite3 itself leaves after an interrupted first open.
+        if head and head != SQLITE_MAGIC:
+            raise self._fail(
+                "is not a SQLite database (bad header); it was left untouched: move it aside "
+                "or point --data-dir / SPARSESCOPE_DATA_DIR somewhere else"
+            )
+
+    def _configure(self, conn: sqlite3.Connection) -> None:
+        conn.execute("PRAGMA busy_timeout = 10000")
+        problem = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
+        if problem != "ok":
+            raise self._fail(
+                f"is damaged (quick_check: {problem}); it was left untouched: move it aside "
+                "(or restore a backup) and start again"
+            )
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":  # e.g. a file system without shared memory
+            log.warning("share database %s: WAL unavailable, journal mode is %s", self.path, mode)
+        conn.execute("PRAGMA synchronous = FULL")
+
+    def _ensure_schema(self, conn: sqlite3.Connection) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            tables = {
+                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
+            if "schema_version" not in tables:
+                if tables:
+                    raise self._fail(
+                        f"is a SQLite database of another program (tables {sorted(tables)}, "
+                        "no schema_version); it was left untouched: point --data-dir / "
+                        "SPARSESCOPE_DATA_DIR somewhere else"
+                    )
+                conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+                conn.execute(
+                    "CREATE TABLE shares ("
+                    " id TEXT PRIMARY KEY,"
+                    " state TEXT NOT NULL,"
+                    " created TEXT NOT NULL"
+                    ")"
+                )
+                conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+                log.info("created share database %s", self.path)
+            else:
+                row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+                version = row[0] if row else None
+                if version is None:
+                    raise self._fail("has an empty schema_version table; it was left untouched")
+                if version > SCHEMA_VERSION:
+                    raise self._fail(
+                        f"was written by a newer sparsescope (schema version {version}; this one "
+                        f"reads up to {SCHEMA_VERSION}); upgrade sparsescope"
+                    )
+                if "shares" not in tables:
+                    raise self._fail("has no shares table; it was left untouched")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    # -- use -----------------------------------------------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise self._fail("is closed")
+        return self._conn
+
+    def create(self, state: Mapping[str, Any] | str) -> ShareRecord:
+        """Save ``state`` (a JSON-able mapping, or JSON text) in one durable transaction."""
+        state_json = (
+            state
+            if isinstance(state, str)
+            else json.dumps(state, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        )
+        created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        with self._lock:
+            conn = self._connection()
+            for _ in range(_ID_ATTEMPTS):
+                share_id = new_share_id()
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                    conn.execute(
+                        "INSERT INTO shares (id, state, created) VALUES (?, ?, ?)",
+                        (share_id, state_json, created),
+                    )
+                    conn.execute("COMMIT")
+                except sqlite3.IntegrityError:  # an id collision (2**-72): draw again
+                    conn.execute("ROLLBACK")
+                    continue
+                except sqlite3.Error as exc:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise self._fail(f"cannot save the share: {exc}") from None
+                return ShareRecord(share_id, state_json, created)
+        raise self._fail(f"no free id after {_ID_ATTEMPTS} draws")  # pragma: no cover
+
+    def get(self, share_id: str) -> ShareRecord | None:
+        """The share ``share_id``, or None when the id is unknown or malformed."""
+        if not is_valid_id(share_id):
+            return None
+        with self._lock:
+            try:
+                row = (
+                    self._connection()
+                    .execute("SELECT id, state, created FROM shares WHERE id = ?", (share_id,))
+                    .fetchone()
+                )
+            except sqlite3.Error as exc:
+                raise self._fail(f"cannot read share {share_id}: {exc}") from None
+        return None if row is None else ShareRecord(row[0], row[1], row[2])
+
+    def count(self) -> int:
+        with self._lock:
+            return int(self._connection().execute("SELECT COUNT(*) FROM shares").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> ShareStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
