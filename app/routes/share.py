@@ -255,7 +255,8 @@ def share_body(rec: ShareRecord, state: ShareState) -> dict[str, Any]:
 
 
 def warm_analysis(service: Any, state: ShareState) -> str | None:
-    """Analyse the shared text now (or find it cached) so the link opens at once; its id."""
+    """Analyse the shared text and prepare its open head now (or find both cached), so the link
+    opens at once; the analysis id, or None when the text cannot be analysed."""
     if service is None or not getattr(service, "ready", False):
         return None
     try:
@@ -263,7 +264,13 @@ def warm_analysis(service: Any, state: ShareState) -> str | None:
     except Exception as exc:  # the page shows the same error when it analyses; never fail here
         log.info("shared text not analysed: %s", exc)
         return None
-    return body.get("id") if isinstance(body, dict) else None
+    analysis_id = body.get("id") if isinstance(body, dict) else None
+    if analysis_id is not None and state.layer is not None and state.head is not None:
+        try:
+            service.head(analysis_id, state.layer, state.head)
+        except Exception as exc:  # e.g. a head this model does not have: the page clamps it
+            log.info("shared head not prepared: %s", exc)
+    return analysis_id
 
 
 # ----------------------------------------------------------------------------- API

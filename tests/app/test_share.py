@@ -223,7 +223,8 @@ def test_creating_a_share_warms_the_analysis(share_client, service):
     state = {**STATE, "text": "A text nobody analysed before sharing it."}
     sid = share(share_client, state)
     key = service.key(state["text"], state["alpha"], state["causal"], False)
-    assert service.cache.get(key) is not None
+    entry = service.cache.get(key)
+    assert entry is not None and ("head", STATE["layer"], STATE["head"]) in entry.derived
     runs = service.stats.runs
     t0 = time.perf_counter()
     page = share_client.get(f"/s/{sid}")
@@ -232,6 +233,26 @@ def test_creating_a_share_warms_the_analysis(share_client, service):
     assert page.status_code == 200 and r.status_code == 200
     assert service.stats.runs == runs  # both answered from the cache
     assert island_of(page.text)["analysis"] == r.json()["id"] == key
+
+
+@pytest.mark.real_model
+def test_a_shared_link_opens_within_a_second_on_a_warm_server(real_client):
+    _with_index(real_client.app)
+    text = " ".join(["The chef who ran to the store was out of food, so he went back."] * 8)
+    state = {**STATE, "text": text, "layer": 3, "head": 5, "method": "window"}
+    sid = share(real_client, state)  # warms the analysis and the shared head
+    t0 = time.perf_counter()
+    page = real_client.get(f"/s/{sid}")
+    restored = island_of(page.text)["state"]
+    a = real_client.post(
+        "/api/analyze",
+        json={k: restored[k] for k in ("text", "alpha", "causal", "truncate")},
+    )
+    h = real_client.get(f"/api/analyses/{a.json()['id']}/heads/3/5")
+    elapsed = time.perf_counter() - t0
+    assert page.status_code == a.status_code == h.status_code == 200
+    assert a.json()["n"] > 100
+    assert elapsed < 1.0, f"the shared view took {elapsed:.2f} s to load"
 
 
 def test_a_share_whose_text_cannot_be_analysed_is_still_saved(share_client):
