@@ -1,0 +1,112 @@
+/**
+ * Minimal SVG plotting for slides: linear scales, axes with ticks and a frame, in large type.
+ * @module lecture/plot
+ */
+
+import { svg } from "./dom.js";
+
+/**
+ * @typedef {object} Frame
+ * @property {SVGSVGElement} root
+ * @property {SVGGElement} layer group to draw data into
+ * @property {(x: number) => number} sx data → pixel x
+ * @property {(y: number) => number} sy data → pixel y
+ * @property {{left: number, top: number, right: number, bottom: number}} box plot area (px)
+ */
+
+/**
+ * Create an SVG with axes.
+ * @param {{width: number, height: number, x: [number, number], y: [number, number],
+ *   xLabel?: string, yLabel?: string, xTicks?: number[], yTicks?: number[],
+ *   tickFormat?: (v: number) => string, square?: boolean, axes?: boolean}} o
+ * @returns {Frame}
+ */
+export function frame(o) {
+  const font = Math.round(Math.max(14, Math.min(22, o.height / 34)));
+  const m = { left: font * 4, right: font, top: font, bottom: font * 3.4 };
+  let pw = o.width - m.left - m.right;
+  let ph = o.height - m.top - m.bottom;
+  if (o.square) {
+    const s = Math.min(pw, ph);
+    pw = s;
+    ph = s;
+  }
+  const W = pw + m.left + m.right;
+  const H = ph + m.top + m.bottom;
+  const root = /** @type {SVGSVGElement} */ (
+    svg("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, class: "plot", role: "img" })
+  );
+  root.style.fontSize = `${font}px`;
+  const [x0, x1] = o.x;
+  const [y0, y1] = o.y;
+  const sx = (x) => m.left + ((x - x0) / (x1 - x0)) * pw;
+  const sy = (y) => m.top + ph - ((y - y0) / (y1 - y0)) * ph;
+  const box = { left: m.left, top: m.top, right: m.left + pw, bottom: m.top + ph };
+  const fmt = o.tickFormat ?? ((v) => String(v));
+  root.append(
+    svg("rect", {
+      x: box.left,
+      y: box.top,
+      width: pw,
+      height: ph,
+      class: "plot-bg",
+    }),
+  );
+  if (o.axes !== false) {
+    for (const t of o.xTicks ?? []) {
+      root.append(svg("line", { x1: sx(t), x2: sx(t), y1: box.top, y2: box.bottom, class: "grid" }));
+      root.append(
+        svg("text", { x: sx(t), y: box.bottom + font * 1.2, "text-anchor": "middle", text: fmt(t) }),
+      );
+    }
+    for (const t of o.yTicks ?? []) {
+      root.append(svg("line", { x1: box.left, x2: box.right, y1: sy(t), y2: sy(t), class: "grid" }));
+      root.append(
+        svg("text", {
+          x: box.left - font * 0.4,
+          y: sy(t) + font * 0.35,
+          "text-anchor": "end",
+          text: fmt(t),
+        }),
+      );
+    }
+    if (o.xLabel)
+      root.append(
+        svg("text", {
+          x: (box.left + box.right) / 2,
+          y: box.bottom + font * 2.6,
+          "text-anchor": "middle",
+          class: "axis-label",
+          text: o.xLabel,
+        }),
+      );
+    if (o.yLabel)
+      root.append(
+        svg("text", {
+          x: -(box.top + box.bottom) / 2,
+          y: font * 1.1,
+          transform: "rotate(-90)",
+          "text-anchor": "middle",
+          class: "axis-label",
+          text: o.yLabel,
+        }),
+      );
+  }
+  const layer = /** @type {SVGGElement} */ (svg("g"));
+  root.append(layer);
+  return { root, layer, sx, sy, box };
+}
+
+/** Ten distinguishable colours (clusters, methods). */
+export const PALETTE = [
+  "#2563eb",
+  "#ea580c",
+  "#059669",
+  "#c026d3",
+  "#ca8a04",
+  "#0891b2",
+  "#dc2626",
+  "#4f46e5",
+  "#65a30d",
+  "#9d174d",
+];
