@@ -16,6 +16,7 @@ import importlib
 import json
 import logging
 import math
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -191,7 +192,7 @@ class AnalysisService:
         self._start_lock = threading.Lock()
         self.cache = LruCache(settings.cache_entries, settings.cache_bytes)
         self.stats = Stats()
-        self._methods_by_n: dict[int, list[dict]] = {}
+        self._methods_by_n: dict[tuple, list[dict]] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -287,16 +288,18 @@ class AnalysisService:
             "version": __version__,
         }
 
-    def methods(self, n: int) -> list[dict]:
-        """The method registry as JSON (parameter defaults resolved for length ``n``)."""
-        if n < 1 or n > self.model.max_positions:
+    def methods(self, n: int, artefact: Any = None) -> list[dict]:
+        """The method registry as JSON, parameter defaults resolved for length ``n`` (and, for
+        sf-kmeans, the cluster counts of ``artefact`` when one is given)."""
+        if isinstance(n, bool) or not 1 <= n <= self.model.max_positions:
             raise ApiError(
                 400,
                 f"n must be in [1, {self.model.max_positions}] (the model's positions), got {n}",
                 "n",
             )
-        if n in self._methods_by_n:
-            return self._methods_by_n[n]
+        key = (n, id(artefact))
+        if key in self._methods_by_n:
+            return self._methods_by_n[key]
         mod = _optional("methods")
         listed: list[dict] = []
         if mod is not None:
@@ -306,11 +309,11 @@ class AnalysisService:
                         "name": name,
                         "label": method.label,
                         "needs_artefact": bool(method.needs_artefact),
-                        "params": [_param_json(p) for p in method.params(n)],
+                        "params": [_param_json(p) for p in method.params(n, artefact)],
                     }
                 )
-        if len(self._methods_by_n) < 1024:
-            self._methods_by_n[n] = listed
+        if len(self._methods_by_n) < 4096:
+            self._methods_by_n[key] = listed
         return listed
 
     # -- analyze -------------------------------------------------------------------------------
@@ -393,7 +396,7 @@ class AnalysisService:
                 )
             ],
             "summary": summary,
-            "methods": self.methods(out.n),
+            "methods": self.methods(out.n, art),
         }
         body_json = dumps(body)
         t["body"] = time.perf_counter() - t0
@@ -424,14 +427,24 @@ class AnalysisService:
 
     @torch.inference_mode()
     def _summary(self, out, ctx, art) -> list[dict]:
-        """Per head: gold sparsity and every method's recall / sparsity at its defaults."""
+        """Per head: gold sparsity and every available method's recall / sparsity at its
+        defaults (``sparse_core.methods.summary``)."""
         from sparse_core.metrics import sparsity
 
         gold = sparsity(out.graph, causal=out.causal).tolist()  # (L, H)
-        per_method: dict[str, dict[str, list[list[float]]]] = {}
+        per_method: dict[str, dict[str, Any]] = {}
         mod = _optional("methods")
-        if mod is not None and hasattr(mod, "summary"):
-            per_method = mod.summary(out, art)
+        if mod is not None:
+            try:
+                per_method = mod.summary(out, art)
+            except ModuleNotFoundError:  # its engine (sparse_core.pareto) is not there yet
+                per_method = {
+                    nm: mod.evaluate(ctx, nm, mod.METHODS[nm].defaults(out.n, art))
+                    for nm in mod.available(art)
+                }
+        tables = {
+            name: (m["recall"].tolist(), m["sparsity"].tolist()) for name, m in per_method.items()
+        }
         rows = []
         for li in range(out.layers):
             for hi in range(out.heads):
@@ -442,10 +455,10 @@ class AnalysisService:
                         "gold_sparsity": round(gold[li][hi], 6),
                         "methods": {
                             name: {
-                                "recall": round(float(m["recall"][li][hi]), 6),
-                                "sparsity": round(float(m["sparsity"][li][hi]), 6),
+                                "recall": round(rec[li][hi], 6),
+                                "sparsity": round(spa[li][hi], 6),
                             }
-                            for name, m in per_method.items()
+                            for name, (rec, spa) in tables.items()
                         },
                     }
                 )
@@ -481,9 +494,12 @@ class AnalysisService:
             return entry.derived[key]
         with entry.lock:
             if key not in entry.derived:
+                memo = getattr(entry.ctx, "cache", None)
+                before = tensor_nbytes(memo) if memo else 0
                 value = make()
                 entry.derived[key] = value
-                self.cache.grow(entry, _approx_bytes(value))
+                after = tensor_nbytes(memo) if memo else 0
+                self.cache.grow(entry, _approx_bytes(value) + after - before)
         return entry.derived[key]
 
     def head(self, analysis_id: str, layer: int, head: int) -> bytes:
@@ -523,15 +539,26 @@ class AnalysisService:
             }
         if art is not None:
             body["centroids"] = {str(b): c[layer, head].tolist() for b, c in art.centroids.items()}
-        base = _optional("baselines")
-        if base is not None and ctx is not None and body["proj"] is not None:
-            body["reformer"] = base.reformer_payload(ctx, layer, head)
-            body["routing"] = base.routing_payload(ctx, layer, head)
+        mod = _optional("methods")
+        if mod is not None and body["proj"] is not None:
+            # every bucket / cluster count of the sliders, all rounds: the page slides freely
+            body["reformer"] = {
+                str(b): mod.reformer_buckets(ctx, b, mod.REFORMER_MAX_ROUNDS)[layer, head].tolist()
+                for b in mod.BUCKET_COUNTS
+            }
+            routing = {}
+            for c in _choices(mod.METHODS["routing"].params(out.n, art), "n_clusters"):
+                q, k = mod.routing_members(ctx, c)  # (L, H, C, n) bool each
+                routing[str(c)] = {
+                    "queries": [row.nonzero().flatten().tolist() for row in q[layer, head]],
+                    "keys": [row.nonzero().flatten().tolist() for row in k[layer, head]],
+                }
+            body["routing"] = routing
         return body
 
     def _seed(self, layer: int, head: int) -> int:
         mod = _optional("methods")
-        if mod is not None and hasattr(mod, "head_seed"):
+        if mod is not None:
             return int(mod.head_seed(layer, head))
         return layer * 1000 + head
 
@@ -557,9 +584,57 @@ class AnalysisService:
     def metrics(
         self, analysis_id: str, layer: int, head: int, method: str, params: dict[str, str]
     ) -> dict:
+        """Recall, sparsity, exact and precision of one method setting on one head.
+
+        ``params`` come from the query string (strings; missing ones take their defaults) and
+        are checked by ``Method.validate``; a bad one is a 400 naming it. The (L, H) metrics of
+        a setting are computed once and kept with the analysis.
+        """
         entry = self.get(analysis_id)
         self._check_head(entry, layer, head)
-        raise ApiError(404, "per-method metrics are not available yet", None)
+        mod = _optional("methods")
+        if mod is None:
+            raise ApiError(404, "per-method metrics are not available yet", None)
+        m = self._method(mod, method, entry)
+        clean = self._validate(m, entry, params)
+        key = ("metrics", m.name, json.dumps(clean, sort_keys=True))
+
+        def make() -> dict[str, list]:
+            with torch.inference_mode():
+                got = mod.evaluate(entry.ctx, m, clean)
+            return {k: v.tolist() for k, v in got.items()}
+
+        table = self._derive(entry, key, make)
+        return {k: table[k][layer][head] for k in ("recall", "sparsity", "exact", "precision")}
+
+    def _method(self, mod, name: str, entry: Entry):
+        if name not in mod.METHODS:
+            raise ApiError(
+                400, f"method must be one of {', '.join(mod.METHODS)}, got {name!r}", "method"
+            )
+        m = mod.METHODS[name]
+        if m.needs_artefact and entry.artefact is None:
+            raise ApiError(
+                400,
+                f"method {name} needs a Sparsefinder artefact, and none is fitted for this model "
+                f"at alpha {entry.body['alpha']:g}; methods without one: "
+                f"{', '.join(mod.available(None))}",
+                "method",
+            )
+        return m
+
+    def _validate(self, m, entry: Entry, params: dict) -> dict:
+        """``Method.validate`` with its message as a 400 naming the parameter at fault."""
+        try:
+            return m.validate(entry.out.n, params, entry.artefact)
+        except SparsescopeError as exc:
+            msg = str(exc)
+            names = [p.name for p in m.params(entry.out.n, entry.artefact)]
+            field = next((nm for nm in names if msg.startswith(f"{nm} ")), None)
+            unknown = re.search(r"has no parameter '([^']*)'", msg)
+            if unknown:
+                field = unknown.group(1)
+            raise ApiError(400, msg, field) from None
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -587,6 +662,10 @@ def _artefact_label(art) -> str:
     from sparse_core.sparsefinder import artefact_name
 
     return artefact_name(art.model_id, art.alpha)
+
+
+def _choices(specs, name: str) -> list:
+    return next(list(p.choices) for p in specs if p.name == name)
 
 
 def _param_json(p) -> dict:

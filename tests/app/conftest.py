@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 from fastapi.testclient import TestClient
 
 from app.main import create_app
@@ -45,4 +46,35 @@ def real_client(tmp_path_factory, real_model):
     settings = Settings(data_dir=tmp_path_factory.mktemp("data"), warmup=True)
     service = AnalysisService(settings, model=real_model)
     with TestClient(create_app(settings, service)) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def tiny_artefact(tiny_model):
+    """A Sparsefinder artefact shaped for the tiny model (random projections, not fitted: the
+    API only carries it, the fitting is tested in tests/core)."""
+    from sparse_core.sparsefinder import Artefact
+
+    cfg = tiny_model.config
+    gen = torch.Generator().manual_seed(1)
+    L, H, d, r = cfg.num_layers, cfg.num_heads, cfg.head_dim, 4
+    return Artefact(
+        model_id=tiny_model.model_id,
+        alpha=1.5,
+        rank=r,
+        W=torch.randn(L, H, d, r, generator=gen) * 0.5,
+        b=torch.zeros(L, H, r),
+        centroids={b: torch.randn(L, H, b, r, generator=gen) for b in (2, 4, 8)},
+        meta={"name": "tiny-test-artefact"},
+    )
+
+
+@pytest.fixture
+def art_service(app_settings, tiny_model, tiny_artefact) -> AnalysisService:
+    return AnalysisService(app_settings, model=tiny_model, artefact=tiny_artefact)
+
+
+@pytest.fixture
+def art_client(app_settings, art_service):
+    with TestClient(create_app(app_settings, art_service)) as c:
         yield c
