@@ -36,9 +36,9 @@ class ParamSpecOut(BaseModel):
     name: str
     label: str
     kind: Literal["int", "float", "choice", "bool"]
-    min: float | None = None
-    max: float | None = None
-    step: float | None = None
+    min: int | float | None = None
+    max: int | float | None = None
+    step: int | float | None = None
     choices: list[Any] | None = None
     default: Any = None
     help: str = ""

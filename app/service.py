@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 
 from app.errors import ApiError
@@ -61,6 +62,8 @@ def tensor_nbytes(obj: Any, exclude: list | tuple = ()) -> int:
         seen.add(id(o))
         if isinstance(o, torch.Tensor):
             return o.element_size() * o.nelement()
+        if isinstance(o, np.ndarray):
+            return int(o.nbytes)
         if isinstance(o, dict):
             return sum(walk(v) for v in o.values())
         if isinstance(o, list | tuple):
@@ -562,7 +565,12 @@ class AnalysisService:
             return int(mod.head_seed(layer, head))
         return layer * 1000 + head
 
-    def pareto(self, analysis_id: str, layer: int | None, head: int | None) -> dict:
+    def pareto(self, analysis_id: str, layer: int | None, head: int | None) -> bytes:
+        """Per-text Pareto data for one head, or (both None) the mean over heads, as JSON bytes.
+
+        The sweep of every method's grid (``sparse_core.pareto.sweep_text``) runs once per
+        analysis, on the first request; each scope is then sliced from it and kept.
+        """
         entry = self.get(analysis_id)
         if (layer is None) != (head is None):
             missing = "head" if head is None else "layer"
@@ -574,7 +582,25 @@ class AnalysisService:
             )
         if layer is not None:
             self._check_head(entry, layer, head)
-        raise ApiError(404, "the Pareto sweep is not available yet", None)
+        mod = _optional("pareto")
+        if mod is None:
+            raise ApiError(404, "the Pareto sweep is not available yet", None)
+        sweep = self._derive(entry, ("sweep",), lambda: self._sweep(mod, entry))
+        return self._derive(
+            entry,
+            ("pareto", layer, head),
+            lambda: dumps({**sweep.points(layer, head), "layer": layer, "head": head}),
+        )
+
+    def _sweep(self, mod, entry: Entry):
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            sweep = mod.sweep_text(entry.ctx, per_head=True)
+        self.stats.pareto_runs += 1
+        log.info(
+            "Pareto sweep of %d tokens in %.0f ms", entry.out.n, 1000 * (time.perf_counter() - t0)
+        )
+        return sweep
 
     def clusters(self, analysis_id: str, layer: int, head: int, clusters: int, top_k: int) -> dict:
         entry = self.get(analysis_id)
@@ -689,9 +715,12 @@ def dumps(data: Any) -> bytes:
 
 
 def _approx_bytes(value: Any) -> int:
-    """Rough size of derived data: exact for bytes, about 16 bytes per number otherwise."""
+    """Rough size of derived data: exact for bytes and arrays, about 16 bytes per number in
+    lists and dicts."""
     if isinstance(value, bytes | str):
         return len(value)
+    if isinstance(value, torch.Tensor | np.ndarray) or hasattr(value, "__dataclass_fields__"):
+        return tensor_nbytes(value)
     if isinstance(value, dict):
         return sum(_approx_bytes(v) + 32 for v in value.values())
     if isinstance(value, list | tuple):

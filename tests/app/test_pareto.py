@@ -1,0 +1,67 @@
+"""Per-text Pareto data: one head and the mean over heads, computed lazily once per analysis."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.schemas import Pareto
+from tests.app.test_api import assert_error
+
+P = pytest.importorskip("sparse_core.pareto")
+
+
+@pytest.fixture
+def aid(art_client, sentence) -> str:
+    return art_client.post("/api/analyze", json={"text": sentence}).json()["id"]
+
+
+def test_head_and_mean_match_sparse_core(art_client, aid, tiny_model, tiny_artefact, sentence):
+    from sparse_core.methods import METHODS, PredictContext
+
+    head = Pareto.model_validate(
+        art_client.get(f"/api/analyses/{aid}/pareto?layer=1&head=2").json()
+    )
+    mean = Pareto.model_validate(art_client.get(f"/api/analyses/{aid}/pareto").json())
+    assert (head.scope, head.layer, head.head) == ("head", 1, 2)
+    assert (mean.scope, mean.layer, mean.head) == ("mean", None, None)
+    ctx = PredictContext.from_run(tiny_model.run(sentence), tiny_artefact)
+    sweep = P.sweep_text(ctx, per_head=True)
+    assert head.model_dump(exclude={"layer", "head"}) == Pareto.model_validate(
+        sweep.points(1, 2)
+    ).model_dump(exclude={"layer", "head"})
+    assert mean.gold_sparsity == pytest.approx(float(sweep.gold_sparsity.mean()), abs=1e-6)
+    assert {p.method for p in head.points} == set(METHODS)
+    for name, idx in head.frontiers.items():
+        front = [head.points[i] for i in idx]
+        assert all(p.method == name for p in front)
+        # along a frontier sparsity falls and recall rises strictly
+        assert all(
+            a.sparsity >= b.sparsity and a.recall < b.recall
+            for a, b in zip(front, front[1:], strict=False)
+        )
+
+
+def test_sweep_runs_once_per_analysis(art_client, art_service, aid):
+    for q in ("", "?layer=0&head=0", "?layer=1&head=3", "", "?layer=0&head=0"):
+        assert art_client.get(f"/api/analyses/{aid}/pareto{q}").status_code == 200
+    assert art_service.stats.pareto_runs == 1
+
+
+@pytest.mark.parametrize(
+    ("query", "status", "field", "needle"),
+    [
+        ("?layer=1", 400, "head", "head is missing"),
+        ("?head=1", 400, "layer", "layer is missing"),
+        ("?layer=5&head=0", 400, "layer", "layer must be in [0, 1]"),
+        ("?layer=0&head=-1", 400, "head", "head must be in [0, 3]"),
+        ("?layer=zero&head=0", 422, "layer", "layer must be a valid integer"),
+    ],
+)
+def test_pareto_bad_scope(art_client, aid, query, status, field, needle):
+    assert_error(art_client.get(f"/api/analyses/{aid}/pareto{query}"), status, field, needle)
+
+
+def test_pareto_without_artefact_has_the_other_methods(client, analysis):
+    mean = client.get(f"/api/analyses/{analysis['id']}/pareto").json()
+    names = {p["method"] for p in mean["points"]}
+    assert names and not any(nm.startswith("sf-") for nm in names)
