@@ -95,6 +95,7 @@ class Entry:
     nbytes: int = 0
     derived: dict = field(default_factory=dict)  # ("pareto",) / ("head", l, h) ... -> data
     lock: threading.Lock = field(default_factory=threading.Lock)
+    key_locks: dict = field(default_factory=dict)  # derived key -> its lock
 
 
 class LruCache:
@@ -495,7 +496,9 @@ class AnalysisService:
         """``entry.derived[key]``, computed once (under the entry's lock) and accounted for."""
         if key in entry.derived:
             return entry.derived[key]
-        with entry.lock:
+        with entry.lock:  # one lock per key: a long sweep does not hold up a head payload
+            key_lock = entry.key_locks.setdefault(key, threading.Lock())
+        with key_lock:
             if key not in entry.derived:
                 memo = getattr(entry.ctx, "cache", None)
                 before = tensor_nbytes(memo) if memo else 0

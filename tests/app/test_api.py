@@ -345,3 +345,25 @@ def test_real_model_end_to_end(real_client, sentence):
     assert head.n == a.n and head.edges
     if a.artefact is not None:
         assert head.proj is not None and len(head.proj.queries) == a.n
+
+
+def test_concurrent_requests_run_the_model_once(service, sentence):
+    from concurrent.futures import ThreadPoolExecutor
+
+    service.start()
+    with ThreadPoolExecutor(8) as pool:
+        bodies = list(pool.map(lambda _: service.analyze(sentence, 1.5, False, False), range(16)))
+    assert len({b["id"] for b in bodies}) == 1
+    assert service.stats.runs == 1 and service.stats.hits == 15
+
+
+def test_cache_is_bounded_in_bytes(tmp_path, tiny_model):
+    from app.service import AnalysisService
+    from tests.app.conftest import make_settings
+
+    service = AnalysisService(make_settings(tmp_path, cache_bytes=1 << 20), model=tiny_model)
+    service.start()
+    for k in range(12):
+        service.analyze(f"Text number {k}. " * 40, 1.5, False, False)
+    assert service.cache.nbytes <= 1 << 20 or len(service.cache) == 1
+    assert 1 <= len(service.cache) < 12 and service.cache.evictions >= 1
