@@ -8,6 +8,7 @@
 import { analyze, headData, pareto, rawData, resetCache, share } from "./api.js";
 import { clear, debounce, el, pct } from "./dom.js";
 import { parseState, STEPS, toSearch } from "./state.js";
+import { refitAll } from "./panel.js";
 import { STEP_LIST } from "./steps.js";
 
 const config = readConfig();
@@ -314,7 +315,11 @@ async function render() {
   } catch (err) {
     showError(err);
   }
-  if (seq === renderSeq) document.body.dataset.ready = String(Date.now());
+  if (seq !== renderSeq) return;
+  await document.fonts?.ready;
+  if (seq !== renderSeq) return;
+  refitAll(panel);
+  document.body.dataset.ready = String(Date.now());
 }
 
 function showError(err) {

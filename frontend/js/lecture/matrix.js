@@ -65,7 +65,7 @@ export function drawMatrix(spec) {
   let colLab = 0;
   const axisPad = spec.rowAxis ? 1 : 0;
   for (let pass = 0; pass < 2; pass++) {
-    font = Math.round(Math.max(12, Math.min(22, cell * 0.5)));
+    font = Math.round(Math.max(12, Math.min(22, cell * 0.6)));
     ctx.font = `${font}px ${FONT}`;
     rowLab = Math.max(...rows.map((s) => ctx.measureText(s).width), 0) + font * 0.7;
     const colW = Math.max(...cols.map((s) => ctx.measureText(s).width), 0);

@@ -27,6 +27,7 @@ export function formula(panel, source, caption) {
  * @param {HTMLElement} box an element in the document
  */
 export function fitWidth(box) {
+  box.style.fontSize = "";
   const wide = box.scrollWidth;
   const room = box.clientWidth;
   if (room > 0 && wide > room) box.style.fontSize = `${Math.max(0.6, (0.97 * room) / wide)}em`;
@@ -47,6 +48,14 @@ export function prose(panel, ...parts) {
   }
   panel.append(p);
   return p;
+}
+
+/**
+ * Fit every formula of a panel again (KaTeX's fonts arrive after the first layout and widen it).
+ * @param {HTMLElement} panel
+ */
+export function refitAll(panel) {
+  panel.querySelectorAll(".formula-box").forEach((box) => fitWidth(/** @type {HTMLElement} */ (box)));
 }
 
 /**

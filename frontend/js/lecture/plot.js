@@ -23,7 +23,10 @@ import { svg } from "./dom.js";
  */
 export function frame(o) {
   const font = Math.round(Math.max(14, Math.min(22, o.height / 34)));
-  const m = { left: font * 4, right: font, top: font, bottom: font * 3.4 };
+  const m =
+    o.axes === false
+      ? { left: font * 0.5, right: font * 0.5, top: font * 0.5, bottom: font * 0.5 }
+      : { left: font * 4, right: font, top: font, bottom: font * 3.4 };
   let pw = o.width - m.left - m.right;
   let ph = o.height - m.top - m.bottom;
   if (o.square) {

@@ -133,15 +133,19 @@ export function renderFinder(ctx) {
   stats(ctx.panel, [
     { label: "recall · distance", value: "", id: "sf-recall", tone: "accent" },
     { label: "sparsity · distance", value: "", id: "sf-sparsity" },
-    ...(cents.length
-      ? [{ label: "recall / sparsity · clusters", value: "", id: "sf-kmeans" }]
-      : []),
   ]);
+  if (cents.length) {
+    stats(ctx.panel, [
+      { label: "recall · clusters", value: "", id: "sf-kmeans-recall", tone: "accent" },
+      { label: "sparsity · clusters", value: "", id: "sf-kmeans-sparsity" },
+    ]);
+  }
   prose(ctx.panel, ...WHY, " Click a query (●) to follow it.");
 
   if (cents.length) {
     const km = computeMetrics(maskFrom(n, (i, j) => cq[i] === ck[j]), ctx.gold, n, causal);
-    setText("sf-kmeans", `${pct(km.recall)} / ${pct(km.sparsity)}`);
+    setText("sf-kmeans-recall", pct(km.recall));
+    setText("sf-kmeans-sparsity", pct(km.sparsity));
   }
 
   // the picture
@@ -151,7 +155,7 @@ export function renderFinder(ctx) {
   const pad = (lo, hi) => [lo - 0.08 * (hi - lo || 1), hi + 0.08 * (hi - lo || 1)];
   const f = frame({
     width: ctx.size.width,
-    height: ctx.size.height - 50,
+    height: ctx.size.height - 120,
     x: pad(Math.min(...xs), Math.max(...xs)),
     y: pad(Math.min(...ys), Math.max(...ys)),
     axes: false,
@@ -206,10 +210,17 @@ export function renderFinder(ctx) {
     pointsG.append(node);
   });
   const wrap = el("div", { class: "matrix-wrap" }, f.root);
-  ctx.figure.append(wrap);
+  ctx.figure.append(
+    wrap,
+    el("p", {
+      class: "fig-note",
+      text: `layer ${ctx.layer}, head ${ctx.head}: the ${r}-D points seen along their two main axes; colours are k-means clusters, distances are measured in all ${r} dimensions.`,
+    }),
+  );
   legend(ctx.figure, [
-    { color: "#374151", label: "query q̃ᵢ", shape: "circle" },
-    { color: "#374151", label: "key k̃ⱼ" },
+    { color: "#6b7280", label: "query q̃ᵢ", shape: "circle" },
+    { color: "#6b7280", label: "key k̃ⱼ" },
+    { color: "#6b7280", label: "key within t", shape: "pred" },
     ...(cents.length ? [{ color: "#374151", label: "centroid", shape: "cross" }] : []),
     { color: "#0f766e", label: "edge of G, predicted", shape: "line" },
     { color: "#dc2626", label: "edge of G, missed", shape: "line" },
@@ -250,7 +261,7 @@ export function renderFinder(ctx) {
           x: x + size * 1.4,
           y: y - size * 0.9,
           class: isQ ? "sf-label-q" : "sf-label-k",
-          text: `${isQ ? "q̃" : "k̃"} ${ctx.labels[isQ ? k : k - n]}`,
+          text: ctx.labels[isQ ? k : k - n],
         }),
       );
     }

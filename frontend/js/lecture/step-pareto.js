@@ -109,7 +109,10 @@ export async function renderPareto(ctx) {
   if (best)
     prose(ctx.panel, "Here the best at ≥ 50 % sparsity is ", { b: labelOf[best.method] ?? best.method }, ` (${fmtParams(best.params)}).`);
   if (local)
-    prose(ctx.panel, "Swept in the browser over the window, strided and fixed patterns of the previous slides (the server's full sweep is not available here).");
+    prose(
+      ctx.panel,
+      "Swept right here in the browser (the server's full sweep is not available): window, strided and fixed patterns, and Sparsefinder's threshold when its projections are loaded.",
+    );
 }
 
 /** "l=4, c=1" from a params object. */

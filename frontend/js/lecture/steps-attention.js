@@ -82,6 +82,7 @@ export function renderVectors(ctx) {
       maxCell: 40,
       showText: false,
       cell: (k, t) => ({ fill: diverging(mat[t][k], maxAbs) }),
+      overlay: (c, g) => outlineCol(c, g, ctx.focus),
     });
     const wrap = withTooltip(
       canvas,
@@ -97,6 +98,7 @@ export function renderVectors(ctx) {
     { color: diverging(-maxAbs, maxAbs), label: `negative (−${maxAbs.toFixed(1)})` },
     { color: "#ffffff", label: "0" },
     { color: diverging(maxAbs, maxAbs), label: `positive (+${maxAbs.toFixed(1)})` },
+    { color: "#f59e0b", label: `“${ctx.labels[ctx.focus]}”`, shape: "outline" },
   ]);
   formula(ctx.panel, String.raw`q_i = W_Q\, x_i \qquad k_j = W_K\, x_j`);
   formula(
@@ -108,7 +110,7 @@ export function renderVectors(ctx) {
     ctx.panel,
     "A query asks “what am I looking for?”, a key says “what do I offer?”. These are the real vectors of ",
     { b: `layer ${ctx.layer}, head ${ctx.head}` },
-    ` for this sentence: ${ctx.labels.length} rows of ${dh} numbers each.`,
+    ` for this sentence: ${ctx.labels.length} vectors of ${dh} numbers each.`,
   );
 }
 
@@ -226,6 +228,13 @@ export function outlineRow(c, g, i) {
   c.strokeStyle = "#f59e0b";
   c.lineWidth = 3;
   c.strokeRect(g.x0 - 1.5, g.y0 + i * g.cell - 1.5, g.m * g.cell + 3, g.cell + 3);
+}
+
+/** Outline one column of a matrix. */
+function outlineCol(c, g, j) {
+  c.strokeStyle = "#f59e0b";
+  c.lineWidth = 3;
+  c.strokeRect(g.x0 + j * g.cell - 1.5, g.y0 - 1.5, g.cell + 3, g.n * g.cell + 3);
 }
 
 /** Largest |x| of a list (at least a tiny positive number). */
