@@ -167,7 +167,8 @@ function buildHeadPicker(analysis) {
     select.append(
       el("option", {
         value: `${s.layer}:${s.head}`,
-        text: `layer ${s.layer} · head ${s.head} (${pct(s.gold_sparsity)} sparse)`,
+        title: `layer ${s.layer}, head ${s.head}: gold sparsity ${pct(s.gold_sparsity)}`,
+        text: `L${s.layer} · H${s.head} · ${pct(s.gold_sparsity)} sparse`,
       }),
     );
   }

@@ -127,16 +127,18 @@ export function drawMatrix(spec) {
     ctx.stroke();
   }
 
-  // labels
+  // labels; on long texts only every k-th one, so that they never overlap
+  const rowStep = Math.max(1, Math.ceil((font * 1.05) / cell));
+  const colStep = Math.max(1, Math.ceil(font / (cell * Math.SQRT1_2)));
   ctx.font = `${font}px ${FONT}`;
   ctx.textBaseline = "middle";
   ctx.textAlign = "right";
-  for (let i = 0; i < n; i++) {
+  for (let i = 0; i < n; i += rowStep) {
     ctx.fillStyle = spec.rowDim?.[i] ? MUTED : INK;
     ctx.fillText(rows[i], x0 - font * 0.4, y0 + (i + 0.5) * cell);
   }
   ctx.textAlign = "left";
-  for (let j = 0; j < m; j++) {
+  for (let j = 0; j < m; j += colStep) {
     ctx.save();
     ctx.translate(x0 + (j + 0.5) * cell, y0 - font * 0.4);
     ctx.rotate(-Math.PI / 4);
