@@ -89,6 +89,8 @@ function onKey(ev) {
     if (ev.key === "Escape") t.blur();
     return;
   }
+  // space / enter on a focused control presses it, as usual
+  if (t && ["BUTTON", "SUMMARY", "A"].includes(t.tagName) && [" ", "Enter"].includes(ev.key)) return;
   const keys = {
     ArrowRight: () => goto(state.step + 1),
     ArrowDown: () => goto(state.step + 1),
