@@ -1,0 +1,86 @@
+/**
+ * The page's colour scales and mark colours, shared by the heatmap, its legend and the head grid.
+ *
+ * Probabilities use a sequential blue scale (ColorBrewer "Blues" from its 3rd stop) on √p, so
+ * every p > 0 gets at least a clearly visible tint (#c6dbef) while an exact zero stays white: the
+ * difference between "small" and "zero" is the point of entmax attention.
+ */
+
+/** Exact zero, not predicted. */
+export const ZERO = "#ffffff";
+/** Exact zero inside the method's predicted mask (the "shaded = predicted" overlay). */
+export const SHADE = "#f2dfb5";
+/** Mark of a gold edge the method keeps. */
+export const CAUGHT = "#f59e0b";
+export const CAUGHT_STROKE = "#7c2d12";
+/** Mark of a gold edge the method misses. */
+export const MISSED = "#dc2626";
+/** Hover, lock and selection accents. */
+export const ACCENT = "#111827";
+export const CLUSTER = "#7c3aed";
+
+const BLUES = ["#c6dbef", "#9ecae1", "#6baed6", "#4292c6", "#2171b5", "#08519c", "#08306b"];
+const PURPLES = ["#f2f0f7", "#dadaeb", "#bcbddc", "#9e9ac8", "#807dba", "#6a51a3", "#4a1486"];
+const VIRIDIS = [
+  "#440154", "#482878", "#3e4989", "#31688e", "#26828e", "#1f9e89", "#35b779", "#6ece58",
+  "#b5de2b", "#fde725",
+];
+
+function hexToRgb(hex) {
+  const v = parseInt(hex.slice(1), 16);
+  return [(v >> 16) & 255, (v >> 8) & 255, v & 255];
+}
+
+/** Piecewise-linear interpolation through `stops` at t in [0, 1] -> [r, g, b]. */
+function interpolate(stops, t) {
+  const x = Math.min(1, Math.max(0, t)) * (stops.length - 1);
+  const k = Math.min(stops.length - 2, Math.floor(x));
+  const a = hexToRgb(stops[k]);
+  const b = hexToRgb(stops[k + 1]);
+  const f = x - k;
+  return a.map((v, c) => Math.round(v + (b[c] - v) * f));
+}
+
+const css = ([r, g, b]) => `rgb(${r}, ${g}, ${b})`;
+
+/** Colour of probability p > 0 (CSS string). */
+export function probColour(p) {
+  return css(interpolate(BLUES, Math.sqrt(p)));
+}
+
+/** Head-grid colour of a gold sparsity, normalised to [lo, hi]. */
+export function sparsityColour(s, lo, hi) {
+  return css(interpolate(PURPLES, hi > lo ? (s - lo) / (hi - lo) : 1));
+}
+
+/** Head-grid colour of a recall in [0, 1] (viridis: dark = low, yellow = high). */
+export function recallColour(r) {
+  return css(interpolate(VIRIDIS, r));
+}
+
+/** Readable text colour (near-black or white) on a background given as `rgb(r, g, b)`. */
+export function textOn(rgb) {
+  const [r, g, b] = rgb.match(/\d+/g).map(Number);
+  return 0.299 * r + 0.587 * g + 0.114 * b > 150 ? "#111827" : "#ffffff";
+}
+
+/**
+ * Pack a colour into the 32-bit word an `ImageData` Uint32 view expects (little-endian RGBA:
+ * 0xAABBGGRR).
+ */
+function pack([r, g, b]) {
+  return ((255 << 24) | (b << 16) | (g << 8) | r) >>> 0;
+}
+
+/** 256-entry lookup table for the heatmap cells: entry k is the colour of p with √p ≈ k / 255. */
+export const PROB_LUT = Uint32Array.from({ length: 256 }, (_, k) =>
+  pack(interpolate(BLUES, Math.max(k, 1) / 255)),
+);
+export const ZERO_PX = pack(hexToRgb(ZERO));
+export const SHADE_PX = pack(hexToRgb(SHADE));
+export const MISSED_PX = pack(hexToRgb(MISSED));
+
+/** LUT index of probability p > 0 (at least 1, so no p > 0 shares the lightest colour of 0). */
+export function probIndex(p) {
+  return Math.max(1, Math.min(255, Math.round(Math.sqrt(p) * 255)));
+}

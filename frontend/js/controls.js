@@ -1,0 +1,209 @@
+/**
+ * The method panel: a method picker and one control per parameter, built from the ParamSpec list
+ * the API returns for this text (`analysis.methods[*].params`; never hard-coded ranges):
+ * int / float -> a range slider with its value, choice -> a select, bool -> a checkbox. The
+ * add-ons every method has (`window`, `globals`) are grouped under "Add-ons". Below it, the
+ * current setting's metrics (SPEC §4), computed in the browser.
+ */
+
+import { el, fmt } from "./dom.js";
+import { markInput } from "./live.js";
+import * as store from "./state.js";
+
+const ADDONS = new Set(["window", "globals"]);
+
+/**
+ * Coerce a raw value (a URL string, a Pareto point's value) to a ParamSpec's kind and range.
+ * Returns the spec's default when the value does not fit.
+ * @param {object} spec ParamSpec
+ * @param {unknown} raw
+ */
+export function coerceParam(spec, raw) {
+  if (raw === undefined || raw === null || raw === "") return spec.default;
+  switch (spec.kind) {
+    case "bool":
+      return raw === true || raw === "1" || raw === "true";
+    case "choice": {
+      const hit = (spec.choices ?? []).find((c) => String(c) === String(raw));
+      return hit === undefined ? spec.default : hit;
+    }
+    default: {
+      const v = Number(raw);
+      if (!Number.isFinite(v)) return spec.default;
+      const lo = spec.min ?? -Infinity;
+      const hi = spec.max ?? Infinity;
+      const clamped = Math.min(hi, Math.max(lo, v));
+      return spec.kind === "int" ? Math.round(clamped) : clamped;
+    }
+  }
+}
+
+/**
+ * Complete parameter values for `method` from `raw` (missing or bad ones take their defaults).
+ * @param {object} methodSpec one entry of analysis.methods
+ * @param {Object<string, unknown>} raw
+ */
+export function resolveParams(methodSpec, raw = {}) {
+  return Object.fromEntries(methodSpec.params.map((p) => [p.name, coerceParam(p, raw[p.name])]));
+}
+
+/** The methods the page can compute for this analysis (sf-* need an artefact). */
+export function availableMethods(analysis) {
+  return analysis.methods.filter((m) => !m.needs_artefact || analysis.artefact);
+}
+
+/** Format a parameter value for its slider's readout. */
+function show(spec, v) {
+  if (spec.kind === "float") return Number(v).toFixed(spec.step && spec.step < 0.1 ? 2 : 1);
+  if (spec.name === "window" && Number(v) === 0) return "off";
+  return String(v);
+}
+
+/**
+ * Mount the method panel in `root` and the metrics in `metricsRoot`.
+ * @param {HTMLElement} root
+ * @param {HTMLElement} metricsRoot
+ */
+export function initMethodPanel(root, metricsRoot) {
+  const picker = el("select", { attrs: { id: "method", "aria-label": "method" } });
+  const help = el("p", { class: "help" });
+  const params = el("div", { class: "params" });
+  root.replaceChildren(el("label", { class: "row", text: "Method " }, [picker]), help, params);
+  let controls = new Map(); // name -> {spec, input, out}
+  let built = "";
+
+  function build(s) {
+    const a = s.analysis;
+    if (!a) return;
+    const spec = a.methods.find((m) => m.name === s.method);
+    const avail = new Set(availableMethods(a).map((m) => m.name));
+    picker.replaceChildren(
+      ...a.methods.map((m) => {
+        const o = el("option", {
+          text: avail.has(m.name) ? m.label : `${m.label} (needs a Sparsefinder artefact)`,
+          attrs: { value: m.name },
+        });
+        o.disabled = !avail.has(m.name);
+        o.selected = m.name === s.method;
+        return o;
+      }),
+    );
+    controls = new Map();
+    const main = [];
+    const addons = [];
+    for (const p of spec ? spec.params : []) {
+      (ADDONS.has(p.name) ? addons : main).push(control(p, s.params[p.name]));
+    }
+    params.replaceChildren(
+      ...main,
+      ...(addons.length ? [el("h3", { text: "Add-ons" }), ...addons] : []),
+    );
+    built = `${a.id}/${s.method}`;
+  }
+
+  function control(spec, value) {
+    const id = `param-${spec.name}`;
+    let input;
+    const out = el("output", { attrs: { for: id } });
+    if (spec.kind === "bool") {
+      input = el("input", { attrs: { type: "checkbox", id } });
+      input.checked = !!value;
+    } else if (spec.kind === "choice") {
+      input = el("select", { attrs: { id } });
+      for (const c of spec.choices ?? []) {
+        const o = el("option", { text: String(c), attrs: { value: String(c) } });
+        o.selected = String(c) === String(value);
+        input.append(o);
+      }
+    } else {
+      input = el("input", {
+        attrs: {
+          type: "range", id,
+          min: String(spec.min), max: String(spec.max), step: String(spec.step ?? (spec.kind === "int" ? 1 : "any")),
+        },
+      });
+      input.value = String(value);
+      out.textContent = show(spec, value);
+    }
+    input.dataset.param = spec.name;
+    controls.set(spec.name, { spec, input, out });
+    const label = el("label", { class: "param-name", text: spec.label, attrs: { for: id } });
+    const row = el("div", { class: `param param-${spec.kind}` }, [label, input, out]);
+    if (spec.help) row.title = spec.help;
+    return row;
+  }
+
+  function read(spec, input) {
+    return spec.kind === "bool" ? input.checked : coerceParam(spec, input.value);
+  }
+
+  function sync(s) {
+    for (const [name, { spec, input, out }] of controls) {
+      const v = s.params[name];
+      if (spec.kind === "bool") input.checked = !!v;
+      else if (String(input.value) !== String(v)) input.value = String(v);
+      if (spec.kind === "int" || spec.kind === "float") out.textContent = show(spec, v);
+    }
+    const spec = s.analysis?.methods.find((m) => m.name === s.method);
+    help.textContent = spec ? describe(spec) : "";
+  }
+
+  picker.addEventListener("change", () => {
+    const a = store.get().analysis;
+    const spec = a.methods.find((m) => m.name === picker.value);
+    markInput();
+    store.set({ method: spec.name, params: resolveParams(spec) });
+  });
+  params.addEventListener("input", (ev) => {
+    const name = ev.target.dataset.param;
+    const c = name && controls.get(name);
+    if (!c) return;
+    const v = read(c.spec, c.input);
+    if (c.spec.kind === "int" || c.spec.kind === "float") c.out.textContent = show(c.spec, v);
+    markInput();
+    store.set({ params: { ...store.get().params, [name]: v } });
+  });
+
+  // ------------------------------------------------------------------ metrics
+
+  const rows = ["recall", "sparsity", "exact", "precision"].map((k) => {
+    const value = el("span", { class: "metric-value", text: "–" });
+    const bar = el("span", { class: "metric-bar" }, [el("span")]);
+    const row = el("div", { class: `metric metric-${k}`, attrs: { "data-metric": k } }, [
+      el("span", { class: "metric-name", text: k }), value, bar,
+    ]);
+    return { k, row, value, fill: bar.firstChild };
+  });
+  const gold = el("p", { class: "muted gold-line" });
+  const problem = el("p", { class: "field-error", attrs: { role: "alert" } });
+  metricsRoot.replaceChildren(...rows.map((r) => r.row), problem, gold);
+
+  function showMetrics(s) {
+    const m = s.result?.metrics;
+    problem.textContent = s.result?.error ?? "";
+    problem.hidden = !s.result?.error;
+    for (const r of rows) {
+      const v = m ? m[r.k] : NaN;
+      r.value.textContent = fmt(v);
+      r.fill.style.width = Number.isFinite(v) ? `${(v * 100).toFixed(1)}%` : "0";
+    }
+    gold.textContent = s.headData
+      ? `gold sparsity of layer ${s.headData.layer}, head ${s.headData.head}: ${fmt(s.headData.goldSparsity)} · |G| = ${s.headData.goldCount} edges`
+      : "";
+  }
+
+  store.subscribe((s, changed) => {
+    if (!s.analysis) return;
+    if (changed.has("analysis") || changed.has("method") || built !== `${s.analysis.id}/${s.method}`) {
+      build(s);
+    }
+    if (changed.has("params") || changed.has("method") || changed.has("analysis")) sync(s);
+    if (changed.has("result") || changed.has("headData")) showMetrics(s);
+  });
+}
+
+/** One line under the picker: the method's parameters and what they mean. */
+function describe(spec) {
+  const parts = spec.params.filter((p) => !ADDONS.has(p.name) && p.help).map((p) => `${p.label}: ${p.help}`);
+  return parts.join(" · ");
+}

@@ -1,0 +1,463 @@
+/**
+ * The open head's attention heatmap on <canvas> (no per-cell DOM, so n = 512 stays fluid).
+ *
+ * Two stacked canvases:
+ * - `cells`: one colour per (query i, key j) — white for an exact zero P_ij = 0, the sand shade
+ *   for a zero inside the current method's mask M, a blue tint on √P_ij for the gold graph
+ *   G = {P_ij > 0} — then the marks of the gold edges: a ★ (big cells) or dot (small cells) for
+ *   an edge the method keeps (i, j) ∈ M ∩ G, a red × or ring for one it misses (i, j) ∈ G \ M.
+ *   When cells are smaller than 3 px, missed edges are painted red in the cell itself.
+ *   Repainted only when the head, the mask or the layout changes.
+ * - `overlay`: token labels, the locked query row, the hovered token, the selected cluster's
+ *   tokens and the hovered cell. Cheap; repainted on every hover.
+ *
+ * Hovering a cell shows a tooltip (query, key, p, kept or missed) computed from the arrays in
+ * memory — no server call. Clicking a cell or a row label locks that query row (click again to
+ * unlock). Hovering a label sets the store's `hoverToken` (linked views).
+ */
+
+import * as colours from "./colours.js";
+import { el, fmt } from "./dom.js";
+import * as store from "./state.js";
+import { tokenLabel, visibleTokens } from "./tokens.js";
+
+const FONT = "12px system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', sans-serif";
+const FONT_BOLD = `600 ${FONT}`;
+const LABEL_PX = 14; // vertical room one label needs
+const MAX_LABEL = 110; // widest label margin (CSS px)
+const STAR_MIN = 9; // cells at least this big (CSS px) get ★ / × marks
+const DOT_MIN = 3; // ... at least this big get dots / rings; smaller ones are painted
+
+/**
+ * Mount the heatmap in `root` (an empty element) and keep it in step with the store.
+ * @param {HTMLElement} root
+ * @param {HTMLElement} legend element that receives the legend of the marks
+ */
+export function initHeatmap(root, legend) {
+  const cells = el("canvas", { class: "heatmap-cells" });
+  const overlay = el("canvas", { class: "heatmap-overlay", attrs: { tabindex: "0" } });
+  const tooltip = el("div", { class: "tooltip", attrs: { role: "status", hidden: "" } });
+  const empty = el("p", { class: "empty", text: "Analyze a text, then pick a head." });
+  root.append(empty, cells, overlay, tooltip);
+  overlay.setAttribute("aria-label", "attention heatmap: rows are queries, columns are keys");
+  drawLegend(legend);
+
+  /** Layout of the current head, recomputed on head / size / special-token changes. */
+  let lay = null;
+  let hoverCell = null; // {a, b} visible row / column under the pointer
+  const off = document.createElement("canvas"); // m × m, one pixel per cell
+
+  function layout() {
+    const s = store.get();
+    const head = s.headData;
+    if (!head || !s.analysis) return null;
+    const vis = visibleTokens(s.analysis.tokens, s.hideSpecial);
+    const m = vis.length;
+    const labels = Array.from(vis, (t) => tokenLabel(s.analysis.tokens[t].text));
+    const ctx = cells.getContext("2d");
+    ctx.font = FONT;
+    const widest = Math.max(...labels.map((t) => ctx.measureText(t).width), 10);
+    const margin = Math.ceil(Math.min(widest, MAX_LABEL)) + 10;
+    const avail = Math.max(200, root.clientWidth - margin - 12);
+    let cell = Math.min(avail, 760) / m;
+    if (cell >= 4) cell = Math.min(40, Math.floor(cell)); // whole pixels: crisp grid lines
+    const size = cell * m;
+    const pos = new Int32Array(head.n).fill(-1); // token -> visible index
+    vis.forEach((t, a) => (pos[t] = a));
+    return { vis, pos, m, labels, left: margin, top: margin, cell, size,
+      width: margin + size + 8, height: margin + size + 8, step: Math.ceil(LABEL_PX / cell) };
+  }
+
+  function resize() {
+    lay = layout();
+    const on = lay !== null;
+    empty.hidden = on;
+    cells.hidden = overlay.hidden = !on;
+    if (!on) return;
+    const dpr = window.devicePixelRatio || 1;
+    for (const c of [cells, overlay]) {
+      c.width = Math.round(lay.width * dpr);
+      c.height = Math.round(lay.height * dpr);
+      c.style.width = `${lay.width}px`;
+      c.style.height = `${lay.height}px`;
+      c.getContext("2d").setTransform(dpr, 0, 0, dpr, 0, 0);
+    }
+    off.width = off.height = lay.m;
+    root.style.height = `${lay.height}px`;
+    drawCells();
+    drawOverlay();
+  }
+
+  /** Paint every cell (one pixel per cell, scaled up) and the marks of the gold edges. */
+  function drawCells() {
+    const s = store.get();
+    const head = s.headData;
+    if (!lay || !head) return;
+    const { vis, m, cell, left, top, size } = lay;
+    const n = head.n;
+    const mask = s.result?.mask ?? null;
+    const { probs, gold } = head;
+    const octx = off.getContext("2d");
+    const img = octx.createImageData(m, m);
+    const px = new Uint32Array(img.data.buffer);
+    const paintMissed = cell < DOT_MIN;
+    for (let a = 0; a < m; a++) {
+      const row = vis[a] * n;
+      for (let b = 0; b < m; b++) {
+        const x = row + vis[b];
+        const kept = mask !== null && mask[x] === 1;
+        let c;
+        if (gold[x]) {
+          c = paintMissed && mask !== null && !kept ? colours.MISSED_PX
+            : colours.PROB_LUT[colours.probIndex(probs[x])];
+        } else c = kept ? colours.SHADE_PX : colours.ZERO_PX;
+        px[a * m + b] = c;
+      }
+    }
+    octx.putImageData(img, 0, 0);
+    const ctx = cells.getContext("2d");
+    ctx.clearRect(0, 0, lay.width, lay.height);
+    ctx.imageSmoothingEnabled = false;
+    ctx.drawImage(off, left, top, size, size);
+    if (cell >= 6) drawGridLines(ctx);
+    ctx.strokeStyle = "#9ca3af";
+    ctx.lineWidth = 1;
+    ctx.strokeRect(left - 0.5, top - 0.5, size + 1, size + 1);
+    if (!paintMissed) drawMarks(ctx, head, mask);
+  }
+
+  function drawGridLines(ctx) {
+    const { m, cell, left, top, size } = lay;
+    ctx.beginPath();
+    for (let a = 1; a < m; a++) {
+      const v = Math.round(a * cell) + 0.5;
+      ctx.moveTo(left + v, top);
+      ctx.lineTo(left + v, top + size);
+      ctx.moveTo(left, top + v);
+      ctx.lineTo(left + size, top + v);
+    }
+    ctx.strokeStyle = "rgba(17, 24, 39, 0.08)";
+    ctx.lineWidth = 1;
+    ctx.stroke();
+  }
+
+  /** ★ / × (big cells) or dot / ring (small cells) on every visible gold edge. */
+  function drawMarks(ctx, head, mask) {
+    const { pos, cell, left, top } = lay;
+    const n = head.n;
+    const caught = new Path2D();
+    const missed = new Path2D();
+    const big = cell >= STAR_MIN;
+    const r = big ? cell * 0.36 : Math.max(1, cell * 0.3);
+    for (let e = 0; e < head.goldCount; e++) {
+      const a = pos[head.edgeI[e]];
+      const b = pos[head.edgeJ[e]];
+      if (a < 0 || b < 0) continue;
+      const cx = left + (b + 0.5) * cell;
+      const cy = top + (a + 0.5) * cell;
+      const kept = mask === null || mask[head.edgeI[e] * n + head.edgeJ[e]] === 1;
+      if (kept) {
+        if (big) addStar(caught, cx, cy, r);
+        else caught.rect(cx - r, cy - r, 2 * r, 2 * r);
+      } else if (big) {
+        const d = r * 0.7;
+        missed.moveTo(cx - d, cy - d);
+        missed.lineTo(cx + d, cy + d);
+        missed.moveTo(cx + d, cy - d);
+        missed.lineTo(cx - d, cy + d);
+      } else {
+        missed.moveTo(cx + r + 0.5, cy);
+        missed.arc(cx, cy, r + 0.5, 0, 2 * Math.PI);
+      }
+    }
+    ctx.fillStyle = colours.CAUGHT;
+    ctx.fill(caught);
+    if (big) {
+      ctx.strokeStyle = colours.CAUGHT_STROKE;
+      ctx.lineWidth = 1;
+      ctx.stroke(caught);
+      ctx.lineCap = "round";
+      ctx.strokeStyle = "#ffffff";
+      ctx.lineWidth = Math.max(3, cell * 0.22);
+      ctx.stroke(missed);
+    }
+    ctx.strokeStyle = colours.MISSED;
+    ctx.lineWidth = big ? Math.max(2, cell * 0.12) : 1.25;
+    ctx.stroke(missed);
+  }
+
+  /** Token labels, selection and hover highlights. */
+  function drawOverlay() {
+    if (!lay) return;
+    const s = store.get();
+    const ctx = overlay.getContext("2d");
+    const { m, cell, left, top, size, pos } = lay;
+    ctx.clearRect(0, 0, lay.width, lay.height);
+    const locked = s.lockedRow !== null ? pos[s.lockedRow] ?? -1 : -1;
+    if (locked >= 0) {
+      ctx.fillStyle = "rgba(255, 255, 255, 0.72)";
+      ctx.fillRect(left, top, size, locked * cell);
+      ctx.fillRect(left, top + (locked + 1) * cell, size, (m - locked - 1) * cell);
+      outline(ctx, left, top + locked * cell, size, cell, colours.ACCENT, 2);
+    }
+    const members = s.clusterMembers;
+    if (members) {
+      ctx.fillStyle = colours.CLUSTER;
+      for (let a = 0; a < m; a++) {
+        const t = lay.vis[a];
+        if (members.queries[t]) ctx.fillRect(left - 5, top + a * cell, 4, Math.max(cell, 1));
+        if (members.keys[t]) ctx.fillRect(left + a * cell, top - 5, Math.max(cell, 1), 4);
+      }
+    }
+    const hv = s.hoverToken !== null ? pos[s.hoverToken] ?? -1 : -1;
+    if (hv >= 0) {
+      outline(ctx, left, top + hv * cell, size, cell, colours.CLUSTER, 1.5);
+      outline(ctx, left + hv * cell, top, cell, size, colours.CLUSTER, 1.5);
+    }
+    if (hoverCell) {
+      const { a, b } = hoverCell;
+      ctx.fillStyle = "rgba(17, 24, 39, 0.06)";
+      ctx.fillRect(left, top + a * cell, size, cell);
+      ctx.fillRect(left + b * cell, top, cell, size);
+      outline(ctx, left + b * cell, top + a * cell, cell, cell, colours.ACCENT, 2);
+    }
+    drawLabels(ctx, s, locked, hv, members);
+  }
+
+  function drawLabels(ctx, s, locked, hv, members) {
+    const { m, cell, left, top, labels, step, vis } = lay;
+    const hovA = hoverCell ? hoverCell.a : -1;
+    const hovB = hoverCell ? hoverCell.b : -1;
+    ctx.textBaseline = "middle";
+    for (let a = 0; a < m; a++) {
+      const strong = a === locked || a === hv || a === hovA || a === hovB;
+      const inCluster = members && (members.queries[vis[a]] || members.keys[vis[a]]);
+      if (a % step !== 0 && !strong) continue;
+      ctx.font = strong ? FONT_BOLD : FONT;
+      ctx.fillStyle = strong ? colours.ACCENT : inCluster ? colours.CLUSTER : "#4b5563";
+      const text = labels[a];
+      const mid = (a + 0.5) * cell;
+      if (strong) clearLabel(ctx, text, left - 8, top + mid, "right");
+      ctx.textAlign = "right";
+      ctx.fillText(text, left - 8, top + mid); // row label
+      ctx.save();
+      ctx.translate(left + mid, top - 8);
+      ctx.rotate(-Math.PI / 2);
+      if (strong) clearLabel(ctx, text, 0, 0, "left");
+      ctx.textAlign = "left";
+      ctx.fillText(text, 0, 0); // column label, rotated
+      ctx.restore();
+    }
+  }
+
+  /** White box under a label anchored at its right or left end, so a highlighted one stays
+   * readable over the cluster ticks and neighbours. */
+  function clearLabel(ctx, text, x, y, anchor) {
+    const w = ctx.measureText(text).width + 4;
+    ctx.fillStyle = "#ffffff";
+    ctx.fillRect(anchor === "left" ? x - 2 : x - w + 2, y - 8, w, 16);
+    ctx.fillStyle = colours.ACCENT;
+  }
+
+  // ---------------------------------------------------------------- pointer
+
+  /** Visible row / column under a pointer event, or which label axis it is over. */
+  function hit(ev) {
+    const rect = overlay.getBoundingClientRect();
+    const x = ev.clientX - rect.left - lay.left;
+    const y = ev.clientY - rect.top - lay.top;
+    const a = Math.floor(y / lay.cell);
+    const b = Math.floor(x / lay.cell);
+    const inA = a >= 0 && a < lay.m;
+    const inB = b >= 0 && b < lay.m;
+    if (inA && inB) return { kind: "cell", a, b };
+    if (inA && x < 0) return { kind: "row", a };
+    if (inB && y < 0) return { kind: "col", b };
+    return { kind: "none" };
+  }
+
+  overlay.addEventListener("mousemove", (ev) => {
+    if (!lay) return;
+    const h = hit(ev);
+    const s = store.get();
+    if (h.kind === "cell") {
+      if (!hoverCell || hoverCell.a !== h.a || hoverCell.b !== h.b) {
+        hoverCell = { a: h.a, b: h.b };
+        showTooltip(ev, lay.vis[h.a], lay.vis[h.b]);
+        drawOverlay();
+      } else moveTooltip(ev);
+      if (s.hoverToken !== null) store.set({ hoverToken: null });
+      return;
+    }
+    leaveCell();
+    const token = h.kind === "row" ? lay.vis[h.a] : h.kind === "col" ? lay.vis[h.b] : null;
+    store.set({ hoverToken: token });
+  });
+  overlay.addEventListener("mouseleave", () => {
+    leaveCell();
+    store.set({ hoverToken: null });
+  });
+  overlay.addEventListener("click", (ev) => {
+    if (!lay) return;
+    const h = hit(ev);
+    if (h.kind !== "cell" && h.kind !== "row") return;
+    const i = lay.vis[h.a];
+    store.set({ lockedRow: store.get().lockedRow === i ? null : i });
+  });
+  overlay.addEventListener("keydown", (ev) => {
+    if (ev.key === "Escape") store.set({ lockedRow: null, cluster: null });
+  });
+
+  function leaveCell() {
+    if (!hoverCell) return;
+    hoverCell = null;
+    tooltip.hidden = true;
+    drawOverlay();
+  }
+
+  /** Fill the tooltip from memory: tokens, p and whether the method keeps the edge. */
+  function showTooltip(ev, i, j) {
+    const s = store.get();
+    const head = s.headData;
+    const toks = s.analysis.tokens;
+    const x = i * head.n + j;
+    const p = head.probs[x];
+    const kept = s.result ? s.result.mask[x] === 1 : false;
+    const valid = !s.analysis.causal || j <= i;
+    let verdict;
+    if (!valid) verdict = "outside the causal region (j > i)";
+    else if (head.gold[x]) verdict = kept ? "★ kept by the method" : "× missed by the method";
+    else verdict = kept ? "predicted by the method (p = 0)" : "not predicted";
+    tooltip.replaceChildren(
+      row("query", `${JSON.stringify(toks[i].text)} (${i})`),
+      row("key", `${JSON.stringify(toks[j].text)} (${j})`),
+      row("p", p > 0 ? fmt(p, 4) : "0 (exact zero)"),
+      el("div", { class: `tt-verdict ${head.gold[x] ? (kept ? "caught" : "missed") : ""}`, text: verdict }),
+    );
+    tooltip.hidden = false;
+    moveTooltip(ev);
+  }
+
+  function moveTooltip(ev) {
+    const rect = root.getBoundingClientRect();
+    const x = ev.clientX - rect.left;
+    const y = ev.clientY - rect.top;
+    const w = tooltip.offsetWidth;
+    tooltip.style.left = `${x + 16 + w > rect.width ? x - w - 12 : x + 16}px`;
+    tooltip.style.top = `${y + 14}px`;
+  }
+
+  // ---------------------------------------------------------------- store
+
+  store.subscribe((s, changed) => {
+    if (changed.has("headData") || changed.has("hideSpecial") || changed.has("analysis")) {
+      hoverCell = null;
+      tooltip.hidden = true;
+      resize();
+      return;
+    }
+    if (changed.has("result")) drawCells();
+    if (["lockedRow", "hoverToken", "clusterMembers", "result"].some((k) => changed.has(k))) {
+      drawOverlay();
+    }
+  });
+  let pending = false;
+  new ResizeObserver(() => {
+    if (pending) return;
+    pending = true;
+    requestAnimationFrame(() => {
+      pending = false;
+      const before = lay ? lay.width : 0;
+      const next = layout();
+      if (!next || next.width !== before) resize();
+    });
+  }).observe(root.parentElement);
+
+  return { redraw: drawCells };
+}
+
+function row(key, value) {
+  return el("div", { class: "tt-row" }, [el("span", { class: "tt-key", text: key }), el("span", { text: value })]);
+}
+
+function outline(ctx, x, y, w, h, colour, width) {
+  ctx.strokeStyle = colour;
+  ctx.lineWidth = width;
+  ctx.strokeRect(x, y, w, h);
+}
+
+/** A five-pointed star of outer radius r centred on (cx, cy), added to `path`. */
+function addStar(path, cx, cy, r) {
+  const inner = r * 0.45;
+  for (let k = 0; k < 10; k++) {
+    const rad = k % 2 === 0 ? r : inner;
+    const ang = -Math.PI / 2 + (k * Math.PI) / 5;
+    const x = cx + rad * Math.cos(ang);
+    const y = cy + rad * Math.sin(ang);
+    if (k === 0) path.moveTo(x, y);
+    else path.lineTo(x, y);
+  }
+  path.closePath();
+}
+
+/** Legend of the marks: swatches drawn with the same code as the heatmap. */
+function drawLegend(legend) {
+  const swatch = (draw) => {
+    const c = el("canvas", { class: "swatch" });
+    c.width = c.height = 18;
+    draw(c.getContext("2d"));
+    return c;
+  };
+  const cellBg = (ctx, fill) => {
+    ctx.fillStyle = fill;
+    ctx.fillRect(0.5, 0.5, 17, 17);
+    ctx.strokeStyle = "#9ca3af";
+    ctx.strokeRect(0.5, 0.5, 17, 17);
+  };
+  const star = swatch((ctx) => {
+    cellBg(ctx, colours.probColour(0.3));
+    const p = new Path2D();
+    addStar(p, 9, 9, 7.5);
+    ctx.fillStyle = colours.CAUGHT;
+    ctx.fill(p);
+    ctx.strokeStyle = colours.CAUGHT_STROKE;
+    ctx.stroke(p);
+  });
+  const cross = swatch((ctx) => {
+    cellBg(ctx, colours.probColour(0.3));
+    ctx.lineCap = "round";
+    for (const [w, c] of [[4, "#ffffff"], [2.2, colours.MISSED]]) {
+      ctx.beginPath();
+      ctx.moveTo(4, 4);
+      ctx.lineTo(14, 14);
+      ctx.moveTo(14, 4);
+      ctx.lineTo(4, 14);
+      ctx.lineWidth = w;
+      ctx.strokeStyle = c;
+      ctx.stroke();
+    }
+  });
+  const shade = swatch((ctx) => cellBg(ctx, colours.SHADE));
+  const zero = swatch((ctx) => cellBg(ctx, colours.ZERO));
+  const ramp = el("canvas", { class: "ramp" });
+  ramp.width = 90;
+  ramp.height = 12;
+  const rctx = ramp.getContext("2d");
+  for (let x = 0; x < 90; x++) {
+    rctx.fillStyle = colours.probColour(((x + 1) / 90) ** 2);
+    rctx.fillRect(x, 0, 1, 12);
+  }
+  const item = (sw, text) => el("span", { class: "legend-item" }, [sw, el("span", { text })]);
+  legend.replaceChildren(
+    item(star, "gold edge kept (★ / dot)"),
+    item(cross, "gold edge missed (× / ring / red cell)"),
+    item(shade, "predicted, p = 0"),
+    item(zero, "exact zero"),
+    el("span", { class: "legend-item" }, [
+      el("span", { text: "p > 0:" }),
+      el("span", { class: "ramp-end", text: "0⁺" }),
+      ramp,
+      el("span", { class: "ramp-end", text: "1" }),
+    ]),
+  );
+}

@@ -1,0 +1,115 @@
+/**
+ * sparsescope's page: boot the views on the one state store and restore the view from the URL
+ * (or from a shared view's data island).
+ *
+ * Module map: state.js (the store) · session.js (server data, URL) · live.js (slider -> mask ->
+ * metrics) · sweep.js (the setting on every head) · methods.js / patterns.js / rng.js /
+ * metrics.js (the JS twin of sparse_core) · views: inputbar.js, grid.js, controls.js,
+ * heatmap.js, tokens.js, pareto.js, pos.js.
+ */
+
+import { initMethodPanel } from "./controls.js";
+import { byId, readIsland } from "./dom.js";
+import { initGrid } from "./grid.js";
+import { initHeatmap } from "./heatmap.js";
+import { initInputBar } from "./inputbar.js";
+import { initLive } from "./live.js";
+import { initPareto } from "./pareto.js";
+import { initPos } from "./pos.js";
+import { analyze, initSession, reopen } from "./session.js";
+import * as store from "./state.js";
+import { initSweep } from "./sweep.js";
+import { initTokenStrip } from "./tokens.js";
+import { decodeState } from "./url.js";
+
+/** A shared view (`<script type="application/json" id="shared-state">`, see app/routes/share.py). */
+function sharedView() {
+  if (!document.getElementById("shared-state")) return null;
+  const { state } = readIsland("shared-state");
+  const view = state.view ?? {};
+  return {
+    text: state.text,
+    alpha: state.alpha,
+    causal: state.causal,
+    layer: state.layer ?? 0,
+    head: state.head ?? 0,
+    method: state.method,
+    params: state.params ?? {},
+    lockedRow: state.token ?? null,
+    cluster: state.cluster ?? null,
+    ...(view.scope === "mean" ? { scope: "mean" } : {}),
+    ...(view.grid === "recall" ? { gridColour: "recall" } : {}),
+    ...(view.hideSpecial === true ? { hideSpecial: true } : {}),
+  };
+}
+
+/** Toggle buttons (`data-toggle="key" data-value="v"`) that write one store key. */
+function initToggles() {
+  const buttons = [...document.querySelectorAll("[data-toggle]")];
+  for (const b of buttons) {
+    b.addEventListener("click", () => {
+      const v = b.dataset.value;
+      store.set({ [b.dataset.toggle]: v === "true" ? true : v === "false" ? false : v });
+    });
+  }
+  store.subscribe((s) => {
+    for (const b of buttons) {
+      const on = String(s[b.dataset.toggle]) === b.dataset.value;
+      b.classList.toggle("on", on);
+      b.setAttribute("aria-pressed", String(on));
+    }
+  });
+}
+
+function initHeadTitle() {
+  const title = byId("head-title");
+  store.subscribe((s, changed) => {
+    if (!["analysis", "layer", "head", "headData"].some((k) => changed.has(k))) return;
+    title.textContent = s.analysis
+      ? `Layer ${s.layer} · head ${s.head}${s.headData ? ` · n = ${s.headData.n}` : " · loading…"}`
+      : "Attention";
+  });
+}
+
+/** The status line under the input bar: the analysis at a glance, or the model's limit. */
+function initStatus(maxTokens) {
+  const status = byId("status");
+  const render = (s) => {
+    if (s.status === "loading") status.textContent = "Analysing…";
+    else if (s.analysis) {
+      const a = s.analysis;
+      status.textContent = `${a.n} tokens · α = ${a.alpha} · ${a.causal ? "causal" : "bidirectional"}` +
+        `${a.truncated ? " · truncated to the model's positions" : ""}` +
+        `${a.artefact ? ` · Sparsefinder artefact ${a.artefact}` : " · no Sparsefinder artefact for this α (sf-* methods off)"}`;
+    } else status.textContent = maxTokens ? `The model takes up to ${maxTokens} tokens.` : "";
+  };
+  store.subscribe((s, changed) => {
+    if (changed.has("status") || changed.has("analysis")) render(s);
+  });
+  render(store.get());
+}
+
+function main() {
+  const config = readIsland("config");
+  initToggles();
+  initHeadTitle();
+  initStatus(config.max_tokens);
+  initInputBar(() => analyze());
+  initGrid(byId("grid"), byId("grid-legend"));
+  initMethodPanel(byId("method-panel"), byId("metrics"));
+  initHeatmap(byId("heatmap"), byId("heatmap-legend"));
+  initTokenStrip(byId("tokens"));
+  initPareto(byId("pareto"), byId("pareto-note"));
+  initPos(byId("pos"));
+  initLive();
+  initSweep();
+  initSession();
+
+  const { id, params, ...view } = sharedView() ?? decodeState(location.search);
+  store.set(view);
+  const keep = { params, lockedRow: view.lockedRow, cluster: view.cluster };
+  if (view.text) analyze(keep);
+  else if (id) reopen(id, keep);
+}
+
+main();

@@ -1,0 +1,205 @@
+/**
+ * The live Pareto plot (Plotly, vendored at /static/vendor/plotly.min.js): sparsity (x) against
+ * recall (y) for every method's sweep on this text — the open head, or the mean over heads — with
+ * each method's frontier (SPEC §4: by sparsity descending, keep a point iff its recall beats every
+ * recall kept before it; indices from the server) and the current setting as a highlighted star
+ * that follows the sliders.
+ *
+ * The sweep is drawn with `Plotly.react` when the data change. Any Plotly edit (restyle, relayout,
+ * even of one shape) replots the figure, 100+ ms with hundreds of sweep points, so the star is an
+ * SVG element laid over the plot and placed in pixels from the axis ranges and the plot area
+ * (`_fullLayout._size`): a slider step only sets its transform. Clicking a point applies its
+ * method and parameters. All hover text is escaped (Plotly renders a subset of HTML in labels).
+ */
+
+import { resolveParams } from "./controls.js";
+import { escapeHtml, fmt } from "./dom.js";
+import { markInput } from "./live.js";
+import * as store from "./state.js";
+
+/** Categorical colours, one per method, in the registry's order. */
+const PALETTE = [
+  "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+  "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#1f2937",
+];
+const FONT = { family: "system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', sans-serif", size: 13 };
+const SVG = "http://www.w3.org/2000/svg";
+
+/** A five-pointed star as an SVG path of outer radius r around (0, 0), point up. */
+function starPath(r) {
+  const pts = [];
+  for (let k = 0; k < 10; k++) {
+    const rad = k % 2 === 0 ? r : r * 0.45;
+    const a = -Math.PI / 2 + (k * Math.PI) / 5;
+    pts.push(`${(rad * Math.cos(a)).toFixed(2)},${(rad * Math.sin(a)).toFixed(2)}`);
+  }
+  return `M${pts.join("L")}Z`;
+}
+
+function paramText(params) {
+  return Object.entries(params)
+    .map(([k, v]) => `${k}=${typeof v === "number" && !Number.isInteger(v) ? v.toFixed(2) : v}`)
+    .join(", ");
+}
+
+/**
+ * Mount the plot in `root`.
+ * @param {HTMLElement} root
+ * @param {HTMLElement} note one line under the plot (scope, loading, errors)
+ */
+export function initPareto(root, note) {
+  const Plotly = window.Plotly;
+  let drawn = null; // the pareto body drawn last
+  let colourOf = new Map();
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("class", "pareto-star");
+  svg.setAttribute("aria-hidden", "true");
+  const star = document.createElementNS(SVG, "path");
+  star.setAttribute("d", starPath(12));
+  svg.append(star);
+  root.parentElement.append(svg);
+
+  /** The current setting's metrics: the open head's, or the mean over heads. */
+  function current(s) {
+    return s.scope === "mean" ? s.meanMetrics ?? null : s.result?.metrics ?? null;
+  }
+
+  /** The x range: from a little below the smallest sparsity shown (sweep, gold, current) to 1. */
+  function xRange(data, s) {
+    const cur = current(s);
+    const lo = Math.min(...data.points.map((p) => p.sparsity), data.gold_sparsity, cur ? cur.sparsity : 1);
+    return [Math.max(0, lo - 0.04) - 0.01, 1.01];
+  }
+
+  function layout(s, data) {
+    return {
+      font: FONT,
+      margin: { l: 56, r: 12, t: 24, b: 40 },
+      height: 470,
+      xaxis: { title: { text: "sparsity", standoff: 6 }, range: xRange(data, s), zeroline: false, gridcolor: "#eef0f3" },
+      yaxis: { title: { text: "recall" }, range: [-0.02, 1.04], zeroline: false, gridcolor: "#eef0f3" },
+      legend: { orientation: "h", x: 0, y: -0.14, yanchor: "top", font: { ...FONT, size: 11 } },
+      hovermode: "closest",
+      plot_bgcolor: "#ffffff",
+      paper_bgcolor: "#ffffff",
+      shapes: [
+        {
+          type: "line", xref: "x", yref: "paper", x0: data.gold_sparsity, x1: data.gold_sparsity, y0: 0, y1: 1,
+          line: { color: "#6b7280", width: 1, dash: "dot" },
+        },
+      ],
+      annotations: [
+        {
+          x: data.gold_sparsity, y: 1, xref: "x", yref: "paper", yanchor: "bottom", showarrow: false,
+          text: "gold sparsity", font: { ...FONT, size: 11, color: "#6b7280" },
+        },
+      ],
+    };
+  }
+
+  /** Traces: per method its sweep points and its frontier (the legend entry). */
+  function traces(s, data) {
+    const labels = new Map(s.analysis.methods.map((m) => [m.name, m.label]));
+    colourOf = new Map(s.analysis.methods.map((m, k) => [m.name, PALETTE[k % PALETTE.length]]));
+    const byMethod = new Map();
+    data.points.forEach((p, k) => {
+      if (!byMethod.has(p.method)) byMethod.set(p.method, []);
+      byMethod.get(p.method).push(k);
+    });
+    const hover = (p) =>
+      `<b>${escapeHtml(labels.get(p.method) ?? p.method)}</b><br>${escapeHtml(paramText(p.params))}` +
+      `<br>sparsity ${fmt(p.sparsity)} · recall ${fmt(p.recall)}<br>exact ${fmt(p.exact)} · precision ${fmt(p.precision)}`;
+    const out = [];
+    for (const [method, idx] of byMethod) {
+      const colour = colourOf.get(method) ?? "#888";
+      const label = escapeHtml(labels.get(method) ?? method);
+      const front = data.frontiers?.[method] ?? [];
+      const trace = (ks, extra) => ({
+        type: "scatter", name: label, legendgroup: method, hoverinfo: "text", customdata: ks,
+        x: ks.map((k) => data.points[k].sparsity), y: ks.map((k) => data.points[k].recall),
+        text: ks.map((k) => hover(data.points[k])), ...extra,
+      });
+      out.push(trace(idx, { mode: "markers", showlegend: false, marker: { color: colour, size: 6, opacity: 0.35 } }));
+      out.push(trace(front, { mode: "lines+markers", line: { color: colour, width: 2 }, marker: { color: colour, size: 7 } }));
+    }
+    return out;
+  }
+
+  function draw(s) {
+    const data = s.pareto;
+    if (!data || !s.analysis) {
+      Plotly.purge(root);
+      drawn = null;
+      return;
+    }
+    Plotly.react(root, traces(s, data), layout(s, data), { displaylogo: false, responsive: true });
+    drawn = data;
+    moveCurrent(s);
+  }
+
+  /**
+   * Place the star at the current setting: data -> pixels through the axis ranges and the plot
+   * area, relative to the plot's container. Hidden when there is no current value or it is off
+   * the axes.
+   */
+  function moveCurrent(s) {
+    const m = current(s);
+    const size = root._fullLayout?._size;
+    if (!drawn || !m || !size) {
+      svg.style.visibility = "hidden";
+      return;
+    }
+    const [x0, x1] = root.layout.xaxis.range;
+    const [y0, y1] = root.layout.yaxis.range;
+    const fx = (m.sparsity - x0) / (x1 - x0);
+    const fy = (m.recall - y0) / (y1 - y0);
+    if (fx < 0) {
+      // left of the axis: widen it once (a replot), then place the star
+      Plotly.relayout(root, { "xaxis.range": xRange(drawn, s) });
+      return;
+    }
+    const inside = fx <= 1 && fy >= 0 && fy <= 1;
+    svg.style.visibility = inside ? "visible" : "hidden";
+    const px = root.offsetLeft + size.l + fx * size.w;
+    const py = root.offsetTop + size.t + (1 - fy) * size.h;
+    svg.style.transform = `translate(${px.toFixed(1)}px, ${py.toFixed(1)}px)`;
+    star.setAttribute("fill", colourOf.get(s.method) ?? "#111827");
+  }
+
+  function showNote(s) {
+    const where = s.scope === "mean" ? "mean over all heads" : `layer ${s.layer}, head ${s.head}`;
+    if (s.paretoStatus === "loading") note.textContent = `Computing the sweep (${where})…`;
+    else if (s.paretoStatus && s.paretoStatus !== "ready") note.textContent = s.paretoStatus;
+    else if (!s.pareto) note.textContent = "";
+    else if (s.scope === "mean" && !s.meanMetrics) note.textContent = `${where} · ★ current setting: computing over every head…`;
+    else note.textContent = `${where} · ★ = current setting · click a point to apply its setting`;
+  }
+
+  let bound = false;
+  function bindEvents() {
+    if (bound || !root.on) return;
+    bound = true;
+    // zoom, pan, resize: the axes moved under the star
+    root.on("plotly_relayout", () => moveCurrent(store.get()));
+    root.on("plotly_afterplot", () => moveCurrent(store.get()));
+    root.on("plotly_click", (ev) => {
+      const pt = ev.points?.[0];
+      if (!pt || !drawn || pt.customdata === undefined) return;
+      const p = drawn.points[pt.customdata];
+      const spec = store.get().analysis.methods.find((m) => m.name === p.method);
+      if (!spec) return;
+      markInput();
+      store.set({ method: p.method, params: resolveParams(spec, p.params) });
+    });
+  }
+
+  store.subscribe((s, changed) => {
+    if (changed.has("pareto") || changed.has("analysis")) {
+      draw(s);
+      bindEvents();
+    } else if (["result", "meanMetrics", "scope", "method"].some((k) => changed.has(k))) {
+      moveCurrent(s);
+    }
+    if (["pareto", "paretoStatus", "scope", "meanMetrics", "layer", "head"].some((k) => changed.has(k))) showNote(s);
+  });
+}

@@ -1,0 +1,218 @@
+/**
+ * The page's data flow with the server: analyse a text, open heads, fetch Pareto sweeps, and keep
+ * the address bar in step with the state (url.js) so that it is always a shareable link.
+ *
+ * - `analyze()` POSTs the store's text / α / causal, then reconciles the rest of the view state
+ *   (layer, head, method, params, selection) with the new analysis and opens the head.
+ * - Changing `layer` / `head` opens that head: its payload is fetched once, prepared into typed
+ *   arrays (head.js) and kept in a small LRU, so going back to a head is instant.
+ * - When the server has evicted the analysis (404), the text is POSTed again (same id) and the
+ *   request retried once.
+ */
+
+import * as api from "./api.js";
+import { availableMethods, resolveParams } from "./controls.js";
+import { prepareHead } from "./head.js";
+import { markHeadStart } from "./live.js";
+import * as store from "./state.js";
+import { encodeState } from "./url.js";
+
+/** Prepared heads kept at most: about 8 M cells in all (e.g. all 72 heads at n = 128). */
+const CACHE_CELLS = 8_000_000;
+const heads = new Map(); // "id/layer/head" -> Promise<HeadData>
+let analyzing = null; // the analyze request in flight
+
+/** Fields the input bar shows errors for; the others go under the bar. */
+const INPUT_FIELDS = new Set(["text", "alpha", "causal"]);
+
+function errorFor(err) {
+  const field = err.field && INPUT_FIELDS.has(err.field) ? err.field : "_";
+  return { [field]: err.message };
+}
+
+/** Run `fn(analysis)`; if the server forgot the analysis (404), analyse the text again once. */
+async function withAnalysis(fn) {
+  const a = store.get().analysis;
+  try {
+    return await fn(a);
+  } catch (err) {
+    if (!(err instanceof api.ApiError) || err.status !== 404 || err.field !== "id") throw err;
+    const s = store.get();
+    const again = await api.analyze({ text: s.text, alpha: s.alpha, causal: s.causal });
+    store.set({ analysis: again });
+    return fn(again);
+  }
+}
+
+/**
+ * The prepared head (layer, head) of the current analysis, fetched once.
+ * @returns {Promise<import("./head.js").HeadData>}
+ */
+export function loadHead(layer, head) {
+  const a = store.get().analysis;
+  const key = `${a.id}/${layer}/${head}`;
+  if (heads.has(key)) {
+    const hit = heads.get(key);
+    heads.delete(key); // re-insert: most recently used last
+    heads.set(key, hit);
+    return hit;
+  }
+  const p = withAnalysis((an) => api.getHead(an.id, layer, head)).then((payload) =>
+    prepareHead(payload, a.causal),
+  );
+  p.catch(() => heads.delete(key));
+  heads.set(key, p);
+  const limit = Math.max(2, Math.floor(CACHE_CELLS / (a.n * a.n)));
+  while (heads.size > limit) heads.delete(heads.keys().next().value);
+  return p;
+}
+
+/**
+ * Fetch and prepare every other head in the background, one at a time, once the open head is
+ * shown, so that opening another head needs no server round trip. Only when they all fit in the
+ * cache; a new analysis stops it.
+ */
+async function prefetchHeads(a) {
+  if (a.layers * a.heads * a.n * a.n > CACHE_CELLS) return;
+  for (let k = 0; k < a.layers * a.heads; k++) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    if (store.get().analysis !== a) return;
+    try {
+      await loadHead(Math.floor(k / a.heads), k % a.heads);
+    } catch {
+      return; // the next head change reports the problem
+    }
+  }
+}
+
+/** Open the store's (layer, head): fetch, prepare, publish `headData`. */
+async function openHead() {
+  const s = store.get();
+  if (!s.analysis) return;
+  const { layer, head } = s;
+  markHeadStart();
+  try {
+    const data = await loadHead(layer, head);
+    const now = store.get();
+    if (now.layer === layer && now.head === head && now.analysis) store.set({ headData: data });
+  } catch (err) {
+    store.set({ errors: errorFor(err) });
+  }
+}
+
+/** Fetch the Pareto sweep of the current scope (the open head, or the mean over heads). */
+async function loadPareto() {
+  const s = store.get();
+  if (!s.analysis) return;
+  const scope = s.scope;
+  const want = scope === "mean" ? "mean" : `${s.layer}/${s.head}`;
+  store.set({ paretoStatus: "loading", paretoKey: want });
+  try {
+    const data = await withAnalysis((a) =>
+      scope === "mean" ? api.getPareto(a.id) : api.getPareto(a.id, s.layer, s.head),
+    );
+    if (store.get().paretoKey === want) store.set({ pareto: data, paretoStatus: "ready" });
+  } catch (err) {
+    if (store.get().paretoKey === want) {
+      store.set({ pareto: null, paretoStatus: `The sweep is not available: ${err.message}` });
+    }
+  }
+}
+
+/**
+ * Make `a` the page's analysis and restore as much of the view (layer, head, method, params,
+ * selection) as fits it; `keep` overrides the current view (a shared link).
+ */
+function adopt(a, keep) {
+  const want = { ...store.get(), ...keep };
+  const clamp = (v, n) => (Number.isInteger(v) && v >= 0 && v < n ? v : 0);
+  const methods = availableMethods(a);
+  const spec = methods.find((m) => m.name === want.method) ?? methods[0] ?? null;
+  const sameMethod = spec !== null && spec.name === want.method;
+  heads.clear();
+  store.set({
+    analysis: a,
+    alpha: a.alpha,
+    causal: a.causal,
+    status: "ready",
+    headData: null,
+    result: null,
+    pareto: null,
+    headRecall: null,
+    meanMetrics: null,
+    layer: clamp(want.layer, a.layers),
+    head: clamp(want.head, a.heads),
+    method: spec ? spec.name : want.method,
+    params: spec ? resolveParams(spec, sameMethod ? want.params : {}) : {},
+    lockedRow: Number.isInteger(want.lockedRow) && want.lockedRow < a.n ? want.lockedRow : null,
+    cluster: Number.isInteger(want.cluster) ? want.cluster : null,
+  });
+  openHead().then(() => prefetchHeads(a));
+  loadPareto();
+}
+
+/**
+ * Analyse the store's text with its α and causal flag, then restore the view (see `adopt`).
+ * @param {object} [keep] view fields to restore instead of the current ones (a shared link)
+ */
+export async function analyze(keep = {}) {
+  const s = store.get();
+  const req = { text: s.text, alpha: s.alpha, causal: s.causal };
+  store.set({ status: "loading", errors: {} });
+  const mine = (analyzing = api.analyze(req));
+  let a;
+  try {
+    a = await mine;
+  } catch (err) {
+    if (analyzing === mine) store.set({ status: "error", errors: errorFor(err) });
+    return;
+  } finally {
+    if (analyzing === mine) analyzing = null;
+  }
+  if (analyzing !== null) return; // a newer request superseded this one
+  adopt(a, keep);
+}
+
+/**
+ * Reopen a cached analysis by id (a link whose text was too long for the URL).
+ * @param {string} id
+ * @param {object} keep view fields to restore
+ */
+export async function reopen(id, keep) {
+  store.set({ status: "loading", errors: {} });
+  try {
+    adopt(await api.getAnalysis(id), keep);
+  } catch (err) {
+    const msg = err.status === 404
+      ? "This link's analysis is no longer on the server (its text was too long for the link); paste the text and Analyze."
+      : err.message;
+    store.set({ status: "error", errors: { _: msg } });
+  }
+}
+
+/** Write the state into the address bar (coalesced: at most once per 200 ms). */
+let urlTimer = 0;
+function writeUrl() {
+  if (urlTimer) return;
+  urlTimer = setTimeout(() => {
+    urlTimer = 0;
+    const q = encodeState(store.get());
+    if (`?${q}` !== location.search) history.replaceState(null, "", `${location.pathname}?${q}`);
+  }, 200);
+}
+
+const URL_KEYS = ["text", "alpha", "causal", "analysis", "layer", "head", "method", "params",
+  "lockedRow", "cluster", "scope", "gridColour", "hideSpecial"];
+
+/** Subscribe the session to the store. */
+export function initSession() {
+  store.subscribe((s, changed) => {
+    if (!s.analysis) return;
+    if ((changed.has("layer") || changed.has("head")) && !changed.has("analysis")) {
+      openHead();
+      if (s.scope === "head") loadPareto();
+    }
+    if (changed.has("scope") && !changed.has("analysis")) loadPareto();
+    if (URL_KEYS.some((k) => changed.has(k))) writeUrl();
+  });
+}

@@ -1,0 +1,97 @@
+/**
+ * The page's one state store: every view reads from it and subscribes to it; every control writes
+ * to it. Derived data (the open head's arrays, the current mask and metrics) live here too, so
+ * that linked views (heatmap, grid, Pareto, POS panel, token strip) stay in step.
+ *
+ * `set(patch)` shallow-merges the patch and calls each subscriber with `(state, changed)` where
+ * `changed` is the Set of keys whose value changed (by `!==`). A `set` made by a subscriber while
+ * subscribers are being notified is queued and dispatched afterwards, in order, so every
+ * subscriber sees every change exactly once.
+ */
+
+/**
+ * @typedef {object} State
+ * @property {string} text
+ * @property {number} alpha entmax α in [1, 2]
+ * @property {boolean} causal
+ * @property {object|null} analysis the POST /api/analyze body
+ * @property {"idle"|"loading"|"ready"|"error"} status
+ * @property {Object<string, string>} errors API error messages keyed by the control's field
+ * @property {number} layer
+ * @property {number} head
+ * @property {object|null} headData the open head's precomputed arrays (see head.js)
+ * @property {string} method
+ * @property {Object<string, number|boolean|string>} params current slider values (add-ons included)
+ * @property {{mask: Uint8Array, metrics: object}|null} result the current method's mask and metrics
+ * @property {"head"|"mean"} scope Pareto plot scope
+ * @property {"gold"|"recall"} gridColour head grid colouring
+ * @property {boolean} hideSpecial hide [CLS]/[SEP] rows and columns
+ * @property {number|null} lockedRow the query row locked by a click (the selection)
+ * @property {number|null} cluster the k-means cluster selected in the POS panel
+ * @property {number|null} hoverToken the token under the pointer (heatmap label, chip or cell)
+ */
+
+/** @type {State} */
+const initial = {
+  text: "",
+  alpha: 1.5,
+  causal: false,
+  analysis: null,
+  status: "idle",
+  errors: {},
+  layer: 0,
+  head: 0,
+  headData: null,
+  method: "window",
+  params: {},
+  result: null,
+  scope: "head",
+  gridColour: "gold",
+  hideSpecial: false,
+  lockedRow: null,
+  cluster: null,
+  hoverToken: null,
+};
+
+let state = { ...initial };
+const subscribers = new Set();
+const queue = [];
+let dispatching = false;
+
+/** The current state (treat as read-only; change it with `set`). */
+export function get() {
+  return state;
+}
+
+/**
+ * Merge `patch` into the state and notify subscribers of the keys that changed.
+ * @param {Partial<State>} patch
+ */
+export function set(patch) {
+  queue.push(patch);
+  if (dispatching) return;
+  dispatching = true;
+  try {
+    while (queue.length) {
+      const next = queue.shift();
+      const changed = new Set();
+      for (const key of Object.keys(next)) {
+        if (state[key] !== next[key]) changed.add(key);
+      }
+      if (changed.size === 0) continue;
+      state = { ...state, ...next };
+      for (const fn of subscribers) fn(state, changed);
+    }
+  } finally {
+    dispatching = false;
+  }
+}
+
+/**
+ * Call `fn(state, changed)` after every change. Returns the function that unsubscribes.
+ * @param {(state: State, changed: Set<string>) => void} fn
+ */
+export function subscribe(fn) {
+  subscribers.add(fn);
+  return () => subscribers.delete(fn);
+}

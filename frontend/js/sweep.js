@@ -1,0 +1,70 @@
+/**
+ * The current setting on every head, computed in the browser: `headRecall` (L·H recalls, for the
+ * head grid's "recall" colouring) and `meanMetrics` (the plain mean over heads of the four metrics,
+ * SPEC §4 "overall", for the Pareto plot's mean scope).
+ *
+ * Only needed, and only run, while the grid shows recall or the Pareto plot shows the mean. It
+ * starts once the sliders have been still for a moment and works one head per task, so slider
+ * frames and hovers are never blocked; a newer setting cancels a running sweep.
+ */
+
+import { computeMetrics } from "./metrics.js";
+import { predict } from "./methods.js";
+import { loadHead } from "./session.js";
+import * as store from "./state.js";
+
+const SETTLE_MS = 250;
+
+let timer = 0;
+let generation = 0;
+
+/** Yield to the event loop (a macrotask, so input and frames run in between). */
+const nextTask = () => new Promise((resolve) => setTimeout(resolve, 0));
+
+async function run(gen) {
+  const s = store.get();
+  const a = s.analysis;
+  const count = a.layers * a.heads;
+  const recall = new Float64Array(count).fill(NaN);
+  const sum = { recall: 0, sparsity: 0, exact: 0, precision: 0 };
+  for (let k = 0; k < count; k++) {
+    let head;
+    try {
+      head = await loadHead(Math.floor(k / a.heads), k % a.heads);
+    } catch {
+      return; // the analysis changed or the server is gone: a later change restarts the sweep
+    }
+    if (gen !== generation) return;
+    const m = computeMetrics(predict(head, s.method, s.params), head.gold, head.n, head.causal);
+    recall[k] = m.recall;
+    for (const key of Object.keys(sum)) sum[key] += m[key];
+    if (s.gridColour === "recall" && (k % a.heads === a.heads - 1 || k === count - 1)) {
+      store.set({ headRecall: Float64Array.from(recall) });
+    }
+    await nextTask();
+    if (gen !== generation) return;
+  }
+  const mean = Object.fromEntries(Object.entries(sum).map(([key, v]) => [key, v / count]));
+  store.set({ headRecall: recall, meanMetrics: mean });
+}
+
+function schedule() {
+  generation++;
+  clearTimeout(timer);
+  const s = store.get();
+  if (!s.analysis || (s.scope !== "mean" && s.gridColour !== "recall")) return;
+  const gen = generation;
+  timer = setTimeout(() => run(gen).catch(() => {}), SETTLE_MS);
+}
+
+/** Subscribe the sweep to the store. */
+export function initSweep() {
+  store.subscribe((s, changed) => {
+    if (["analysis", "method", "params"].some((k) => changed.has(k))) {
+      store.set({ headRecall: null, meanMetrics: null });
+      schedule();
+    } else if (changed.has("scope") || changed.has("gridColour")) {
+      if (!s.meanMetrics) schedule();
+    }
+  });
+}

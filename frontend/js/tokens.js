@@ -1,0 +1,79 @@
+/**
+ * Tokens: display labels, the visible subset (special tokens hidden or not) and the token strip —
+ * the text's tokens as chips, linked to every other view through the store's `hoverToken`,
+ * `lockedRow` and `clusterMembers`. Token text is only ever set with `textContent`.
+ */
+
+import { el } from "./dom.js";
+import * as store from "./state.js";
+
+const MAX_LABEL_CHARS = 14;
+
+/** A token's label for axes: at most 14 characters, with an ellipsis when cut. */
+export function tokenLabel(text) {
+  return text.length > MAX_LABEL_CHARS ? `${text.slice(0, MAX_LABEL_CHARS - 1)}…` : text;
+}
+
+/**
+ * Indices of the tokens shown in the heatmap: all of them, or all but the special ones
+ * ([CLS], [SEP]) when `hideSpecial` (never none: a text of special tokens only keeps them).
+ * @param {Array<{special: boolean}>} tokens
+ * @param {boolean} hideSpecial
+ * @returns {Int32Array}
+ */
+export function visibleTokens(tokens, hideSpecial) {
+  const keep = tokens.flatMap((t, k) => (hideSpecial && t.special ? [] : [k]));
+  return Int32Array.from(keep.length ? keep : tokens.map((_, k) => k));
+}
+
+/**
+ * Mount the token strip in `root`.
+ * @param {HTMLElement} root
+ */
+export function initTokenStrip(root) {
+  let chips = [];
+
+  function build(s) {
+    const toks = s.analysis ? s.analysis.tokens : [];
+    chips = toks.map((t, k) => {
+      const chip = el("button", {
+        class: `chip${t.special ? " special" : ""}`,
+        text: t.text,
+        title: `token ${k}${t.pos ? ` · ${t.pos}` : ""}`,
+        attrs: { type: "button", "data-token": String(k) },
+      });
+      return chip;
+    });
+    root.replaceChildren(...chips);
+    mark(s);
+  }
+
+  function mark(s) {
+    const members = s.clusterMembers;
+    chips.forEach((chip, k) => {
+      chip.classList.toggle("hover", s.hoverToken === k);
+      chip.classList.toggle("locked", s.lockedRow === k);
+      chip.classList.toggle("in-cluster", !!members && (members.queries[k] || members.keys[k]) === 1);
+      chip.hidden = s.hideSpecial && s.analysis.tokens[k].special;
+    });
+  }
+
+  root.addEventListener("mouseover", (ev) => {
+    const chip = ev.target.closest(".chip");
+    if (chip) store.set({ hoverToken: Number(chip.dataset.token) });
+  });
+  root.addEventListener("mouseleave", () => store.set({ hoverToken: null }));
+  root.addEventListener("click", (ev) => {
+    const chip = ev.target.closest(".chip");
+    if (!chip) return;
+    const k = Number(chip.dataset.token);
+    store.set({ lockedRow: store.get().lockedRow === k ? null : k });
+  });
+
+  store.subscribe((s, changed) => {
+    if (changed.has("analysis")) build(s);
+    else if (["hoverToken", "lockedRow", "clusterMembers", "hideSpecial"].some((k) => changed.has(k))) {
+      mark(s);
+    }
+  });
+}
