@@ -25,6 +25,7 @@ const FONT = "12px system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', 
 const FONT_BOLD = `600 ${FONT}`;
 const LABEL_PX = 14; // vertical room one label needs
 const MAX_LABEL = 110; // widest label margin (CSS px)
+const MAX_SIZE = 880; // largest matrix side (CSS px)
 const STAR_MIN = 9; // cells at least this big (CSS px) get ★ / × marks
 const DOT_MIN = 3; // ... at least this big get dots / rings; smaller ones are painted
 
@@ -59,7 +60,7 @@ export function initHeatmap(root, legend) {
     const widest = Math.max(...labels.map((t) => ctx.measureText(t).width), 10);
     const margin = Math.ceil(Math.min(widest, MAX_LABEL)) + 10;
     const avail = Math.max(200, root.clientWidth - margin - 12);
-    let cell = Math.min(avail, 760) / m;
+    let cell = Math.min(avail, MAX_SIZE) / m;
     if (cell >= 4) cell = Math.min(40, Math.floor(cell)); // whole pixels: crisp grid lines
     const size = cell * m;
     const pos = new Int32Array(head.n).fill(-1); // token -> visible index
@@ -372,8 +373,6 @@ export function initHeatmap(root, legend) {
       if (!next || next.width !== before) resize();
     });
   }).observe(root.parentElement);
-
-  return { redraw: drawCells };
 }
 
 function row(key, value) {

@@ -72,16 +72,6 @@ export function orGlobals(m, n, positions) {
   return m;
 }
 
-/** Local window of width w: {(i, j) : |i − j| ≤ ⌊w / 2⌋}, AND V. */
-export function window(n, width, causal = false) {
-  return andValid(orBand(emptyMask(n), n, width), n, causal);
-}
-
-/** Global tokens: full rows and columns at `positions` (bidirectional; the caller applies V). */
-export function globalTokens(n, positions) {
-  return orGlobals(emptyMask(n), n, positions);
-}
-
 /**
  * Strided attention (Child et al. 2019), stride l; `part` is "A1", "A2" or "union" (merged head).
  * @returns {Mask}

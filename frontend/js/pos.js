@@ -87,11 +87,13 @@ export function initPos(root) {
       view = null;
       select.replaceChildren();
       select.disabled = true;
+      select.parentElement.hidden = true;
       caption.textContent = head ? "this head has no k-means centroids (no Sparsefinder artefact)" : "";
       bars.replaceChildren();
       legend.replaceChildren();
       return;
     }
+    select.parentElement.hidden = false;
     select.disabled = s.method === "sf-kmeans";
     select.replaceChildren(
       ...[...head.centroids.keys()].map((b) => {

@@ -28,7 +28,15 @@
  * @property {boolean} hideSpecial hide [CLS]/[SEP] rows and columns
  * @property {number|null} lockedRow the query row locked by a click (the selection)
  * @property {number|null} cluster the k-means cluster selected in the POS panel
- * @property {number|null} hoverToken the token under the pointer (heatmap label, chip or cell)
+ * @property {number|null} hoverToken the token under the pointer (heatmap label or chip)
+ * @property {{queries: Uint8Array, keys: Uint8Array}|null} clusterMembers tokens of the selected
+ *   cluster (pos.js), highlighted by the heatmap and the token strip
+ * @property {number|null} posClusters B of the POS panel when sf-kmeans is not the method
+ * @property {object|null} pareto the Pareto body of the current scope
+ * @property {string|null} paretoStatus "loading", "ready", or why the sweep is not shown
+ * @property {string|null} paretoKey which scope the Pareto request in flight is for
+ * @property {Float64Array|null} headRecall the current setting's recall on every head (sweep.js)
+ * @property {object|null} meanMetrics the current setting's metrics, mean over heads (sweep.js)
  */
 
 /** @type {State} */
@@ -51,6 +59,13 @@ const initial = {
   lockedRow: null,
   cluster: null,
   hoverToken: null,
+  clusterMembers: null,
+  posClusters: null,
+  pareto: null,
+  paretoStatus: null,
+  paretoKey: null,
+  headRecall: null,
+  meanMetrics: null,
 };
 
 let state = { ...initial };

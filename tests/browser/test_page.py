@@ -291,3 +291,20 @@ def test_js_metrics_equal_the_servers(page, server_url, causal):
     for row in got:
         for key in ("recall", "sparsity", "exact", "precision"):
             assert row["js"][key] == row["py"][key], (row["method"], row["layer"], row["head"], key)
+
+
+def test_rng_port_reproduces_the_python_test_vectors(page, server_url):
+    """rng.js is bit-identical to sparse_core/rng.py (the vectors of its docstring)."""
+    from sparse_core.rng import hash_u32, hash_uniform
+
+    page.goto(server_url + "/")
+    cases = [[0], [1, 2, 3], [7, 0, 5, 2], [-5, 3], [2**32 + 9, 2**31], [1005, 1, 511, 19]]
+    got = page.evaluate(
+        """async (cases) => {
+            const { hashU32, hashUniform } = await import('/js/rng.js');
+            return cases.map((c) => [hashU32(...c), hashUniform(...c)]);
+        }""",
+        cases,
+    )
+    assert [g[0] for g in got[:3]] == [0x01FCE552, 0xA6FDE042, 0xFD7B6CA4]
+    assert got == [[hash_u32(*c), hash_uniform(*c)] for c in cases]

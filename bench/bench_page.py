@@ -1,0 +1,237 @@
+"""Latency of the page in headless Chromium: slider -> repainted heatmap + Pareto star, and opening
+a head, read from the page's own User Timing measures ("slider-update", "head-open", live.js).
+
+    python bench/bench_page.py --n 128 512 --write      # the real model (all-MiniLM-L6-v2)
+    python bench/bench_page.py --tiny --n 128 512       # tiny random model + random artefact
+
+Per n: one text of exactly n tokens (WikiText-2), analysed through the page; once its Pareto plot
+is drawn and its heads are prefetched, every available method's first numeric slider is moved
+through up to ``--steps`` positions (an `input` event, then two animation frames, as a drag does),
+and every head of the grid is opened in turn. "cold" head opens click a head right after a fresh
+analysis, before the page prefetched it (payload fetched from the server). The server runs
+in-process (uvicorn thread) on a free loopback port; Chromium is Debian's /usr/bin/chromium.
+``--write`` replaces the "## Page latency" section of docs/benchmarks.md (other sections stay).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests" / "browser")]
+
+from api_latency import texts_of_n_tokens  # noqa: E402
+from conftest import CHROMIUM_ARGS, chromium_path, free_port, random_artefact  # noqa: E402
+
+SECTION = "## Page latency"
+
+SLIDE_JS = """async ([name, steps]) => {
+  const el = document.querySelector(`[data-param="${name}"]`);
+  const lo = Number(el.min), hi = Number(el.max), st = Number(el.step) || 1;
+  const span = Math.max(1, Math.round((hi - lo) / st));
+  const frame = () => new Promise((r) => requestAnimationFrame(() => r()));
+  performance.clearMeasures('slider-update');
+  for (let k = 0; k < steps; k++) {
+    el.value = String(lo + ((k * 7919) % (span + 1)) * st);  // scattered positions
+    el.dispatchEvent(new Event('input', { bubbles: true }));
+    await frame();
+    await frame();
+  }
+  return performance.getEntriesByName('slider-update').map((e) => e.duration);
+}"""
+
+OPEN_JS = """async (tiles) => {
+  const all = [...document.querySelectorAll('.tile')];
+  const out = [];
+  for (const k of tiles) {
+    performance.clearMeasures('head-open');
+    all[k].click();
+    while (performance.getEntriesByName('head-open').length === 0) {
+      await new Promise((r) => setTimeout(r, 2));
+    }
+    out.push(performance.getEntriesByName('head-open')[0].duration);
+  }
+  return out;
+}"""
+
+
+def start_server(model, artefact) -> str:
+    import uvicorn
+
+    from app.main import create_app
+    from app.service import AnalysisService
+    from app.settings import Settings
+
+    settings = Settings(data_dir=Path(tempfile.mkdtemp()), warmup=False)
+    service = AnalysisService(settings, model=model, artefact=artefact)
+    port = free_port()
+    app = create_app(settings, service)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    threading.Thread(target=server.run, daemon=True).start()
+    while not server.started:
+        time.sleep(0.05)
+    return f"http://127.0.0.1:{port}"
+
+
+def pct(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+def analyse(page, base: str, text: str) -> dict:
+    page.goto(base + "/")
+    page.fill("#text", text)
+    page.click("#analyze")
+    page.wait_for_selector(".heatmap-cells", state="visible", timeout=120_000)
+    return page.evaluate("async () => (await fetch('/api/analyze', {method: 'POST', "
+                         "headers: {'Content-Type': 'application/json'}, "
+                         "body: JSON.stringify({text: document.getElementById('text').value})}))"
+                         ".json()")  # fmt: skip
+
+
+def slider_of(method: dict) -> str | None:
+    """The first numeric (int / float) parameter of a method, else the window add-on."""
+    for p in method["params"]:
+        if p["kind"] in ("int", "float") and p["name"] != "window":
+            return p["name"]
+    return "window"
+
+
+def bench_n(browser, base: str, model, n: int, steps: int, cold: int) -> dict:
+    texts = texts_of_n_tokens(model, n, 1 + cold)
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    a = analyse(page, base, texts[0])
+    page.wait_for_selector("#pareto .scatterlayer .trace", timeout=600_000)
+    heads = a["layers"] * a["heads"]
+    prefetched = heads * n * n <= 8_000_000
+    if prefetched:  # wait for the page's background prefetch of every head
+        page.wait_for_function(
+            f"() => performance.getEntriesByType('resource')"
+            f".filter((e) => e.name.includes('/heads/')).length >= {heads}",
+            timeout=600_000,
+        )
+    available = [m for m in a["methods"] if not m["needs_artefact"] or a["artefact"]]
+    per_method = {}
+    for m in available:
+        page.select_option("#method", m["name"])
+        page.wait_for_timeout(300)
+        per_method[m["name"]] = page.evaluate(SLIDE_JS, [slider_of(m), steps])
+    warm = page.evaluate(OPEN_JS, list(range(1, heads)) + [0])
+    page.close()
+    cold_times = []
+    for text in texts[1:]:
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        analyse(page, base, text)
+        cold_times += page.evaluate(OPEN_JS, [heads - 1])
+        page.close()
+    return {"n": n, "per_method": per_method, "warm": warm, "cold": cold_times,
+            "prefetched": prefetched}  # fmt: skip
+
+
+def report(results: list[dict], model_id: str, argv: list[str]) -> str:
+    cpu = f"{os.cpu_count()} CPU threads"
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    lines = [
+        SECTION,
+        "",
+        f"Headless Chromium (`/usr/bin/chromium`, `--disable-gpu`), {platform.machine()}, {cpu},"
+        f" load average {load:.1f} at the end of the run; model `{model_id}`. Command:",
+        "",
+        f"    python bench/bench_page.py {' '.join(argv)}",
+        "",
+        "Times in ms from the page's User Timing measures: `slider-update` runs from the slider's",
+        "first `input` event of a frame to the end of the repaint (mask, metrics, heatmap canvas,",
+        "metrics panel, Pareto star), including the wait for the animation frame; `head-open`",
+        "from the grid click to the new head's heatmap, metrics and star painted.",
+        "",
+        "| n | measure | count | p50 | p95 | max | target |",
+        "|---:|---|---:|---:|---:|---:|---|",
+    ]
+
+    def row(n: int, name: str, xs: list[float], target: str = "") -> str:
+        return (
+            f"| {n} | {name} | {len(xs)} | {pct(xs, 0.5):.1f} | {pct(xs, 0.95):.1f} | "
+            f"{max(xs):.1f} | {target} |"
+        )
+
+    for r in results:
+        n = r["n"]
+        allv = [v for vs in r["per_method"].values() for v in vs]
+        lines.append(
+            row(
+                n, "slider-update, all methods", allv, "≤ 50 ms p95" if n <= 128 else "≤ 150 ms p95"
+            )
+        )
+        for name, xs in r["per_method"].items():
+            lines.append(row(n, f"slider-update, {name}", xs))
+        warm = "head-open (prefetched)" if r["prefetched"] else "head-open (fetched on click)"
+        lines.append(row(n, warm, r["warm"], "≤ 100 ms" if n <= 128 else ""))
+        if r["cold"]:
+            lines.append(row(n, "head-open (cold: fetched from the server)", r["cold"]))
+    return "\n".join(lines) + "\n"
+
+
+def write_section(text: str) -> Path:
+    """Replace (or append) the "## Page latency" section of docs/benchmarks.md."""
+    path = ROOT / "docs" / "benchmarks.md"
+    doc = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
+    start = doc.find(SECTION)
+    if start < 0:
+        doc = doc.rstrip("\n") + "\n\n" + text
+    else:
+        nxt = doc.find("\n## ", start + len(SECTION))
+        doc = doc[:start] + text + ("" if nxt < 0 else doc[nxt:])
+    path.write_text(doc, encoding="utf-8")
+    return path
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, nargs="+", default=[128, 512])
+    ap.add_argument("--steps", type=int, default=30, help="slider positions per method")
+    ap.add_argument("--cold", type=int, default=3, help="cold head opens (fresh texts) per n")
+    ap.add_argument("--tiny", action="store_true", help="tiny random model + random artefact")
+    ap.add_argument("--write", action="store_true", help="update docs/benchmarks.md")
+    args = ap.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from playwright.sync_api import sync_playwright
+
+    if args.tiny:
+        from sparse_core.model import tiny_model
+
+        model = tiny_model(seed=0)
+        artefact = random_artefact(model)
+    else:
+        from sparse_core import load_model
+
+        model, artefact = load_model(device="cpu"), None
+    base = start_server(model, artefact)
+    exe = chromium_path()
+    if exe is None:
+        print("no Chromium executable (/usr/bin/chromium or SPARSESCOPE_CHROMIUM)", file=sys.stderr)
+        return 1
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
+        results = [bench_n(browser, base, model, n, args.steps, args.cold) for n in args.n]
+        browser.close()
+    text = report(results, model.model_id, sys.argv[1:])
+    print(text)
+    for r in results:
+        allv = [v for vs in r["per_method"].values() for v in vs]
+        print(f"n={r['n']}: slider-update p50 {statistics.median(allv):.1f} ms, "
+              f"p95 {pct(allv, 0.95):.1f} ms")  # fmt: skip
+    if args.write:
+        print(f"wrote {write_section(text)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
