@@ -67,3 +67,13 @@ export function getPareto(id, layer = null, head = null) {
   const q = layer === null ? "" : `?layer=${layer}&head=${head}`;
   return request(`/api/analyses/${enc(id)}/pareto${q}`);
 }
+
+/**
+ * `GET /api/analyses/{id}/metrics/{layer}/{head}?method=M&<param>=<v>`: the server's metrics for
+ * one setting (used by the embed view, embed.js).
+ */
+export function getMetrics(id, layer, head, method, params) {
+  const q = new URLSearchParams({ method });
+  for (const [k, v] of Object.entries(params)) q.set(k, String(v));
+  return request(`/api/analyses/${enc(id)}/metrics/${layer}/${head}?${q}`);
+}

@@ -1,9 +1,10 @@
 /**
  * The page's colour scales and mark colours, shared by the heatmap, its legend and the head grid.
  *
- * Probabilities use a sequential blue scale (ColorBrewer "Blues" from its 3rd stop) on √p, so
- * every p > 0 gets at least a clearly visible tint (#c6dbef) while an exact zero stays white: the
- * difference between "small" and "zero" is the point of entmax attention.
+ * Probabilities use sequential scales on √p that start at a clearly visible tint, so every p > 0
+ * is visibly coloured while an exact zero stays white (the difference between "small" and "zero"
+ * is the point of entmax attention): ColorBrewer "Blues" for gold edges the current method keeps,
+ * "Reds" for those it misses.
  */
 
 /** Exact zero, not predicted. */
@@ -13,13 +14,14 @@ export const SHADE = "#f2dfb5";
 /** Mark of a gold edge the method keeps. */
 export const CAUGHT = "#f59e0b";
 export const CAUGHT_STROKE = "#7c2d12";
-/** Mark of a gold edge the method misses. */
+/** Mark (×, dot) of a gold edge the method misses. */
 export const MISSED = "#dc2626";
 /** Hover, lock and selection accents. */
 export const ACCENT = "#111827";
 export const CLUSTER = "#7c3aed";
 
 const BLUES = ["#c6dbef", "#9ecae1", "#6baed6", "#4292c6", "#2171b5", "#08519c", "#08306b"];
+const REDS = ["#fcae91", "#fb6a4a", "#ef3b2c", "#cb181d", "#a50f15", "#67000d"];
 const PURPLES = ["#f2f0f7", "#dadaeb", "#bcbddc", "#9e9ac8", "#807dba", "#6a51a3", "#4a1486"];
 const VIRIDIS = [
   "#440154", "#482878", "#3e4989", "#31688e", "#26828e", "#1f9e89", "#35b779", "#6ece58",
@@ -43,9 +45,14 @@ function interpolate(stops, t) {
 
 const css = ([r, g, b]) => `rgb(${r}, ${g}, ${b})`;
 
-/** Colour of probability p > 0 (CSS string). */
+/** Colour of probability p > 0 of a kept (or unjudged) gold edge, as a CSS string. */
 export function probColour(p) {
   return css(interpolate(BLUES, Math.sqrt(p)));
+}
+
+/** Colour of probability p > 0 of a gold edge the method misses, as a CSS string. */
+export function missedColour(p) {
+  return css(interpolate(REDS, Math.sqrt(p)));
 }
 
 /** Head-grid colour of a gold sparsity, normalised to [lo, hi]. */
@@ -72,15 +79,16 @@ function pack([r, g, b]) {
   return ((255 << 24) | (b << 16) | (g << 8) | r) >>> 0;
 }
 
-/** 256-entry lookup table for the heatmap cells: entry k is the colour of p with √p ≈ k / 255. */
-export const PROB_LUT = Uint32Array.from({ length: 256 }, (_, k) =>
-  pack(interpolate(BLUES, Math.max(k, 1) / 255)),
-);
+/** 256-entry lookup tables for the heatmap cells: entry k is the colour of p with √p ≈ k / 255. */
+const lut = (stops) => Uint32Array.from({ length: 256 }, (_, k) => pack(interpolate(stops, k / 255)));
+export const PROB_LUT = lut(BLUES);
+export const MISSED_LUT = lut(REDS);
 export const ZERO_PX = pack(hexToRgb(ZERO));
 export const SHADE_PX = pack(hexToRgb(SHADE));
+/** One solid colour for a missed edge (the embed view, embed.js). */
 export const MISSED_PX = pack(hexToRgb(MISSED));
 
-/** LUT index of probability p > 0 (at least 1, so no p > 0 shares the lightest colour of 0). */
+/** LUT index of probability p > 0. */
 export function probIndex(p) {
-  return Math.max(1, Math.min(255, Math.round(Math.sqrt(p) * 255)));
+  return Math.min(255, Math.round(Math.sqrt(p) * 255));
 }

@@ -3,10 +3,10 @@
  *
  * Two stacked canvases:
  * - `cells`: one colour per (query i, key j) — white for an exact zero P_ij = 0, the sand shade
- *   for a zero inside the current method's mask M, a blue tint on √P_ij for the gold graph
- *   G = {P_ij > 0} — then the marks of the gold edges: a ★ (big cells) or dot (small cells) for
- *   an edge the method keeps (i, j) ∈ M ∩ G, a red × or ring for one it misses (i, j) ∈ G \ M.
- *   When cells are smaller than 3 px, missed edges are painted red in the cell itself.
+ *   for a zero inside the current method's mask M, and for the gold graph G = {P_ij > 0} a tint
+ *   on √P_ij, blue where the method keeps the edge, (i, j) ∈ M ∩ G, red where it misses it,
+ *   (i, j) ∈ G \ M — then the marks of the gold edges: ★ kept / × missed on big cells, an amber
+ *   dot on kept ones on small cells (below 3 px a cell is its own dot).
  *   Repainted only when the head, the mask or the layout changes.
  * - `overlay`: token labels, the locked query row, the hovered token, the selected cluster's
  *   tokens and the hovered cell. Cheap; repainted on every hover.
@@ -26,8 +26,9 @@ const FONT_BOLD = `600 ${FONT}`;
 const LABEL_PX = 14; // vertical room one label needs
 const MAX_LABEL = 110; // widest label margin (CSS px)
 const MAX_SIZE = 880; // largest matrix side (CSS px)
-const STAR_MIN = 9; // cells at least this big (CSS px) get ★ / × marks
-const DOT_MIN = 3; // ... at least this big get dots / rings; smaller ones are painted
+const STAR_MIN = 9; // cells at least this big (CSS px) get ★ / × marks, smaller ones dots
+const DOT_MIN = 3; // cells at least this big get dots
+const GRID_MIN = 10; // cells at least this big get grid lines
 
 /**
  * Mount the heatmap in `root` (an empty element) and keep it in step with the store.
@@ -101,18 +102,13 @@ export function initHeatmap(root, legend) {
     const octx = off.getContext("2d");
     const img = octx.createImageData(m, m);
     const px = new Uint32Array(img.data.buffer);
-    const paintMissed = cell < DOT_MIN;
     for (let a = 0; a < m; a++) {
       const row = vis[a] * n;
       for (let b = 0; b < m; b++) {
         const x = row + vis[b];
-        const kept = mask !== null && mask[x] === 1;
-        let c;
-        if (gold[x]) {
-          c = paintMissed && mask !== null && !kept ? colours.MISSED_PX
-            : colours.PROB_LUT[colours.probIndex(probs[x])];
-        } else c = kept ? colours.SHADE_PX : colours.ZERO_PX;
-        px[a * m + b] = c;
+        const kept = mask === null || mask[x] === 1;
+        if (gold[x]) px[a * m + b] = (kept ? colours.PROB_LUT : colours.MISSED_LUT)[colours.probIndex(probs[x])];
+        else px[a * m + b] = kept && mask !== null ? colours.SHADE_PX : colours.ZERO_PX;
       }
     }
     octx.putImageData(img, 0, 0);
@@ -120,11 +116,11 @@ export function initHeatmap(root, legend) {
     ctx.clearRect(0, 0, lay.width, lay.height);
     ctx.imageSmoothingEnabled = false;
     ctx.drawImage(off, left, top, size, size);
-    if (cell >= 6) drawGridLines(ctx);
+    if (cell >= GRID_MIN) drawGridLines(ctx);
     ctx.strokeStyle = "#9ca3af";
     ctx.lineWidth = 1;
     ctx.strokeRect(left - 0.5, top - 0.5, size + 1, size + 1);
-    if (!paintMissed) drawMarks(ctx, head, mask);
+    if (cell >= DOT_MIN) drawMarks(ctx, head, mask);
   }
 
   function drawGridLines(ctx) {
@@ -142,14 +138,14 @@ export function initHeatmap(root, legend) {
     ctx.stroke();
   }
 
-  /** ★ / × (big cells) or dot / ring (small cells) on every visible gold edge. */
+  /** ★ / × (big cells) on every visible gold edge, or an amber dot on kept ones (small cells). */
   function drawMarks(ctx, head, mask) {
     const { pos, cell, left, top } = lay;
     const n = head.n;
     const caught = new Path2D();
     const missed = new Path2D();
     const big = cell >= STAR_MIN;
-    const r = big ? cell * 0.36 : Math.max(1, cell * 0.3);
+    const r = big ? cell * 0.36 : Math.max(0.8, cell * 0.22);
     for (let e = 0; e < head.goldCount; e++) {
       const a = pos[head.edgeI[e]];
       const b = pos[head.edgeJ[e]];
@@ -157,33 +153,32 @@ export function initHeatmap(root, legend) {
       const cx = left + (b + 0.5) * cell;
       const cy = top + (a + 0.5) * cell;
       const kept = mask === null || mask[head.edgeI[e] * n + head.edgeJ[e]] === 1;
-      if (kept) {
-        if (big) addStar(caught, cx, cy, r);
-        else caught.rect(cx - r, cy - r, 2 * r, 2 * r);
-      } else if (big) {
-        const d = r * 0.7;
+      if (!big) {
+        if (kept) {
+          caught.moveTo(cx + r, cy);
+          caught.arc(cx, cy, r, 0, 2 * Math.PI);
+        }
+      } else if (kept) addStar(caught, cx, cy, r);
+      else {
+        const d = r * 0.75;
         missed.moveTo(cx - d, cy - d);
         missed.lineTo(cx + d, cy + d);
         missed.moveTo(cx + d, cy - d);
         missed.lineTo(cx - d, cy + d);
-      } else {
-        missed.moveTo(cx + r + 0.5, cy);
-        missed.arc(cx, cy, r + 0.5, 0, 2 * Math.PI);
       }
     }
     ctx.fillStyle = colours.CAUGHT;
     ctx.fill(caught);
-    if (big) {
-      ctx.strokeStyle = colours.CAUGHT_STROKE;
-      ctx.lineWidth = 1;
-      ctx.stroke(caught);
-      ctx.lineCap = "round";
-      ctx.strokeStyle = "#ffffff";
-      ctx.lineWidth = Math.max(3, cell * 0.22);
-      ctx.stroke(missed);
-    }
+    if (!big) return;
+    ctx.strokeStyle = colours.CAUGHT_STROKE;
+    ctx.lineWidth = 1;
+    ctx.stroke(caught);
+    ctx.lineCap = "round";
+    ctx.strokeStyle = "#ffffff";
+    ctx.lineWidth = Math.max(3, cell * 0.22);
+    ctx.stroke(missed);
     ctx.strokeStyle = colours.MISSED;
-    ctx.lineWidth = big ? Math.max(2, cell * 0.12) : 1.25;
+    ctx.lineWidth = Math.max(2, cell * 0.12);
     ctx.stroke(missed);
   }
 
@@ -423,7 +418,7 @@ function drawLegend(legend) {
     ctx.stroke(p);
   });
   const cross = swatch((ctx) => {
-    cellBg(ctx, colours.probColour(0.3));
+    cellBg(ctx, colours.missedColour(0.3));
     ctx.lineCap = "round";
     for (const [w, c] of [[4, "#ffffff"], [2.2, colours.MISSED]]) {
       ctx.beginPath();
@@ -438,24 +433,26 @@ function drawLegend(legend) {
   });
   const shade = swatch((ctx) => cellBg(ctx, colours.SHADE));
   const zero = swatch((ctx) => cellBg(ctx, colours.ZERO));
-  const ramp = el("canvas", { class: "ramp" });
-  ramp.width = 90;
-  ramp.height = 12;
-  const rctx = ramp.getContext("2d");
-  for (let x = 0; x < 90; x++) {
-    rctx.fillStyle = colours.probColour(((x + 1) / 90) ** 2);
-    rctx.fillRect(x, 0, 1, 12);
-  }
+  const ramp = (colour) => {
+    const c = el("canvas", { class: "ramp" });
+    c.width = 90;
+    c.height = 12;
+    const rctx = c.getContext("2d");
+    for (let x = 0; x < 90; x++) {
+      rctx.fillStyle = colour(((x + 1) / 90) ** 2);
+      rctx.fillRect(x, 0, 1, 12);
+    }
+    return c;
+  };
   const item = (sw, text) => el("span", { class: "legend-item" }, [sw, el("span", { text })]);
   legend.replaceChildren(
-    item(star, "gold edge kept (★ / dot)"),
-    item(cross, "gold edge missed (× / ring / red cell)"),
-    item(shade, "predicted, p = 0"),
-    item(zero, "exact zero"),
+    item(star, "p > 0, kept (★ / dot)"),
+    item(cross, "p > 0, missed (×)"),
+    item(shade, "p = 0, predicted"),
+    item(zero, "p = 0 (exact zero)"),
     el("span", { class: "legend-item" }, [
-      el("span", { text: "p > 0:" }),
-      el("span", { class: "ramp-end", text: "0⁺" }),
-      ramp,
+      el("span", { class: "ramp-end", text: "p: 0⁺" }),
+      el("span", { class: "ramps" }, [ramp(colours.probColour), ramp(colours.missedColour)]),
       el("span", { class: "ramp-end", text: "1" }),
     ]),
   );

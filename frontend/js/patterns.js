@@ -72,6 +72,11 @@ export function orGlobals(m, n, positions) {
   return m;
 }
 
+/** Local window of width w: {(i, j) : |i − j| ≤ ⌊w / 2⌋}, AND V (the lecture's window step). */
+export function window(n, width, causal = false) {
+  return andValid(orBand(emptyMask(n), n, width), n, causal);
+}
+
 /**
  * Strided attention (Child et al. 2019), stride l; `part` is "A1", "A2" or "union" (merged head).
  * @returns {Mask}
