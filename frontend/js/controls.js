@@ -119,7 +119,9 @@ export function initMethodPanel(root, metricsRoot) {
       input = el("input", {
         attrs: {
           type: "range", id,
-          min: String(spec.min), max: String(spec.max), step: String(spec.step ?? (spec.kind === "int" ? 1 : "any")),
+          min: String(spec.min),
+          max: String(spec.max),
+          step: String(spec.step ?? (spec.kind === "int" ? 1 : "any")),
         },
       });
       input.value = String(value);
@@ -188,7 +190,8 @@ export function initMethodPanel(root, metricsRoot) {
       r.fill.style.width = Number.isFinite(v) ? `${(v * 100).toFixed(1)}%` : "0";
     }
     gold.textContent = s.headData
-      ? `gold sparsity of layer ${s.headData.layer}, head ${s.headData.head}: ${fmt(s.headData.goldSparsity)} · |G| = ${s.headData.goldCount} edges`
+      ? `gold sparsity of layer ${s.headData.layer}, head ${s.headData.head}: ` +
+        `${fmt(s.headData.goldSparsity)} · |G| = ${s.headData.goldCount} edges`
       : "";
   }
 
@@ -204,6 +207,8 @@ export function initMethodPanel(root, metricsRoot) {
 
 /** One line under the picker: the method's parameters and what they mean. */
 function describe(spec) {
-  const parts = spec.params.filter((p) => !ADDONS.has(p.name) && p.help).map((p) => `${p.label}: ${p.help}`);
-  return parts.join(" · ");
+  return spec.params
+    .filter((p) => !ADDONS.has(p.name) && p.help)
+    .map((p) => `${p.label}: ${p.help}`)
+    .join(" · ");
 }

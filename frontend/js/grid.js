@@ -13,6 +13,9 @@ import { recallColour, sparsityColour, textOn } from "./colours.js";
 import { el, fmt } from "./dom.js";
 import * as store from "./state.js";
 
+/** Store keys that change the tiles' colours or marks. */
+const REPAINT = ["gridColour", "headRecall", "method", "layer", "head", "headData"];
+
 /**
  * Mount the grid in `root` and its colour legend in `legend`.
  * @param {HTMLElement} root
@@ -99,8 +102,6 @@ export function initGrid(root, legend) {
 
   store.subscribe((s, changed) => {
     if (changed.has("analysis")) build(s);
-    else if (["gridColour", "headRecall", "method", "layer", "head", "headData"].some((k) => changed.has(k))) {
-      paint(s);
-    }
+    else if (REPAINT.some((k) => changed.has(k))) paint(s);
   });
 }

@@ -107,8 +107,8 @@ export function initHeatmap(root, legend) {
       for (let b = 0; b < m; b++) {
         const x = row + vis[b];
         const kept = mask === null || mask[x] === 1;
-        if (gold[x]) px[a * m + b] = (kept ? colours.PROB_LUT : colours.MISSED_LUT)[colours.probIndex(probs[x])];
-        else px[a * m + b] = kept && mask !== null ? colours.SHADE_PX : colours.ZERO_PX;
+        if (!gold[x]) px[a * m + b] = kept && mask !== null ? colours.SHADE_PX : colours.ZERO_PX;
+        else px[a * m + b] = (kept ? colours.PROB_LUT : colours.MISSED_LUT)[colours.probIndex(probs[x])];
       }
     }
     octx.putImageData(img, 0, 0);
@@ -328,7 +328,10 @@ export function initHeatmap(root, legend) {
       row("query", `${JSON.stringify(toks[i].text)} (${i})`),
       row("key", `${JSON.stringify(toks[j].text)} (${j})`),
       row("p", p > 0 ? fmt(p, 4) : "0 (exact zero)"),
-      el("div", { class: `tt-verdict ${head.gold[x] ? (kept ? "caught" : "missed") : ""}`, text: verdict }),
+      el("div", {
+        class: `tt-verdict ${head.gold[x] ? (kept ? "caught" : "missed") : ""}`,
+        text: verdict,
+      }),
     );
     tooltip.hidden = false;
     moveTooltip(ev);
@@ -371,7 +374,10 @@ export function initHeatmap(root, legend) {
 }
 
 function row(key, value) {
-  return el("div", { class: "tt-row" }, [el("span", { class: "tt-key", text: key }), el("span", { text: value })]);
+  return el("div", { class: "tt-row" }, [
+    el("span", { class: "tt-key", text: key }),
+    el("span", { text: value }),
+  ]);
 }
 
 function outline(ctx, x, y, w, h, colour, width) {

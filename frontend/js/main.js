@@ -78,9 +78,15 @@ function initStatus(maxTokens) {
     if (s.status === "loading") status.textContent = "Analysing…";
     else if (s.analysis) {
       const a = s.analysis;
-      status.textContent = `${a.n} tokens · α = ${a.alpha} · ${a.causal ? "causal" : "bidirectional"}` +
-        `${a.truncated ? " · truncated to the model's positions" : ""}` +
-        `${a.artefact ? ` · Sparsefinder artefact ${a.artefact}` : " · no Sparsefinder artefact for this α (sf-* methods off)"}`;
+      status.textContent = [
+        `${a.n} tokens`,
+        `α = ${a.alpha}`,
+        a.causal ? "causal" : "bidirectional",
+        ...(a.truncated ? ["truncated to the model's positions"] : []),
+        a.artefact
+          ? `Sparsefinder artefact ${a.artefact}`
+          : "no Sparsefinder artefact for this α (sf-* methods off)",
+      ].join(" · ");
     } else status.textContent = maxTokens ? `The model takes up to ${maxTokens} tokens.` : "";
   };
   store.subscribe((s, changed) => {

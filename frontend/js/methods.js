@@ -150,7 +150,8 @@ function members(flags) {
  */
 export function sfKmeans(head, nb, topK) {
   const mem = kmeansMembership(head, nb, topK);
-  return orGroups(new Uint8Array(head.n * head.n), head.n, mem.queries.map(members), mem.keys.map(members));
+  const m = new Uint8Array(head.n * head.n);
+  return orGroups(m, head.n, mem.queries.map(members), mem.keys.map(members));
 }
 
 // ----------------------------------------------------------------------------- baselines
@@ -190,7 +191,9 @@ export function routing(head, nc) {
 // ----------------------------------------------------------------------------- registry
 
 function needProj(head) {
-  if (!head.qp) throw new Error("this method needs a Sparsefinder artefact (none for this model and α)");
+  if (!head.qp) {
+    throw new Error("this method needs a Sparsefinder artefact (none for this model and α)");
+  }
 }
 
 /**

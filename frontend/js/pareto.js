@@ -22,7 +22,12 @@ const PALETTE = [
   "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
   "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#1f2937",
 ];
-const FONT = { family: "system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', sans-serif", size: 13 };
+const FONT = {
+  family: "system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', sans-serif",
+  size: 13,
+};
+/** Store keys that change the line under the plot. */
+const NOTE_KEYS = ["pareto", "paretoStatus", "scope", "meanMetrics", "layer", "head"];
 const SVG = "http://www.w3.org/2000/svg";
 
 /** A five-pointed star as an SVG path of outer radius r around (0, 0), point up. */
@@ -67,7 +72,8 @@ export function initPareto(root, note) {
   /** The x range: from a little below the smallest sparsity shown (sweep, gold, current) to 1. */
   function xRange(data, s) {
     const cur = current(s);
-    const lo = Math.min(...data.points.map((p) => p.sparsity), data.gold_sparsity, cur ? cur.sparsity : 1);
+    const xs = data.points.map((p) => p.sparsity);
+    const lo = Math.min(...xs, data.gold_sparsity, cur ? cur.sparsity : 1);
     return [Math.max(0, lo - 0.04) - 0.01, 1.01];
   }
 
@@ -76,15 +82,26 @@ export function initPareto(root, note) {
       font: FONT,
       margin: { l: 56, r: 12, t: 24, b: 40 },
       height: 470,
-      xaxis: { title: { text: "sparsity", standoff: 6 }, range: xRange(data, s), zeroline: false, gridcolor: "#eef0f3" },
-      yaxis: { title: { text: "recall" }, range: [-0.02, 1.04], zeroline: false, gridcolor: "#eef0f3" },
+      xaxis: {
+        title: { text: "sparsity", standoff: 6 },
+        range: xRange(data, s),
+        zeroline: false,
+        gridcolor: "#eef0f3",
+      },
+      yaxis: {
+        title: { text: "recall" },
+        range: [-0.02, 1.04],
+        zeroline: false,
+        gridcolor: "#eef0f3",
+      },
       legend: { orientation: "h", x: 0, y: -0.14, yanchor: "top", font: { ...FONT, size: 11 } },
       hovermode: "closest",
       plot_bgcolor: "#ffffff",
       paper_bgcolor: "#ffffff",
       shapes: [
         {
-          type: "line", xref: "x", yref: "paper", x0: data.gold_sparsity, x1: data.gold_sparsity, y0: 0, y1: 1,
+          type: "line", xref: "x", yref: "paper", y0: 0, y1: 1,
+          x0: data.gold_sparsity, x1: data.gold_sparsity,
           line: { color: "#6b7280", width: 1, dash: "dot" },
         },
       ],
@@ -108,7 +125,8 @@ export function initPareto(root, note) {
     });
     const hover = (p) =>
       `<b>${escapeHtml(labels.get(p.method) ?? p.method)}</b><br>${escapeHtml(paramText(p.params))}` +
-      `<br>sparsity ${fmt(p.sparsity)} · recall ${fmt(p.recall)}<br>exact ${fmt(p.exact)} · precision ${fmt(p.precision)}`;
+      `<br>sparsity ${fmt(p.sparsity)} · recall ${fmt(p.recall)}` +
+      `<br>exact ${fmt(p.exact)} · precision ${fmt(p.precision)}`;
     const out = [];
     for (const [method, idx] of byMethod) {
       const colour = colourOf.get(method) ?? "#888";
@@ -119,8 +137,16 @@ export function initPareto(root, note) {
         x: ks.map((k) => data.points[k].sparsity), y: ks.map((k) => data.points[k].recall),
         text: ks.map((k) => hover(data.points[k])), ...extra,
       });
-      out.push(trace(idx, { mode: "markers", showlegend: false, marker: { color: colour, size: 6, opacity: 0.35 } }));
-      out.push(trace(front, { mode: "lines+markers", line: { color: colour, width: 2 }, marker: { color: colour, size: 7 } }));
+      out.push(trace(idx, {
+        mode: "markers",
+        showlegend: false,
+        marker: { color: colour, size: 6, opacity: 0.35 },
+      }));
+      out.push(trace(front, {
+        mode: "lines+markers",
+        line: { color: colour, width: 2 },
+        marker: { color: colour, size: 7 },
+      }));
     }
     return out;
   }
@@ -171,7 +197,9 @@ export function initPareto(root, note) {
     if (s.paretoStatus === "loading") note.textContent = `Computing the sweep (${where})…`;
     else if (s.paretoStatus && s.paretoStatus !== "ready") note.textContent = s.paretoStatus;
     else if (!s.pareto) note.textContent = "";
-    else if (s.scope === "mean" && !s.meanMetrics) note.textContent = `${where} · ★ current setting: computing over every head…`;
+    else if (s.scope === "mean" && !s.meanMetrics) {
+      note.textContent = `${where} · ★ current setting: computing over every head…`;
+    }
     else note.textContent = `${where} · ★ = current setting · click a point to apply its setting`;
   }
 
@@ -200,6 +228,6 @@ export function initPareto(root, note) {
     } else if (["result", "meanMetrics", "scope", "method"].some((k) => changed.has(k))) {
       moveCurrent(s);
     }
-    if (["pareto", "paretoStatus", "scope", "meanMetrics", "layer", "head"].some((k) => changed.has(k))) showNote(s);
+    if (NOTE_KEYS.some((k) => changed.has(k))) showNote(s);
   });
 }

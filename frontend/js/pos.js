@@ -130,7 +130,11 @@ export function initPos(root) {
         const bar = el(
           "button",
           { class: "pos-bar", attrs: { type: "button", "data-cluster": String(c) } },
-          [stack, el("span", { class: "pos-label", text: String(c) }), el("span", { class: "pos-count", text: `n=${count}` })],
+          [
+            stack,
+            el("span", { class: "pos-label", text: String(c) }),
+            el("span", { class: "pos-count", text: `n=${count}` }),
+          ],
         );
         return bar;
       });
@@ -174,7 +178,9 @@ export function initPos(root) {
     });
   }
 
-  select.addEventListener("change", () => store.set({ posClusters: Number(select.value), cluster: null }));
+  select.addEventListener("change", () => {
+    store.set({ posClusters: Number(select.value), cluster: null });
+  });
   bars.addEventListener("click", (ev) => {
     const bar = ev.target.closest(".pos-bar");
     if (!bar) return;

@@ -184,7 +184,8 @@ export async function reopen(id, keep) {
     adopt(await api.getAnalysis(id), keep);
   } catch (err) {
     const msg = err.status === 404
-      ? "This link's analysis is no longer on the server (its text was too long for the link); paste the text and Analyze."
+      ? "This link's analysis is no longer on the server (its text was too long for the " +
+        "link); paste the text and Analyze."
       : err.message;
     store.set({ status: "error", errors: { _: msg } });
   }

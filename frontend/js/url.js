@@ -28,7 +28,9 @@ export function encodeState(s) {
     q.set("head", String(s.head));
   }
   q.set("method", s.method);
-  for (const [k, v] of Object.entries(s.params)) q.set(`p.${k}`, typeof v === "boolean" ? (v ? "1" : "0") : String(v));
+  for (const [k, v] of Object.entries(s.params)) {
+    q.set(`p.${k}`, typeof v === "boolean" ? (v ? "1" : "0") : String(v));
+  }
   if (s.lockedRow !== null) q.set("row", String(s.lockedRow));
   if (s.cluster !== null) q.set("cluster", String(s.cluster));
   if (s.scope !== "head") q.set("scope", s.scope);
