@@ -339,6 +339,7 @@ class AnalysisService:
         alpha = _check_alpha(alpha)
         if not text.strip():
             raise ApiError(400, str(EmptyTextError()), "text")
+        _check_unicode(text)
         key = self.key(text, alpha, causal, truncate)
         entry = self.cache.get(key)
         if entry is not None:
@@ -417,10 +418,13 @@ class AnalysisService:
         return entry
 
     def _tags(self, out) -> list[str | None]:
+        """Universal POS tag of every token (``sparse_core.pos``); None for special tokens, which
+        the page leaves out of POS shares, and for every token while no tagger is installed."""
         pos = _optional("pos")
         if pos is None:
             return [None] * out.n
-        return list(pos.tag_tokens(out.text, out.offsets, out.special))
+        tags = pos.tag_tokens(out.text, out.offsets, out.special)
+        return [None if sp else tag for tag, sp in zip(tags, out.special, strict=True)]
 
     def _context(self, out, art):
         mod = _optional("methods")
@@ -678,6 +682,20 @@ def _check_alpha(alpha: float) -> float:
             "alpha",
         )
     return a
+
+
+def _check_unicode(text: str) -> None:
+    """JSON may carry a lone UTF-16 surrogate (``"\\ud800"``), which is not text: the hash, the
+    tokenizer and the response would all fail on it, so it is a 400 naming ``text``."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ApiError(
+            400,
+            f"text is not valid Unicode: character {exc.start} is a lone surrogate "
+            f"({text[exc.start]!r}); send UTF-8 text (escape pairs like \\ud83d\\ude00 are fine)",
+            "text",
+        ) from None
 
 
 def _looks_like_id(s: str) -> bool:
