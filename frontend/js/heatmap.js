@@ -48,6 +48,7 @@ export function initHeatmap(root, legend) {
   let lay = null;
   let hoverCell = null; // {a, b} visible row / column under the pointer
   const off = document.createElement("canvas"); // m × m, one pixel per cell
+  let img = null; // its pixels, reused by every repaint
 
   function layout() {
     const s = store.get();
@@ -85,6 +86,7 @@ export function initHeatmap(root, legend) {
       c.getContext("2d").setTransform(dpr, 0, 0, dpr, 0, 0);
     }
     off.width = off.height = lay.m;
+    img = off.getContext("2d").createImageData(lay.m, lay.m);
     root.style.height = `${lay.height}px`;
     drawCells();
     drawOverlay();
@@ -99,8 +101,6 @@ export function initHeatmap(root, legend) {
     const n = head.n;
     const mask = s.result?.mask ?? null;
     const { probs, gold } = head;
-    const octx = off.getContext("2d");
-    const img = octx.createImageData(m, m);
     const px = new Uint32Array(img.data.buffer);
     for (let a = 0; a < m; a++) {
       const row = vis[a] * n;
@@ -111,7 +111,7 @@ export function initHeatmap(root, legend) {
         else px[a * m + b] = (kept ? colours.PROB_LUT : colours.MISSED_LUT)[colours.probIndex(probs[x])];
       }
     }
-    octx.putImageData(img, 0, 0);
+    off.getContext("2d").putImageData(img, 0, 0);
     const ctx = cells.getContext("2d");
     ctx.clearRect(0, 0, lay.width, lay.height);
     ctx.imageSmoothingEnabled = false;

@@ -110,7 +110,8 @@ function centroidOrder(x, centroids, n, nb, r) {
 
 /**
  * k-means cluster membership of the head's queries and keys: member[c][t] = 1 iff centroid c is
- * among token t's `topK` nearest of the B centroids.
+ * among token t's `topK` nearest of the B centroids. Memoised per (B, k) on the head (the POS
+ * panel and the predictor share it).
  * @returns {{queries: Uint8Array[], keys: Uint8Array[]}}
  */
 export function kmeansMembership(head, nb, topK) {
@@ -124,7 +125,10 @@ export function kmeansMembership(head, nb, topK) {
     for (let t = 0; t < n; t++) for (let k = 0; k < topK; k++) member[order[t * nb + k]][t] = 1;
     return member;
   };
-  return { queries: side("q", head.qp), keys: side("k", head.kp) };
+  return memo(head, `kmeans-${nb}-${topK}`, () => ({
+    queries: side("q", head.qp),
+    keys: side("k", head.kp),
+  }));
 }
 
 /** OR into `m` every (i, j) with i ∈ rows[c] and j ∈ cols[c] for some group c. */
