@@ -43,6 +43,12 @@ class Settings(BaseModel):
     cache_bytes: int = Field(1 << 30, ge=1 << 20, description="memory bound of that cache")
     max_body_bytes: int = Field(1 << 20, ge=1024, description="larger request bodies get 413")
     warmup: bool = Field(True, description="run one short text at start-up so requests are warm")
+    threads: int | None = Field(
+        None,
+        ge=1,
+        description="torch CPU threads (None: torch's default, one per core); 1 is faster on a "
+        "machine whose cores are busy with other work",
+    )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:

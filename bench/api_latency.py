@@ -57,6 +57,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--pareto", action="store_true", help="time the Pareto sweeps too")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (SPARSESCOPE_THREADS)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
@@ -67,8 +68,9 @@ def main() -> None:
     from app.service import AnalysisService
     from app.settings import Settings
 
-    settings = Settings(device=args.device)
+    settings = Settings(device=args.device, threads=args.threads)
     service = AnalysisService(settings)
+    service.start()
     print(f"torch threads: {torch.get_num_threads()}, load average: {os.getloadavg()}")
     with TestClient(create_app(settings, service)) as client:
         model = service.model

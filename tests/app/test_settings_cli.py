@@ -131,3 +131,17 @@ def test_serve_bad_model_is_one_line(capsys, tmp_path):
     err = capsys.readouterr().err
     assert rc == 2 and "does not exist" in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_threads_setting_sets_torch_threads(tmp_path, tiny_model):
+    import torch
+
+    from app.service import AnalysisService
+
+    before = torch.get_num_threads()
+    try:
+        settings = Settings.from_env({"SPARSESCOPE_THREADS": "1"}, data_dir=tmp_path, warmup=False)
+        AnalysisService(settings, model=tiny_model).start()
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
