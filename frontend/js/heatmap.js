@@ -13,7 +13,8 @@
  *
  * Hovering a cell shows a tooltip (query, key, p, kept or missed) computed from the arrays in
  * memory — no server call. Clicking a cell or a row label locks that query row (click again to
- * unlock). Hovering a label sets the store's `hoverToken` (linked views).
+ * unlock; ↑ / ↓ move it, Esc clears it). Hovering a label sets the store's `hoverToken` (linked
+ * views).
  */
 
 import * as colours from "./colours.js";
@@ -300,8 +301,14 @@ export function initHeatmap(root, legend) {
     const i = lay.vis[h.a];
     store.set({ lockedRow: store.get().lockedRow === i ? null : i });
   });
+  // keyboard: ↑ / ↓ move the locked query row, Esc clears the selection
   overlay.addEventListener("keydown", (ev) => {
     if (ev.key === "Escape") store.set({ lockedRow: null, cluster: null });
+    if (!lay || (ev.key !== "ArrowUp" && ev.key !== "ArrowDown")) return;
+    ev.preventDefault();
+    const at = store.get().lockedRow === null ? -1 : lay.pos[store.get().lockedRow];
+    const next = ev.key === "ArrowDown" ? Math.min(lay.m - 1, at + 1) : Math.max(0, at - 1);
+    store.set({ lockedRow: lay.vis[next] });
   });
 
   function leaveCell() {
