@@ -425,7 +425,12 @@ class AnalysisService:
         pos = _optional("pos")
         if pos is None:
             return [None] * out.n
-        tags = pos.tag_tokens(out.text, out.offsets, out.special)
+        try:
+            tags = pos.tag_tokens(out.text, out.offsets, out.special)
+        except SparsescopeError as exc:  # no spaCy pipeline installed: the page shows no tags
+            log.warning("no POS tags: %s", exc)
+            return [None] * out.n
+        out.extra["pos_tags"] = tags  # as tagged ("[CLS]", "[SEP]" too), for cluster breakdowns
         return [None if sp else tag for tag, sp in zip(tags, out.special, strict=True)]
 
     def _context(self, out, art):
@@ -611,10 +616,46 @@ class AnalysisService:
         )
         return sweep
 
-    def clusters(self, analysis_id: str, layer: int, head: int, clusters: int, top_k: int) -> dict:
+    def clusters(
+        self, analysis_id: str, layer: int, head: int, clusters: int | None, top_k: int
+    ) -> bytes:
+        """POS make-up of one head's Sparsefinder k-means clusters on this text (paper Figure 6,
+        ``sparse_core.pos.cluster_breakdown``, the ``sparsescope clusters --json`` shape)."""
         entry = self.get(analysis_id)
         self._check_head(entry, layer, head)
-        raise ApiError(404, "the cluster breakdown is not available yet", None)
+        pos = _optional("pos")
+        if pos is None:
+            raise ApiError(404, "the cluster breakdown is not available yet", None)
+        art = entry.artefact
+        if art is None or not art.centroids:
+            raise ApiError(
+                400,
+                f"the cluster breakdown needs a Sparsefinder artefact with k-means centroids, and "
+                f"none is fitted for this model at alpha {entry.body['alpha']:g}",
+                "clusters",
+            )
+        choices = sorted(art.centroids)
+        if clusters is None:
+            clusters = 8 if 8 in choices else choices[0]
+        if clusters not in art.centroids:
+            raise ApiError(
+                400,
+                f"clusters must be one of {', '.join(map(str, choices))} (the artefact's k-means "
+                f"fits), got {clusters}",
+                "clusters",
+            )
+        if not 1 <= top_k <= clusters:
+            raise ApiError(400, f"top_k must be in [1, {clusters}], got {top_k}", "top_k")
+        tags = entry.out.extra.get("pos_tags")
+
+        def make() -> bytes:
+            with torch.inference_mode():
+                body = pos.cluster_breakdown(
+                    entry.out, art, layer, head, clusters, pos_tags=tags, top_k=top_k
+                )
+            return dumps(body)
+
+        return self._derive(entry, ("clusters", layer, head, clusters, top_k), make)
 
     def metrics(
         self, analysis_id: str, layer: int, head: int, method: str, params: dict[str, str]
