@@ -1,0 +1,253 @@
+"""``sparsescope pareto --corpus PATH``: the sparsity–recall Pareto sweep of every method.
+
+Reads the corpus (CoNLL-U, WikiText or plain text, detected), packs it into model inputs of at
+most ``--max-tokens`` tokens in corpus order (``corpus.pack``), drops inputs shorter than
+``--min-tokens``, optionally skips the inputs a Sparsefinder artefact was fitted on
+(``--held-out``) or the first ``--skip N``, keeps ``--limit N``, and sweeps every method's grid
+(``sparse_core.pareto.sweep_corpus``; grids in ``sparse_core.methods``). Writes
+
+- ``DIR/pareto.json``: ``{"model", "alpha", "causal", "texts", "gold_sparsity", "points":
+  [{"method", "params", "sparsity", "recall", "exact", "precision"}], "frontiers": {method:
+  [indices into points]}}`` (figures: per head the mean over texts, then the mean over heads,
+  SPEC §4; ``--fidelity`` adds ``"fidelity"`` to every point, null off the frontiers);
+- ``DIR/pareto.html``: a self-contained Plotly figure (plotly.js inlined, no CDN) of sparsity
+  against recall per method with its frontier and the gold sparsity as a dashed vertical line
+  (the paper's Figures 2 and 4);
+- ``DIR/pareto-run.json``: provenance (corpus digest, inputs used, grids, timings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "pareto",
+        help="sweep every method's grid on a corpus: sparsity-recall points and frontiers",
+        description="Run the entmax model on a corpus and measure every method (window, Sparse "
+        "Transformer, BigBird, Longformer, Reformer, Routing, Sparsefinder) at every point of "
+        "its sweep grid: sparsity, recall, exact, precision, the gold sparsity and each "
+        "method's Pareto frontier. Writes DIR/pareto.json and DIR/pareto.html.",
+    )
+    p.add_argument("--corpus", nargs="+", required=True, metavar="PATH", help="corpus file(s)")
+    p.add_argument(
+        "--format", default="auto", choices=("auto", "conllu", "wikitext", "plain"),
+        help="corpus format (default: detected per file)",
+    )  # fmt: skip
+    p.add_argument("--limit", type=int, default=None, metavar="N", help="use at most N inputs")
+    p.add_argument("--skip", type=int, default=0, metavar="N", help="skip the first N inputs")
+    p.add_argument(
+        "--held-out", action="store_true",
+        help="skip the inputs the artefact was fitted on (read from its metadata)",
+    )  # fmt: skip
+    p.add_argument("--causal", action="store_true", help="mask future keys (decoder-style)")
+    p.add_argument(
+        "--methods", nargs="+", default=None, metavar="NAME",
+        help="methods to sweep (default: all available); names or one comma-separated list",
+    )  # fmt: skip
+    p.add_argument("--alpha", type=float, default=1.5, help="entmax alpha in [1, 2] (default 1.5)")
+    p.add_argument(
+        "--max-tokens", type=int, default=512, help="tokens per input, specials included (512)"
+    )
+    p.add_argument(
+        "--min-tokens", type=int, default=None, metavar="N",
+        help="drop shorter inputs (default: max-tokens / 2; the sweep grid is that of the "
+        "longest input restricted to points valid for the shortest)",
+    )  # fmt: skip
+    p.add_argument(
+        "--fidelity", action="store_true",
+        help="also measure output fidelity (cosine of final hidden states) of frontier points",
+    )  # fmt: skip
+    p.add_argument(
+        "--fidelity-texts", type=int, default=4, metavar="N",
+        help="inputs used for --fidelity (default 4: one masked forward pass per point and input)",
+    )  # fmt: skip
+    p.add_argument("--out", default="pareto-out", help="output directory (default: pareto-out)")
+    p.add_argument("--artefact", default=None, help="a Sparsefinder artefact (default: shipped)")
+    p.add_argument("--model", default=None, help="a local BERT checkpoint directory")
+    p.add_argument(
+        "--workers", type=int, default=None,
+        help="processes (default: 2 when there are 2+ CPUs and 8+ inputs, else 1)",
+    )  # fmt: skip
+    p.add_argument("--threads", type=int, default=1, help="torch threads per process (default 1)")
+    p.set_defaults(run=run)
+
+
+def select_inputs(args, tokenizer, artefact) -> tuple[list[str], list[dict]]:
+    """Pack the corpora and choose the inputs (skip / held-out / min-tokens / limit)."""
+    from sparse_core.corpus import file_digest, pack, read_corpus, token_counter
+
+    count = token_counter(tokenizer)
+    fitted = {}
+    if args.held_out:
+        if artefact is None:
+            from sparse_core.errors import SparsescopeError
+
+            raise SparsescopeError("--held-out needs a Sparsefinder artefact (none is loaded)")
+        meta = artefact.meta or {}
+        for c in meta.get("corpus") or []:
+            fitted[c.get("sha256")] = (c, meta.get("max_tokens"))
+    texts: list[str] = []
+    described = []
+    min_tokens = args.min_tokens if args.min_tokens is not None else args.max_tokens // 2
+    for path in args.corpus:
+        p = Path(path)
+        docs = read_corpus(p, args.format)
+        inputs = pack(docs, count, args.max_tokens)
+        digest = file_digest(p)
+        start, rule = 0, "all inputs"
+        if digest in fitted:
+            c, mt = fitted[digest]
+            if mt == args.max_tokens:
+                start = int(c.get("inputs_used") or 0)
+                rule = f"after the {start} inputs the artefact was fitted on"
+            else:  # another packing: keep inputs made only of documents the fit never read
+                seen = int(c.get("documents_seen") or 0)
+                start = next((k for k, i in enumerate(inputs) if i.docs[0] >= seen), len(inputs))
+                rule = f"inputs from documents >= {seen} (the fit read documents 0..{seen - 1})"
+        chosen = [i for i in inputs[start:] if i.n_tokens >= min_tokens]
+        texts.extend(i.text for i in chosen)
+        described.append({"name": str(p), "sha256": digest, "inputs_total": len(inputs),
+                          "held_out_rule": rule, "first_input": start,
+                          "inputs_kept": len(chosen)})  # fmt: skip
+    texts = texts[args.skip :]
+    if args.limit is not None:
+        texts = texts[: args.limit]
+    return texts, described
+
+
+def _check(args) -> None:
+    from sparse_core.errors import SparsescopeError
+
+    if args.limit is not None and args.limit < 1:
+        raise SparsescopeError(f"--limit must be >= 1, got {args.limit}")
+    if args.skip < 0:
+        raise SparsescopeError(f"--skip must be >= 0, got {args.skip}")
+    if args.workers is not None and not 1 <= args.workers <= 64:
+        raise SparsescopeError(f"--workers must be in [1, 64], got {args.workers}")
+    if not 1 <= args.threads <= 64:
+        raise SparsescopeError(f"--threads must be in [1, 64], got {args.threads}")
+    if args.fidelity_texts < 1:
+        raise SparsescopeError(f"--fidelity-texts must be >= 1, got {args.fidelity_texts}")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise SparsescopeError(f"--out must be a directory, but {str(out)!r} is a file")
+
+
+def method_names(raw: list[str] | None, artefact) -> list[str]:
+    from sparse_core.errors import SparsescopeError
+    from sparse_core.methods import METHODS, available
+
+    if raw is None:
+        return available(artefact)
+    names = [x.strip() for item in raw for x in item.split(",") if x.strip()]
+    for nm in names:
+        if nm not in METHODS:
+            raise SparsescopeError(f"unknown method {nm!r}; methods are {', '.join(METHODS)}")
+        if METHODS[nm].needs_artefact and artefact is None:
+            raise SparsescopeError(f"method {nm} needs a Sparsefinder artefact; none is loaded")
+    return names
+
+
+def figure(body: dict):
+    """The Plotly figure of a pareto.json body (``viz.pareto_figure``, gold line dashed)."""
+    from sparse_core.viz import pareto_figure
+
+    fig = pareto_figure(body)
+    fig.update_shapes(line_dash="dash")
+    fig.update_layout(
+        title={
+            "text": f"{body['model']}, α = {body['alpha']:g}, "
+            f"{'causal' if body['causal'] else 'bidirectional'}, {body['texts']} texts: "
+            f"gold sparsity {body['gold_sparsity']:.4f}",
+            "font": {"size": 14},
+        },
+        margin={"t": 60},
+    )
+    return fig
+
+
+def write_outputs(sweep, out: Path, extra: dict) -> tuple[Path, Path]:
+    import plotly.io as pio
+
+    out.mkdir(parents=True, exist_ok=True)
+    body = sweep.to_json()
+    js = out / "pareto.json"
+    js.write_text(json.dumps(body, indent=1, ensure_ascii=False) + "\n")
+    html = out / "pareto.html"
+    html.write_text(pio.to_html(figure(body), include_plotlyjs=True, full_html=True))
+    run_meta = {**extra, **sweep.meta, "grids": sweep.grids}
+    (out / "pareto-run.json").write_text(json.dumps(run_meta, indent=1, default=str) + "\n")
+    return js, html
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from sparse_core import load_model
+    from sparse_core.errors import ArtefactError, SparsescopeError
+    from sparse_core.model import normalize_alpha
+    from sparse_core.pareto import sweep_corpus
+    from sparse_core.sparsefinder import load_artefact
+
+    _check(args)
+    torch.set_num_threads(args.threads)
+    model = load_model(args.model, device="cpu")
+    normalize_alpha(args.alpha, model.config.num_layers, model.config.num_heads)
+    if not 8 <= args.max_tokens <= model.config.max_positions:
+        raise SparsescopeError(
+            f"--max-tokens must be in [8, {model.config.max_positions}] (the model's positions), "
+            f"got {args.max_tokens}"
+        )
+    try:
+        artefact = load_artefact(args.artefact, model_id=model.model_id, alpha=args.alpha)
+    except ArtefactError as exc:
+        if args.artefact is not None:
+            raise
+        print(
+            f"note: no Sparsefinder artefact ({exc}); reformer, routing and sf-* left out",
+            file=sys.stderr,
+        )
+        artefact = None
+    names = method_names(args.methods, artefact)
+    texts, corpora = select_inputs(args, model.tokenizer, artefact)
+    if not texts:
+        raise SparsescopeError(
+            "no inputs left to sweep (check --skip / --held-out / --limit / --min-tokens)"
+        )
+    workers = args.workers or (2 if (os.cpu_count() or 1) >= 2 and len(texts) >= 8 else 1)
+    t0 = time.perf_counter()
+    sweep = sweep_corpus(
+        model, texts, artefact, alpha=args.alpha, causal=args.causal, methods=names,
+        workers=workers, threads=args.threads, model_path=args.model,
+        artefact_path=args.artefact, fidelity_texts=args.fidelity_texts if args.fidelity else 0,
+    )  # fmt: skip
+    elapsed = time.perf_counter() - t0
+    extra = {
+        "corpus": corpora,
+        "max_tokens": args.max_tokens,
+        "workers": workers,
+        "threads": args.threads,
+        "seconds": round(elapsed, 1),
+        "artefact": None if artefact is None else (artefact.meta or {}).get("created"),
+    }
+    js, html = write_outputs(sweep, Path(args.out), extra)
+    body = sweep.to_json()
+    print(
+        f"{body['texts']} inputs, {len(body['points'])} points, gold sparsity "
+        f"{body['gold_sparsity']:.4f}, in {elapsed:.0f} s ({workers} process(es))"
+    )
+    for name in names:
+        idx = body["frontiers"][name]
+        pts = [body["points"][k] for k in idx]
+        best = ", ".join(f"{p['sparsity']:.3f}/{p['recall']:.3f}" for p in pts[:6])
+        more = f" … ({len(pts)} points)" if len(pts) > 6 else ""
+        print(f"  {name:16s} frontier sparsity/recall: {best}{more}")
+    print(f"wrote {js} and {html}")
+    return 0

@@ -1,0 +1,192 @@
+"""Learned-pattern baselines the paper compares Sparsefinder with (SPEC §3): Reformer and Routing.
+
+Both work in the same projected space as Sparsefinder (q̃_i, k̃_i ∈ R^r, from the artefact) so
+that the comparison is on the same footing (paper §5, App. C.2). Inputs are batched over any
+leading dims, typically ``qp, kp: (L, H, n, r)``; outputs are unfinished ``(L, H, n, n)`` bool
+masks (the caller ORs window / global add-ons in and ANDs the valid region, ``patterns.finish``).
+The intermediate assignments are exposed too, because the web page receives them and recomputes
+the masks in the browser.
+
+**Reformer** (Kitaev et al. 2020, LSH attention with shared query/key). Token i is hashed as the
+single vector ``x_i = [q̃_i; k̃_i] ∈ R^{2r}`` (concatenation), so its query and its key always share a
+bucket and the diagonal is always predicted. Per (layer l, head h, round u) one random rotation
+``R ∈ R^{2r × B/2}`` with i.i.d. N(0, 1) entries, and ``bucket(x) = argmax([x R ; −x R])`` (B
+buckets, B even; ties go to the lower index). Edge ``(i, j)`` iff ``bucket_u(i) = bucket_u(j)`` in
+at least one round u.
+Project choice: the entries of R come from the shared hash PRNG (:mod:`sparse_core.rng`), by
+Box–Muller, ``R[a, c] = sqrt(−2 ln(1 − u₁)) · cos(2π u₂)`` with
+``u₁ = hash_uniform(seed, REFORMER_STREAM, l, h, u, a, c, 0)`` and ``u₂ = … , 1)``; column c does
+not depend on B, so the rotation for B buckets is the first B/2 columns of any larger one.
+
+**Routing Transformer** (Roy et al. 2021), balanced variant of the paper's App. C.2. Per head and
+per text, spherical k-means with C centroids on the 2n unit vectors
+``{q̃_i / ‖q̃_i‖} ∪ {k̃_j / ‖k̃_j‖}``; then each centroid c takes its top ``m = ⌊n / C⌋ + 1``
+queries and, separately, its top m keys by cosine (ties to the lower position).
+Edge ``(i, j)`` iff some centroid took query i and key j. A token no centroid took gets no edges
+(that is what costs Routing recall, paper §2). Project choices (deterministic, no RNG):
+
+- initialisation by farthest-point seeding: centroid 0 is the normalised mean of the points
+  (point 0 if the mean is ~0), centroid c + 1 the point whose largest cosine to the chosen
+  centroids is smallest (ties to the lower point index: queries 0..n−1, then keys);
+- ``ROUTING_ITERS`` = 10 Lloyd iterations: assign each point to its highest-cosine centroid (ties
+  to the lower centroid), centroid = normalised sum of its points; an empty cluster keeps its
+  centroid;
+- m is clamped to n (C = 1 takes every token).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .errors import SparsescopeError
+from .rng import hash_uniform_t
+
+#: Stream constant (second hashed integer) of the Reformer rotations (BigBird 1, Longformer 2).
+REFORMER_STREAM = 3
+#: Spherical k-means iterations of the Routing baseline.
+ROUTING_ITERS = 10
+_EPS = 1e-12
+
+
+def _check_pair(qp: Tensor, kp: Tensor) -> None:
+    if qp.shape != kp.shape or qp.dim() < 2:
+        raise SparsescopeError(
+            f"projected queries and keys must have the same shape (..., n, r), "
+            f"got {tuple(qp.shape)} and {tuple(kp.shape)}"
+        )
+
+
+def reformer_rotations(
+    layers: int, heads: int, dim: int, n_buckets: int, rounds: int = 1, seed: int = 0
+) -> Tensor:
+    """The Gaussian rotations ``(L, H, rounds, dim, B/2)`` float64 (module docstring)."""
+    n_buckets = _even_buckets(n_buckets)
+    rounds = _positive("rounds", rounds)
+    half = n_buckets // 2
+    idx = (
+        torch.arange(layers).view(-1, 1, 1, 1, 1),
+        torch.arange(heads).view(1, -1, 1, 1, 1),
+        torch.arange(rounds).view(1, 1, -1, 1, 1),
+        torch.arange(dim).view(1, 1, 1, -1, 1),
+        torch.arange(half).view(1, 1, 1, 1, -1),
+    )
+    u1 = hash_uniform_t(seed, REFORMER_STREAM, *idx, 0)
+    u2 = hash_uniform_t(seed, REFORMER_STREAM, *idx, 1)
+    return torch.sqrt(-2.0 * torch.log1p(-u1)) * torch.cos(2.0 * math.pi * u2)
+
+
+def reformer_buckets(
+    qp: Tensor, kp: Tensor, n_buckets: int, rounds: int = 1, seed: int = 0
+) -> Tensor:
+    """LSH bucket of every token: ``(L, H, n, r)`` x 2 -> ``(L, H, rounds, n)`` int64 in [0, B).
+
+    ``bucket_u(i) = argmax([x_i R_u ; −x_i R_u])`` with ``x_i = [q̃_i; k̃_i]`` (module docstring).
+    """
+    _check_pair(qp, kp)
+    if qp.dim() != 4:
+        raise SparsescopeError(f"reformer needs (L, H, n, r) inputs, got {tuple(qp.shape)}")
+    x = torch.cat([qp, kp], dim=-1).double()  # (L, H, n, 2r)
+    rot = reformer_rotations(qp.shape[0], qp.shape[1], x.shape[-1], n_buckets, rounds, seed)
+    proj = torch.einsum("lhna,lhuac->lhunc", x, rot)  # (L, H, rounds, n, B/2)
+    return torch.cat([proj, -proj], dim=-1).argmax(dim=-1)  # (L, H, rounds, n)
+
+
+def buckets_mask(buckets: Tensor) -> Tensor:
+    """``(..., rounds, n)`` bucket ids -> ``(..., n, n)`` bool: same bucket in some round."""
+    same = buckets[..., :, None] == buckets[..., None, :]  # (..., rounds, n, n)
+    return same.any(dim=-3)
+
+
+def reformer(qp: Tensor, kp: Tensor, n_buckets: int, rounds: int = 1, seed: int = 0) -> Tensor:
+    """Reformer's shared-QK LSH pattern (SPEC §3): ``(L, H, n, r)`` x 2 -> ``(L, H, n, n)`` bool,
+    ``(i, j) ∈ M`` iff i and j share a bucket in some round (diagonal always in)."""
+    return buckets_mask(reformer_buckets(qp, kp, n_buckets, rounds, seed))
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), _EPS)
+
+
+def routing_centroids(
+    qp: Tensor, kp: Tensor, n_clusters: int, iters: int = ROUTING_ITERS
+) -> Tensor:
+    """Spherical k-means centroids ``(..., C, r)`` (float64 unit vectors) of the 2n normalised
+    projected queries and keys of each head (module docstring: farthest-point init, ``iters``
+    Lloyd steps; numpy, single-threaded, so it is cheap and predictable on a busy machine)."""
+    _check_pair(qp, kp)
+    C = _positive("n_clusters", n_clusters)
+    pts = _unit(np.concatenate([qp.numpy(), kp.numpy()], axis=-2).astype(np.float64))
+    lead, (m, r) = pts.shape[:-2], pts.shape[-2:]
+    if C > m:
+        raise SparsescopeError(f"n_clusters must be <= 2n = {m} for this text, got {C}")
+    x = pts.reshape(-1, m, r)  # (A, 2n, r)
+    A = x.shape[0]
+    mean = x.mean(axis=1)
+    norm = np.linalg.norm(mean, axis=-1, keepdims=True)
+    cent = np.empty((A, C, r))
+    cent[:, 0] = np.where(norm > 1e-9, mean / np.maximum(norm, _EPS), x[:, 0])
+    best = np.einsum("amr,ar->am", x, cent[:, 0])  # highest cosine to the chosen centroids
+    for c in range(1, C):
+        cent[:, c] = x[np.arange(A), best.argmin(axis=1)]  # the farthest point (first on ties)
+        best = np.maximum(best, np.einsum("amr,ar->am", x, cent[:, c]))
+    off = (np.arange(A) * C)[:, None]
+    for _ in range(iters):
+        idx = ((x @ cent.transpose(0, 2, 1)).argmax(axis=-1) + off).ravel()  # (A·2n,)
+        count = np.bincount(idx, minlength=A * C).reshape(A, C, 1)
+        sums = np.stack(
+            [np.bincount(idx, weights=x[..., d].ravel(), minlength=A * C) for d in range(r)], -1
+        ).reshape(A, C, r)
+        cent = np.where(count > 0, _unit(sums), cent)  # an empty cluster keeps its centroid
+    return torch.from_numpy(cent.reshape(*lead, C, r))
+
+
+def top_members(score: Tensor, m: int) -> Tensor:
+    """(..., n) scores -> (..., n) bool: the m highest, ties to the lower position (exactly the
+    first m of a stable descending sort), via the m-th largest value instead of a full sort."""
+    s = score.numpy() if isinstance(score, Tensor) else score
+    v = -np.partition(-s, m - 1, axis=-1)[..., m - 1 : m]  # (..., 1) the m-th largest
+    above, tie = s > v, s == v
+    need = m - above.sum(axis=-1, keepdims=True)
+    return torch.from_numpy(above | (tie & (np.cumsum(tie, axis=-1) <= need)))
+
+
+def routing_members(
+    qp: Tensor, kp: Tensor, n_clusters: int, iters: int = ROUTING_ITERS
+) -> tuple[Tensor, Tensor]:
+    """Balanced routing: ``(queries, keys)``, each ``(..., C, n)`` bool, True where centroid c
+    took that token among its top ``⌊n / C⌋ + 1`` by cosine (ties to the lower position)."""
+    cent = routing_centroids(qp, kp, n_clusters, iters).numpy()  # (..., C, r) float64
+    n = qp.shape[-2]
+    top = min(n // int(n_clusters) + 1, n)
+    cq = cent @ np.swapaxes(_unit(qp.numpy().astype(np.float64)), -1, -2)  # (..., C, n)
+    ck = cent @ np.swapaxes(_unit(kp.numpy().astype(np.float64)), -1, -2)
+    return top_members(cq, top), top_members(ck, top)
+
+
+def members_mask(queries: Tensor, keys: Tensor) -> Tensor:
+    """``(..., C, n)`` query / key membership -> ``(..., n, n)``: ∃ c with query i and key j."""
+    return (queries.transpose(-1, -2).float() @ keys.float()) > 0
+
+
+def routing(qp: Tensor, kp: Tensor, n_clusters: int, iters: int = ROUTING_ITERS) -> Tensor:
+    """Routing Transformer, balanced (SPEC §3): ``(..., n, r)`` x 2 -> ``(..., n, n)`` bool."""
+    return members_mask(*routing_members(qp, kp, n_clusters, iters))
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def _positive(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SparsescopeError(f"{name} must be an integer >= 1, got {value!r}")
+    return value
+
+
+def _even_buckets(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 2 or value % 2:
+        raise SparsescopeError(f"n_buckets must be an even integer >= 2 (Reformer), got {value!r}")
+    return value

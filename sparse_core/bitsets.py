@@ -1,0 +1,230 @@
+"""Row bitsets: the metrics of many predicted masks against one gold graph, every window at once.
+
+The Pareto sweeps (:mod:`sparse_core.pareto`, SPEC §4) evaluate thousands of masks per text;
+none is built as an (L, H, n, n) bool tensor. A mask is held as row bitsets ``(…, n, W)`` uint64
+(W = ⌈n / 64⌉; column j is bit j mod 64 of word ⌊j / 64⌋, numpy ``packbits`` little bit order),
+and every window width is derived from one *base* mask M (the method's own mask, globals OR'd
+in, ∩ V). With ``B_h = {(i, j) : |i − j| ≤ h}`` (h = ⌊w/2⌋; w = 0 is no band) and
+``M_w = M ∪ (B_h ∩ V)``:
+
+- ``|M_w ∩ V| = |M| + |B_h ∩ V| − |B_h ∩ M|``; the last term comes from each row's diagonal span
+  [i − hmax, i + hmax], shifted out of the row into a few words and popcounted under one mask per
+  h (:func:`band_counts`);
+- ``|M_w ∩ G| = |M ∩ G| + #{(i, j) ∈ G ∖ M : |i − j| ≤ h}``: each gold edge is looked up once
+  and the missed ones are counted by the first window that covers them (a cumulative histogram);
+- exact: row i is whole in M_w iff every gold key it misses in M lies within distance h, i.e. the
+  latest-covered of its gold keys is covered (a per-row maximum, then a histogram).
+
+So one pass per base mask gives every window width; the result equals ``metrics`` on explicit
+masks exactly (tests/core/test_pareto.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from torch import Tensor
+
+METRICS = ("sparsity", "recall", "exact", "precision")
+_ONE = np.uint64(1)
+
+
+def words(n: int) -> int:
+    return (n + 63) // 64
+
+
+def pack(mask: Tensor | np.ndarray) -> np.ndarray:
+    """(…, n, n) bool -> (…, n, W) uint64 row bitsets (column j = bit j % 64 of word j // 64)."""
+    a = mask.numpy() if isinstance(mask, Tensor) else np.asarray(mask)
+    n = a.shape[-1]
+    packed = np.packbits(a, axis=-1, bitorder="little")  # (…, n, ⌈n/8⌉)
+    out = np.zeros((*a.shape[:-1], words(n) * 8), dtype=np.uint8)
+    out[..., : packed.shape[-1]] = packed
+    return out.view(np.uint64)
+
+
+def unpack(bits: np.ndarray, n: int) -> np.ndarray:
+    """Inverse of :func:`pack`: (…, n, W) uint64 -> (…, n, n) bool."""
+    return np.unpackbits(bits.view(np.uint8), axis=-1, count=n, bitorder="little").astype(bool)
+
+
+def popcount(bits: np.ndarray) -> np.ndarray:
+    return np.bitwise_count(bits)
+
+
+def row_bits(n: int, rows: np.ndarray) -> np.ndarray:
+    """(…, n) bool column sets -> (…, W) uint64 (one bitset per leading index)."""
+    return pack(rows[..., None, :])[..., 0, :]
+
+
+# ----------------------------------------------------------------------------- per-text gold
+
+
+class Gold:
+    """Per text: the gold edges, the valid region and window geometry, shared by all methods."""
+
+    def __init__(self, graph: Tensor, causal: bool) -> None:
+        L, H, n, _ = graph.shape
+        self.L, self.H, self.n, self.causal, self.W = L, H, n, bool(causal), words(n)
+        g = graph.numpy() if isinstance(graph, Tensor) else np.asarray(graph)
+        self.e_lh, self.e_i, self.e_j = np.nonzero(g.reshape(L * H, n, n))  # sorted (lh, i, j)
+        self.e_d = np.abs(self.e_i - self.e_j)
+        row = self.e_lh * n + self.e_i
+        counts = np.bincount(row, minlength=L * H * n)
+        self.row_has_gold = counts > 0  # entmax rows always have one; kept general
+        self.row_start = np.concatenate([[0], np.cumsum(counts)[:-1]])  # (LH*n,)
+        self.gold = np.bincount(self.e_lh, minlength=L * H).astype(np.int64)  # |G| per head
+        v = np.ones((n, n), dtype=bool)
+        self.valid = np.tril(v) if causal else v
+        self.n_valid = int(self.valid.sum())
+        self.vbits = pack(self.valid)  # (n, W)
+        g = np.zeros((n, n), dtype=bool)
+        g[[0, -1], :] = True
+        g[:, [0, -1]] = True
+        self.gbits = pack(g & self.valid)  # (n, W) globals ∩ V
+        self.row_starts = self.row_start[self.row_has_gold]
+        self.shift = (self.e_j & 63).astype(np.uint64)
+        self._pos: dict[int, np.ndarray] = {}
+        self._geo: dict[tuple, dict] = {}
+
+    def flat_pos(self, A: int) -> np.ndarray:
+        """Flat word index of every gold edge in a (A, n, W) bitset (A = 1 or L·H)."""
+        if A not in self._pos:
+            a = self.e_lh if A > 1 else np.zeros_like(self.e_lh)
+            self._pos[A] = (a * self.n + self.e_i) * self.W + (self.e_j >> 6)
+        return self._pos[A]
+
+    def geometry(self, hs: np.ndarray) -> dict:
+        """Per window set: |B_h ∩ V|, each edge's first covering window (sorted by h), keys."""
+        tag = tuple(int(h) for h in hs)
+        if tag not in self._geo:
+            nq, n, LH = len(hs), self.n, self.L * self.H
+            order = np.argsort(hs, kind="stable")
+            inv = np.empty_like(order)
+            inv[order] = np.arange(nq)
+            first = np.searchsorted(hs[order], self.e_d, side="left").astype(np.uint8)
+            self._geo[tag] = {
+                "band_v": np.array([self.band_valid(int(h)) for h in hs], dtype=np.int64),
+                "first": first,  # (E,) in [0, nq]; nq: no window reaches it
+                "head_key": self.e_lh * (nq + 1),
+                "row_key": np.repeat(np.arange(LH) * (nq + 1), n)[None, :],
+                "inv": inv,
+            }
+        return self._geo[tag]
+
+    def band_valid(self, h: int) -> int:
+        """|B_h ∩ V|."""
+        n = self.n
+        if h < 0:
+            return 0
+        h = min(h, n - 1)
+        one_side = h * n - h * (h + 1) // 2  # Σ_{d=1..h} (n − d)
+        return n + one_side if self.causal else n + 2 * one_side
+
+
+def half_widths(windows: Sequence[int]) -> np.ndarray:
+    """Window widths -> half widths h = ⌊w/2⌋ (−1 for w = 0: no band)."""
+    return np.array([(w // 2) if w > 0 else -1 for w in windows], dtype=np.int64)
+
+
+def band_counts(bits: np.ndarray, n: int, hs: Sequence[int]) -> np.ndarray:
+    """Σ_i |{j : |i − j| ≤ h} ∩ M_i| for each h: bits (…, n, W) -> (…, len(hs)) int64.
+
+    Each row's diagonal span [i − hmax, i + hmax] is shifted out of the row bitset into
+    ⌈(2 hmax + 1) / 64⌉ words (``(w0 >> o) | ((w1 << 1) << (63 − o))``, no shift by 64), then
+    popcounted under one mask per h.
+    """
+    hs = [int(h) for h in hs]
+    out = np.zeros((*bits.shape[:-2], len(hs)), dtype=np.int64)
+    pos = [k for k, h in enumerate(hs) if h >= 0]
+    if not pos:
+        return out
+    hmax = min(max(hs[k] for k in pos), n - 1)
+    span = 2 * hmax + 1
+    nwx = (span + 63) // 64
+    padw = (hmax + 63) // 64
+    W = bits.shape[-1]
+    xp = np.zeros((*bits.shape[:-1], padw + W + nwx + 1), dtype=np.uint64)
+    xp[..., padw : padw + W] = bits
+    start = np.arange(n) - hmax + 64 * padw  # (n,) >= 0
+    masks = np.zeros((len(pos), nwx), dtype=np.uint64)
+    for r, k in enumerate(pos):
+        h = min(hs[k], hmax)
+        lo, hi = hmax - h, hmax + h  # bits [lo, hi] of the span
+        for q in range(nwx):
+            a, b = max(lo, 64 * q), min(hi, 64 * q + 63)
+            if a <= b:
+                width = b - a + 1
+                m = (1 << width) - 1 if width < 64 else (1 << 64) - 1
+                masks[r, q] = np.uint64(m << (a - 64 * q))
+    total = np.zeros((*bits.shape[:-2], len(pos)), dtype=np.int64)
+    rows = np.arange(n)
+    for q in range(nwx):
+        b = start + 64 * q
+        lo_w, off = b >> 6, (b & 63).astype(np.uint64)
+        w0, w1 = xp[..., rows, lo_w], xp[..., rows, lo_w + 1]  # (…, n)
+        ext = (w0 >> off) | ((w1 << _ONE) << (np.uint64(63) - off))
+        sel = masks[:, q]
+        live = np.flatnonzero(sel)
+        if live.size:  # (…, live, n): popcount under each mask, summed over the rows
+            pc = popcount(sel[live][:, None] & ext[..., None, :])
+            total[..., live] += pc.sum(axis=-1, dtype=np.uint32)
+    out[..., pos] = total
+    return out
+
+
+def evaluate_bits(gold: Gold, bits: np.ndarray, windows: Sequence[int]) -> dict[str, np.ndarray]:
+    """Metrics of ``M_w = M ∪ (B_w ∩ V)`` for P base masks and every window width.
+
+    ``bits`` (P, A, n, W) uint64 with A = 1 (same mask for every head) or L·H, already ∩ V
+    (globals OR'd in where wanted). Returns metric -> (P, len(windows), L·H) float64.
+    """
+    return to_metrics(gold, count_bits(gold, bits, windows))
+
+
+def to_metrics(gold: Gold, c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Counts (``size`` = |M ∩ V|, ``hit`` = |M ∩ G|, ``covered`` rows) -> SPEC §4 metrics
+    (degenerate ratios as in :mod:`sparse_core.metrics`)."""
+    size, t, g = c["size"], c["hit"], gold.gold
+    return {
+        "sparsity": 1.0 - size / gold.n_valid,
+        "recall": np.where(g > 0, t / np.maximum(g, 1), 1.0),
+        "exact": c["covered"] / gold.n,
+        "precision": np.where(size > 0, t / np.maximum(size, 1), 1.0),
+    }
+
+
+def count_bits(gold: Gold, bits: np.ndarray, windows: Sequence[int]) -> dict[str, np.ndarray]:
+    """The integer counts behind :func:`evaluate_bits`: size, hit, covered (P, nW, L·H)."""
+    P, A, n, W = bits.shape
+    LH = gold.L * gold.H
+    hs = half_widths(windows)
+    nq = len(hs)
+    geo = gold.geometry(hs)
+    # ---- valid side: |M|, |B_h ∩ M|
+    s0 = popcount(bits).sum(axis=(-2, -1), dtype=np.int64)  # (P, A)
+    band_m = band_counts(bits, n, hs)  # (P, A, nq)
+    size = (s0[..., None] + geo["band_v"] - band_m).transpose(0, 2, 1)  # (P, nq, A)
+    size = np.broadcast_to(size, (P, nq, LH)) if A == 1 else size
+    # ---- gold side: one bit lookup per gold edge; cov = the first (sorted) window covering it
+    flat = bits.reshape(P, -1)
+    pos = gold.flat_pos(A)
+    hit = ((flat[:, pos] >> gold.shift) & _ONE).astype(bool)  # (P, E)
+    cov = np.where(hit, np.uint8(0), geo["first"])  # (P, E) uint8 in [0, nq]
+    key = geo["head_key"] + cov + (np.arange(P) * (LH * (nq + 1)))[:, None]
+    hist = np.bincount(key.ravel(), minlength=P * LH * (nq + 1)).reshape(P, LH, nq + 1)
+    hits = np.cumsum(hist, axis=-1)[..., :nq]  # (P, LH, nq), sorted-h order
+    # exact: a row is whole in M_w iff its latest-covered gold key is covered at w
+    last = np.zeros((P, LH * n), dtype=np.uint8)
+    if cov.shape[1]:
+        last[:, gold.row_has_gold] = np.maximum.reduceat(cov, gold.row_starts, axis=1)
+    rkey = geo["row_key"] + last + (np.arange(P) * (LH * (nq + 1)))[:, None]
+    rhist = np.bincount(rkey.ravel(), minlength=P * LH * (nq + 1)).reshape(P, LH, nq + 1)
+    covered = np.cumsum(rhist, axis=-1)[..., :nq]
+    inv = geo["inv"]
+    return {
+        "size": np.ascontiguousarray(size),
+        "hit": hits[..., inv].transpose(0, 2, 1),
+        "covered": covered[..., inv].transpose(0, 2, 1),
+    }

@@ -1,0 +1,141 @@
+"""Reformer and Routing baselines against their definitions (SPEC §3) on hand-made cases."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sparse_core import baselines as B
+from sparse_core.errors import SparsescopeError
+
+FAST = settings(max_examples=40, deadline=None)
+
+
+def rand_qk(seed: int, L=2, H=3, n=17, r=4):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(L, H, n, r, generator=g), torch.randn(L, H, n, r, generator=g)
+
+
+# ----------------------------------------------------------------------------- reformer
+
+
+@FAST
+@given(seed=st.integers(0, 10_000), nb=st.sampled_from([2, 4, 6, 8, 20]), rounds=st.integers(1, 3))
+def test_reformer_matches_definition(seed, nb, rounds):
+    q, k = rand_qk(seed)
+    buckets = B.reformer_buckets(q, k, nb, rounds, seed=seed)
+    assert buckets.shape == (2, 3, rounds, 17)
+    assert buckets.min() >= 0 and buckets.max() < nb
+    # bucket = argmax([xR; -xR]) with x = [q; k], recomputed by hand for every head and round
+    rot = B.reformer_rotations(2, 3, 8, nb, rounds, seed)
+    for li in range(2):
+        for hi in range(3):
+            x = torch.cat([q[li, hi], k[li, hi]], dim=-1).double()  # (n, 2r)
+            for u in range(rounds):
+                proj = x @ rot[li, hi, u]
+                want = torch.cat([proj, -proj], dim=-1).argmax(-1)
+                assert torch.equal(buckets[li, hi, u], want)
+    mask = B.reformer(q, k, nb, rounds, seed=seed)
+    want = torch.zeros(2, 3, 17, 17, dtype=torch.bool)
+    for u in range(rounds):
+        b = buckets[:, :, u]
+        want |= b[..., :, None] == b[..., None, :]
+    assert torch.equal(mask, want)
+    # a token's query and key share its bucket: the diagonal is always predicted; symmetric
+    assert mask.diagonal(dim1=-2, dim2=-1).all()
+    assert torch.equal(mask, mask.transpose(-1, -2))
+
+
+def test_reformer_opposite_tokens_never_share_a_bucket():
+    x = torch.randn(1, 1, 1, 4)
+    q = torch.cat([x, -x], dim=2)  # token 1 is token 0 negated (queries and keys)
+    b = B.reformer_buckets(q, q.clone(), 8, rounds=4)[0, 0]  # (rounds, 2)
+    assert ((b[:, 0] - b[:, 1]).abs() == 4).all()  # argmax of [xR; -xR] vs [-xR; xR]
+    assert not B.reformer(q, q.clone(), 8, rounds=4)[0, 0, 0, 1]
+
+
+def test_reformer_prefixes_and_determinism():
+    q, k = rand_qk(3)
+    r4 = B.reformer_rotations(2, 3, 8, 4, 2, seed=5)
+    r8 = B.reformer_rotations(2, 3, 8, 8, 3, seed=5)
+    assert torch.equal(r8[..., :2, :, :2], r4)  # rounds and columns do not depend on B / rounds
+    b1 = B.reformer_buckets(q, k, 6, rounds=1, seed=1)
+    b3 = B.reformer_buckets(q, k, 6, rounds=3, seed=1)
+    assert torch.equal(b3[:, :, :1], b1)
+    assert torch.equal(B.reformer_buckets(q, k, 6, 3, seed=1), b3)
+    assert not torch.equal(B.reformer_buckets(q, k, 6, 3, seed=2), b3)
+
+
+@pytest.mark.parametrize("nb", [0, 3, 7, -2, 2.0, True])
+def test_reformer_rejects_bad_bucket_counts(nb):
+    q, k = rand_qk(0)
+    with pytest.raises(SparsescopeError, match="n_buckets"):
+        B.reformer_buckets(q, k, nb)
+
+
+# ----------------------------------------------------------------------------- routing
+
+
+@FAST
+@given(seed=st.integers(0, 10_000), C=st.integers(1, 9), n=st.integers(2, 30))
+def test_routing_balanced_and_unchosen_tokens_have_no_edges(seed, C, n):
+    C = min(C, 2 * n)
+    q, k = rand_qk(seed, n=n)
+    Q, K = B.routing_members(q, k, C)
+    assert Q.shape == K.shape == (2, 3, C, n)
+    top = min(n // C + 1, n)
+    assert (Q.sum(-1) == top).all() and (K.sum(-1) == top).all()  # balanced sizes
+    mask = B.routing(q, k, C)
+    want = (Q[..., :, :, None] & K[..., :, None, :]).any(dim=-3)  # ∃ c: query i and key j
+    assert torch.equal(mask, want)
+    assert not mask[~Q.any(-2)].any()  # a query no centroid took: an empty row
+    assert not mask.transpose(-1, -2)[~K.any(-2)].any()  # a key no centroid took: empty column
+    # each centroid took its top queries / keys by cosine (ties to the lower position)
+    cent = B.routing_centroids(q, k, C).numpy()
+    cos = torch.from_numpy(cent @ B._unit(q.double().numpy()).swapaxes(-1, -2))  # (L, H, C, n)
+    order = torch.argsort(cos, dim=-1, descending=True, stable=True)[..., :top]
+    assert torch.equal(Q, torch.zeros_like(Q).scatter_(-1, order, True))
+
+
+def test_routing_two_obvious_clusters():
+    # queries and keys point either along e0 or along e1: two clusters, each picks its own
+    n = 8
+    e0, e1 = torch.eye(4)[0], torch.eye(4)[1]
+    side = torch.tensor([0, 1, 0, 1, 0, 1, 0, 1]).bool()
+    x = torch.where(side[:, None], e1, e0) * torch.linspace(1, 2, n)[:, None]
+    x = x + 0.01 * torch.randn(n, 4, generator=torch.Generator().manual_seed(0))
+    q = x.view(1, 1, n, 4)
+    Q, K = B.routing_members(q, q.clone(), 2)  # top 5 each
+    mask = B.routing(q, q.clone(), 2)[0, 0]
+    for c in range(2):
+        members = Q[0, 0, c]
+        assert members[side].all() or members[~side].all()  # the 4 of its own side are in
+    assert Q[0, 0, 0, side].all() != Q[0, 0, 1, side].all()  # one cluster per side
+    same = side[:, None] == side[None, :]
+    assert mask[same].all()  # every pair on the same side is predicted
+
+
+def test_routing_one_cluster_takes_everything():
+    q, k = rand_qk(1, n=9)
+    assert B.routing(q, k, 1).all()
+
+
+def test_top_members_matches_stable_sort():
+    g = torch.Generator().manual_seed(0)
+    s = torch.randint(0, 4, (5, 30), generator=g).double()  # many ties
+    for m in (1, 3, 7, 30):
+        order = torch.argsort(s, dim=-1, descending=True, stable=True)[..., :m]
+        want = torch.zeros_like(s, dtype=torch.bool).scatter_(-1, order, True)
+        assert torch.equal(B.top_members(s, m), want)
+
+
+def test_routing_errors():
+    q, k = rand_qk(0, n=3)
+    with pytest.raises(SparsescopeError, match="n_clusters"):
+        B.routing(q, k, 0)
+    with pytest.raises(SparsescopeError, match="n_clusters"):
+        B.routing(q, k, 7)  # more than the 2n points
+    with pytest.raises(SparsescopeError, match="same shape"):
+        B.routing(q, k[..., :2, :], 2)
