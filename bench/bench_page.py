@@ -48,6 +48,22 @@ SLIDE_JS = """async ([name, steps]) => {
   return performance.getEntriesByName('slider-update').map((e) => e.duration);
 }"""
 
+HOVER_JS = """async (count) => {
+  const el = document.querySelector('.heatmap-overlay');
+  const box = el.getBoundingClientRect();
+  performance.clearMeasures('hover');
+  for (let k = 0; k < count; k++) {
+    // scattered points over the matrix (the canvas' last 8 px are padding)
+    const fx = ((k * 0.6180339887) % 1) * 0.7 + 0.25, fy = ((k * 0.7548776662) % 1) * 0.7 + 0.25;
+    el.dispatchEvent(new MouseEvent('mousemove', {
+      clientX: box.left + fx * (box.width - 8), clientY: box.top + fy * (box.height - 8),
+      bubbles: true,
+    }));
+    await new Promise((r) => requestAnimationFrame(() => r()));
+  }
+  return performance.getEntriesByName('hover').map((e) => e.duration);
+}"""
+
 OPEN_JS = """async (tiles) => {
   const all = [...document.querySelectorAll('.tile')];
   const out = [];
@@ -124,6 +140,7 @@ def bench_n(browser, base: str, model, n: int, steps: int, cold: int) -> dict:
         page.select_option("#method", m["name"])
         page.wait_for_timeout(300)
         per_method[m["name"]] = page.evaluate(SLIDE_JS, [slider_of(m), steps])
+    hover = page.evaluate(HOVER_JS, 60)
     warm = page.evaluate(OPEN_JS, list(range(1, heads)) + [0])
     page.close()
     cold_times = []
@@ -133,7 +150,7 @@ def bench_n(browser, base: str, model, n: int, steps: int, cold: int) -> dict:
         cold_times += page.evaluate(OPEN_JS, [heads - 1])
         page.close()
     return {"n": n, "per_method": per_method, "warm": warm, "cold": cold_times,
-            "prefetched": prefetched}  # fmt: skip
+            "hover": hover, "prefetched": prefetched}  # fmt: skip
 
 
 def report(results: list[dict], model_id: str, argv: list[str]) -> str:
@@ -150,7 +167,8 @@ def report(results: list[dict], model_id: str, argv: list[str]) -> str:
         "Times in ms from the page's User Timing measures: `slider-update` runs from the slider's",
         "first `input` event of a frame to the end of the repaint (mask, metrics, heatmap canvas,",
         "metrics panel, Pareto star), including the wait for the animation frame; `head-open`",
-        "from the grid click to the new head's heatmap, metrics and star painted.",
+        "from the grid click to the new head's heatmap, metrics and star painted; `hover` is",
+        "the work of entering a new heatmap cell (tooltip text and crosshair, no server call).",
         "",
         "| n | measure | count | p50 | p95 | max | target |",
         "|---:|---|---:|---:|---:|---:|---|",
@@ -172,6 +190,7 @@ def report(results: list[dict], model_id: str, argv: list[str]) -> str:
         )
         for name, xs in r["per_method"].items():
             lines.append(row(n, f"slider-update, {name}", xs))
+        lines.append(row(n, "hover (tooltip + crosshair)", r["hover"], "< 50 ms"))
         warm = "head-open (prefetched)" if r["prefetched"] else "head-open (fetched on click)"
         lines.append(row(n, warm, r["warm"], "≤ 100 ms" if n <= 128 else ""))
         if r["cold"]:

@@ -155,10 +155,7 @@ export function initHeatmap(root, legend) {
       const cy = top + (a + 0.5) * cell;
       const kept = mask === null || mask[head.edgeI[e] * n + head.edgeJ[e]] === 1;
       if (!big) {
-        if (kept) {
-          caught.moveTo(cx + r, cy);
-          caught.arc(cx, cy, r, 0, 2 * Math.PI);
-        }
+        if (kept) caught.rect(cx - r, cy - r, 2 * r, 2 * r); // a few px: a square reads as a dot
       } else if (kept) addStar(caught, cx, cy, r);
       else {
         const d = r * 0.75;
@@ -279,9 +276,11 @@ export function initHeatmap(root, legend) {
     const s = store.get();
     if (h.kind === "cell") {
       if (!hoverCell || hoverCell.a !== h.a || hoverCell.b !== h.b) {
+        const start = performance.now();
         hoverCell = { a: h.a, b: h.b };
         showTooltip(ev, lay.vis[h.a], lay.vis[h.b]);
         drawOverlay();
+        performance.measure("hover", { start }); // tooltip and crosshair of a new cell
       } else moveTooltip(ev);
       if (s.hoverToken !== null) store.set({ hoverToken: null });
       return;
@@ -363,9 +362,7 @@ export function initHeatmap(root, legend) {
       return;
     }
     if (changed.has("result")) drawCells();
-    if (["lockedRow", "hoverToken", "clusterMembers", "result"].some((k) => changed.has(k))) {
-      drawOverlay();
-    }
+    if (["lockedRow", "hoverToken", "clusterMembers"].some((k) => changed.has(k))) drawOverlay();
   });
   let pending = false;
   new ResizeObserver(() => {

@@ -10,7 +10,8 @@
  * - "slider-update": first input event after the last frame -> mask, metrics, heatmap and Pareto
  *   point repainted;
  * - "head-open": a head was asked for (grid click, keys, URL) -> its payload fetched, prepared,
- *   mask computed and everything repainted.
+ *   mask computed and everything repainted;
+ * - "hover" (heatmap.js): the pointer entered a new cell -> tooltip and crosshair drawn.
  */
 
 import { computeMetrics } from "./metrics.js";
