@@ -20,7 +20,9 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -193,6 +195,8 @@ class AnalysisService:
         self._artefacts: dict[float, tuple[Any, str | None]] = {}
         self._explicit_artefact = artefact
         self._model_lock = threading.Lock()
+        # spaCy runs in this one thread (one tagging at a time, beside the model's forward)
+        self._tag_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sparsescope-pos")
         self._start_lock = threading.Lock()
         self.cache = LruCache(settings.cache_entries, settings.cache_bytes)
         self.stats = Stats()
@@ -357,29 +361,30 @@ class AnalysisService:
         return entry
 
     def _run_model(self, text: str, alpha: float, causal: bool, truncate: bool):
-        try:
+        with _user_errors():
             return self.model.run(text, alpha=alpha, causal=causal, truncate=truncate)
-        except TextTooLongError as exc:
-            raise ApiError(
-                400,
-                f"text is {exc.length} tokens long but the model takes at most {exc.limit} "
-                f"(special tokens included); shorten it, or send truncate=true to analyse the "
-                f"first {exc.limit} tokens",
-                "text",
-            ) from None
-        except EmptyTextError as exc:
-            raise ApiError(400, str(exc), "text") from None
+
+    def _start_tagging(self, text: str, truncate: bool) -> Future | None:
+        """Tag the words of the part of ``text`` the model will see, on the other core while
+        the forward runs (spaCy and torch both release the GIL in their inner loops)."""
+        pos = _optional("pos")
+        if pos is None:
+            return None
+        with _user_errors():
+            enc = self.model.encode(text, truncate=truncate)
+        return self._tag_pool.submit(pos.word_tags, text[: _covered(enc.offsets, enc.special)])
 
     def _analyze(self, key: str, text: str, alpha: float, causal: bool, truncate: bool) -> Entry:
         t = {}
         t0 = time.perf_counter()
+        words = self._start_tagging(text, truncate)
         out = self._run_model(text, alpha, causal, truncate)
         t["model"] = time.perf_counter() - t0
         self.stats.runs += 1
         art, art_name = self.artefact_for(alpha)
         t0 = time.perf_counter()
-        pos = self._tags(out)
-        t["pos"] = time.perf_counter() - t0
+        pos = self._tags(out, words)
+        t["pos"] = time.perf_counter() - t0  # what is left of the tagging after the forward
         t0 = time.perf_counter()
         ctx = self._context(out, art)
         summary = self._summary(out, ctx, art)
@@ -419,14 +424,18 @@ class AnalysisService:
         entry.nbytes = tensor_nbytes([out, ctx], exclude=[art]) + 2 * len(body_json)
         return entry
 
-    def _tags(self, out) -> list[str | None]:
+    def _tags(self, out, words: Future | None = None) -> list[str | None]:
         """Universal POS tag of every token (``sparse_core.pos``); None for special tokens, which
-        the page leaves out of POS shares, and for every token while no tagger is installed."""
+        the page leaves out of POS shares, and for every token while no tagger is installed.
+        ``words``: the spaCy words being tagged by :meth:`_start_tagging`, else tagged here."""
         pos = _optional("pos")
         if pos is None:
             return [None] * out.n
         try:
-            tags = pos.tag_tokens(out.text, out.offsets, out.special)
+            if words is None:
+                end = _covered(out.offsets, out.special)
+                words = self._tag_pool.submit(pos.word_tags, out.text[:end])
+            tags = pos.tag_tokens(out.text, out.offsets, out.special, words=words.result())
         except SparsescopeError as exc:  # no spaCy pipeline installed: the page shows no tags
             log.warning("no POS tags: %s", exc)
             return [None] * out.n
@@ -714,6 +723,28 @@ class AnalysisService:
 
 
 # ----------------------------------------------------------------------------- helpers
+
+
+@contextmanager
+def _user_errors() -> Iterator[None]:
+    """The text errors of tokenising / running the model as 400s on the field ``text``."""
+    try:
+        yield
+    except TextTooLongError as exc:
+        raise ApiError(
+            400,
+            f"text is {exc.length} tokens long but the model takes at most {exc.limit} "
+            f"(special tokens included); shorten it, or send truncate=true to analyse the "
+            f"first {exc.limit} tokens",
+            "text",
+        ) from None
+    except EmptyTextError as exc:
+        raise ApiError(400, str(exc), "text") from None
+
+
+def _covered(offsets, special) -> int:
+    """End of the text the tokens cover (a truncated text's tail is not tagged)."""
+    return max((e for (_, e), sp in zip(offsets, special, strict=True) if not sp), default=0)
 
 
 def _check_alpha(alpha: float) -> float:

@@ -66,3 +66,16 @@ def test_cluster_breakdown_needs_an_artefact(client, analysis):
 def test_cluster_breakdown_head_out_of_range(art_client, art_analysis):
     r = art_client.get(f"/api/analyses/{art_analysis['id']}/clusters/2/0")
     assert_error(r, 400, "layer", "layer must be in [0, 1]")
+
+
+def test_truncated_text_tags_only_what_the_model_sees(client, service, monkeypatch):
+    tagged = []
+    real = pos.word_tags
+    monkeypatch.setattr(pos, "word_tags", lambda text: tagged.append(len(text)) or real(text))
+    text = "The cat sat on the mat. " * 20000  # 480 000 characters, far over 512 tokens
+    r = client.post("/api/analyze", json={"text": text, "truncate": True})
+    assert r.status_code == 200, r.text
+    a = r.json()
+    assert a["truncated"] and a["n"] == 512
+    assert tagged and max(tagged) < 5000  # the ~510 tokens' span, not the whole text
+    assert [t["pos"] for t in a["tokens"][1:4]] == ["DET", "NOUN", "VERB"]
