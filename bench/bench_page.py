@@ -10,7 +10,8 @@ through up to ``--steps`` positions (an `input` event, then two animation frames
 and every head of the grid is opened in turn. "cold" head opens click a head right after a fresh
 analysis, before the page prefetched it (payload fetched from the server). The server runs
 in-process (uvicorn thread) on a free loopback port; Chromium is Debian's /usr/bin/chromium.
-``--write`` replaces the "## Page latency" section of docs/benchmarks.md (other sections stay).
+``--write`` puts the table into docs/benchmarks.md, "## Page latency", in the subsection of the
+model (replacing a previous run of the same model; other sections stay).
 """
 
 from __future__ import annotations
@@ -153,22 +154,28 @@ def bench_n(browser, base: str, model, n: int, steps: int, cold: int) -> dict:
             "hover": hover, "prefetched": prefetched}  # fmt: skip
 
 
+INTRO = """\
+Headless Chromium (Debian's `/usr/bin/chromium`, `--disable-gpu`) driven by Playwright, the server
+in-process on loopback; `bench/bench_page.py` (one subsection per model, replaced by a re-run).
+Times in ms from the page's own User Timing measures (frontend/js/live.js, heatmap.js):
+`slider-update` runs from the first `input` event of a frame to the end of the repaint (mask,
+metrics, heatmap canvas, metrics panel, Pareto star), the wait for the animation frame included;
+`hover` is the work of entering a new heatmap cell (tooltip and crosshair, no server call);
+`head-open` runs from the grid click to the new head's heatmap, metrics and star. The machine is
+shared (2 CPU threads, several other processes busy): the load average is given with each run.
+"""
+
+
 def report(results: list[dict], model_id: str, argv: list[str]) -> str:
-    cpu = f"{os.cpu_count()} CPU threads"
+    """The "### model `...`" subsection of one run: context, command and the table."""
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     lines = [
-        SECTION,
+        f"### model `{model_id}`",
         "",
-        f"Headless Chromium (`/usr/bin/chromium`, `--disable-gpu`), {platform.machine()}, {cpu},"
-        f" load average {load:.1f} at the end of the run; model `{model_id}`. Command:",
+        f"{platform.machine()}, {os.cpu_count()} CPU threads, load average {load:.1f} at the end"
+        " of the run. Command:",
         "",
-        f"    python bench/bench_page.py {' '.join(argv)}",
-        "",
-        "Times in ms from the page's User Timing measures: `slider-update` runs from the slider's",
-        "first `input` event of a frame to the end of the repaint (mask, metrics, heatmap canvas,",
-        "metrics panel, Pareto star), including the wait for the animation frame; `head-open`",
-        "from the grid click to the new head's heatmap, metrics and star painted; `hover` is",
-        "the work of entering a new heatmap cell (tooltip text and crosshair, no server call).",
+        f"    python bench/bench_page.py {' '.join(argv)}".rstrip(),
         "",
         "| n | measure | count | p50 | p95 | max | target |",
         "|---:|---|---:|---:|---:|---:|---|",
@@ -183,11 +190,8 @@ def report(results: list[dict], model_id: str, argv: list[str]) -> str:
     for r in results:
         n = r["n"]
         allv = [v for vs in r["per_method"].values() for v in vs]
-        lines.append(
-            row(
-                n, "slider-update, all methods", allv, "≤ 50 ms p95" if n <= 128 else "≤ 150 ms p95"
-            )
-        )
+        target = "≤ 50 ms p95" if n <= 128 else "≤ 150 ms p95"
+        lines.append(row(n, "**slider-update, all methods**", allv, target))
         for name, xs in r["per_method"].items():
             lines.append(row(n, f"slider-update, {name}", xs))
         lines.append(row(n, "hover (tooltip + crosshair)", r["hover"], "< 50 ms"))
@@ -198,16 +202,26 @@ def report(results: list[dict], model_id: str, argv: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_section(text: str) -> Path:
-    """Replace (or append) the "## Page latency" section of docs/benchmarks.md."""
+def write_section(model_id: str, sub: str) -> Path:
+    """Put ``sub`` into docs/benchmarks.md: under "## Page latency" (created with its intro if
+    missing), replacing the subsection of the same model; other sections are left as they are."""
     path = ROOT / "docs" / "benchmarks.md"
     doc = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
     start = doc.find(SECTION)
     if start < 0:
-        doc = doc.rstrip("\n") + "\n\n" + text
+        doc = doc.rstrip("\n") + f"\n\n{SECTION}\n\n{INTRO}"
+        start = doc.find(SECTION)
+    end = doc.find("\n## ", start + len(SECTION))
+    end = len(doc) if end < 0 else end + 1
+    section = doc[start:end]
+    head = f"### model `{model_id}`"
+    at = section.find(head)
+    if at < 0:
+        section = section.rstrip("\n") + "\n\n" + sub
     else:
-        nxt = doc.find("\n## ", start + len(SECTION))
-        doc = doc[:start] + text + ("" if nxt < 0 else doc[nxt:])
+        nxt = section.find("\n### ", at + len(head))
+        section = section[:at] + sub + ("" if nxt < 0 else section[nxt:])
+    doc = doc[:start] + section.rstrip("\n") + "\n" + ("\n" + doc[end:] if end < len(doc) else "")
     path.write_text(doc, encoding="utf-8")
     return path
 
@@ -248,7 +262,7 @@ def main() -> int:
         print(f"n={r['n']}: slider-update p50 {statistics.median(allv):.1f} ms, "
               f"p95 {pct(allv, 0.95):.1f} ms")  # fmt: skip
     if args.write:
-        print(f"wrote {write_section(text)}")
+        print(f"wrote {write_section(model.model_id, text)}")
     return 0
 
 
