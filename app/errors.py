@@ -10,10 +10,10 @@ from __future__ import annotations
 import logging
 
 from fastapi import FastAPI, Request
-from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +28,15 @@ class ApiError(Exception):
         self.field = field
 
 
+def _utf8(s: str | None) -> str | None:
+    """``s`` with any lone surrogate (from JSON's ``"\\ud800"`` or a path) written as ``\\ud800``,
+    so that echoing a bad field name or value can never fail to encode the error itself."""
+    return None if s is None else s.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def error_response(status: int, detail: str, field: str | None = None, **headers: str):
-    return JSONResponse({"detail": detail, "field": field}, status_code=status, headers=headers)
+    body = {"detail": _utf8(detail), "field": _utf8(field)}
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 _REASONS = {
@@ -71,7 +78,7 @@ def validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
         elif msg.startswith("Value error, "):
             msg = msg[len("Value error, ") :]
         text = f"{where}: {msg}" if not msg.startswith("must be") else f"{where} {msg}"
-        got = err.get("input")
+        got = None if ", got " in msg else err.get("input")  # the message may show it already
         if got is not None and not isinstance(got, dict | list):
             shown = repr(got)
             text += f", got {shown[:60] + '...' if len(shown) > 60 else shown}"
@@ -82,7 +89,44 @@ def validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
     return text, field
 
 
+BUG_DETAIL = "internal server error: the server hit a bug; the log has the details"
+
+
+class CatchBugs:
+    """Pure ASGI middleware: an unexpected exception becomes the generic 500 right here.
+
+    Starlette's handler for ``Exception`` (its ServerErrorMiddleware) re-raises after answering,
+    and uvicorn then closes the connection under the client: a keep-alive client's *next* request
+    on it fails with "connection reset". Answered here, the request ends normally. (After the
+    response has started there is no honest answer left; then the exception goes on up.)
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def send_tracking(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_tracking)
+        except Exception as exc:
+            if started:
+                raise
+            log.error("internal error on %s %s", scope["method"], scope["path"], exc_info=exc)
+            await error_response(500, BUG_DETAIL, None)(scope, receive, send)
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    app.add_middleware(CatchBugs)  # the innermost middleware: the others wrap its 500
+
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
         return error_response(exc.status, exc.detail, exc.field)
@@ -90,7 +134,7 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         detail, field = validation_message(exc)
-        return JSONResponse(jsonable_encoder({"detail": detail, "field": field}), status_code=422)
+        return error_response(422, detail, field)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -99,11 +143,14 @@ def install_error_handlers(app: FastAPI) -> None:
             detail = f"there is no page or API route at {request.url.path}; see /docs"
         elif exc.status_code == 405:
             detail = f"{request.method} is not allowed on {request.url.path}; see /docs"
+        elif exc.status_code == 400 and isinstance(exc.__cause__, UnicodeDecodeError):
+            # FastAPI's "There was an error parsing the body": bytes that are not UTF-8 text are
+            # malformed JSON like any other, hence the contract's 422
+            detail = "the request body is not valid JSON (it is not UTF-8 text); send a JSON object"
+            return error_response(422, detail, None)
         return error_response(exc.status_code, detail, None, **(exc.headers or {}))
 
     @app.exception_handler(Exception)
     async def _bug(request: Request, exc: Exception) -> JSONResponse:
         log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
-        return error_response(
-            500, "internal server error: the server hit a bug; the log has the details", None
-        )
+        return error_response(500, BUG_DETAIL, None)

@@ -61,7 +61,8 @@ class MethodsOut(BaseModel):
 class AnalyzeRequest(BaseModel):
     """``POST /api/analyze``. alpha is checked against [1, 2] by the service (a 400 naming it)."""
 
-    model_config = ConfigDict(extra="forbid")
+    # strict: JSON types as declared (no "true" -> True, false -> 0, "1.5" -> 1.5)
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     text: str = Field(description="the text to analyse (not empty; at most the model's positions)")
     alpha: float = Field(1.5, description="entmax alpha in [1, 2]: 1 softmax, 1.5, 2 sparsemax")

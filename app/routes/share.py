@@ -80,6 +80,17 @@ MAX_STR_CHARS = 200
 Key = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,39}$")]
 
 
+def _unicode(value: str) -> str:
+    """Reject a lone UTF-16 surrogate (JSON's ``"\\ud800"``): it cannot be stored or served."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"strings must be valid Unicode; character {exc.start} is a lone surrogate"
+        ) from None
+    return value
+
+
 def _scalar(value: Any) -> bool | int | float | str:
     """A slider value or view flag: true/false, a finite number or a short string."""
     if isinstance(value, bool | int):
@@ -91,7 +102,7 @@ def _scalar(value: Any) -> bool | int | float | str:
     if isinstance(value, str):
         if len(value) > MAX_STR_CHARS:
             raise ValueError(f"strings are at most {MAX_STR_CHARS} characters, got {len(value)}")
-        return value
+        return _unicode(value)
     raise ValueError(
         f"a value must be true/false, a number or a short string, got {type(value).__name__}"
     )
@@ -104,7 +115,8 @@ Scalar = Annotated[_ScalarType, PlainValidator(_scalar, json_schema_input_type=_
 class ShareState(BaseModel):
     """Everything needed to reopen exactly one view of the page."""
 
-    model_config = ConfigDict(extra="forbid")
+    # strict: JSON types as declared (no "true" -> True, false -> 0, "1.5" -> 1.5)
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS, description="the analysed text")
     alpha: float = Field(1.5, ge=1.0, le=2.0, description="entmax alpha in [1, 2]")
@@ -132,7 +144,7 @@ class ShareState(BaseModel):
     def _not_blank(cls, text: str) -> str:
         if not text.strip():
             raise ValueError("text is empty or whitespace only; share a view with some text")
-        return text
+        return _unicode(text)
 
 
 class ShareIn(BaseModel):
@@ -202,7 +214,8 @@ StoreDep = Annotated[ShareStore, Depends(get_store)]
 
 
 def _state_size(state: Any) -> int:
-    return len(json.dumps(state, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+    text = json.dumps(state, ensure_ascii=False, separators=(",", ":"))
+    return len(text.encode("utf-8", "surrogatepass"))  # lone surrogates: 422 from validation
 
 
 def _validate_in(state: dict[str, Any]) -> ShareState:
