@@ -20,10 +20,17 @@ from starlette.staticfiles import StaticFiles
 from app.errors import install_error_handlers
 from app.middleware import BodySizeLimit, SecurityHeaders
 from app.routes import ROUTERS, SHUTDOWN, STARTUP
+from app.schemas import ErrorOut
 from app.service import AnalysisService
 from app.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
+
+#: Every route's 422 is our {detail, field} body (app/errors.py), not FastAPI's default
+#: ``HTTPValidationError`` list: the OpenAPI schema must describe what is really sent.
+SCHEMA_ERROR: dict[int | str, dict] = {
+    422: {"model": ErrorOut, "description": "the request does not match the schema"}
+}
 
 
 def _package_dir(package: str, *parts: str) -> str:
@@ -71,7 +78,7 @@ def create_app(settings: Settings | None = None, service: AnalysisService | None
     app.state.jinja = template_env()
     install_error_handlers(app)
     for router in ROUTERS:  # every module of app/routes, found by itself (app/routes/__init__)
-        app.include_router(router)
+        app.include_router(router, responses=SCHEMA_ERROR)
     # after the routes, so /static/vendor/plotly.min.js (a route) wins over the mount
     app.mount(
         "/static", StaticFiles(directory=_package_dir("static"), check_dir=False), name="static"

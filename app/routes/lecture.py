@@ -18,6 +18,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from app.deps import ServiceDep
 from app.errors import ApiError
+from app.routes.analyses import ERRORS
 from app.routes.pages import json_island
 from app.service import dumps, sig6
 
@@ -56,7 +57,7 @@ Layer = Annotated[int, Path(description="layer index, from 0")]
 Head = Annotated[int, Path(description="head index, from 0")]
 
 
-@router.get("/api/analyses/{analysis_id}/raw/{layer}/{head}", tags=["lecture"])
+@router.get("/api/analyses/{analysis_id}/raw/{layer}/{head}", tags=["lecture"], responses=ERRORS)
 def raw_head(analysis_id: AnalysisId, layer: Layer, head: Head, service: ServiceDep) -> Response:
     """One head's raw queries, keys and unmasked scaled scores, for texts of at most 64 tokens.
 
