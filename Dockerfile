@@ -27,7 +27,8 @@ RUN pip install . && rm -rf /src/build
 
 RUN useradd --create-home --uid 10001 sparsescope \
     && mkdir -p /data && chown sparsescope:sparsescope /data
-USER sparsescope
+# by uid: the runtime (and runAsNonRoot) can check it is not root without /etc/passwd
+USER 10001
 WORKDIR /home/sparsescope
 VOLUME ["/data"]
 EXPOSE 8000
