@@ -6,41 +6,47 @@ For scores ``z ∈ ℝⁿ`` and ``α ∈ [1, 2]``::
 
 α = 1 is softmax (the limit; computed with ``torch.softmax``), α = 1.5 the paper's setting and α = 2
 sparsemax. The map is shift invariant, so we work with ``x = (α − 1)(z − max z) ≤ 0``, whose
-threshold lies in ``[−1, −n^(1−α)]``. With ``β = 1 / (α − 1)`` and ``d_i = [x_i − τ]_+``, both
-``f(τ) = Σ d_i^β − 1`` and ``h(τ) = ‖d‖_β − 1`` are convex and decreasing in τ (``h`` is an ℓ_β
-norm of convex non-negative functions of τ). Newton on ``h`` is exact when the top scores are equal
-and needs far fewer steps than Newton on ``f``; its step is
-``Δτ = (g − g^(1 − 1/β)) / g₁`` with ``g = Σ d^β``, ``g₁ = Σ d^(β − 1)`` (α = 1.5: ``g = ‖d‖₂²``,
-``g₁ = Σ d``; α = 2: Michelot's sparsemax step ``(Σ d − 1) / |{d > 0}|``).
+threshold lies in ``[−1, −n^(1−α)]``. Let ``β = 1 / (α − 1)`` and ``d_i = [x_i − τ]_+``. For any
+``q ≥ 1``, ``H_q(τ) = ‖d‖_q − 1`` is convex and decreasing in τ (an ℓ_q norm of convex non-negative
+functions of τ), and ``H_β`` has the root τ*. Newton on ``H_q`` started left of its root never
+overshoots, so every iterate is a lower bound and ``{x > τ_k}`` a superset of the support; unlike
+Newton on ``f(τ) = Σ d^β − 1`` it is exact when the top scores are equal, and it converges in a few
+steps. The step is ``Δτ = (‖d‖_q − 1) ‖d‖_q^(q − 1) / Σ d^(q − 1)``; for α = 1.5 (q = 2) that is
+``(‖d‖₂² − ‖d‖₂) / Σ d``. For α > 1.5 we use ``q = 2`` rather than β: since ``‖d‖_β ≥ ‖d‖₂``,
+the root of ``H₂`` is a lower bound of τ*, found without any pow and without the crawl of Newton
+on the piecewise-linear sparsemax ``f`` (Michelot's iteration from the left).
 
 Algorithm (no sort; all rows at once, in chunks of rows that stay in cache):
 
-1. Dense phase, float32, on the whole rows: Newton on ``h`` from ``τ₀ = −1`` (where ``f ≥ 0``).
-   Newton on a convex decreasing function started on the left never overshoots, so every iterate
-   is a lower bound of τ* and ``{x > τ_k}`` a superset of the support (a small margin absorbs
-   float32 rounding). Two steps shrink that superset to about 2 % of a 512-long attention row.
-2. Compaction: the candidates ``{x > τ_K}`` are gathered (flat indices) and ``x`` is recomputed
-   there in float64 from the input, exactly.
+1. Dense phase, float32, on whole rows: ``DENSE_STEPS`` Newton steps on ``H_q``, ``q = max(β, 2)``,
+   from ``τ₀ = −1`` (where ``f ≥ 0``), each evaluation point pushed down by a margin that covers
+   float32 rounding. Two steps shrink the candidate set to about 2 % of a 512-long attention row
+   at α = 1.5 (the support is about 1.9 %).
+2. Compaction: the candidates ``{x > τ_K}`` (flat indices; ``nonzero`` over the boolean mask read
+   as int64 words) are gathered, and ``x`` is recomputed there in float64, exactly.
 3. Exact phase, float64, on the candidates only. α = 1.5 and α = 2: the closed form on the support
    ``S = {x > τ}`` (α = 1.5: ``Σ_S (x − τ)² = 1``, so ``τ = mean_S − √(1/|S| − var_S)``; α = 2:
-   ``τ = (Σ_S x − 1) / |S|``), repeated until S is stable (one pass, two on knife edges). Other α:
-   Newton on ``h`` in float64 to convergence. A row whose τ ended below the compaction threshold
-   (a candidate could have been missed; never observed) is recomputed with the always-safe
-   candidate set ``{x > −1}``.
+   ``τ = (Σ_S x − 1) / |S|``), repeated until S is stable (about two passes at α = 1.5, four to
+   six at α = 2). Other α: Newton on ``H_β`` in float64 until it stops moving (quadratic
+   convergence). A row whose τ ends below the compaction threshold (a support entry could have
+   been missed; never observed) is recomputed with the always-safe candidate set ``{x > −1}``.
 4. Output: zeros, with ``(x_i − τ)^β`` (float64, then cast) scattered onto the support.
 
 Guarantee: the support is ``{i : x_i > τ}`` for the input scores taken as exact numbers, with τ
 correct to float64 rounding; for α ∈ {1.5, 2} τ comes from the closed form, so exact ties (e.g.
-``z = (2, 0)`` at α = 1.5, where the second entry sits exactly on the threshold) give exact zeros.
-Values match the exact map to about 1e-7 relative. The ``entmax`` package computes τ in the input
-precision, so on float32 input it may disagree on entries within ~1e-7 of the threshold (their
-value is below ~1e-13) and its values carry errors of up to a few 1e-6 (cumulative sums); the tests
-therefore compare supports and values with the package run on the same scores in float64.
+``z = (2, 0)`` at α = 1.5, whose second entry sits exactly on the threshold) give exact zeros.
+Values match the exact map to about 1e-7 relative; values below the smallest normal number of the
+result dtype (1.2e-38 in float32; only for α near 1) are flushed to 0. The ``entmax`` package
+computes τ in the input precision: on float32 input it can disagree on entries within ~1e-7 of the
+threshold (values below ~1e-12), and its values carry errors of a few 1e-6 (float32 cumulative
+sums); so the tests compare supports and values with the package run on the same scores in
+float64, and against its float32 run allow only such knife-edge differences.
 
 ``-inf`` scores are masked (exact zeros); rows that are entirely ``-inf`` give all zeros. NaN or
 ``+inf`` raise ``ValueError``. float64 input is computed and returned in float64; float16 and
 bfloat16 input is computed and returned in float32 (half precision flips support decisions, SPEC
-§1). Inference only: no autograd graph is recorded.
+§1). Inference only: no autograd graph is recorded (a local ``torch.no_grad``; nothing global).
+Speed and the approaches tried are in docs/benchmarks.md (``bench/bench_entmax.py``).
 """
 
 from __future__ import annotations
@@ -60,6 +66,7 @@ DENSE_STEPS = 2
 CHUNK_ELEMENTS = 1 << 21
 """Rows are processed in chunks of about this many scores, so the dense phase stays in cache."""
 _MAX_EXACT_STEPS = 50
+_BAD_SCORES = "scores contain NaN or +inf; only finite values and -inf (masked) are allowed"
 _F64 = torch.float64
 
 
@@ -67,7 +74,9 @@ _F64 = torch.float64
 # public API
 
 
-def entmax(scores: Tensor, alpha: float | Tensor = 1.5, dim: int = -1) -> Tensor:
+def entmax(
+    scores: Tensor, alpha: float | Tensor = 1.5, dim: int = -1, *, out: Tensor | None = None
+) -> Tensor:
     """Exact α-entmax of ``scores`` along ``dim`` (formula and algorithm: module docstring).
 
     Args:
@@ -76,6 +85,9 @@ def entmax(scores: Tensor, alpha: float | Tensor = 1.5, dim: int = -1) -> Tensor
             ``dim`` (e.g. (1, H, 1, 1) or (H, 1, 1) for per-head α of (B, H, n, n) scores).
             α = 1 is softmax, 1.5 the default, 2 sparsemax.
         dim: the dimension that sums to one.
+        out: optional result tensor of the shape of ``scores`` and the result dtype, e.g. one
+            layer's slice of a preallocated (B, L, H, n, n) buffer: written in place when it is
+            contiguous (saves the copy of a later ``torch.stack``).
 
     Returns:
         Probabilities of the shape of ``scores``; float64 for float64 input, else float32.
@@ -83,23 +95,33 @@ def entmax(scores: Tensor, alpha: float | Tensor = 1.5, dim: int = -1) -> Tensor
     a = _check_alpha(alpha, scores, dim)
     with torch.no_grad():
         z = _as_compute_dtype(scores)
-        if isinstance(a, float) and a == 1.0:
-            return _softmax(z, dim)
-        if z.numel() == 0:
-            return torch.zeros_like(z)
-        zl = z.movedim(dim, -1)  # (..., n)
-        shape = zl.shape
-        n = shape[-1]
-        rows = zl.reshape(-1, n).contiguous()  # (R, n); copies only if dim is not the last
+        if out is not None and (out.shape != z.shape or out.dtype != z.dtype):
+            raise ValueError(
+                f"out must have the shape {tuple(z.shape)} and dtype {z.dtype} of the result, "
+                f"got {tuple(out.shape)} {out.dtype}"
+            )
+        last = dim in (-1, z.dim() - 1)
+        if z.numel() == 0 or (isinstance(a, float) and a == 1.0):
+            p = _softmax(z, dim) if z.numel() else torch.zeros_like(z)
+            return p if out is None else out.copy_(p)
+        zl = z if last else z.movedim(dim, -1)  # (..., n)
+        n = zl.shape[-1]
+        rows = zl.reshape(-1, n)  # (R, n); copies only if dim is not the last
+        direct = out is not None and last and out.is_contiguous()
+        res = out.view(-1, n) if direct else None
         if isinstance(a, float):
-            out = _entmax_rows(rows, a)
+            res = _entmax_rows(rows, a, out=res)
         else:
-            a_rows = a.expand(*z.shape).movedim(dim, -1).reshape(-1, n)[:, 0]  # (R,)
-            out = _entmax_rows(rows, a_rows)
+            ar = a.expand(*z.shape)
+            a_rows = (ar if last else ar.movedim(dim, -1)).reshape(-1, n)[:, 0]  # (R,)
+            res = _entmax_rows(rows, a_rows, out=res)
             soft = a_rows == 1.0
             if bool(soft.any()):
-                out[soft] = _softmax(rows[soft], -1)
-        return out.reshape(shape).movedim(-1, dim)
+                res[soft] = _softmax(rows[soft], -1)
+        if direct:
+            return out
+        p = res.view(zl.shape) if last else res.view(zl.shape).movedim(-1, dim)
+        return p if out is None else out.copy_(p)
 
 
 def entmax_reference(scores: Tensor, alpha: float | Tensor = 1.5, dim: int = -1) -> Tensor:
@@ -189,10 +211,18 @@ def _check_alpha(alpha: float | Tensor, scores: Tensor, dim: int) -> float | Ten
 
 
 def _softmax(z: Tensor, dim: int) -> Tensor:
-    """Softmax that gives zeros, not NaN, on rows that are entirely ``-inf``."""
+    """Softmax that gives zeros, not NaN, on rows that are entirely ``-inf``.
+
+    Such rows are NaN throughout, so the first column finds them without another full pass.
+    """
     p = torch.softmax(z, dim=dim)
-    if z.numel() and bool(torch.isneginf(z).all(dim=dim).any()):
-        p = p.nan_to_num_(0.0)
+    if p.shape[dim]:
+        nan_rows = p.select(dim, 0).isnan()
+        if bool(nan_rows.any()):
+            dead = torch.isneginf(z).all(dim=dim, keepdim=True)
+            if bool((nan_rows & ~dead.squeeze(dim)).any()):
+                raise ValueError(_BAD_SCORES)
+            p = p.masked_fill_(dead, 0.0)
     return p
 
 
@@ -205,11 +235,15 @@ def _entmax_rows(
     alpha: float | Tensor,
     dense_steps: int = DENSE_STEPS,
     chunk_elements: int | None = None,
+    out: Tensor | None = None,
 ) -> Tensor:
-    """α-entmax of every row of ``rows (R, n)``; alpha a float or a per-row (R,) float64 tensor."""
+    """α-entmax of every row of ``rows (R, n)``; alpha a float or a per-row (R,) float64 tensor.
+
+    ``out``, if given, is a contiguous (R, n) tensor of the dtype of ``rows`` to write into.
+    """
     rows = rows.contiguous()
     r_total, n = rows.shape
-    out = torch.zeros_like(rows)
+    out = torch.zeros_like(rows) if out is None else out.zero_()
     if r_total == 0 or n == 0:
         return out
     chunk = max(1, (chunk_elements or CHUNK_ELEMENTS) // n)
@@ -223,12 +257,14 @@ def _entmax_chunk(z: Tensor, alpha: float | Tensor, out: Tensor, dense_steps: in
     """Write α-entmax of ``z (R, n)`` into ``out`` (zeros on entry)."""
     m = z.amax(dim=-1, keepdim=True)  # (R, 1)
     if bool((torch.isnan(m) | torch.isposinf(m)).any()):
-        raise ValueError("scores contain NaN or +inf; only finite values and -inf are allowed")
+        raise ValueError(_BAD_SCORES)
     m.masked_fill_(torch.isneginf(m), 0.0)  # fully masked rows: all d = 0, no candidates
     if isinstance(alpha, float):
         c: float | Tensor = alpha - 1.0  # x = c (z - m)
+        q: float | Tensor = max(1.0 / c, 2.0)  # the norm the dense Newton steps use
     else:
         c = (alpha.where(alpha > 1.0, 2.0) - 1.0).to(z.dtype)[:, None]  # (R, 1); α = 1 rows: caller
+        q = (1.0 / c).clamp_min(2.0)
     # Thresholds T live in z units (τ = c (T − m)). T_0 ↔ τ_0 = −1, pushed down by a few ulps so
     # that the float32 rounding of m − 1/c cannot lift it above the exact value.
     eps = torch.finfo(z.dtype).eps
@@ -239,7 +275,7 @@ def _entmax_chunk(z: Tensor, alpha: float | Tensor, out: Tensor, dense_steps: in
         torch.sub(z, t_eval, out=d).clamp_(min=0.0)  # (R, n): [z − T]_+ = d_x / c
         if k == dense_steps:
             cand = _flat_nonzero(d)  # (N,) flat indices of the candidates, row-major
-        step = _dense_newton_step(d, c, alpha)  # Δτ / c
+        step = _dense_newton_step(d, c, q)  # ΔT
         t_next = t_eval + step
         if k < dense_steps:
             # Newton from the left stays below τ*; the margin covers float32 rounding of the step.
@@ -269,27 +305,30 @@ def _flat_nonzero(d: Tensor) -> Tensor:
     return wi.index_select(0, j >> 3).mul_(8).add_(j & 7)
 
 
-def _dense_newton_step(d: Tensor, c: float | Tensor, alpha: float | Tensor) -> Tensor:
-    """Newton step on h for ``d = [z − T]_+ (R, n)``; returns ΔT (R, 1) in z units.
+def _dense_newton_step(d: Tensor, c: float | Tensor, q: float | Tensor) -> Tensor:
+    """Newton step on ``H(T) = c ‖d‖_q − 1`` for ``d = [z − T]_+ (R, n)``; returns ΔT (R, 1).
 
-    In x units (``d_x = c d``): ``Δτ = (g − g^(1 − 1/β)) / g₁``, ``g = Σ d_x^β``,
-    ``g₁ = Σ d_x^(β − 1)``, and ΔT = Δτ / c.
+    ``c d`` is ``[x − τ]_+`` in x units. With ``q = β`` the root of H is τ*; with ``q = 2 > β``
+    (α > 1.5) it is a lower bound of τ*, since ``‖v‖_β >= ‖v‖_2``, reached without any pow (and
+    without the crawl of Newton on the piecewise-linear sparsemax f). With ``G = Σ d^q`` and
+    ``G₁ = Σ d^(q − 1)``: ``ΔT = (‖d‖_q − 1/c) ‖d‖_q^(q − 1) / G₁``.
     """
-    if isinstance(alpha, float) and alpha == 1.5:
-        s1 = d.sum(dim=-1, keepdim=True)
-        nrm = torch.linalg.vector_norm(d, dim=-1, keepdim=True)
-        # c = 1/2: g = ‖d‖²/4, g₁ = Σd/2, so ΔT = 2Δτ = (‖d‖² − 2‖d‖) / Σd.
-        return ((nrm * nrm - 2.0 * nrm) / s1.clamp_min(1e-30)).where(s1 > 0, 0.0)
-    if isinstance(alpha, float) and alpha == 2.0:
-        s1 = d.sum(dim=-1, keepdim=True)
-        k = torch.sign(d).sum(dim=-1, keepdim=True)  # |{d > 0}|
-        return ((s1 - 1.0) / k.clamp_min(1.0)).where(k > 0, 0.0)
-    beta = 1.0 / c
-    dp = _pow(d, beta - 1.0)  # (R, n) d^(β−1), 0 where d = 0
-    g1 = dp.sum(dim=-1, keepdim=True) * c ** (beta - 1.0)
-    g = dp.mul_(d).sum(dim=-1, keepdim=True) * c**beta
-    step = (g - g.pow(1.0 - 1.0 / beta)) / g1.clamp_min(1e-30) / c
-    return step.where(g1 > 0, 0.0)
+    if isinstance(q, float) and q == 2.0:
+        g1 = d.sum(dim=-1, keepdim=True)
+        nq = torch.linalg.vector_norm(d, dim=-1, keepdim=True)
+        return ((nq - 1.0 / c) * nq / g1.clamp_min(1e-30)).where(g1 > 0, 0.0)
+    # q > 2: d^q of small d would be subnormal, and subnormal arithmetic is ~100x slower on x86;
+    # scale d by a power of two S with (S/c)^q <= 2^100 (d <= 1/c), so only d < ~1e-6 go there.
+    # G_S = S^q G, G1_S = S^(q−1) G1, and ΔT = (‖dS‖_q / S − 1/c) ‖dS‖_q^(q−1) / G1_S.
+    log2_s = torch.floor(torch.log2(torch.as_tensor(c, dtype=_F64)) + 100.0 / torch.as_tensor(q))
+    big = torch.exp2(log2_s)  # S, a float64 scalar or (R, 1)
+    ds = d * big.to(d.dtype)
+    dp = _pow(ds, q - 1.0)  # (R, n) (dS)^(q−1), 0 where d = 0
+    g1 = dp.sum(dim=-1, keepdim=True, dtype=_F64)
+    g = dp.mul_(ds).sum(dim=-1, keepdim=True, dtype=_F64)
+    nq = g.pow(1.0 / q)
+    step = (nq / big - 1.0 / c) * (g / nq) / g1.clamp_min(1e-300)
+    return step.where(g1 > 0, 0.0).to(d.dtype)
 
 
 def _pow(d: Tensor, e: float | Tensor) -> Tensor:
@@ -298,8 +337,8 @@ def _pow(d: Tensor, e: float | Tensor) -> Tensor:
     torch's CPU pow is ~20x slower than a multiply for most exponents, and log / sqrt hit slow
     paths on zeros; integer exponents use repeated squaring, others exp(e log d) on d > 0.
     """
-    if isinstance(e, float) and e == round(e) and 0 <= e <= 64:
-        ei = int(e)
+    if isinstance(e, float) and abs(e - round(e)) < 1e-9 and 0 <= e <= 64:
+        ei = round(e)  # 1/(α − 1) − 1 for α = 1.1 is 8.99999999999999...: use the integer
         if ei == 0:
             return torch.sign(d)
         result: Tensor | None = None
@@ -372,6 +411,9 @@ def _exact_phase(
         p = d if beta == 1.0 else d * d if beta == 2.0 else _pow(d, beta)
     else:
         p = _pow(d, beta)
+    # Values below the output's smallest normal number (1.2e-38 in float32; only for α near 1)
+    # are flushed to 0: subnormal probabilities would slow every later matmul ~100x.
+    p = p.masked_fill_(p < torch.finfo(out.dtype).tiny, 0.0)
     out.view(-1).scatter_(0, cand, p.to(out.dtype))
     return None
 
@@ -413,24 +455,26 @@ def _closed_form(
     α = 2:   Σ_S (x − τ) = 1,  so τ = (Σ_S x − 1) / |S|.
     """
     x2 = x * x
+    s = x > tau.index_select(0, row)  # (N,) S
     for _ in range(_MAX_EXACT_STEPS):
-        s = x > tau.index_select(0, row)  # (N,)
         sf = s.to(_F64)
         k = row_sum(sf)
         s1 = row_sum(x * sf)
         s2 = row_sum(sf.mul_(x2))
         kk = k.clamp_min(1.0)
         mean = s1 / kk
-        t15 = mean - (1.0 / kk - (s2 / kk - mean * mean)).clamp_min(0.0).sqrt()
-        t2 = (s1 - 1.0) / kk
         if isinstance(alpha, float):
-            new = t15 if alpha == 1.5 else t2
+            if alpha == 1.5:
+                new = mean - (1.0 / kk - (s2 / kk - mean * mean)).clamp_min(0.0).sqrt()
+            else:
+                new = (s1 - 1.0) / kk
         else:
-            new = torch.where(alpha == 1.5, t15, torch.where(alpha == 2.0, t2, tau))
-        new = new.where(k > 0, tau)
-        stable = bool(torch.equal(x > new.index_select(0, row), s))
-        tau = new
-        if stable:
+            t15 = mean - (1.0 / kk - (s2 / kk - mean * mean)).clamp_min(0.0).sqrt()
+            new = torch.where(alpha == 1.5, t15, torch.where(alpha == 2.0, (s1 - 1.0) / kk, tau))
+        tau = new.where(k > 0, tau)
+        s_new = x > tau.index_select(0, row)
+        if torch.equal(s_new, s):
             return tau
+        s = s_new
     log.warning("entmax: support did not stabilise in %d closed-form passes", _MAX_EXACT_STEPS)
     return tau

@@ -31,6 +31,7 @@ def assert_matches_reference(z: torch.Tensor, alpha, p: torch.Tensor | None = No
     p = entmax(z, alpha) if p is None else p
     assert p.dtype == (torch.float64 if z.dtype == torch.float64 else torch.float32)
     assert not torch.isnan(p).any()
+    assert not ((p > 0) & (p < torch.finfo(p.dtype).tiny)).any(), "subnormal values are flushed"
     r64 = entmax_reference(z.double(), alpha)
     diff = (p > 0) != (r64 > 0)
     if p.dtype == torch.float32:  # exact values below float32's range underflow to 0 (α near 1)
@@ -112,8 +113,8 @@ def test_exact_ties_on_the_threshold() -> None:
 def test_real_attention_scores(alpha: float) -> None:
     """Scores with the spread of real attention (heavy tails, a few dominant keys), n = 512."""
     g = torch.Generator().manual_seed(3)
-    base = torch.randn(24, 1, 512, generator=g) * 2.0
-    z = base + torch.randn(24, 64, 512, generator=g) * 3.0  # (heads, queries, keys)
+    base = torch.randn(12, 1, 512, generator=g) * 2.0
+    z = base + torch.randn(12, 16, 512, generator=g) * 3.0  # (heads, queries, keys)
     z[..., 0] += 8.0  # an attention sink
     assert_matches_reference(z, alpha)
 
@@ -202,6 +203,21 @@ def test_dtypes() -> None:
         assert torch.equal(ph, entmax(z.to(half).float(), 1.5))
 
 
+def test_out_argument_writes_in_place() -> None:
+    z = torch.randn(2, 3, 16, 16) * 3
+    buf = torch.full((2, 6, 3, 16, 16), 7.0)  # (B, L, H, n, n): slices are not contiguous
+    for layer, a in ((1, 1.5), (4, torch.tensor([1.0, 1.5, 2.0]).view(1, 3, 1, 1))):
+        res = entmax(z, a, out=buf[:, layer])
+        assert res.data_ptr() == buf[:, layer].data_ptr()
+        assert torch.equal(buf[:, layer], entmax(z, a))
+    flat = torch.full((3, 16, 16), 7.0)  # contiguous: written directly
+    assert entmax(z[0], 2.0, out=flat) is flat
+    assert torch.equal(flat, entmax(z[0], 2.0))
+    assert torch.equal(entmax(z, 1.5, dim=1, out=torch.empty_like(z)), entmax(z, 1.5, dim=1))
+    with pytest.raises(ValueError, match="out must have the shape"):
+        entmax(z, 1.5, out=torch.empty(2, 3, 16))
+
+
 def test_no_autograd_and_no_global_state() -> None:
     z = torch.randn(3, 10, requires_grad=True)
     p = entmax(z, 1.5)
@@ -223,6 +239,8 @@ def test_errors_name_the_problem() -> None:
         entmax(torch.tensor([1.0, float("nan")]), 1.5)
     with pytest.raises(ValueError, match="NaN or \\+inf"):
         entmax(torch.tensor([1.0, float("inf")]), 1.2)
+    with pytest.raises(ValueError, match="NaN or \\+inf"):
+        entmax(torch.tensor([[1.0, float("nan")], [float("-inf")] * 2]), 1.0)
     with pytest.raises(TypeError, match="floating-point"):
         entmax(torch.tensor([1, 2]), 1.5)
 
@@ -285,7 +303,7 @@ finite = st.floats(-50, 50, allow_nan=False, width=32)
 cells = st.one_of(finite, finite, finite, st.just(float("-inf")), st.sampled_from([0.0, 1.0, -1.0]))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     rows=st.lists(st.lists(cells, min_size=1, max_size=40), min_size=1, max_size=6).filter(
         lambda r: len({len(x) for x in r}) == 1
