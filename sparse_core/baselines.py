@@ -190,3 +190,33 @@ def _even_buckets(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 2 or value % 2:
         raise SparsescopeError(f"n_buckets must be an even integer >= 2 (Reformer), got {value!r}")
     return value
+
+
+# ----------------------------------------------------------------------------- web payloads
+
+
+def reformer_payload(ctx, layer: int, head: int) -> dict[str, list[list[int]]]:
+    """One head's LSH buckets for the page: ``{"<B>": [[bucket of token i] x rounds]}`` for every
+    B of the registry's choices, with the largest number of rounds (a prefix of it is the
+    assignment for fewer rounds). ``ctx`` is a ``methods.PredictContext``."""
+    from .methods import BUCKET_COUNTS, REFORMER_MAX_ROUNDS, reformer_buckets
+
+    return {
+        str(b): reformer_buckets(ctx, b, REFORMER_MAX_ROUNDS)[layer, head].tolist()
+        for b in BUCKET_COUNTS
+    }
+
+
+def routing_payload(ctx, layer: int, head: int) -> dict[str, dict[str, list[list[int]]]]:
+    """One head's balanced Routing clusters for the page: ``{"<C>": {"queries": [[token indices
+    centroid c took] x C], "keys": [...]}}`` for every C of the registry's choices."""
+    from .methods import cluster_choices, routing_members
+
+    out = {}
+    for c in cluster_choices(ctx.n):
+        q, k = routing_members(ctx, c)
+        out[str(c)] = {
+            "queries": [row.nonzero().flatten().tolist() for row in q[layer, head]],
+            "keys": [row.nonzero().flatten().tolist() for row in k[layer, head]],
+        }
+    return out

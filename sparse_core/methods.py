@@ -448,14 +448,14 @@ class RoutingMethod(Method):
     name, label, needs_artefact = "routing", "Routing Transformer", True
 
     def own_params(self, n, artefact=None):
-        ch = _cluster_choices(n)
+        ch = cluster_choices(n)
         return [
             ParamSpec("n_clusters", "clusters C", "choice", 8 if 8 in ch else ch[-1], choices=ch,
                       help="spherical k-means; each cluster takes its top ⌊n/C⌋+1 queries, keys"),
         ]  # fmt: skip
 
     def own_grid(self, n, artefact=None):
-        return [{"n_clusters": c} for c in _cluster_choices(n)]
+        return [{"n_clusters": c} for c in cluster_choices(n)]
 
     def base(self, ctx, p):
         return baselines.members_mask(*routing_members(ctx, p["n_clusters"]))
@@ -530,7 +530,7 @@ def _strides(n: int) -> list[int]:
     return sorted({max(1, min(n, max(2, round(s * f)))) for f in (0.5, 1.0, 2.0)})
 
 
-def _cluster_choices(n: int) -> list[int]:
+def cluster_choices(n: int) -> list[int]:
     ch = [c for c in BUCKET_COUNTS if c <= max(n, 2)]
     return ch or [BUCKET_COUNTS[0]]
 

@@ -1,0 +1,241 @@
+"""The Pareto sweeps (SPEC §4): the bitset / window-crossing fast path equals explicit masks, the
+per-text and corpus outputs have the documented shapes, pareto.json and its frontiers."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sparse_core import bitsets as B
+from sparse_core import methods as M
+from sparse_core import metrics, patterns
+from sparse_core import pareto as PA
+from sparse_core.sparsefinder import Artefact
+
+TEXT = "The chef who ran to the store was out of food, so he went back."
+TEXTS = [
+    "A cat sat on the mat and looked at the bird outside the window for a long while.",
+    "Sparse attention keeps only a few keys per query; the rest get exactly zero weight.",
+    "He said that the river, which had flooded twice, was calm again by the end of May.",
+]
+
+
+def fake_artefact(L=2, H=4, d=8, seed=0, counts=(2, 4, 8)) -> Artefact:
+    g = torch.Generator().manual_seed(seed)
+    W = torch.randn(L, H, d, 4, generator=g) * 0.6
+    cents = {b: torch.randn(L, H, b, 4, generator=g) for b in counts}
+    return Artefact("tiny", 1.5, 4, W, torch.zeros(L, H, 4), cents, {})
+
+
+def explicit(base: torch.Tensor, gold: torch.Tensor, w: int, causal: bool) -> dict:
+    m = patterns.finish(base, window=w, globals_=False, causal=causal)
+    return {
+        "sparsity": metrics.sparsity(m, causal=causal),
+        "recall": metrics.recall(m, gold),
+        "exact": metrics.exact(m, gold),
+        "precision": metrics.precision(m, gold, causal=causal),
+    }
+
+
+# ----------------------------------------------------------------------------- bitsets
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 140), seed=st.integers(0, 10**6), causal=st.booleans())
+def test_pack_roundtrip(n, seed, causal):
+    g = torch.Generator().manual_seed(seed)
+    m = torch.rand(3, n, n, generator=g) < 0.3
+    bits = B.pack(m)
+    assert bits.shape == (3, n, (n + 63) // 64) and bits.dtype == np.uint64
+    assert np.array_equal(B.unpack(bits, n), m.numpy())
+    assert np.array_equal(B.popcount(bits).sum(axis=(1, 2)), m.sum((1, 2)).numpy())
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    n=st.integers(1, 130), seed=st.integers(0, 10**6), causal=st.booleans(),
+    density=st.floats(0.0, 0.6), per_head=st.booleans(),
+    windows=st.lists(st.sampled_from([0, 1, 2, 3, 5, 9, 27, 75, 251, 301]), min_size=1,
+                     max_size=6),
+)  # fmt: skip
+def test_window_crossing_equals_explicit_masks(n, seed, causal, density, per_head, windows):
+    """One pass over a base mask M gives the metrics of M ∪ W_w for every w (random cases)."""
+    g = torch.Generator().manual_seed(seed)
+    L, H = 2, 3
+    v = patterns.valid_region(n, causal)
+    gold = (torch.rand(L, H, n, n, generator=g) < 0.15) & v
+    gold |= torch.eye(n, dtype=torch.bool)  # entmax keeps >= 1 key per row
+    shape = (L, H, n, n) if per_head else (1, 1, n, n)
+    base = (torch.rand(shape, generator=g) < density) & v
+    gd = B.Gold(gold, causal)
+    bits = B.pack(base.reshape(-1, n, n))[None]  # (1, A, n, W)
+    got = B.evaluate_bits(gd, bits, windows)
+    for q, w in enumerate(windows):
+        want = explicit(base.expand(L, H, n, n), gold, w, causal)
+        for k in B.METRICS:
+            assert np.allclose(got[k][0, q], want[k].flatten().numpy(), rtol=0, atol=1e-12), (k, w)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 200), seed=st.integers(0, 10**6))
+def test_band_counts_brute_force(n, seed):
+    g = torch.Generator().manual_seed(seed)
+    m = torch.rand(2, n, n, generator=g) < 0.4
+    hs = [-1, 0, 1, 5, 13, 40, 125, 300]
+    got = B.band_counts(B.pack(m), n, hs)
+    d = (torch.arange(n)[:, None] - torch.arange(n)[None, :]).abs()
+    for q, h in enumerate(hs):
+        assert np.array_equal(got[:, q], (m & (d <= h)).sum((1, 2)).numpy())
+
+
+# ----------------------------------------------------------------------------- every method
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["bidirectional", "causal"])
+def ctx(request, tiny_model):
+    out = tiny_model.run(TEXT, causal=request.param)
+    return M.PredictContext.from_run(out, fake_artefact())
+
+
+@pytest.mark.parametrize("name", list(M.METHODS))
+def test_sweep_points_equal_evaluate_on_explicit_masks(name, ctx):
+    method = M.METHODS[name]
+    grid = method.grid(ctx.n, ctx.artefact)
+    extra = [  # off-grid points: add-ons off / on, other own parameters
+        {**method.defaults(ctx.n, ctx.artefact), "window": w, "globals": g}
+        for w in (0, 2, 4) for g in (False, True)
+    ]  # fmt: skip
+    pts = grid[::3] + extra
+    fast = PA.sweep_points(ctx, method, pts)
+    for k, p in enumerate(pts):
+        slow = M.evaluate(ctx, method, p)
+        for metric in B.METRICS:
+            assert torch.allclose(fast[metric][k], slow[metric], rtol=0, atol=1e-12), (p, metric)
+
+
+def test_distance_thresholds_exact_at_ties(tiny_model):
+    out = tiny_model.run(TEXT)
+    n = out.n
+    ctx = M.PredictContext.from_run(out, fake_artefact())
+    # keys whose squared distance to the (zero) queries is exactly a grid threshold or just off it
+    qp = torch.zeros(2, 4, n, 4)
+    kp = torch.zeros(2, 4, n, 4)
+    vals = torch.tensor([0.5, 1.0, 2.0, 1.0000001, 0.9999999, 4.5, 5.0, 2.25])
+    kp[..., 0] = vals.repeat(n // len(vals) + 1)[:n].sqrt()
+    kp[..., 1] = 0.1 * torch.arange(n) % 1.0
+    ctx = M.PredictContext(out, ctx.artefact, qp, kp)
+    pts = [
+        {"t": t, "window": w, "globals": False} for t in (0.5, 1.0, 2.0, 5.0, 0.3) for w in (0, 3)
+    ]
+    fast = PA.sweep_points(ctx, "sf-distance", pts)
+    for k, p in enumerate(pts):
+        slow = M.evaluate(ctx, "sf-distance", p)
+        for metric in B.METRICS:
+            assert torch.equal(fast[metric][k], slow[metric]), (p, metric)
+
+
+# ----------------------------------------------------------------------------- text sweep
+
+
+def check_points_body(body: dict, scope: str) -> None:
+    assert set(body) == {"scope", "gold_sparsity", "points", "frontiers"}
+    assert body["scope"] == scope and 0 <= body["gold_sparsity"] <= 1
+    pts = body["points"]
+    for p in pts:
+        assert set(p) == {"method", "params", "sparsity", "recall", "exact", "precision"}
+        assert p["method"] in M.METHODS and isinstance(p["params"], dict)
+        for k in B.METRICS:
+            assert isinstance(p[k], float) and 0.0 <= p[k] <= 1.0
+    assert list(body["frontiers"]) == list(dict.fromkeys(p["method"] for p in pts))
+    for name, front in body["frontiers"].items():
+        idx = [k for k, p in enumerate(pts) if p["method"] == name]
+        assert all(pts[k]["method"] == name for k in front)
+        want = metrics.pareto_front([(pts[k]["sparsity"], pts[k]["recall"]) for k in idx])
+        assert front == [idx[k] for k in want]
+
+
+def test_sweep_text_points(ctx):
+    sw = PA.sweep_text(ctx)
+    assert list(sw.grids) == list(M.METHODS)
+    for name, grid in sw.grids.items():
+        assert grid == M.METHODS[name].grid(ctx.n, ctx.artefact)
+        assert sw.values[name]["recall"].shape == (len(grid), 2, 4)
+    head = sw.points(1, 2)
+    check_points_body(head, "head")
+    mean = sw.points()
+    check_points_body(mean, "mean")
+    k = 5
+    assert mean["points"][k]["recall"] == round(float(sw.values["window"]["recall"][k].mean()), 6)
+    small = PA.sweep_text(ctx, methods=["window", "sf-distance"], per_head=False)
+    assert list(small.grids) == ["window", "sf-distance"]
+    assert small.points()["points"] == [
+        p for p in mean["points"] if p["method"] in ("window", "sf-distance")
+    ]
+
+
+# ----------------------------------------------------------------------------- corpus sweep
+
+
+def test_corpus_sweep_json_and_html(tiny_model, tmp_path):
+    from app.commands.pareto import write_outputs
+
+    art = fake_artefact()
+    names = ["window", "bigbird", "sf-distance", "sf-kmeans"]  # fidelity: frontiers, 1 text
+    sweep = PA.sweep_corpus(tiny_model, TEXTS, art, methods=names, progress=False,
+                            fidelity_texts=1)  # fmt: skip
+    body = sweep.to_json()
+    assert list(body) == ["model", "alpha", "causal", "texts", "gold_sparsity", "points",
+                          "frontiers"]  # fmt: skip
+    assert body["model"] == tiny_model.model_id and body["alpha"] == 1.5
+    assert body["causal"] is False and body["texts"] == 3
+    for p in body["points"]:
+        assert set(p) == {"method", "params", "sparsity", "recall", "exact", "precision",
+                          "fidelity"}  # fmt: skip
+    fronts = body["frontiers"]
+    assert list(fronts) == names
+    for name, front in fronts.items():
+        idx = [k for k, p in enumerate(body["points"]) if p["method"] == name]
+        pts = body["points"]
+        want = metrics.pareto_front([(pts[k]["sparsity"], pts[k]["recall"]) for k in idx])
+        assert front == [idx[k] for k in want]
+        for k in idx:
+            f = pts[k]["fidelity"]
+            assert (f is not None) == (k in front)
+            assert f is None or -1.0 <= f <= 1.0 + 1e-9
+    # per head, the mean over texts (each text weighted equally), then over heads (SPEC §4)
+    per_text = []
+    for t in TEXTS:
+        ctx = M.PredictContext.from_run(tiny_model.run(t), art)
+        per_text.append(PA.sweep_points(ctx, "sf-distance", sweep.grids["sf-distance"]))
+    rec, _ = metrics.aggregate([x["recall"][3] for x in per_text])
+    got = [p for p in body["points"] if p["method"] == "sf-distance"][3]["recall"]
+    assert got == round(float(rec.mean()), 6)
+    js, html = write_outputs(sweep, tmp_path / "out", {"note": "test"})
+    assert json.loads(js.read_text()) == json.loads(json.dumps(body))
+    page = html.read_text()
+    assert "plotly" in page.lower() and len(page) > 1_000_000  # plotly.js inlined
+    assert '<script src="http' not in page and "<script src='http" not in page
+    assert (tmp_path / "out" / "pareto-run.json").is_file()
+
+
+def test_totals_merge_equals_one_pass(tiny_model):
+    art = fake_artefact()
+    grids = PA.corpus_grids(["window", "sf-quantization"], 40, 10, art)
+    whole = PA.sweep_inputs(tiny_model, TEXTS, art, grids)
+    part = PA.sweep_inputs(tiny_model, TEXTS[:1], art, grids)
+    part.merge(PA.sweep_inputs(tiny_model, TEXTS[1:], art, grids))
+    assert part.texts == whole.texts == 3
+    for name in grids:
+        for k in B.METRICS:
+            assert np.allclose(part.sums[name][k], whole.sums[name][k], rtol=0, atol=1e-12)
+
+
+def test_corpus_grids_keep_points_valid_for_the_shortest_input():
+    g = PA.corpus_grids(["window", "strided"], 512, 10, None)
+    assert max(p["window"] for p in g["window"]) == 19  # 2 * 10 - 1
+    assert all(p["stride"] <= 10 for p in g["strided"])
