@@ -165,7 +165,18 @@ class Pareto(BaseModel):
     frontiers: dict[str, list[int]] = Field(description="per method, indices into points")
 
 
+class Cluster(BaseModel):
+    id: int
+    queries: dict[str, float] = Field(description="UPOS tag -> share among its queries")
+    keys: dict[str, float] = Field(description="UPOS tag -> share among its keys")
+    n_queries: int
+    n_keys: int
+    examples: list[str] = Field(description="its most frequent (non-special) tokens")
+
+
 class Clusters(BaseModel):
     """The ``sparsescope clusters --json`` shape for this text (sparse_core.pos)."""
 
-    model_config = ConfigDict(extra="allow")
+    layer: int
+    head: int
+    clusters: list[Cluster]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from app.schemas import Clusters
 from tests.app.test_api import assert_error
 
 pos = pytest.importorskip("sparse_core.pos")
@@ -34,6 +35,7 @@ def test_cluster_breakdown(art_client, art_analysis, tiny_model, tiny_artefact, 
     body = r.json()
     out = tiny_model.run(sentence)
     assert body == pos.cluster_breakdown(out, tiny_artefact, 1, 2, 4, top_k=1)
+    Clusters.model_validate(body)
     assert (body["layer"], body["head"]) == (1, 2) and len(body["clusters"]) == 4
     assert sum(c["n_queries"] for c in body["clusters"]) == out.n  # top-1: each token once
     for c in body["clusters"]:
