@@ -565,21 +565,11 @@ class AnalysisService:
             }
         if art is not None:
             body["centroids"] = {str(b): c[layer, head].tolist() for b, c in art.centroids.items()}
-        mod = _optional("methods")
-        if mod is not None and body["proj"] is not None:
+        base = _optional("baselines")
+        if base is not None and body["proj"] is not None:
             # every bucket / cluster count of the sliders, all rounds: the page slides freely
-            body["reformer"] = {
-                str(b): mod.reformer_buckets(ctx, b, mod.REFORMER_MAX_ROUNDS)[layer, head].tolist()
-                for b in mod.BUCKET_COUNTS
-            }
-            routing = {}
-            for c in _choices(mod.METHODS["routing"].params(out.n, art), "n_clusters"):
-                q, k = mod.routing_members(ctx, c)  # (L, H, C, n) bool each
-                routing[str(c)] = {
-                    "queries": [row.nonzero().flatten().tolist() for row in q[layer, head]],
-                    "keys": [row.nonzero().flatten().tolist() for row in k[layer, head]],
-                }
-            body["routing"] = routing
+            body["reformer"] = base.reformer_payload(ctx, layer, head)
+            body["routing"] = base.routing_payload(ctx, layer, head)
         return body
 
     def _seed(self, layer: int, head: int) -> int:
@@ -783,10 +773,6 @@ def _artefact_label(art) -> str:
     from sparse_core.sparsefinder import artefact_name
 
     return artefact_name(art.model_id, art.alpha)
-
-
-def _choices(specs, name: str) -> list:
-    return next(list(p.choices) for p in specs if p.name == name)
 
 
 def _param_json(p) -> dict:
