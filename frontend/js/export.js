@@ -1,0 +1,213 @@
+/**
+ * The main page's share and export tools, loaded as their own module next to main.js (they share
+ * its state store: ES modules are singletons per URL):
+ *
+ * - in the view bar (#view-actions): Share (share.js), "Download view" (one self-contained HTML
+ *   file, export-view.js), "Download JSON" (the analysis, the open head's edges, the method, its
+ *   metrics and the Pareto sweep, plus the ShareState that reopens the view);
+ * - in the header of the heatmap, Pareto and POS panels: PNG and SVG downloads
+ *   (export-figures.js);
+ * - when the page was opened from the gallery (/gallery/{slug}), a banner with the example's
+ *   title and what to look at.
+ *
+ * Buttons are enabled only while there is something to export; failures are reported in the
+ * bar's status line, never thrown.
+ */
+
+import { el, readIsland } from "./dom.js";
+import {
+  heatmapPng,
+  heatmapSvg,
+  paretoImage,
+  posSvg,
+  svgToPng,
+} from "./export-figures.js";
+import { standaloneHtml, viewData } from "./export-view.js";
+import { initShare, shareState } from "./share.js";
+import * as store from "./state.js";
+
+/**
+ * Save `blob` as `filename` (an object URL on a temporary link; revoked a little later).
+ * @param {Blob} blob
+ * @param {string} filename
+ */
+export function download(blob, filename) {
+  const url = URL.createObjectURL(blob);
+  const a = el("a", { attrs: { href: url, download: filename } });
+  a.hidden = true;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+/** `sparsescope-L2-H3-strided` for the current view. */
+function baseName(s) {
+  return `sparsescope-L${s.layer}-H${s.head}-${s.method}`.replace(/[^A-Za-z0-9._-]/g, "_");
+}
+
+const svgBlob = (text) => new Blob([text], { type: "image/svg+xml" });
+
+/** The analysis JSON export. */
+export function analysisJson(s) {
+  const view = viewData(s);
+  return {
+    format: "sparsescope-analysis/1",
+    exported: view.exported,
+    source: view.source,
+    state: shareState(s),
+    analysis: s.analysis,
+    head: {
+      layer: s.layer,
+      head: s.head,
+      n: view.n,
+      gold_sparsity: view.goldSparsity,
+      edges: view.edges,
+    },
+    method: { ...view.method, metrics: view.metrics },
+    pareto: s.pareto ?? null,
+  };
+}
+
+let statusLine = null;
+
+function report(msg) {
+  if (statusLine) statusLine.textContent = msg;
+}
+
+/** Run an export action, reporting what happened. */
+async function run(label, action) {
+  report(`${label}…`);
+  try {
+    await action();
+    report(`${label}: downloaded`);
+  } catch (err) {
+    report(`${label} failed: ${err.message || err}`);
+  }
+}
+
+/** One PNG / SVG pair of buttons for a panel, enabled by `ready(state)`. */
+function figureButtons(name, ready, actions) {
+  const group = el("span", { class: "export-group", attrs: { role: "group", "aria-label": `download the ${name}` } });
+  const buttons = Object.entries(actions).map(([fmt, action]) => {
+    const b = el("button", {
+      class: "tool tool-small",
+      text: fmt.toUpperCase(),
+      title: `Download the ${name} as ${fmt.toUpperCase()}`,
+      attrs: { type: "button", "data-export": `${name}-${fmt}` },
+    });
+    b.addEventListener("click", () => run(`${name} ${fmt.toUpperCase()}`, action));
+    return b;
+  });
+  group.append(el("span", { class: "export-label", text: "⤓", attrs: { "aria-hidden": "true" } }), ...buttons);
+  const sync = (s) => {
+    const ok = ready(s);
+    for (const b of buttons) b.disabled = !ok;
+  };
+  return { group, sync };
+}
+
+/** The `.panel-head` of the panel that holds element `id`, or null. */
+function panelHead(id) {
+  return document.getElementById(id)?.closest(".panel")?.querySelector(".panel-head") ?? null;
+}
+
+/** A banner for a gallery example (the shared-state island's `gallery` entry). */
+function galleryBanner(bar) {
+  const island = document.getElementById("shared-state");
+  if (!island) return;
+  const g = readIsland("shared-state").gallery;
+  if (!g) return;
+  const close = el("button", { class: "tool tool-small", text: "×", title: "Hide", attrs: { type: "button", "aria-label": "hide the example's note" } });
+  const banner = el("aside", { class: "gallery-banner", attrs: { "aria-label": "gallery example" } }, [
+    el("div", { class: "gallery-banner-text" }, [
+      el("strong", { text: g.title }),
+      el("p", { text: g.explain }),
+      ...(g.credit ? [el("p", { class: "muted", text: g.credit })] : []),
+    ]),
+    el("a", { class: "tool", text: "← Gallery", attrs: { href: "/gallery" } }),
+    close,
+  ]);
+  close.addEventListener("click", () => banner.remove());
+  bar.before(banner);
+}
+
+function init() {
+  const bar = document.getElementById("view-actions");
+  if (!bar) return; // a page without the tools (e.g. an older template)
+  const config = readIsland("config");
+  const get = () => store.get();
+  const hasHead = (s) => Boolean(s.analysis && s.headData);
+
+  const actions = el("div", { class: "view-tools" });
+  const { button: shareButton } = initShare(actions, get);
+  const html = el("button", { class: "tool", text: "Download view", title: "One HTML file with this view and Plotly inside: opens offline", attrs: { type: "button", "data-export": "view-html" } });
+  const json = el("button", { class: "tool", text: "Download JSON", title: "The analysis, this head's edges, the method, its metrics and the sweep", attrs: { type: "button", "data-export": "analysis-json" } });
+  statusLine = el("span", { class: "export-status muted", attrs: { role: "status" } });
+  actions.append(html, json, statusLine);
+  bar.append(actions);
+  galleryBanner(bar);
+
+  html.addEventListener("click", () =>
+    run("view HTML", async () => {
+      const s = get();
+      const text = await standaloneHtml(s, config.plotly ?? "/static/vendor/plotly.min.js");
+      download(new Blob([text], { type: "text/html" }), `${baseName(s)}.html`);
+    }),
+  );
+  json.addEventListener("click", () =>
+    run("analysis JSON", async () => {
+      const s = get();
+      const text = JSON.stringify(analysisJson(s), null, 1);
+      download(new Blob([text], { type: "application/json" }), `${baseName(s)}.json`);
+    }),
+  );
+
+  const figures = [];
+  const heatHead = panelHead("heatmap");
+  if (heatHead) {
+    const f = figureButtons("heatmap", hasHead, {
+      png: async () => download(await heatmapPng(document.getElementById("heatmap")), `${baseName(get())}-heatmap.png`),
+      svg: async () => download(svgBlob(heatmapSvg(get())), `${baseName(get())}-heatmap.svg`),
+    });
+    heatHead.append(f.group);
+    figures.push(f);
+  }
+  const paretoHead = panelHead("pareto");
+  if (paretoHead) {
+    const gd = document.getElementById("pareto");
+    const f = figureButtons("pareto", (s) => Boolean(s.pareto && s.analysis), {
+      png: async () => download(await paretoImage(gd, get(), "png"), `${baseName(get())}-pareto.png`),
+      svg: async () => download(await paretoImage(gd, get(), "svg"), `${baseName(get())}-pareto.svg`),
+    });
+    paretoHead.append(f.group);
+    figures.push(f);
+  }
+  const posHead = panelHead("pos");
+  if (posHead) {
+    const svgOf = () => {
+      const svg = posSvg(get());
+      if (!svg) throw new Error("this head has no k-means clusters to export");
+      return svg;
+    };
+    const f = figureButtons("pos", (s) => hasHead(s) && s.headData.centroids.size > 0, {
+      png: async () => download(await svgToPng(svgOf()), `${baseName(get())}-pos.png`),
+      svg: async () => download(svgBlob(svgOf()), `${baseName(get())}-pos.svg`),
+    });
+    posHead.append(f.group);
+    figures.push(f);
+  }
+
+  const sync = (s) => {
+    const ok = hasHead(s);
+    shareButton.disabled = !s.analysis;
+    html.disabled = json.disabled = !ok;
+    for (const f of figures) f.sync(s);
+  };
+  store.subscribe((s, changed) => {
+    if (["analysis", "headData", "pareto", "method"].some((k) => changed.has(k))) sync(s);
+  });
+  sync(store.get());
+}
+
+init();

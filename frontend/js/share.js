@@ -1,0 +1,113 @@
+/**
+ * The main page's Share button: save the current view (`POST /api/share`, app/routes/share.py)
+ * and show its short link, with a Copy button. The saved state is the page's view state in the
+ * ShareState shape, so `/s/{id}` reopens exactly this view (main.js reads it back from the
+ * `shared-state` island).
+ */
+
+import { el } from "./dom.js";
+
+/**
+ * The ShareState (app/routes/share.py) of the page's state.
+ * @param {import("./state.js").State} s
+ * @returns {object}
+ */
+export function shareState(s) {
+  const view = {};
+  if (s.scope === "mean") view.scope = "mean";
+  if (s.gridColour === "recall") view.grid = "recall";
+  if (s.hideSpecial) view.hideSpecial = true;
+  const params = {};
+  for (const [k, v] of Object.entries(s.params ?? {})) {
+    if (["boolean", "number", "string"].includes(typeof v)) params[k] = v;
+  }
+  return {
+    text: s.text,
+    alpha: s.alpha,
+    causal: Boolean(s.causal),
+    truncate: Boolean(s.analysis?.truncated),
+    layer: s.layer,
+    head: s.head,
+    method: s.method,
+    params,
+    token: s.lockedRow ?? null,
+    cluster: s.cluster ?? null,
+    lecture_step: null,
+    view,
+  };
+}
+
+/**
+ * POST the state; resolve to the absolute short URL and embed URL.
+ * @param {object} state a ShareState
+ * @returns {Promise<{id: string, url: string, embed: string}>}
+ */
+export async function createShare(state) {
+  const resp = await fetch("/api/share", {
+    method: "POST",
+    headers: { "Content-Type": "application/json", Accept: "application/json" },
+    body: JSON.stringify({ state }),
+  });
+  const body = await resp.json().catch(() => null);
+  if (!resp.ok) throw new Error(body?.detail ?? `the share was not saved (HTTP ${resp.status})`);
+  return {
+    id: body.id,
+    url: new URL(body.url, location.origin).href,
+    embed: new URL(body.embed, location.origin).href,
+  };
+}
+
+/** Copy `text` to the clipboard (the async API, else a selected input and execCommand). */
+async function copyText(text, input) {
+  try {
+    await navigator.clipboard.writeText(text);
+    return true;
+  } catch {
+    input.focus();
+    input.select();
+    return document.execCommand?.("copy") ?? false;
+  }
+}
+
+/**
+ * Mount the Share button and its result box in `root`.
+ * @param {HTMLElement} root
+ * @param {() => import("./state.js").State} getState
+ */
+export function initShare(root, getState) {
+  const button = el("button", { class: "tool share-button", text: "Share", attrs: { type: "button", "aria-haspopup": "true" } });
+  const url = el("input", { class: "share-url", attrs: { type: "text", readonly: "", "aria-label": "short link to this view" } });
+  const copy = el("button", { class: "tool", text: "Copy", attrs: { type: "button" } });
+  const embed = el("a", { class: "share-embed", text: "embed", attrs: { target: "_blank", rel: "noopener" } });
+  const note = el("span", { class: "share-note", attrs: { role: "status" } });
+  const box = el("div", { class: "share-box", attrs: { hidden: "" } }, [url, copy, embed, note]);
+  root.append(button, box);
+
+  button.addEventListener("click", async () => {
+    const s = getState();
+    if (!s.analysis) return;
+    box.hidden = false;
+    url.value = "saving…";
+    note.textContent = "";
+    embed.hidden = true;
+    button.disabled = true;
+    try {
+      const res = await createShare(shareState(s));
+      url.value = res.url;
+      embed.href = res.embed;
+      embed.hidden = false;
+      url.focus();
+      url.select();
+    } catch (err) {
+      url.value = "";
+      note.textContent = err.message;
+    } finally {
+      button.disabled = false;
+    }
+  });
+  copy.addEventListener("click", async () => {
+    if (!url.value || url.value === "saving…") return;
+    note.textContent = (await copyText(url.value, url)) ? "copied" : "select the link and copy it";
+  });
+  return { button };
+}
