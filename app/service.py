@@ -36,6 +36,12 @@ from sparse_core.errors import ArtefactError, EmptyTextError, SparsescopeError, 
 log = logging.getLogger(__name__)
 
 ID_HEX = 24  # 96 bits of sha256: ids are cache keys, collisions must not happen by chance
+#: Derived results kept per analysis (heads, Pareto scopes, metrics settings): beyond it, or once
+#: the analysis alone outweighs the cache's byte bound, a result is computed but not kept, so no
+#: stream of distinct requests on one id can grow it without bound.
+MAX_DERIVED = 512
+#: Distinct alphas whose artefact lookup is remembered (every alpha in [1, 2] may be asked).
+MAX_ALPHAS = 64
 
 
 def _optional(module: str):
@@ -281,7 +287,8 @@ class AnalysisService:
             except (ArtefactError, ModuleNotFoundError, OSError) as exc:
                 log.info("no Sparsefinder artefact for alpha %g: %s", alpha, exc)
                 res = (None, None)
-        self._artefacts[key] = res
+        if len(self._artefacts) < MAX_ALPHAS:
+            self._artefacts[key] = res
         return res
 
     # -- health, methods -----------------------------------------------------------------------
@@ -517,7 +524,12 @@ class AnalysisService:
         if key in entry.derived:
             return entry.derived[key]
         with entry.lock:  # one lock per key: a long sweep does not hold up a head payload
-            key_lock = entry.key_locks.setdefault(key, threading.Lock())
+            key_lock = entry.key_locks.get(key)
+            full = len(entry.key_locks) >= MAX_DERIVED or entry.nbytes > self.cache.max_bytes
+            if key_lock is None and not full:
+                key_lock = entry.key_locks[key] = threading.Lock()
+        if key_lock is None:
+            return make()  # bounded (MAX_DERIVED): computed for this request, not kept
         with key_lock:
             if key not in entry.derived:
                 memo = getattr(entry.ctx, "cache", None)
