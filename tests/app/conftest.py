@@ -43,8 +43,10 @@ def analysis(client, sentence) -> dict:
 
 @pytest.fixture(scope="session")
 def real_client(tmp_path_factory, real_model):
-    settings = Settings(data_dir=tmp_path_factory.mktemp("data"), warmup=True)
+    # no start-up warm-up: it would also precompute the gallery in the background
+    settings = Settings(data_dir=tmp_path_factory.mktemp("data"), warmup=False)
     service = AnalysisService(settings, model=real_model)
+    service.warmup()  # the model's own warm-up (tagger load, first forward), uncached
     with TestClient(create_app(settings, service)) as c:
         yield c
 
