@@ -188,14 +188,27 @@ export function initPos(root) {
     store.set({ cluster: store.get().cluster === c ? null : c });
   });
 
+  // A new head or cluster setting rebuilds the bars right after the next frame, so that the
+  // slider step or head change that caused it repaints the heatmap and the Pareto star first.
   let last = "";
+  let pending = false;
+  function renderSoon() {
+    if (pending) return;
+    pending = true;
+    requestAnimationFrame(() =>
+      setTimeout(() => {
+        pending = false;
+        render(store.get());
+        publishMembers(store.get());
+      }),
+    );
+  }
   store.subscribe((s, changed) => {
     const setting = clusterSetting(s);
     const key = setting ? `${setting.clusters}/${setting.topK}` : "";
     if (changed.has("headData") || key !== last) {
       last = key;
-      render(s);
-      publishMembers(s);
+      renderSoon();
     } else if (changed.has("cluster")) {
       mark(s);
       publishMembers(s);
