@@ -16,9 +16,9 @@ inputs (:func:`extract`), train the 72 projections at once as one parameter tens
   validation loss uses a fixed draw (seed + 1) so that losses are comparable.
 - W starts as U(−1/√d, 1/√d) (as ``nn.Linear``); b = −mean(x W) over the training queries and keys.
 - k-means per (layer, head), batched over heads: k-means++ init, ``restarts`` runs (default 3),
-  Lloyd iterations until no assignment changes (at most ``max_iter`` = 50), the run with the
+  Lloyd iterations until no assignment changes (at most ``max_iter`` = 30), the run with the
   lowest inertia kept per head; ties in assignment go to the lower centroid index; an empty
-  cluster keeps its previous centroid. Fitted on at most ``kmeans_points`` (16384) points per
+  cluster keeps its previous centroid. Fitted on at most ``kmeans_points`` (4096) points per
   head drawn uniformly from the union of the projected training queries and keys.
 - Everything draws from ``torch.Generator`` s seeded from ``seed``: the same arguments give the
   same artefact bytes on the same machine (thread count included).
@@ -37,7 +37,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from tqdm.auto import tqdm
 
@@ -71,8 +70,8 @@ class FitConfig:
     seed: int = 0
     cluster_counts: tuple[int, ...] = CLUSTER_COUNTS
     kmeans_restarts: int = 3
-    kmeans_max_iter: int = 50
-    kmeans_points: int = 16384
+    kmeans_max_iter: int = 30
+    kmeans_points: int = 4096
     reference_threshold: float = REFERENCE_THRESHOLD
     extract_batch: int = 2
 
@@ -280,14 +279,16 @@ def evaluate(
 # ----------------------------------------------------------------------------- k-means
 
 
-def _d2(x: Tensor, c: Tensor) -> Tensor:
-    """(P, M, r), (P, B, r) -> (P, M, B) squared distances ‖x‖² + ‖c‖² − 2 x·c (float64 here)."""
-    d = (
-        (x * x).sum(-1)[:, :, None]
-        + (c * c).sum(-1)[:, None, :]
-        - 2 * torch.bmm(x, c.transpose(1, 2))
-    )
-    return d.clamp_(min=0)
+def _assign(x: Tensor, c: Tensor) -> Tensor:
+    """Nearest centroid of each point, (P, M, r), (P, B, r) -> (P, M): the argmin over centroids
+    of ‖c‖² − 2 x·c (‖x‖² is the same for every centroid); ties go to the lower index."""
+    return ((c * c).sum(-1)[:, None, :] - 2 * torch.bmm(x, c.transpose(1, 2))).argmin(-1)
+
+
+def _inertia(x: Tensor, c: Tensor) -> Tensor:
+    """Σ over points of the squared distance to the nearest centroid, (P,) float64."""
+    d = torch.stack([((x - c[:, b, None]) ** 2).sum(-1) for b in range(c.shape[1])], -1)
+    return d.min(-1).values.double().sum(-1)
 
 
 def _kmeanspp(x: Tensor, k: int, gen: torch.Generator) -> Tensor:
@@ -309,38 +310,45 @@ def kmeans(
     n_clusters: int,
     *,
     restarts: int = 3,
-    max_iter: int = 50,
+    max_iter: int = 30,
     generator: torch.Generator | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """Batched k-means: x (P, M, r) -> centroids (P, B, r) and inertia (P,) (float64 inside).
+    """Batched k-means: x (P, M, r) -> centroids (P, B, r) and inertia (P,), float32.
 
-    k-means++ init, Lloyd until no assignment changes or ``max_iter``; argmin ties go to the lower
-    centroid index; an empty cluster keeps its centroid; best of ``restarts`` runs per problem.
+    k-means++ init, Lloyd until no assignment changes (per problem) or ``max_iter``; argmin ties
+    go to the lower centroid index; an empty cluster keeps its centroid; best of ``restarts``
+    runs per problem (the earlier run on equal inertia).
     """
     gen = generator if generator is not None else torch.Generator().manual_seed(0)
-    x = x.double()
-    if x.shape[1] < n_clusters:
-        raise SparsescopeError(f"k-means needs at least {n_clusters} points, got {x.shape[1]}")
+    x = x.float()
+    P, M, r = x.shape
+    if M < n_clusters:
+        raise SparsescopeError(f"k-means needs at least {n_clusters} points, got {M}")
     best_c = best_i = None
     for _ in range(max(1, restarts)):
         c = _kmeanspp(x, n_clusters, gen)
-        prev = None
+        prev = torch.full((P, M), -1)
+        live = torch.arange(P)  # problems whose assignment still changes
         for _ in range(max_iter):
-            a = _d2(x, c).argmin(-1)  # (P, M); first minimum = lower index
-            if prev is not None and torch.equal(a, prev):
+            xa, ca = x[live], c[live]
+            a = _assign(xa, ca)  # (P', M)
+            moved = (a != prev[live]).any(-1)
+            live, xa, ca, a = live[moved], xa[moved], ca[moved], a[moved]
+            if live.numel() == 0:
                 break
-            prev = a
-            oh = F.one_hot(a, n_clusters).double()  # (P, M, B)
-            counts = oh.sum(1)[..., None]  # (P, B, 1)
-            c = torch.where(counts > 0, (oh.transpose(1, 2) @ x) / counts.clamp(min=1), c)
-        inertia = _d2(x, c).min(-1).values.sum(-1)  # (P,)
+            prev[live] = a
+            k = live.numel()
+            sums = torch.zeros(k, n_clusters, r).scatter_add_(1, a[..., None].expand(-1, -1, r), xa)
+            counts = torch.zeros(k, n_clusters).scatter_add_(1, a, torch.ones(k, M))[..., None]
+            c[live] = torch.where(counts > 0, sums / counts.clamp(min=1), ca)
+        inertia = _inertia(x, c)  # (P,)
         if best_c is None:
             best_c, best_i = c, inertia
         else:
             better = inertia < best_i
             best_c = torch.where(better[:, None, None], c, best_c)
             best_i = torch.where(better, inertia, best_i)
-    return best_c.float(), best_i
+    return best_c, best_i
 
 
 def _kmeans_points(data, train_idx, W, b, m, gen) -> Tensor:
