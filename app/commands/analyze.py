@@ -84,13 +84,14 @@ def _table(report: dict) -> str:
     ]
     head = f"{'layer':>5} {'head':>4} {'gold':>6}"
     for nm in names:
-        head += f" | {nm[:15]:>15} rec/spa"
+        head += f" | {nm[:19]:>19}"
     lines.append(head)
+    lines.append(" " * 17 + f" | {'recall / sparsity':>19}" * len(names))
     for h in report["heads"]:
         row = f"{h['layer']:>5} {h['head']:>4} {h['gold_sparsity']:>6.3f}"
         for nm in names:
             p = h["patterns"][nm]
-            row += f" | {p['recall']:>11.3f}/{p['sparsity']:.3f}"
+            row += f" | {p['recall']:>13.3f}/{p['sparsity']:.3f}"
         lines.append(row)
     if report["heads"]:
         lines.append("")
@@ -99,7 +100,7 @@ def _table(report: dict) -> str:
         for nm in names:
             r = sum(h["patterns"][nm]["recall"] for h in report["heads"]) / len(report["heads"])
             s = sum(h["patterns"][nm]["sparsity"] for h in report["heads"]) / len(report["heads"])
-            summary += f" | {r:>11.3f}/{s:.3f}"
+            summary += f" | {r:>13.3f}/{s:.3f}"
         lines.append(summary)
         params = "; ".join(
             f"{nm}: "
@@ -113,9 +114,11 @@ def _table(report: dict) -> str:
 def run(args: argparse.Namespace) -> int:
     from sparse_core import load_model
     from sparse_core.errors import ArtefactError
+    from sparse_core.model import normalize_alpha
     from sparse_core.sparsefinder import load_artefact
 
     text = sys.stdin.read() if args.text == "-" else args.text
+    normalize_alpha(args.alpha, 1, 1)  # a bad alpha is the user's first error, before any loading
     model = load_model(args.model, device=args.device)
     try:
         artefact = load_artefact(args.artefact, model_id=model.model_id, alpha=args.alpha)
