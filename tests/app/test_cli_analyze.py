@@ -1,0 +1,60 @@
+"""``sparsescope analyze``: the JSON report on the real default model, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.cli import main
+
+
+@pytest.mark.real_model
+def test_analyze_json_on_the_real_model(capsys, sentence):
+    assert main(["analyze", "--json", sentence]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["model"] == "sentence-transformers/all-MiniLM-L6-v2"
+    assert report["device"] == "cpu" and report["alpha"] == 1.5 and report["causal"] is False
+    assert report["tokens"][0] == "[CLS]" and report["tokens"][-1] == "[SEP]"
+    assert len(report["heads"]) == 72
+    assert {(h["layer"], h["head"]) for h in report["heads"]} == {
+        (li, hi) for li in range(6) for hi in range(12)
+    }
+    for h in report["heads"]:
+        assert 0.0 <= h["gold_sparsity"] < 1.0
+        assert set(h["patterns"]) == {
+            "fixed",
+            "strided",
+            "sf-distance",
+            "sf-quantization",
+            "sf-kmeans",
+        }
+        for pat in h["patterns"].values():
+            assert set(pat) >= {"params", "sparsity", "recall", "exact", "precision"}
+            assert 0.0 <= pat["recall"] <= 1.0 and 0.0 <= pat["sparsity"] <= 1.0
+    n = len(report["tokens"])
+    stride = report["heads"][0]["patterns"]["strided"]["params"]["stride"]
+    assert abs(stride - n**0.5) <= 1  # stride ≈ √n
+
+
+@pytest.mark.real_model
+def test_analyze_causal_table(capsys):
+    assert main(["analyze", "--causal", "--alpha", "2", "A short causal example."]) == 0
+    out = capsys.readouterr().out
+    assert "causal" in out and "alpha=2.0" in out
+    assert len([ln for ln in out.splitlines() if ln[:5].strip().isdigit()]) == 72
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["analyze", "   "], "empty"),
+        (["analyze", "--alpha", "2.5", "hi"], "alpha must be in [1, 2]"),
+        (["analyze", "--model", "/nonexistent/model", "hi"], "does not exist"),
+        (["analyze", "word " * 600], "at most 512"),
+    ],
+)
+def test_analyze_user_errors_are_one_line(capsys, argv, fragment):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and "Traceback" not in err
