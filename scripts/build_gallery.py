@@ -682,13 +682,15 @@ def pos_clusters(model, artefact) -> Example:
 
 
 def learned_miss(model, artefact) -> Example:
-    """sf-kmeans at its defaults: the head where it drops the most attention mass (the sum of P
-    over the gold edges it misses, averaged over queries); the locked row holds its heaviest
-    missed edge."""
+    """sf-kmeans at its defaults with the first/last tokens global: the head where it drops the
+    most attention mass (the sum of P over the gold edges it misses, averaged over queries); the
+    locked row holds its heaviest missed edge."""
     out = model.run(SF_TEXT, alpha=1.5)
     ctx = PredictContext.from_run(out, artefact)
     method = METHODS["sf-kmeans"]
-    params = method.defaults(out.n, artefact)
+    # globals on, as the paper adds them to every method: the misses left are content edges,
+    # not the [CLS] / [SEP] "sink" edges any global pattern keeps
+    params = {**method.defaults(out.n, artefact), "globals": True}
     pred = method.predict(ctx, **params)  # (L, H, n, n)
     missed = out.graph & ~pred
     mass = (out.probs * missed).sum(-1).mean(-1)  # (L, H)
@@ -704,13 +706,17 @@ def learned_miss(model, artefact) -> Example:
         summary="Sparsefinder k-means drops heavy edges of this head.",
         explain=(
             f"Sparsefinder's k-means pattern keeps an edge only when query and key fall in the "
-            f"same cluster. In layer {layer}, head {head} it misses {n_missed} true edges (the "
+            f"same cluster (here with the first and last tokens global, as in the paper). In "
+            f"layer {layer}, head {head} it still misses {n_missed} true edges (the "
             f"red ×) — recall {got['recall']:.2f} at sparsity {got['sparsity']:.2f} — and drops "
             f"{float(mass[layer, head]):.0%} of the attention weight on average. The heaviest "
             f"miss is in the locked row: “{out.tokens[i]}” → “{out.tokens[j]}” with p = {p:.2f}. "
             f"Raise top-k or add a window and watch the × turn into ★."
         ),
-        how="argmax over 72 heads of the mean attention mass on edges sf-kmeans (defaults) misses",
+        how=(
+            "argmax over 72 heads of the mean attention mass on the edges sf-kmeans (defaults, "
+            "globals on) misses"
+        ),
         state=state(out, layer, head, "sf-kmeans", params, artefact, token=i),
         figures=[
             fig("recall", got["recall"]),
