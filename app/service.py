@@ -223,8 +223,9 @@ class AnalysisService:
     def start(self) -> None:
         """Load the model (and the artefact and tagger), then warm up with one short text."""
         with self._start_lock:
-            if self.settings.threads is not None:
-                torch.set_num_threads(self.settings.threads)  # process-wide, like the model
+            if self.settings.threads is not None or self._model is None:
+                # process-wide, like the model; a model handed in (tests) leaves it alone
+                torch.set_num_threads(self.settings.torch_threads())
             if self._model is None:
                 t0 = time.perf_counter()
                 if self._loader is not None:

@@ -46,9 +46,13 @@ class Settings(BaseModel):
     threads: int | None = Field(
         None,
         ge=1,
-        description="torch CPU threads (None: torch's default, one per core); 1 is faster on a "
-        "machine whose cores are busy with other work",
+        description="torch CPU threads; None: half the cores (at least 1), since the POS tagger "
+        "runs beside the forward and a busy machine's spinning threads slow every forward",
     )
+
+    def torch_threads(self) -> int:
+        """The torch thread count to use: ``threads``, else half the cores (at least 1)."""
+        return self.threads or max(1, (os.cpu_count() or 2) // 2)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:

@@ -145,3 +145,13 @@ def test_threads_setting_sets_torch_threads(tmp_path, tiny_model):
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+def test_default_threads_leave_a_core_free(monkeypatch):
+    import os
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert Settings.from_env({}).torch_threads() == 1
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    assert Settings.from_env({}).torch_threads() == 8
+    assert Settings.from_env({"SPARSESCOPE_THREADS": "3"}).torch_threads() == 3
