@@ -16,7 +16,7 @@ import { kmeansMembership } from "./methods.js";
 import * as store from "./state.js";
 
 /** The 17 Universal POS tags, in the order of the stacks, with a categorical colour each. */
-const UPOS = [
+export const UPOS = [
   ["NOUN", "#4e79a7"], ["PROPN", "#a0cbe8"], ["PRON", "#86bcb6"], ["VERB", "#e15759"],
   ["AUX", "#ff9d9a"], ["ADJ", "#59a14f"], ["ADV", "#8cd17d"], ["ADP", "#f28e2b"],
   ["DET", "#ffbe7d"], ["CCONJ", "#b6992d"], ["SCONJ", "#f1ce63"], ["PART", "#d37295"],
