@@ -140,22 +140,41 @@ function orGroups(m, n, rows, cols) {
   return m;
 }
 
-/** Indices of the set entries of a 0/1 array. */
-function members(flags) {
-  const out = [];
-  flags.forEach((v, t) => v && out.push(t));
-  return out;
+/** Each token's clusters as a bitset: `words` 32-bit words per token, bit c set iff member[c][t]. */
+function memberBits(member, n, words) {
+  const bits = new Uint32Array(n * words);
+  member.forEach((row, c) => {
+    const w = c >>> 5;
+    const bit = 1 << (c & 31);
+    for (let t = 0; t < n; t++) if (row[t]) bits[t * words + w] |= bit;
+  });
+  return bits;
 }
 
 /**
  * Sparsefinder k-means (paper §4.5, SPEC §3): each query and key goes to its top-k nearest
- * centroids; (i, j) ∈ Ĝ iff the two top-k sets intersect.
+ * centroids; (i, j) ∈ Ĝ iff the two top-k sets intersect (a bitwise AND of their cluster sets,
+ * so a step costs n² whatever B and k).
  * @returns {Uint8Array}
  */
 export function sfKmeans(head, nb, topK) {
+  const n = head.n;
   const mem = kmeansMembership(head, nb, topK);
-  const m = new Uint8Array(head.n * head.n);
-  return orGroups(m, head.n, mem.queries.map(members), mem.keys.map(members));
+  const words = Math.ceil(nb / 32);
+  const bq = memberBits(mem.queries, n, words);
+  const bk = memberBits(mem.keys, n, words);
+  const m = new Uint8Array(n * n);
+  for (let i = 0; i < n; i++) {
+    for (let j = 0; j < n; j++) {
+      for (let w = 0; w < words; w++) {
+        if (bq[i * words + w] & bk[j * words + w]) {
+          m[i * n + j] = 1;
+          break;
+        }
+      }
+    }
+  }
+  return m;
 }
 
 // ----------------------------------------------------------------------------- baselines
