@@ -134,8 +134,12 @@ def routing_centroids(
         cent[:, c] = x[np.arange(A), best.argmin(axis=1)]  # the farthest point (first on ties)
         best = np.maximum(best, np.einsum("amr,ar->am", x, cent[:, c]))
     off = (np.arange(A) * C)[:, None]
+    prev = None
     for _ in range(iters):
         idx = ((x @ cent.transpose(0, 2, 1)).argmax(axis=-1) + off).ravel()  # (A·2n,)
+        if prev is not None and np.array_equal(idx, prev):
+            break  # a fixed point: the remaining iterations would change nothing
+        prev = idx
         count = np.bincount(idx, minlength=A * C).reshape(A, C, 1)
         sums = np.stack(
             [np.bincount(idx, weights=x[..., d].ravel(), minlength=A * C) for d in range(r)], -1

@@ -37,6 +37,7 @@ from .rng import BIGBIRD_STREAM, hash_uniform_t
 log = logging.getLogger(__name__)
 
 _ONE = np.uint64(1)
+BATCH = 1  # base masks per count_bits call (larger batches were slower: cache)
 
 
 # ----------------------------------------------------------------------------- base bitsets
@@ -59,14 +60,14 @@ def _assign_bits(n: int, q_ids: np.ndarray, k_ids: np.ndarray, n_ids: int) -> np
     return out
 
 
-def _balanced_np(x: Tensor, b: int) -> np.ndarray:
-    """``sparsefinder.balanced_buckets(x, b)`` (all tokens valid) in numpy: per dimension the
-    stable ascending rank // b. (A, n, r) -> (A, r, n) int64."""
+def _ranks(x: Tensor) -> np.ndarray:
+    """Per dimension, the stable ascending rank of every token: (A, n, r) -> (A, r, n) int64;
+    ``rank // b`` is ``sparsefinder.balanced_buckets(x, b)`` (all tokens valid)."""
     v = np.swapaxes(x.numpy(), -1, -2)  # (A, r, n)
     order = np.argsort(v, axis=-1, kind="stable")
     ranks = np.empty_like(order)
     np.put_along_axis(ranks, order, np.arange(v.shape[-1])[None, None, :], axis=-1)
-    return ranks // b
+    return ranks
 
 
 def _base_bits(ctx: M.PredictContext, method: M.Method, own: dict) -> np.ndarray:
@@ -84,13 +85,17 @@ def _base_bits(ctx: M.PredictContext, method: M.Method, own: dict) -> np.ndarray
         kbits = pack(k).reshape(L * H, -1, words(n))  # (LH, C, W)
         qm = q.reshape(L * H, q.shape[-2], n)
         out = np.zeros((L * H, n, words(n)), dtype=np.uint64)
-        for c in range(qm.shape[1]):
-            out |= np.where(qm[:, c, :, None], kbits[:, c, None, :], np.uint64(0))
+        for c in range(qm.shape[1]):  # the rows centroid c took get its keys
+            a, i = np.nonzero(qm[:, c])
+            out[a, i] |= kbits[a, c]
         return out
     if name == "sf-quantization":
         b = max(1, math.ceil(n / own["n_buckets"]))
-        qp, kp = (x.reshape(L * H, n, -1) for x in (ctx.proj_q, ctx.proj_k))
-        bq, bk = _balanced_np(qp, b), _balanced_np(kp, b)  # (LH, r, n)
+        rq, rk = ctx.memo(  # (LH, r, n) ranks, shared by every B
+            ("ranks",),
+            lambda: tuple(_ranks(x.reshape(L * H, n, -1)) for x in (ctx.proj_q, ctx.proj_k)),
+        )
+        bq, bk = rq // b, rk // b  # balanced bins
         nid = (n + b - 1) // b
         # one slot per dimension, ids offset per dimension so that only equal dims can match
         off = (np.arange(bq.shape[1]) * nid)[None, :, None]
@@ -115,7 +120,7 @@ def _base_bits(ctx: M.PredictContext, method: M.Method, own: dict) -> np.ndarray
     return pack(m).reshape(-1, n, words(n))
 
 
-def _distance_bits(ctx: M.PredictContext, ts: Sequence[float], chunk: int = 8) -> np.ndarray:
+def _distance_bits(ctx: M.PredictContext, ts: Sequence[float], chunk: int = 2) -> np.ndarray:
     """sf-distance masks ``D < t`` for thresholds ``ts`` as bitsets (len(ts), L·H, n, W).
 
     ``D`` is first computed in float32, ``Σ_c (q̃_c − k̃_c)²`` (numpy, a few heads at a time so the
@@ -131,7 +136,7 @@ def _distance_bits(ctx: M.PredictContext, ts: Sequence[float], chunk: int = 8) -
     ts = [float(t) for t in ts]
     binned = all((2 * t).is_integer() and 0 <= 2 * t <= 254 for t in ts)
     top = max(int(2 * t) for t in ts) if binned else 0
-    out = np.zeros((len(ts), LH, n, W * 8), dtype=np.uint8)
+    out = np.zeros((len(ts), LH, n, W * 8), dtype=np.uint8)  # bitsets, viewed as bytes
     nb = (n + 7) // 8
     for a in range(0, LH, chunk):
         qa, ka = q[a : a + chunk], k[a : a + chunk]
@@ -149,14 +154,15 @@ def _distance_bits(ctx: M.PredictContext, ts: Sequence[float], chunk: int = 8) -
             d *= 2.0
             near = np.abs(d - np.rint(d)) <= 2 * margin
             bins = np.minimum(d, top).astype(np.uint8)  # ⌊2D⌋ for D >= 0, capped
-            hh, ii, jj = np.nonzero(near)
-            if hh.size:
+            flat = np.flatnonzero(near)
+            hh, ii, jj = np.unravel_index(flat, near.shape)
+            if flat.size:
                 exact = _exact_sq(qa[hh, ii], ka[hh, jj])
                 bins[hh, ii, jj] = np.minimum(np.floor(2.0 * exact), top).astype(np.uint8)
+            # bit planes of the bins, then ``bin < m`` as a comparator on whole words
+            planes = [pack(bins & np.uint8(1 << j)) for j in range(max(top, 1).bit_length())]
             for b, t in enumerate(ts):
-                out[b, a : a + chunk, :, :nb] = np.packbits(
-                    bins < int(2 * t), axis=-1, bitorder="little"
-                )
+                out[b, a : a + chunk] = _less_than(planes, int(2 * t)).view(np.uint8)
         else:
             for b, t in enumerate(ts):
                 m = d < t
@@ -165,6 +171,22 @@ def _distance_bits(ctx: M.PredictContext, ts: Sequence[float], chunk: int = 8) -
                     m[hh, ii, jj] = _exact_sq(qa[hh, ii], ka[hh, jj]) < t
                 out[b, a : a + chunk, :, :nb] = np.packbits(m, axis=-1, bitorder="little")
     return out.view(np.uint64)
+
+
+def _less_than(planes: list[np.ndarray], m: int) -> np.ndarray:
+    """Bitset of ``x < m`` from the bit planes of unsigned x (planes[j] = bit j), MSB first:
+    x < m iff at the first differing bit x has 0 and m has 1."""
+    lt = np.zeros_like(planes[0])
+    eq = ~lt
+    for j in reversed(range(len(planes))):
+        if m >> j & 1:
+            lt |= eq & ~planes[j]
+            eq &= planes[j]
+        else:
+            eq &= ~planes[j]
+    if m >> len(planes):  # m beyond every representable x
+        lt |= eq
+    return lt
 
 
 def _exact_sq(qv: np.ndarray, kv: np.ndarray) -> np.ndarray:
@@ -211,15 +233,28 @@ def sweep_points(
         keys = list(groups)
         if method.name == "sf-distance":
             ts = [dict(k[0])["t"] for k in keys]
-            bases = list(_distance_bits(ctx, ts))
+            made = dict(zip(keys, _distance_bits(ctx, ts), strict=True))
         else:
-            bases = [_base_bits(ctx, method, dict(k[0])) for k in keys]
-        for (own, glob), base in zip(keys, bases, strict=True):
-            idxs = groups[(own, glob)]
-            windows = [pts[i]["window"] for i in idxs]
-            got = to_metrics(gold, count_bits(gold, _finish_bits(gold, base, glob)[None], windows))
-            for metric in METRICS:
-                res[metric][idxs] = got[metric][0]
+            made = {}
+        # bases that share their window widths are measured together (fewer, larger array ops)
+        batches: dict[tuple, list[tuple]] = {}
+        for key in keys:
+            batches.setdefault(tuple(pts[i]["window"] for i in groups[key]), []).append(key)
+        for windows, bkeys in batches.items():
+            for c in range(0, len(bkeys), BATCH):
+                chunk = bkeys[c : c + BATCH]
+                bases = [
+                    made.pop(k) if k in made else _base_bits(ctx, method, dict(k[0])) for k in chunk
+                ]
+                A = max(b.shape[0] for b in bases)
+                bits = np.stack(
+                    [np.broadcast_to(_finish_bits(gold, b, k[1]), (A, *b.shape[1:]))
+                     for b, k in zip(bases, chunk, strict=True)]
+                )  # fmt: skip  # (P, A, n, W)
+                got = to_metrics(gold, count_bits(gold, bits, list(windows)))
+                for q, key in enumerate(chunk):
+                    for metric in METRICS:
+                        res[metric][groups[key]] = got[metric][q]
     return {k: torch.from_numpy(v).view(len(pts), L, H) for k, v in res.items()}
 
 
@@ -242,15 +277,12 @@ def _bigbird_points(ctx: M.PredictContext, gold: Gold, pts: list[dict], res: dic
         ctx.seeds().reshape(LH, 1, 1), BIGBIRD_STREAM, torch.arange(n).view(1, n, 1),
         torch.arange(k).view(1, 1, -1),
     ).numpy()  # fmt: skip
-    gb = pack(ctx.out.graph.reshape(LH * n, n)).ravel()  # gold row bitsets, flat
-    wbase = (np.arange(LH * n, dtype=np.int64) * gold.W).reshape(LH, n, 1)
-
-    def is_gold(cols: np.ndarray) -> np.ndarray:  # (LH, n, k) columns -> gold bit of (lh, i, col)
-        return ((gb[wbase + (cols >> 6)] >> (cols & 63).astype(np.uint64)) & _ONE).astype(bool)
-
+    g = ctx.out.graph.reshape(-1).numpy()  # flat (LH·n·n,) bool: byte lookups beat bit tests
+    row_off = (np.arange(LH * n) * n).reshape(LH, n, 1)  # flat offset of row (lh, i)
     rank_off = (np.arange(n) * n).reshape(1, n, 1)
     glob_e = np.isin(gold.e_i, (0, n - 1)) | np.isin(gold.e_j, (0, n - 1))
     e_row = gold.e_lh * n + gold.e_i
+    e_cell = gold.e_i * n + gold.e_j
     for glob in sorted({p["globals"] for p in pts}):
         sub = [i for i, p in enumerate(pts) if p["globals"] == glob]
         windows = sorted({pts[i]["window"] for i in sub})
@@ -263,23 +295,27 @@ def _bigbird_points(ctx: M.PredictContext, gold: Gold, pts: list[dict], res: dic
                           causal=ctx.causal).numpy()  # fmt: skip  # (n, n)
             free = gold.valid & ~base
             m = free.sum(1)  # (n,) candidates per row
-            cum = np.cumsum(free, axis=1)  # rank of free column j in row i is cum − 1
+            cum = np.cumsum(free, axis=1, dtype=np.int32)  # rank of free column j of row i: cum − 1
             fi, fj = np.nonzero(free)
-            cand = np.full((n, n), n - 1, dtype=np.int64)
-            cand[fi, cum[fi, fj] - 1] = fj  # (n, n): the column of rank x in row i
+            first = np.concatenate([[0], np.cumsum(m)[:-1]])  # (n,) start of each row in fj
+            cand = np.full((n, n), n - 1, dtype=np.int32)
+            cand[fi, np.arange(fi.size) - first[fi]] = fj  # (n, n): the column of rank x in row i
             span = np.maximum(m[:, None] - steps[None, :], 1)  # (n, k)
             p = steps + (u * span).astype(np.int32)  # (LH, n, k), floor as u * span >= 0
             live = steps[None, :] < m[:, None]  # (n, k) the steps a row takes
             # the only gold keys a draw can pick: at a drawn position p_t, or at a rank t < k
             cols_p = cand.ravel()[rank_off + p]
-            cols_t = np.broadcast_to(cand[:, :k], (LH, n, k))
-            a = np.flatnonzero(is_gold(cols_p) & live)
-            b = np.flatnonzero(is_gold(cols_t) & live)
-            rows = np.concatenate([a, b]) // k  # flat row lh * n + i
-            key = np.unique(rows * n + np.concatenate([cols_p.ravel()[a], cols_t.ravel()[b]]))
+            a = np.flatnonzero(g[row_off + cols_p] & live)
+            out_e = (gold.e_d > max(w // 2, -1) if w else np.ones_like(glob_e)) & ~(
+                glob_e if glob else np.zeros_like(glob_e)
+            )  # gold keys outside B
+            ej, er = gold.e_j[out_e], e_row[out_e]
+            early = cum.ravel()[e_cell[out_e]] <= k  # at a rank < k
+            key = np.unique(np.concatenate([(a // k) * n + cols_p.ravel()[a],
+                                            er[early] * n + ej[early]]))  # fmt: skip
             crow, ccol = key // n, key % n
             ci = crow % n
-            pos = cum[ci, ccol] - 1  # starting rank of each tracked key
+            pos = cum[ci, ccol].astype(np.int64) - 1  # starting rank of each tracked key
             pc = p.reshape(LH * n, k)[crow]  # (C, k)
             mc = m[ci]
             picked = np.full(pos.shape, k)  # the step that draws the key (k: never)
@@ -291,10 +327,7 @@ def _bigbird_points(ctx: M.PredictContext, gold: Gold, pts: list[dict], res: dic
                 pos = np.where(now, -1, np.where(on & (pos == t), pt, pos))
             hist = np.bincount((crow // n) * (k + 1) + picked, minlength=LH * (k + 1))
             hits = np.cumsum(hist.reshape(LH, k + 1), axis=1)  # [:, r − 1]: keys in first r
-            out_e = (gold.e_d > max(w // 2, -1) if w else np.ones_like(glob_e)) & ~(
-                glob_e if glob else np.zeros_like(glob_e)
-            )  # gold keys outside B
-            need = np.bincount(e_row[out_e], minlength=LH * n)
+            need = np.bincount(er, minlength=LH * n)
             tracked = np.bincount(crow, minlength=LH * n)
             last = np.full(LH * n, -1, dtype=np.int64)  # the row's last needed draw
             np.maximum.at(last, crow, picked)
