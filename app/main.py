@@ -72,6 +72,8 @@ def create_app(settings: Settings | None = None, service: AnalysisService | None
         description="See, teach and measure sparse (alpha-entmax) attention. "
         "Errors are {detail, field}; see docs/api.md.",
         lifespan=lifespan,
+        docs_url=None,  # served by app/routes/docs.py: vendored Swagger UI, no CDN, no inline JS
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.service = service

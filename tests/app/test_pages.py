@@ -101,3 +101,17 @@ def test_openapi_lists_every_route(client):
         assert path in paths, path
     analyze = paths["/api/analyze"]["post"]
     assert {"200", "400", "413", "422"} <= set(analyze["responses"])
+
+
+def test_docs_page_is_offline_and_csp_clean(client):
+    r = client.get("/docs")
+    assert r.status_code == 200 and "swagger-ui" in r.text
+    assert "cdn" not in r.text.lower() and "http://" not in r.text and "https://" not in r.text
+    for tag in re.findall(r"<script\b[^>]*>", r.text):
+        assert "src=" in tag, tag  # no inline script
+    for url in re.findall(r'(?:src|href)="(/[^"]+)"', r.text):
+        got = client.get(url)
+        assert got.status_code == 200, url
+        if url.endswith(".js"):
+            assert "javascript" in got.headers["content-type"], url
+    assert "/openapi.json" in client.get("/docs/init.js").text
