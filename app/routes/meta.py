@@ -28,5 +28,7 @@ def methods(
     service: ServiceDep,
     n: Annotated[int, Query(description="text length in tokens (resolves defaults)")] = 128,
 ) -> dict:
-    """Every method with its parameter sliders, defaults resolved for a text of n tokens."""
-    return {"methods": service.methods(n)}
+    """Every method with its parameter sliders, defaults resolved for a text of n tokens (and
+    sf-kmeans' cluster counts those of the artefact used at the default alpha 1.5)."""
+    artefact, _ = service.artefact_for(1.5)
+    return {"methods": service.methods(n, artefact)}
