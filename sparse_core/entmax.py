@@ -52,7 +52,6 @@ Speed and the approaches tried are in docs/benchmarks.md (``bench/bench_entmax.p
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -66,6 +65,8 @@ DENSE_STEPS = 2
 CHUNK_ELEMENTS = 1 << 21
 """Rows are processed in chunks of about this many scores, so the dense phase stays in cache."""
 _MAX_EXACT_STEPS = 50
+_DENSE_EXACT = 4
+"""The exact phase runs on whole rows when more than 1/_DENSE_EXACT of the scores are candidates."""
 _BAD_SCORES = "scores contain NaN or +inf; only finite values and -inf (masked) are allowed"
 _F64 = torch.float64
 
@@ -274,7 +275,7 @@ def _entmax_chunk(z: Tensor, alpha: float | Tensor, out: Tensor, dense_steps: in
     for k in range(dense_steps + 1):
         torch.sub(z, t_eval, out=d).clamp_(min=0.0)  # (R, n): [z − T]_+ = d_x / c
         if k == dense_steps:
-            cand = _flat_nonzero(d)  # (N,) flat indices of the candidates, row-major
+            cand = _flat_nonzero(d)  # (N,) flat indices of the candidates, or None: dense
         step = _dense_newton_step(d, c, q)  # ΔT
         t_next = t_eval + step
         if k < dense_steps:
@@ -291,17 +292,21 @@ def _entmax_chunk(z: Tensor, alpha: float | Tensor, out: Tensor, dense_steps: in
         out[bad] = sub
 
 
-def _flat_nonzero(d: Tensor) -> Tensor:
-    """Sorted flat indices of the non-zero entries of the contiguous ``d``.
+def _flat_nonzero(d: Tensor) -> Tensor | None:
+    """Sorted flat indices of the non-zero entries of the contiguous ``d``, or None when they are
+    so many (α near 1) that the exact phase is cheaper on the whole rows.
 
     ``nonzero`` on CPU costs about 1 ns per scanned element once anything is non-zero, so we scan
     the boolean mask eight bytes at a time (as int64 words) and then only the words that hit.
     """
     b = d.bool().view(-1)  # (R n,) cheap: a vectorised cast, unlike d > 0
     if b.numel() % 8 or b.device.type != "cpu":
-        return b.nonzero().squeeze(1)
+        cand = b.nonzero().squeeze(1)
+        return None if cand.numel() * _DENSE_EXACT > b.numel() else cand
     wi = b.view(torch.int64).nonzero().squeeze(1)  # words holding a candidate
     j = b.view(-1, 8).index_select(0, wi).view(-1).nonzero().squeeze(1)
+    if j.numel() * _DENSE_EXACT > b.numel():
+        return None
     return wi.index_select(0, j >> 3).mul_(8).add_(j & 7)
 
 
@@ -356,111 +361,123 @@ def _pow(d: Tensor, e: float | Tensor) -> Tensor:
     return d.clamp_min(tiny).log_().mul_(e).exp_().mul_(pos)
 
 
+class _Rows:
+    """The exact phase's view of the candidates: flat (N,) with row ids, or whole rows (R, n).
+
+    ``spread`` takes a per-row (R,) tensor to one value per element; ``sum`` sums per row.
+    """
+
+    def __init__(self, r_count: int, n: int, cand: Tensor | None, device: torch.device) -> None:
+        self.r_count, self.cand, self.device = r_count, cand, device
+        if cand is None:
+            self.row = None
+        elif n & (n - 1) == 0:
+            self.row = cand >> (n.bit_length() - 1)  # (N,) row of each candidate
+        else:
+            self.row = torch.div(cand, n, rounding_mode="floor")
+
+    def spread(self, v: Tensor) -> Tensor:
+        return v[:, None] if self.row is None else v.index_select(0, self.row)
+
+    def sum(self, v: Tensor) -> Tensor:  # per-row sums in float64, exact order per row
+        if self.row is None:
+            return v.sum(dim=-1)
+        zeros = torch.zeros(self.r_count, dtype=_F64, device=self.device)
+        return zeros.scatter_add_(0, self.row, v)
+
+    def gather(self, z: Tensor) -> Tensor:
+        return z.to(_F64) if self.cand is None else z.view(-1).index_select(0, self.cand).to(_F64)
+
+    def write(self, out: Tensor, p: Tensor) -> None:
+        if self.cand is None:
+            out.copy_(p)
+        else:
+            out.view(-1).scatter_(0, self.cand, p.to(out.dtype))
+
+
 def _exact_phase(
     z: Tensor,
     m: Tensor,
     alpha: float | Tensor,
     c: float | Tensor,
-    cand: Tensor,
+    cand: Tensor | None,
     t_floor: Tensor,
     t_start: Tensor,
     out: Tensor,
 ) -> Tensor | None:
-    """Float64 threshold on the candidates ``cand`` (flat indices into ``z (R, n)``).
+    """Float64 threshold on the candidates ``cand`` (flat indices into ``z (R, n)``; None: all).
 
     Writes the probabilities into ``out`` and returns None, or returns the rows whose τ ended
     below the candidate threshold ``t_floor`` (a support entry may be missing) untouched.
     """
     r_count, n = z.shape
-    if n & (n - 1) == 0:
-        row = cand >> (n.bit_length() - 1)  # (N,) row of each candidate
-    else:
-        row = torch.div(cand, n, rounding_mode="floor")
-    if isinstance(c, float):
-        c64: float | Tensor = c
-        c_c: float | Tensor = c
-    else:
-        c64 = c.view(-1).to(_F64)  # (R,)
-        c_c = c64.index_select(0, row)
+    rows = _Rows(r_count, n, cand, z.device)
+    c64 = c if isinstance(c, float) else c.view(-1).to(_F64)  # float or (R,)
+    c_el = c64 if isinstance(c64, float) else rows.spread(c64)
     m64 = m.view(-1).to(_F64)
-    zc = z.view(-1).index_select(0, cand).to(_F64)
-    x = (zc - m64.index_select(0, row)) * c_c  # (N,) x, exact
+    x = (rows.gather(z) - rows.spread(m64)) * c_el  # (N,) or (R, n): x, exact
     # Non-candidates have z <= t_floor exactly, hence x <= floor (made a hair larger for safety).
     floor = (t_floor.view(-1).to(_F64) - m64) * c64
     floor = floor - floor.abs() * 1e-12  # (R,)
     tau = torch.maximum((t_start.view(-1).to(_F64) - m64) * c64, floor).clamp_max(0.0)
-
-    def row_sum(v: Tensor) -> Tensor:  # (N,) -> (R,) per-row sums, in float64
-        return torch.zeros(r_count, dtype=_F64, device=z.device).scatter_add_(0, row, v)
-
-    if isinstance(alpha, float):
-        if alpha in (1.5, 2.0):
-            tau = _closed_form(x, row, tau, alpha, row_sum)
-        else:
-            tau = _newton64(x, row, tau, 1.0 / c64, row_sum)
-    else:
-        tau = _newton64(x, row, tau, 1.0 / c64, row_sum)
-        if bool(((alpha == 1.5) | (alpha == 2.0)).any()):
-            tau = _closed_form(x, row, tau, alpha, row_sum)
+    beta = 1.0 / c64
+    if not (isinstance(alpha, float) and alpha in (1.5, 2.0)):
+        tau = _newton64(x, rows, tau, beta)
+    if (
+        isinstance(alpha, float)
+        and alpha in (1.5, 2.0)
+        or (isinstance(alpha, Tensor) and bool(((alpha == 1.5) | (alpha == 2.0)).any()))
+    ):
+        tau = _closed_form(x, rows, tau, alpha)
     bad = tau < floor
-    if bool(bad.any()):
+    if cand is not None and bool(bad.any()):
         return bad.nonzero().squeeze(1)
-    d = (x - tau.index_select(0, row)).clamp_(min=0.0)  # (N,)
-    beta = 1.0 / c_c
-    if isinstance(beta, float):
-        p = d if beta == 1.0 else d * d if beta == 2.0 else _pow(d, beta)
+    d = (x - rows.spread(tau)).clamp_(min=0.0)
+    beta_el = 1.0 / c_el
+    if isinstance(beta_el, float):
+        p = d if beta_el == 1.0 else d * d if beta_el == 2.0 else _pow(d, beta_el)
     else:
-        p = _pow(d, beta)
+        p = _pow(d, beta_el)
     # Values below the output's smallest normal number (1.2e-38 in float32; only for α near 1)
     # are flushed to 0: subnormal probabilities would slow every later matmul ~100x.
-    p = p.masked_fill_(p < torch.finfo(out.dtype).tiny, 0.0)
-    out.view(-1).scatter_(0, cand, p.to(out.dtype))
+    rows.write(out, p.masked_fill_(p < torch.finfo(out.dtype).tiny, 0.0))
     return None
 
 
-def _newton64(
-    x: Tensor, row: Tensor, tau: Tensor, beta: float | Tensor, row_sum: Callable[[Tensor], Tensor]
-) -> Tensor:
-    """Newton on h(τ) = ‖[x − τ]_+‖_β − 1 in float64 over the candidates, to convergence."""
-    beta_c = beta if isinstance(beta, float) else beta.index_select(0, row)
+def _newton_step64(x: Tensor, rows: _Rows, tau: Tensor, beta: float | Tensor) -> Tensor:
+    """One Newton step on h(τ) = ‖[x − τ]_+‖_β − 1 in float64: Δτ = (g − g^(1−1/β)) / g₁."""
+    beta_el = beta if isinstance(beta, float) else rows.spread(beta)
+    d = (x - rows.spread(tau)).clamp_(min=0.0)
+    dp = _pow(d, beta_el - 1.0)
+    g1 = rows.sum(dp)
+    g = rows.sum(dp.mul_(d))
+    return ((g - g.pow(1.0 - 1.0 / beta)) / g1.clamp_min(1e-300)).where(g1 > 0, 0.0)
+
+
+def _newton64(x: Tensor, rows: _Rows, tau: Tensor, beta: float | Tensor) -> Tensor:
+    """Newton on h in float64 until it stops moving, then one more step (quadratic)."""
     for _ in range(_MAX_EXACT_STEPS):
-        d = (x - tau.index_select(0, row)).clamp_(min=0.0)
-        dp = _pow(d, beta_c - 1.0)
-        g1 = row_sum(dp)
-        g = row_sum(dp.mul_(d))
-        step = ((g - g.pow(1.0 - 1.0 / beta)) / g1.clamp_min(1e-300)).where(g1 > 0, 0.0)
+        step = _newton_step64(x, rows, tau, beta)
         tau = tau + step
         if not bool((step.abs() > 1e-13).any()):
-            # quadratic convergence: one more step lands on τ to float64 rounding
-            d = (x - tau.index_select(0, row)).clamp_(min=0.0)
-            dp = _pow(d, beta_c - 1.0)
-            g1 = row_sum(dp)
-            g = row_sum(dp.mul_(d))
-            step = ((g - g.pow(1.0 - 1.0 / beta)) / g1.clamp_min(1e-300)).where(g1 > 0, 0.0)
-            return tau + step
+            return tau + _newton_step64(x, rows, tau, beta)
     log.warning("entmax: Newton did not converge in %d float64 steps", _MAX_EXACT_STEPS)
     return tau
 
 
-def _closed_form(
-    x: Tensor,
-    row: Tensor,
-    tau: Tensor,
-    alpha: float | Tensor,
-    row_sum: Callable[[Tensor], Tensor],
-) -> Tensor:
+def _closed_form(x: Tensor, rows: _Rows, tau: Tensor, alpha: float | Tensor) -> Tensor:
     """Closed-form τ on S = {x > τ}, repeated until S is stable (rows with α ∈ {1.5, 2}).
 
     α = 1.5: Σ_S (x − τ)² = 1, so τ = mean_S − √(1/|S| − var_S).
     α = 2:   Σ_S (x − τ) = 1,  so τ = (Σ_S x − 1) / |S|.
     """
     x2 = x * x
-    s = x > tau.index_select(0, row)  # (N,) S
+    s = x > rows.spread(tau)  # S
     for _ in range(_MAX_EXACT_STEPS):
         sf = s.to(_F64)
-        k = row_sum(sf)
-        s1 = row_sum(x * sf)
-        s2 = row_sum(sf.mul_(x2))
+        k = rows.sum(sf)
+        s1 = rows.sum(x.where(s, 0.0))
+        s2 = rows.sum(sf.mul_(x2))
         kk = k.clamp_min(1.0)
         mean = s1 / kk
         if isinstance(alpha, float):
@@ -472,7 +489,7 @@ def _closed_form(
             t15 = mean - (1.0 / kk - (s2 / kk - mean * mean)).clamp_min(0.0).sqrt()
             new = torch.where(alpha == 1.5, t15, torch.where(alpha == 2.0, (s1 - 1.0) / kk, tau))
         tau = new.where(k > 0, tau)
-        s_new = x > tau.index_select(0, row)
+        s_new = x > rows.spread(tau)
         if torch.equal(s_new, s):
             return tau
         s = s_new

@@ -279,6 +279,20 @@ def test_chunking_does_not_change_the_result(chunk: int) -> None:
     assert torch.equal(E._entmax_rows(z, 1.5, chunk_elements=chunk), full)
 
 
+@pytest.mark.parametrize("alpha", [1.1, 1.25, 1.5, 1.75, 2.0])
+def test_exact_phase_on_whole_rows_equals_compact(alpha: float, monkeypatch) -> None:
+    """The exact phase runs on the candidates, or on whole rows when most scores are candidates."""
+    z = torch.randn(40, 96, generator=torch.Generator().manual_seed(10)) * 2.0
+    z[3] = float("-inf")
+    monkeypatch.setattr(E, "_DENSE_EXACT", 0)  # always compact
+    compact = entmax(z, alpha)
+    monkeypatch.setattr(E, "_DENSE_EXACT", 10**9)  # always whole rows
+    dense = entmax(z, alpha)
+    assert torch.equal(compact > 0, dense > 0)
+    assert torch.allclose(compact, dense, atol=1e-7)
+    assert_matches_reference(z, alpha, dense)
+
+
 def test_dense_steps_do_not_change_the_result() -> None:
     z = torch.randn(64, 256) * 3
     results = [E._entmax_rows(z, a, dense_steps=k) for a in (1.5, 1.3) for k in (0, 1, 3)]
