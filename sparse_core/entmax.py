@@ -474,10 +474,9 @@ def _closed_form(x: Tensor, rows: _Rows, tau: Tensor, alpha: float | Tensor) -> 
     x2 = x * x
     s = x > rows.spread(tau)  # S
     for _ in range(_MAX_EXACT_STEPS):
-        sf = s.to(_F64)
-        k = rows.sum(sf)
-        s1 = rows.sum(x.where(s, 0.0))
-        s2 = rows.sum(sf.mul_(x2))
+        k = rows.sum(s.to(_F64))
+        s1 = rows.sum(x.where(s, 0.0))  # where, not a product: masked x are -inf on whole rows
+        s2 = rows.sum(x2.where(s, 0.0))
         kk = k.clamp_min(1.0)
         mean = s1 / kk
         if isinstance(alpha, float):
