@@ -3,6 +3,7 @@
 Torch and numpy only; no web imports, so it works from a notebook.
 """
 
+from . import metrics, patterns
 from .errors import (
     ArtefactError,
     EmptyTextError,
@@ -10,7 +11,6 @@ from .errors import (
     SparsescopeError,
     TextTooLongError,
 )
-from . import metrics, patterns
 from .model import DEFAULT_MODEL_ID, RunOutput, SparseModel, load_model
 
 __version__ = "0.1.0"

@@ -8,13 +8,10 @@ reason when Playwright or a Chromium binary is missing.
 from __future__ import annotations
 
 import math
-import os
 import re
-import shutil
 import socket
 import threading
 import time
-from pathlib import Path
 from urllib.parse import parse_qs, quote, urlparse
 
 import pytest
@@ -24,29 +21,6 @@ from app.main import create_app
 from app.routes.lecture import DEFAULT_TEXT, MAX_RAW_TOKENS
 from app.service import AnalysisService
 from app.settings import Settings
-
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-
-
-def _chromium() -> str | None:
-    """The Chromium binary: $SPARSESCOPE_CHROMIUM, Debian's /usr/bin/chromium, or one on PATH."""
-    for cand in (
-        os.environ.get("SPARSESCOPE_CHROMIUM"),
-        "/usr/bin/chromium",
-        shutil.which("chromium"),
-        shutil.which("chromium-browser"),
-    ):
-        if cand and Path(cand).exists():
-            return cand
-    return None
-
 
 # ----------------------------------------------------------------------------- the API (no browser)
 
@@ -131,18 +105,6 @@ def lecture_server(tmp_path_factory, tiny_model):
     yield f"http://127.0.0.1:{port}"
     server.should_exit = True
     thread.join(timeout=10)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    pw = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-    exe = _chromium()
-    if exe is None:
-        pytest.skip("no Chromium binary (set SPARSESCOPE_CHROMIUM or install chromium)")
-    with pw.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture
