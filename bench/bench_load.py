@@ -1,0 +1,392 @@
+"""Load test of a real ``sparsescope serve`` process on loopback: concurrent mixed requests.
+
+    python -m bench.bench_load                 # the real default model (all-MiniLM-L6-v2)
+    python -m bench.bench_load --tiny          # the tiny random model (what tests/app uses)
+
+``--clients`` (8) concurrent clients each run ``--analyses`` (25) rounds. A round is
+``POST /api/analyze`` of a text drawn from a pool of mixed texts (3 to 60 words, some drawn by
+several clients: cache hits) followed by four requests on that analysis: two head payloads, one
+metrics call (a method at its defaults) and either the Pareto data (mean or one head) or
+``GET /api/analyses/{id}``: 8 x 25 x 5 = 1,000 requests. Like the page, a client whose analysis
+was evicted between its requests (404) posts the text again; that is counted, not an error.
+
+Prints p50 / p99 latency per kind and overall, the errors, and the server's resident memory
+(VmRSS of /proc/<pid>/status) after the 100th and after the last request. The server is started
+through the real CLI (``python -m app.cli serve --port P``, no ``--host``), so it binds the
+default 127.0.0.1; every request goes to 127.0.0.1, each one bounded by ``--timeout``.
+``tests/app/test_load.py`` and ``tests/app/test_slow_clients.py`` use :class:`LiveServer` and
+:func:`run_load` from here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+HOST = "127.0.0.1"  # loopback only: the server and every request
+
+#: Runs in the server process: ``sparsescope serve`` itself, on the tiny random model when asked
+#: (sparse_core.load_model swapped before the service imports it at start-up).
+LAUNCHER = """
+import sys
+if sys.argv[1] == "tiny":
+    import sparse_core
+    from sparse_core.model import tiny_model
+    sparse_core.load_model = lambda path=None, device="auto": tiny_model(seed=0)
+from app.cli import main
+sys.exit(main(["serve", "--port", sys.argv[2]]))
+"""
+
+WORDS = (
+    "the chef who ran to store was out of food so he went back attention sparse entmax head "
+    "layer token query key value softmax a model reads every word and some heads look only at "
+    "their neighbours while others find the verb of a sentence München naïve café 東京 "
+    "numbers 3.14 and 2026 punctuation ! ? ; — quotes \" ' (brackets) [CLS] <script> & done"
+).split()
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def rss_kib(pid: int) -> int:
+    """Resident memory of process ``pid`` in KiB (VmRSS of /proc/<pid>/status)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS in /proc/{pid}/status")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds used so far by process ``pid`` (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def listening_addresses(port: int) -> list[str]:
+    """Local IPv4 addresses with a socket listening on ``port`` (from /proc/net/tcp)."""
+    found = []
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        addr, _, hex_port = local.partition(":")
+        if state == "0A" and int(hex_port, 16) == port:  # 0A = LISTEN
+            found.append(socket.inet_ntoa(bytes.fromhex(addr)[::-1]))
+    return found
+
+
+@dataclass
+class LiveServer:
+    """A ``sparsescope serve`` subprocess on 127.0.0.1:``port`` (the real CLI and uvicorn)."""
+
+    proc: subprocess.Popen
+    port: int
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def rss_kib(self) -> int:
+        return rss_kib(self.proc.pid)
+
+    def log_tail(self, chars: int = 3000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+
+@contextmanager
+def live_server(
+    data_dir: Path, *, tiny: bool, env: dict[str, str] | None = None, start_timeout: float = 180
+) -> Iterator[LiveServer]:
+    """Start the server, wait (bounded) until /healthz answers, stop it (SIGTERM, then SIGKILL)."""
+    port = free_port()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("SPARSESCOPE_")}
+    full_env.update(
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        SPARSESCOPE_DATA_DIR=str(data_dir),
+        **(env or {}),
+    )
+    log_path = data_dir / f"server-{port}.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", LAUNCHER, "tiny" if tiny else "real", str(port)],
+            cwd=ROOT,
+            env=full_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    server = LiveServer(proc, port, log_path)
+    try:
+        deadline = time.monotonic() + start_timeout
+        while True:
+            if not server.alive():
+                raise RuntimeError(f"the server exited ({proc.returncode}):\n{server.log_tail()}")
+            try:
+                if httpx.get(server.url + "/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no /healthz after {start_timeout} s:\n{server.log_tail()}")
+            time.sleep(0.2)
+        yield server
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=15)
+
+
+# ----------------------------------------------------------------------------- the load
+
+
+def text_pool(count: int, seed: int = 0) -> list[str]:
+    """``count`` distinct texts of 3 to 60 words, mixed scripts and punctuation."""
+    rng = random.Random(seed)
+    pool: list[str] = []
+    while len(pool) < count:
+        words = rng.choices(WORDS, k=rng.randint(3, 60))
+        text = " ".join(words).capitalize() + rng.choice([".", "!", "?", ""])
+        if text not in pool:
+            pool.append(text)
+    return pool
+
+
+@dataclass
+class LoadResult:
+    latencies: dict[str, list[float]] = field(default_factory=dict)  # kind -> seconds
+    errors: list[str] = field(default_factory=list)
+    reposts: int = 0
+    requests: int = 0
+    rss_kib: dict[int, int] = field(default_factory=dict)  # after request k -> VmRSS
+    wall_s: float = 0.0
+    server_cpu_s: float = 0.0  # the server's CPU time during the load (all threads)
+
+    def all_latencies(self) -> list[float]:
+        return [x for xs in self.latencies.values() for x in xs]
+
+
+def percentile(xs: list[float], q: float) -> float:
+    """The q-quantile (0..1) of ``xs``, nearest rank."""
+    s = sorted(xs)
+    return s[min(len(s) - 1, max(0, round(q * len(s) + 0.5) - 1))]
+
+
+def run_load(
+    server: LiveServer,
+    *,
+    clients: int = 8,
+    analyses: int = 25,
+    pool: list[str] | None = None,
+    timeout: float = 120.0,
+    rss_at: tuple[int, ...] = (100,),
+    seed: int = 0,
+) -> LoadResult:
+    """``clients`` threads, each ``analyses`` rounds of 5 requests (module doc)."""
+    pool = pool or text_pool(24, seed)
+    res = LoadResult()
+    lock = threading.Lock()
+    layers, heads, methods = _shape(server, timeout)
+
+    def record(kind: str, dt: float) -> None:
+        with lock:
+            res.latencies.setdefault(kind, []).append(dt)
+            res.requests += 1
+            if res.requests in rss_at and server.alive():
+                res.rss_kib[res.requests] = server.rss_kib()
+
+    def client(c: int) -> None:
+        rng = random.Random(seed * 1000 + c)
+        with httpx.Client(base_url=server.url, timeout=timeout) as http:
+
+            def call(kind: str, fn: Callable[[], httpx.Response]) -> httpx.Response | None:
+                t0 = time.perf_counter()
+                try:
+                    r = fn()
+                except httpx.HTTPError as exc:
+                    with lock:
+                        res.errors.append(f"{kind}: {type(exc).__name__}: {exc}")
+                    return None
+                record(kind, time.perf_counter() - t0)
+                if r.status_code != 200 and r.status_code != 404:
+                    with lock:
+                        res.errors.append(f"{kind}: {r.status_code} {r.text[:200]}")
+                return r
+
+            for k in range(analyses):
+                # the first rounds walk the pool (every text length seen early), then at random
+                first = k * clients + c
+                text = pool[first] if first < len(pool) else rng.choice(pool)
+                body = {
+                    "text": text,
+                    "alpha": rng.choice([1.5, 1.5, 1.5, 1.25, 2.0]),
+                    "causal": rng.random() < 0.2,
+                }
+                r = call("analyze", lambda b=body: http.post("/api/analyze", json=b))
+                if r is None or r.status_code != 200:
+                    continue
+                aid = r.json()["id"]
+                li, hi = rng.randrange(layers), rng.randrange(heads)
+                method = rng.choice(methods)
+                follow: list[tuple[str, str, dict[str, Any]]] = [
+                    ("head", f"/api/analyses/{aid}/heads/{li}/{hi}", {}),
+                    ("metrics", f"/api/analyses/{aid}/metrics/{li}/{hi}", {"method": method}),
+                    ("head", f"/api/analyses/{aid}/heads/{rng.randrange(layers)}/{hi}", {}),
+                ]
+                if k % 2 == 0:
+                    scope = {} if rng.random() < 0.5 else {"layer": li, "head": hi}
+                    follow.append(("pareto", f"/api/analyses/{aid}/pareto", scope))
+                else:
+                    follow.append(("analysis", f"/api/analyses/{aid}", {}))
+                for kind, url, params in follow:
+                    r = call(kind, lambda u=url, p=params: http.get(u, params=p))
+                    if r is not None and r.status_code == 404:  # evicted: post again, as the page
+                        with lock:
+                            res.reposts += 1
+                        again = call("analyze", lambda b=body: http.post("/api/analyze", json=b))
+                        if again is None or again.status_code != 200:
+                            continue
+                        r = call(kind, lambda u=url, p=params: http.get(u, params=p))
+                        if r is not None and r.status_code == 404:
+                            with lock:
+                                res.errors.append(f"{kind}: 404 right after a re-post: {url}")
+
+    cpu0, t0 = cpu_seconds(server.pid), time.perf_counter()
+    threads = [threading.Thread(target=client, args=(c,), daemon=True) for c in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=timeout * analyses * 6)
+        if t.is_alive():
+            res.errors.append("a client did not finish in time")
+    res.wall_s = time.perf_counter() - t0
+    if server.alive():
+        res.rss_kib[res.requests] = server.rss_kib()
+        res.server_cpu_s = cpu_seconds(server.pid) - cpu0
+    else:
+        res.errors.append(f"the server died:\n{server.log_tail()}")
+    return res
+
+
+def _shape(server: LiveServer, timeout: float) -> tuple[int, int, list[str]]:
+    """(layers, heads, methods usable without an artefact at every alpha) of the served model."""
+    with httpx.Client(base_url=server.url, timeout=timeout) as http:
+        a = http.post("/api/analyze", json={"text": "Shape probe."}).json()
+    usable = [m["name"] for m in a["methods"] if not m["needs_artefact"]]
+    return a["layers"], a["heads"], usable
+
+
+def summary(res: LoadResult) -> dict[str, Any]:
+    lat = res.all_latencies()
+    out: dict[str, Any] = {
+        "requests": res.requests,
+        "errors": len(res.errors),
+        "reposts": res.reposts,
+        "wall_s": round(res.wall_s, 1),
+        "server_cpu_s": round(res.server_cpu_s, 1),
+        "throughput_rps": round(res.requests / res.wall_s, 1) if res.wall_s else None,
+        "p50_ms": round(1000 * percentile(lat, 0.5), 1) if lat else None,
+        "p99_ms": round(1000 * percentile(lat, 0.99), 1) if lat else None,
+        "per_kind": {
+            k: {
+                "n": len(v),
+                "p50_ms": round(1000 * percentile(v, 0.5), 1),
+                "p99_ms": round(1000 * percentile(v, 0.99), 1),
+                "mean_ms": round(1000 * statistics.fmean(v), 1),
+            }
+            for k, v in sorted(res.latencies.items())
+        },
+        "rss_mib": {k: round(v / 1024, 1) for k, v in sorted(res.rss_kib.items())},
+    }
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tiny", action="store_true", help="the tiny random model (fast)")
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--analyses", type=int, default=25, help="rounds per client (5 requests)")
+    ap.add_argument("--texts", type=int, default=24, help="distinct texts in the pool")
+    ap.add_argument("--cache-entries", type=int, default=None, help="SPARSESCOPE_CACHE_ENTRIES")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per request")
+    ap.add_argument("--json", action="store_true", help="print the summary as JSON")
+    args = ap.parse_args()
+
+    env = {"SPARSESCOPE_CACHE_ENTRIES": str(args.cache_entries)} if args.cache_entries else {}
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        live_server(Path(tmp), tiny=args.tiny, env=env, start_timeout=600) as server,
+    ):
+        health = httpx.get(server.url + "/healthz", timeout=30).json()
+        bound = ", ".join(listening_addresses(server.port))
+        print(
+            f"server pid {server.pid} on {server.url} (listening on {bound}), model "
+            f"{health['model']} on {health['device']}, artefact {health['artefact']}; "
+            f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
+        print(f"RSS at start: {server.rss_kib() / 1024:.0f} MiB", flush=True)
+        res = run_load(
+            server,
+            clients=args.clients,
+            analyses=args.analyses,
+            pool=text_pool(args.texts),
+            timeout=args.timeout,
+        )
+    s = summary(res)
+    if args.json:
+        print(json.dumps(s, indent=2))
+        return
+    print(
+        f"{s['requests']} requests from {args.clients} clients in {s['wall_s']} s "
+        f"({s['throughput_rps']} req/s; server CPU {s['server_cpu_s']} s), {s['errors']} errors, "
+        f"{s['reposts']} re-posts after eviction"
+    )
+    print(f"all: p50 {s['p50_ms']} ms, p99 {s['p99_ms']} ms")
+    for kind, k in s["per_kind"].items():
+        print(f"  {kind:9s} n={k['n']:4d}  p50 {k['p50_ms']:8.1f} ms  p99 {k['p99_ms']:8.1f} ms")
+    rss = s["rss_mib"]
+    print("RSS: " + ", ".join(f"after {k} requests {v} MiB" for k, v in rss.items()))
+    if len(rss) >= 2:
+        first, last = list(rss.values())[0], list(rss.values())[-1]
+        print(f"RSS growth from the first to the last sample: {100 * (last / first - 1):+.1f} %")
+    for e in res.errors[:20]:
+        print("error:", e)
+
+
+if __name__ == "__main__":
+    main()
