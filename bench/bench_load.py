@@ -343,6 +343,9 @@ def main() -> None:
     ap.add_argument("--texts", type=int, default=24, help="distinct texts in the pool")
     ap.add_argument("--cache-entries", type=int, default=None, help="SPARSESCOPE_CACHE_ENTRIES")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per request")
+    ap.add_argument(
+        "--rss-at", type=int, nargs="+", default=[100], help="sample RSS after these requests"
+    )
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = ap.parse_args()
 
@@ -366,6 +369,7 @@ def main() -> None:
             analyses=args.analyses,
             pool=text_pool(args.texts),
             timeout=args.timeout,
+            rss_at=tuple(args.rss_at),
         )
     s = summary(res)
     if args.json:

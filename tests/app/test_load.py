@@ -1,0 +1,101 @@
+"""Load and memory: the caches are bounded (entries, bytes, derived results per analysis, alphas),
+and a real ``sparsescope serve`` process under 8 concurrent clients answers 1,000 mixed requests
+without an error while its resident memory stays flat.
+
+The live test uses the tiny random model and ``bench/bench_load.py`` (the same load as the
+benchmark of the real model, whose figures are in docs/benchmarks.md, "Load test"). It asserts
+zero errors and the memory bound, not latency (this machine is shared); p50 / p99 are recorded
+as test properties and printed.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import app.service as service_mod
+from app.service import AnalysisService
+from bench.bench_load import listening_addresses, live_server, run_load, summary, text_pool
+from tests.app.conftest import make_settings
+
+# ----------------------------------------------------------------------------- cache bounds
+
+
+def test_the_cache_is_bounded_in_entries(tmp_path, tiny_model):
+    svc = AnalysisService(make_settings(tmp_path, cache_entries=3), model=tiny_model)
+    ids = [svc.analyze(t, 1.5, False, False)["id"] for t in text_pool(7)]
+    assert len(svc.cache) == 3 and svc.cache.evictions == 4
+    assert [svc.cache.get(i) is not None for i in ids] == [False] * 4 + [True] * 3
+
+
+def test_the_cache_is_bounded_in_bytes(tmp_path, tiny_model):
+    svc = AnalysisService(make_settings(tmp_path, cache_bytes=1 << 20), model=tiny_model)
+    for text in text_pool(16, seed=1):  # about 20 to 300 KiB each
+        svc.analyze(text, 1.5, False, False)
+        assert len(svc.cache) == 1 or svc.cache.nbytes <= svc.cache.max_bytes
+    assert svc.cache.evictions > 0 and len(svc.cache) > 1
+
+
+def test_derived_results_per_analysis_are_bounded(tmp_path, tiny_model, monkeypatch):
+    """A stream of distinct metrics settings on one analysis cannot grow it without bound: past
+    MAX_DERIVED results they are computed but not kept (and give the same numbers)."""
+    monkeypatch.setattr(service_mod, "MAX_DERIVED", 6)
+    svc = AnalysisService(make_settings(tmp_path), model=tiny_model)
+    entry = svc.analyze_entry(" ".join(text_pool(3)), 1.5, False, False)
+    first = {w: svc.metrics(entry.id, 1, 2, "window", {"window": str(w)}) for w in range(0, 19)}
+    assert len(entry.derived) <= 6 and len(entry.key_locks) <= 6
+    size = entry.nbytes
+    again = {w: svc.metrics(entry.id, 1, 2, "window", {"window": str(w)}) for w in range(0, 19)}
+    assert again == first and entry.nbytes == size
+    assert svc.head(entry.id, 0, 0) == svc.head(entry.id, 0, 0)  # still answers, not kept
+
+
+def test_an_analysis_over_the_byte_bound_keeps_nothing_more(tmp_path, tiny_model):
+    svc = AnalysisService(make_settings(tmp_path), model=tiny_model)
+    entry = svc.analyze_entry("The chef who ran to the store was out of food.", 1.5, False, False)
+    svc.cache.max_bytes = entry.nbytes  # as if this one analysis filled the whole budget
+    svc.head(entry.id, 0, 1)
+    size = entry.nbytes
+    for layer in range(2):
+        for head in range(4):
+            svc.head(entry.id, layer, head)
+    assert entry.nbytes == size and len(entry.derived) == 1
+
+
+def test_artefact_lookups_are_bounded_in_alphas(tmp_path, tiny_model):
+    svc = AnalysisService(make_settings(tmp_path), model=tiny_model)
+    for k in range(300):
+        svc.artefact_for(1.0 + k / 300)
+    assert len(svc._artefacts) <= service_mod.MAX_ALPHAS
+
+
+def test_memory_helpers_are_best_effort(monkeypatch):
+    from app.commands.serve import limit_malloc_arenas
+    from app.service import release_free_memory
+
+    release_free_memory()  # glibc: trims; elsewhere: nothing, and no error
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    assert limit_malloc_arenas() is False  # the environment's choice wins
+
+
+# ----------------------------------------------------------------------------- a live server
+
+
+@pytest.mark.slow
+def test_concurrent_mixed_load_no_errors_and_flat_memory(tmp_path, record_property):
+    """8 clients x 25 rounds x 5 requests (analyze, 2 heads, metrics, Pareto or the analysis
+    again) on loopback; 16 cached analyses, so evictions happen all along."""
+    env = {"SPARSESCOPE_CACHE_ENTRIES": "16"}
+    with live_server(tmp_path / "data", tiny=True, env=env, start_timeout=120) as server:
+        # the CLI's default: this machine only
+        assert listening_addresses(server.port) == ["127.0.0.1"]
+        res = run_load(server, clients=8, analyses=25, timeout=60, rss_at=(100,))
+        assert server.alive(), server.log_tail()
+    s = summary(res)
+    for key in ("p50_ms", "p99_ms", "wall_s", "server_cpu_s", "reposts"):
+        record_property(key, s[key])
+    print(f"\nload: {s}")
+    assert res.errors == [], res.errors[:10]
+    assert res.requests >= 1000
+    rss_100, rss_end = res.rss_kib[100], res.rss_kib[res.requests]
+    record_property("rss_mib", s["rss_mib"])
+    assert rss_end <= 1.10 * rss_100, f"RSS {rss_100} KiB after 100 requests, {rss_end} at the end"
