@@ -1,4 +1,5 @@
-"""Learned-pattern baselines the paper compares Sparsefinder with (SPEC §3): Reformer and Routing.
+"""Baselines the paper compares Sparsefinder with (SPEC §3): Reformer and Routing, plus batched
+draws of BigBird's random keys and Longformer's random globals for every head at once.
 
 Both work in the same projected space as Sparsefinder (q̃_i, k̃_i ∈ R^r, from the artefact) so
 that the comparison is on the same footing (paper §5, App. C.2). Inputs are batched over any
@@ -32,6 +33,11 @@ Edge ``(i, j)`` iff some centroid took query i and key j. A token no centroid to
   to the lower centroid), centroid = normalised sum of its points; an empty cluster keeps its
   centroid;
 - m is clamped to n (C = 1 takes every token).
+
+**BigBird / Longformer** (``patterns.bigbird``, ``patterns.longformer``): :func:`bigbird_draws`
+is ``patterns``' per-row partial Fisher–Yates for S seeds at once (the draws in order, so a prefix
+is the draw for fewer keys) and :func:`longformer_positions` the random global tokens of every
+head; the seed of head (l, h) is ``methods.head_seed(l, h)``.
 """
 
 from __future__ import annotations
@@ -42,8 +48,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from . import patterns
 from .errors import SparsescopeError
-from .rng import hash_uniform_t
+from .rng import BIGBIRD_STREAM, hash_uniform_t
 
 #: Stream constant (second hashed integer) of the Reformer rotations (BigBird 1, Longformer 2).
 REFORMER_STREAM = 3
@@ -179,6 +186,93 @@ def members_mask(queries: Tensor, keys: Tensor) -> Tensor:
 def routing(qp: Tensor, kp: Tensor, n_clusters: int, iters: int = ROUTING_ITERS) -> Tensor:
     """Routing Transformer, balanced (SPEC §3): ``(..., n, r)`` x 2 -> ``(..., n, n)`` bool."""
     return members_mask(*routing_members(qp, kp, n_clusters, iters))
+
+
+# ----------------------------------------------------------------------------- BigBird, Longformer
+
+
+def longformer_positions(n: int, n_globals: int, seeds: Tensor) -> Tensor:
+    """(…, n) bool: the random global tokens of every head (``patterns.longformer_globals``).
+
+    The draw is a partial Fisher–Yates, so the first g of a larger draw are the draw for g; the
+    positions of the largest g asked for so far are memoised per (n, seed)."""
+    flat = seeds.flatten().tolist()
+    g = min(n_globals, n)
+    out = torch.zeros(len(flat), n, dtype=torch.bool)
+    for k, s in enumerate(flat):
+        pos = _longformer_draw(n, s, g)[:g]
+        if pos:
+            out[k, pos] = True
+    return out.view(*seeds.shape, n)
+
+
+_LF_CACHE: dict[tuple[int, int], list[int]] = {}
+LONGFORMER_MAX = 20  # globals drawn at once (the largest of the sweep grid)
+
+
+def _longformer_draw(n: int, seed: int, g: int) -> list[int]:
+    got = _LF_CACHE.get((n, seed))
+    if got is None or len(got) < g:
+        got = patterns.longformer_globals(n, max(g, min(n, LONGFORMER_MAX)), seed)
+        if len(_LF_CACHE) > 100_000:
+            _LF_CACHE.clear()
+        _LF_CACHE[(n, seed)] = got
+    return got
+
+
+def bigbird_draws(base: Tensor, causal: bool, seeds: Tensor, k: int) -> Tensor:
+    """BigBird's random keys in draw order: (S, n, k) int64 column ids, −1 past a row's supply.
+
+    Exactly ``patterns._sample_rows(V ∧ ¬base, k, seed, BIGBIRD_STREAM)`` for every seed, batched:
+    per row the candidates are the free columns ascending, ``cand[:m_i]``; for t < min(k, m_i),
+    ``p = t + ⌊hash_uniform(seed, 1, i, t) · (m_i − t)⌋`` and cand[t] ↔ cand[p] (partial
+    Fisher–Yates). Rather than a per-seed copy of cand (S·n² ints), the swapped positions are kept
+    in a small per-row overlay (positions, values) of at most k entries. A prefix of the draws is
+    the draw for a smaller k (the hash does not depend on k).
+    """
+    n = base.shape[-1]
+    free = patterns.valid_region(n, causal) & ~base  # (n, n)
+    m = free.sum(1)  # (n,)
+    cols = torch.arange(n)
+    cand = torch.where(free, cols, cols + n).argsort(dim=1)  # (n, n): free columns first
+    S, steps = seeds.numel(), min(int(k), n)
+    out = torch.full((S, n, max(int(k), 0)), -1, dtype=torch.int64)
+    if steps <= 0:
+        return out
+    rows = torch.arange(n)
+    u = hash_uniform_t(seeds.view(S, 1, 1), BIGBIRD_STREAM, rows.view(1, n, 1),
+                       torch.arange(steps).view(1, 1, steps))  # fmt: skip  # (S, n, steps)
+    span = (m.view(1, n, 1) - torch.arange(steps).view(1, 1, steps)).clamp(min=1)
+    p = torch.arange(steps).view(1, 1, steps) + torch.floor(u * span).to(torch.int64)
+    p = p.clamp(max=n - 1)  # (S, n, steps)
+    ov_pos = torch.full((S, n, steps), -1, dtype=torch.int64)  # overlay: written positions
+    ov_val = torch.zeros((S, n, steps), dtype=torch.int64)
+
+    def value_at(x: Tensor, t: int) -> Tensor:  # (S, n) current cand value at positions x
+        v = cand.gather(1, x.view(S, n).t()).t()  # (S, n) base value; cand is (n, n)
+        if t:
+            hit = ov_pos[..., :t] == x[..., None]  # (S, n, t)
+            last = torch.where(hit, torch.arange(t), -1).amax(dim=-1)  # latest write wins
+            got = ov_val.gather(2, last.clamp(min=0)[..., None])[..., 0]
+            v = torch.where(last >= 0, got, v)
+        return v
+
+    for t in range(steps):
+        active = m.view(1, n) > t  # (1, n)
+        pt = p[..., t]
+        a = value_at(torch.full_like(pt, t), t)
+        b = value_at(pt, t)
+        out[..., t] = torch.where(active, b, -1)
+        ov_pos[..., t] = torch.where(active, pt, -1)
+        ov_val[..., t] = a
+    return out
+
+
+def draws_mask(draws: Tensor, n: int) -> Tensor:
+    """(S, n, k) column ids (−1 = none) -> (S, n, n) bool."""
+    mask = torch.zeros(*draws.shape[:-1], n + 1, dtype=torch.bool)
+    mask.scatter_(-1, torch.where(draws >= 0, draws, n), True)
+    return mask[..., :n]
 
 
 # ----------------------------------------------------------------------------- validation

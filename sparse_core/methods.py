@@ -21,7 +21,7 @@ bigbird            random_keys r = 3 (per-head seed, see :func:`head_seed`)  3, 
 longformer         n_globals g = 4 random global tokens (per-head seed)      min(11, 2n−1), on
 reformer           n_buckets B = 8 (choice), rounds 1                        0, off
 routing            n_clusters C = 8 (choice)                                 0, off
-sf-distance        t = 1.0                                                   0, off
+sf-distance        t = 2.0 (``sparsefinder.REFERENCE_THRESHOLD``)            0, off
 sf-quantization    n_buckets B = 8                                           0, off
 sf-kmeans          n_clusters B = 8 (choice), top_k 1                        0, off
 =================  =======================================================  ==============
@@ -54,7 +54,6 @@ from torch import Tensor
 
 from . import baselines, metrics, patterns
 from .errors import SparsescopeError
-from .rng import BIGBIRD_STREAM, hash_uniform_t
 from .sparsefinder import (
     CLUSTER_COUNTS,
     DISTANCE_THRESHOLDS,
@@ -401,8 +400,8 @@ class BigBirdMethod(Method):
             torch.zeros(n, n, dtype=torch.bool),
             window=p["window"], globals_=p["globals"], causal=ctx.causal,
         )  # fmt: skip
-        draws = bigbird_draws(base, ctx.causal, ctx.seeds().flatten(), p["random_keys"])
-        return (base | draws_mask(draws, n)).view(L, H, n, n)
+        draws = baselines.bigbird_draws(base, ctx.causal, ctx.seeds().flatten(), p["random_keys"])
+        return (base | baselines.draws_mask(draws, n)).view(L, H, n, n)
 
 
 class LongformerMethod(Method):
@@ -422,7 +421,7 @@ class LongformerMethod(Method):
         return [{"n_globals": g} for g in sorted({min(g, n) for g in RANDOM_COUNTS})]
 
     def base(self, ctx, p):
-        pos = longformer_positions(ctx.n, p["n_globals"], ctx.seeds())  # (L, H, n) bool
+        pos = baselines.longformer_positions(ctx.n, p["n_globals"], ctx.seeds())  # (L, H, n)
         return pos[..., :, None] | pos[..., None, :]
 
 
@@ -627,89 +626,6 @@ def kmeans_assignments(ctx: PredictContext, n_clusters: int, top_k: int) -> tupl
 
     aq, ak = ctx.memo(("kmeans", n_clusters), lambda: (order(ctx.proj_q), order(ctx.proj_k)))
     return aq[..., :top_k].long(), ak[..., :top_k].long()
-
-
-def longformer_positions(n: int, n_globals: int, seeds: Tensor) -> Tensor:
-    """(…, n) bool: the random global tokens of every head (``patterns.longformer_globals``).
-
-    The draw is a partial Fisher–Yates, so the first g of a larger draw are the draw for g; the
-    positions of the largest g asked for so far are memoised per (n, seed)."""
-    flat = seeds.flatten().tolist()
-    g = min(n_globals, n)
-    out = torch.zeros(len(flat), n, dtype=torch.bool)
-    for k, s in enumerate(flat):
-        pos = _longformer_draw(n, s, g)[:g]
-        if pos:
-            out[k, pos] = True
-    return out.view(*seeds.shape, n)
-
-
-_LF_CACHE: dict[tuple[int, int], list[int]] = {}
-
-
-def _longformer_draw(n: int, seed: int, g: int) -> list[int]:
-    got = _LF_CACHE.get((n, seed))
-    if got is None or len(got) < g:
-        got = patterns.longformer_globals(n, max(g, min(n, max(RANDOM_COUNTS))), seed)
-        if len(_LF_CACHE) > 100_000:
-            _LF_CACHE.clear()
-        _LF_CACHE[(n, seed)] = got
-    return got
-
-
-def bigbird_draws(base: Tensor, causal: bool, seeds: Tensor, k: int) -> Tensor:
-    """BigBird's random keys in draw order: (S, n, k) int64 column ids, −1 past a row's supply.
-
-    Exactly ``patterns._sample_rows(V ∧ ¬base, k, seed, BIGBIRD_STREAM)`` for every seed, batched:
-    per row the candidates are the free columns ascending, ``cand[:m_i]``; for t < min(k, m_i),
-    ``p = t + ⌊hash_uniform(seed, 1, i, t) · (m_i − t)⌋`` and cand[t] ↔ cand[p] (partial
-    Fisher–Yates). Rather than a per-seed copy of cand (S·n² ints), the swapped positions are kept
-    in a small per-row overlay (positions, values) of at most k entries. A prefix of the draws is
-    the draw for a smaller k (the hash does not depend on k).
-    """
-    n = base.shape[-1]
-    free = patterns.valid_region(n, causal) & ~base  # (n, n)
-    m = free.sum(1)  # (n,)
-    cols = torch.arange(n)
-    cand = torch.where(free, cols, cols + n).argsort(dim=1)  # (n, n): free columns first
-    S, steps = seeds.numel(), min(int(k), n)
-    out = torch.full((S, n, max(int(k), 0)), -1, dtype=torch.int64)
-    if steps <= 0:
-        return out
-    rows = torch.arange(n)
-    u = hash_uniform_t(seeds.view(S, 1, 1), BIGBIRD_STREAM, rows.view(1, n, 1),
-                       torch.arange(steps).view(1, 1, steps))  # fmt: skip  # (S, n, steps)
-    span = (m.view(1, n, 1) - torch.arange(steps).view(1, 1, steps)).clamp(min=1)
-    p = torch.arange(steps).view(1, 1, steps) + torch.floor(u * span).to(torch.int64)
-    p = p.clamp(max=n - 1)  # (S, n, steps)
-    ov_pos = torch.full((S, n, steps), -1, dtype=torch.int64)  # overlay: written positions
-    ov_val = torch.zeros((S, n, steps), dtype=torch.int64)
-
-    def value_at(x: Tensor, t: int) -> Tensor:  # (S, n) current cand value at positions x
-        v = cand.gather(1, x.view(S, n).t()).t()  # (S, n) base value; cand is (n, n)
-        if t:
-            hit = ov_pos[..., :t] == x[..., None]  # (S, n, t)
-            last = torch.where(hit, torch.arange(t), -1).amax(dim=-1)  # latest write wins
-            got = ov_val.gather(2, last.clamp(min=0)[..., None])[..., 0]
-            v = torch.where(last >= 0, got, v)
-        return v
-
-    for t in range(steps):
-        active = m.view(1, n) > t  # (1, n)
-        pt = p[..., t]
-        a = value_at(torch.full_like(pt, t), t)
-        b = value_at(pt, t)
-        out[..., t] = torch.where(active, b, -1)
-        ov_pos[..., t] = torch.where(active, pt, -1)
-        ov_val[..., t] = a
-    return out
-
-
-def draws_mask(draws: Tensor, n: int) -> Tensor:
-    """(S, n, k) column ids (−1 = none) -> (S, n, n) bool."""
-    mask = torch.zeros(*draws.shape[:-1], n + 1, dtype=torch.bool)
-    mask.scatter_(-1, torch.where(draws >= 0, draws, n), True)
-    return mask[..., :n]
 
 
 # ----------------------------------------------------------------------------- evaluation

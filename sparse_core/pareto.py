@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from . import baselines
 from . import methods as M
 from .bitsets import METRICS, Gold, count_bits, pack, row_bits, to_metrics, words
 from .metrics import pareto_front
@@ -106,14 +107,17 @@ def _base_bits(ctx: M.PredictContext, method: M.Method, own: dict) -> np.ndarray
         ks = np.swapaxes(ak, -1, -2).reshape(L * H, -1, n)
         return _assign_bits(n, qs, ks, own["n_clusters"])
     if name == "longformer":
-        pos = M.longformer_positions(n, own["n_globals"], ctx.seeds()).numpy().reshape(L * H, n)
+        pos = (
+            baselines.longformer_positions(n, own["n_globals"], ctx.seeds())
+            .numpy()
+            .reshape(L * H, n)
+        )
         cols = row_bits(n, pos)  # (LH, W)
         full = np.full(words(n), np.uint64(0xFFFFFFFFFFFFFFFF))
         return np.where(pos[..., None], full, cols[:, None, :])
     if name in ("fixed", "strided"):
-        key = ("bits", name, *sorted(own.items()))
-        m = method.base(ctx, own)  # (n, n) or (1, H, n, n)
-        bits = ctx.memo(key, lambda: pack(m))
+        key = ("bits", name, *sorted(own.items()))  # text-independent: packed once per text
+        bits = ctx.memo(key, lambda: pack(method.base(ctx, own)))  # (n, W) or (1, H, n, W)
         return bits.reshape(-1, n, words(n)) if bits.ndim > 2 else bits[None]
     m = method.base(ctx, own)  # generic: pack the dense mask
     m = m.expand(L, H, n, n) if m.dim() == 4 else m
@@ -264,7 +268,7 @@ def _bigbird_points(ctx: M.PredictContext, gold: Gold, pts: list[dict], res: dic
     and row i is whole iff every gold key it misses in B is among its first r draws.
 
     Which draw picks a gold key follows from tracking that one key through the partial
-    Fisher–Yates of ``methods.bigbird_draws``: it starts at its rank x among the row's free
+    Fisher–Yates of ``baselines.bigbird_draws``: it starts at its rank x among the row's free
     columns; at step t it is picked if p_t = x, and moves to p_t if x = t. A key that starts at a
     rank ≥ k that no p_t hits is never touched, so only the keys at ranks {0..k−1} ∪ {p_t} are
     tracked. Draws are prefixes of each other, so one pass with the largest r gives every r.

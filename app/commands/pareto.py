@@ -13,7 +13,9 @@ most ``--max-tokens`` tokens in corpus order (``corpus.pack``), drops inputs sho
 - ``DIR/pareto.html``: a self-contained Plotly figure (plotly.js inlined, no CDN) of sparsity
   against recall per method with its frontier and the gold sparsity as a dashed vertical line
   (the paper's Figures 2 and 4);
-- ``DIR/pareto-run.json``: provenance (corpus digest, inputs used, grids, timings).
+- ``DIR/pareto-run.json``: provenance (corpus digest, inputs used, grids, timings);
+- ``DIR/pareto-heads.npz``: per (layer, head) the mean over texts of every point's figures
+  (arrays ``"<method>/<metric>"`` of shape (points, L, H), float32) and ``"gold_sparsity"``.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import os
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -184,7 +188,29 @@ def write_outputs(sweep, out: Path, extra: dict) -> tuple[Path, Path]:
     html.write_text(pio.to_html(figure(body), include_plotlyjs=True, full_html=True))
     run_meta = {**extra, **sweep.meta, "grids": sweep.grids}
     (out / "pareto-run.json").write_text(json.dumps(run_meta, indent=1, default=str) + "\n")
+    tot = sweep.per_head  # per head: the mean over texts of every point (float32)
+    arrays = {"gold_sparsity": (tot.gold / tot.texts).astype(np.float32)}
+    for name, acc in tot.sums.items():
+        for m, v in acc.items():
+            arrays[f"{name}/{m}"] = (v / tot.texts).astype(np.float32)
+    np.savez_compressed(out / "pareto-heads.npz", **arrays)
     return js, html
+
+
+LEVELS = (0.98, 0.95, 0.9, 0.85, 0.8, 0.75, 0.7)
+
+
+def frontier_table(body: dict, levels=LEVELS) -> str:
+    """Best recall of each method's frontier among its points with sparsity >= each level."""
+    pts = body["points"]
+    lines = ["method           " + " ".join(f"{'>=' + format(lv, 'g'):>7}" for lv in levels)]
+    for name, front in body["frontiers"].items():
+        row = []
+        for lv in levels:
+            best = [pts[k]["recall"] for k in front if pts[k]["sparsity"] >= lv]
+            row.append(f"{max(best):7.3f}" if best else f"{'-':>7}")
+        lines.append(f"{name:16s} " + " ".join(row))
+    return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -243,11 +269,7 @@ def run(args: argparse.Namespace) -> int:
         f"{body['texts']} inputs, {len(body['points'])} points, gold sparsity "
         f"{body['gold_sparsity']:.4f}, in {elapsed:.0f} s ({workers} process(es))"
     )
-    for name in names:
-        idx = body["frontiers"][name]
-        pts = [body["points"][k] for k in idx]
-        best = ", ".join(f"{p['sparsity']:.3f}/{p['recall']:.3f}" for p in pts[:6])
-        more = f" … ({len(pts)} points)" if len(pts) > 6 else ""
-        print(f"  {name:16s} frontier sparsity/recall: {best}{more}")
-    print(f"wrote {js} and {html}")
+    print("best frontier recall at sparsity >= level:")
+    print(frontier_table(body))
+    print(f"wrote {js}, {html} (and pareto-run.json, pareto-heads.npz)")
     return 0

@@ -10,8 +10,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sparse_core import baselines, metrics, patterns
 from sparse_core import methods as M
-from sparse_core import metrics, patterns
 from sparse_core.errors import SparsescopeError
 from sparse_core.sparsefinder import (
     REFERENCE_THRESHOLD,
@@ -208,7 +208,7 @@ def test_bigbird_draws_equal_patterns_bigbird(n, w, glob, causal, k, seed):
     base = patterns.finish(torch.zeros(n, n, dtype=torch.bool), window=w, globals_=glob,
                            causal=causal)  # fmt: skip
     seeds = torch.tensor([seed, seed + 1])
-    got = base | M.draws_mask(M.bigbird_draws(base, causal, seeds, k), n)
+    got = base | baselines.draws_mask(baselines.bigbird_draws(base, causal, seeds, k), n)
     for a, s in enumerate((seed, seed + 1)):
         want = patterns.bigbird(n, random_keys=k, window=w, globals_=(0, -1) if glob else (),
                                 seed=s, causal=causal)  # fmt: skip

@@ -239,3 +239,66 @@ def test_corpus_grids_keep_points_valid_for_the_shortest_input():
     g = PA.corpus_grids(["window", "strided"], 512, 10, None)
     assert max(p["window"] for p in g["window"]) == 19  # 2 * 10 - 1
     assert all(p["stride"] <= 10 for p in g["strided"])
+
+
+# ----------------------------------------------------------------------------- the command
+
+
+WIKI = """ = First article =
+
+ The first article has a few sentences . It is about nothing in particular .
+
+ = Second article =
+
+ The second one talks about rivers , boats and the sea . Boats float .
+
+ = Third article =
+
+ A third article closes the corpus with one more paragraph of text .
+"""
+
+
+def test_select_inputs_held_out(tiny_model, tmp_path):
+    import argparse
+
+    from app.commands.pareto import select_inputs
+    from sparse_core.corpus import file_digest
+
+    f = tmp_path / "wiki.txt"
+    f.write_text(WIKI)
+    args = argparse.Namespace(corpus=[str(f)], format="auto", max_tokens=24, min_tokens=1,
+                              held_out=False, skip=0, limit=None)  # fmt: skip
+    every, _ = select_inputs(args, tiny_model.tokenizer, None)
+    assert len(every) >= 3
+    art = fake_artefact()
+    fitted = {"sha256": file_digest(f), "inputs_used": 2, "documents_seen": 1}
+    art.meta = {"max_tokens": 24, "corpus": [fitted]}
+    args.held_out = True
+    held, described = select_inputs(args, tiny_model.tokenizer, art)
+    assert held == every[2:] and described[0]["first_input"] == 2
+    args.max_tokens = 40  # another packing: inputs made only of documents the fit never read
+    held2, _ = select_inputs(args, tiny_model.tokenizer, art)
+    assert held2 and all("first article" not in t for t in held2)
+    args.max_tokens, args.skip, args.limit = 24, 1, 1
+    assert select_inputs(args, tiny_model.tokenizer, art)[0] == held[1:2]
+
+
+@pytest.mark.real_model
+@pytest.mark.slow
+def test_pareto_command(tmp_path, capsys):
+    from app.cli import main
+
+    f = tmp_path / "wiki.txt"
+    f.write_text(WIKI)
+    out = tmp_path / "out"
+    argv = ["pareto", "--corpus", str(f), "--max-tokens", "24", "--min-tokens", "8",
+            "--methods", "window,fixed", "--workers", "1", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    body = json.loads((out / "pareto.json").read_text())
+    assert list(body["frontiers"]) == ["window", "fixed"] and body["texts"] >= 3
+    assert "best frontier recall" in capsys.readouterr().out
+    heads = np.load(out / "pareto-heads.npz")
+    n_points = sum(p["method"] == "window" for p in body["points"])
+    assert heads["window/recall"].shape == (n_points, 6, 12)
+    assert main([*argv[:-2], "--methods", "nope", "--out", str(out)]) == 2
+    assert "unknown method 'nope'" in capsys.readouterr().err
