@@ -3,8 +3,9 @@
 Every operation of ``/openapi.json`` gets schema-valid and schema-violating requests over the ASGI
 transport (no socket), on the tiny random model with a tiny Sparsefinder artefact so that every
 method and route has something to work on. Half of the generated path parameters are swapped for
-ids that exist (an analysis of a short text, a share), with small layer / head numbers, so the
-fuzzer reaches past the 404s into the real handlers.
+ids that exist (an analysis of a short text, a share), with small layer / head numbers, and half
+of the metrics route's ``method`` values for real method names, so the fuzzer reaches past the
+404s and 400s into the real handlers.
 
 Checks: no 5xx, every status documented, every body (errors included) matching its declared schema,
 content types as declared, schema-violating requests rejected. Left out: schemathesis's
@@ -34,6 +35,7 @@ from schemathesis.config import SchemathesisConfig  # noqa: E402
 from app.main import create_app  # noqa: E402
 from app.service import AnalysisService  # noqa: E402
 from app.settings import Settings  # noqa: E402
+from sparse_core.methods import METHODS  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -91,6 +93,13 @@ def api_schema(tmp_path_factory, tiny_model, tiny_artefact):
     @schema.hook
     def flatmap_path_parameters(ctx: Any, path_parameters: dict[str, Any] | None):
         return _known_ids(path_parameters)
+
+    @schema.hook
+    def flatmap_query(ctx: Any, query: dict[str, Any] | None):
+        if not query or "method" not in query:
+            return st.just(query)
+        names = st.sampled_from(list(METHODS))  # the metrics route: also real method names
+        return st.one_of(st.just(query), names.map(lambda m: {**query, "method": m}))
 
     return schema
 
