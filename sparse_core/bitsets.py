@@ -167,15 +167,16 @@ def band_counts(bits: np.ndarray, n: int, hs: Sequence[int]) -> np.ndarray:
     return out
 
 
-def column_counts(x: np.ndarray) -> np.ndarray:
+def column_counts(x: np.ndarray, stop: int = 4) -> np.ndarray:
     """Set bits per bit position summed over the rows: (…, R, Q) uint64 -> (…, 64·Q) int64.
 
     Bit-sliced addition (a carry-save tree): rows are added pairwise as binary numbers held in
     bit planes (plane j holds bit j of every position's partial count), halving the rows and
-    adding one plane per level; about 10 word operations per row instead of 64 bit extractions.
+    adding one plane per level, about 10 word operations per row instead of 64 bit extractions;
+    the last ``stop`` rows of partial counts are unpacked and summed directly.
     """
     planes = [x]
-    while planes[0].shape[-2] > 1:
+    while planes[0].shape[-2] > stop:
         if planes[0].shape[-2] % 2:  # pad to an even number of rows
             planes = [np.concatenate([p, np.zeros_like(p[..., :1, :])], axis=-2) for p in planes]
         a = [p[..., 0::2, :] for p in planes]
@@ -190,10 +191,10 @@ def column_counts(x: np.ndarray) -> np.ndarray:
                 out.append(t ^ carry)
                 carry = (aj & bj) | (carry & t)
         planes = [*out, carry]
-    stack = np.stack([p[..., 0, :] for p in planes], axis=-2)  # (…, K, Q)
-    bitsq = np.unpackbits(stack.view(np.uint8), axis=-1, bitorder="little")  # (…, K, 64·Q)
-    weights = (np.int64(1) << np.arange(len(planes), dtype=np.int64))[:, None]
-    return (bitsq.astype(np.int64) * weights).sum(axis=-2)
+    stack = np.stack(planes, axis=-3)  # (…, K, R', Q)
+    bits = np.unpackbits(stack.view(np.uint8), axis=-1, bitorder="little")  # (…, K, R', 64·Q)
+    weights = np.int64(1) << np.arange(len(planes), dtype=np.int64)
+    return np.einsum("...krb,k->...b", bits.astype(np.int64), weights)
 
 
 def evaluate_bits(gold: Gold, bits: np.ndarray, windows: Sequence[int]) -> dict[str, np.ndarray]:
