@@ -62,7 +62,7 @@ __all__ = ["entmax", "entmax_reference"]
 
 DENSE_STEPS = 2
 """Newton steps over the whole rows before compaction (see docs/benchmarks.md)."""
-CHUNK_ELEMENTS = 1 << 21
+CHUNK_ELEMENTS = 1 << 20
 """Rows are processed in chunks of about this many scores, so the dense phase stays in cache."""
 _MAX_EXACT_STEPS = 50
 _DENSE_EXACT = 4
