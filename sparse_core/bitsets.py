@@ -88,6 +88,12 @@ class Gold:
         self._pos: dict[int, np.ndarray] = {}
         self._geo: dict[tuple, dict] = {}
 
+    def sparsity(self) -> np.ndarray:
+        """(L, H) float64 gold sparsity ``1 − |G ∩ V| / |V|`` (= ``metrics.sparsity(graph)``)."""
+        inside = self.e_j <= self.e_i if self.causal else np.ones(self.e_j.shape, dtype=bool)
+        g = np.bincount(self.e_lh[inside], minlength=self.L * self.H)
+        return (1.0 - g / self.n_valid).reshape(self.L, self.H)
+
     def flat_pos(self, A: int) -> np.ndarray:
         """Flat word index of every gold edge in a (A, n, W) bitset (A = 1 or L·H)."""
         if A not in self._pos:

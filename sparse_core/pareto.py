@@ -277,13 +277,11 @@ def _bigbird_points(ctx: M.PredictContext, gold: Gold, pts: list[dict], res: dic
     LH = L * H
     k = max(min(max(p["random_keys"] for p in pts), n), 1)
     steps = np.arange(k, dtype=np.int32)
-    u = hash_uniform_t(  # (LH, n, k): the draws' uniforms, shared by every window
+    u = hash_uniform_t(  # (LH·n, k): the draws' uniforms, shared by every window
         ctx.seeds().reshape(LH, 1, 1), BIGBIRD_STREAM, torch.arange(n).view(1, n, 1),
         torch.arange(k).view(1, 1, -1),
-    ).numpy()  # fmt: skip
+    ).numpy().reshape(LH * n, k)  # fmt: skip
     g = ctx.out.graph.reshape(-1).numpy()  # flat (LH·n·n,) bool: byte lookups beat bit tests
-    row_off = (np.arange(LH * n) * n).reshape(LH, n, 1)  # flat offset of row (lh, i)
-    rank_off = (np.arange(n) * n).reshape(1, n, 1)
     glob_e = np.isin(gold.e_i, (0, n - 1)) | np.isin(gold.e_j, (0, n - 1))
     e_row = gold.e_lh * n + gold.e_i
     e_cell = gold.e_i * n + gold.e_j
@@ -304,23 +302,25 @@ def _bigbird_points(ctx: M.PredictContext, gold: Gold, pts: list[dict], res: dic
             first = np.concatenate([[0], np.cumsum(m)[:-1]])  # (n,) start of each row in fj
             cand = np.full((n, n), n - 1, dtype=np.int32)
             cand[fi, np.arange(fi.size) - first[fi]] = fj  # (n, n): the column of rank x in row i
-            span = np.maximum(m[:, None] - steps[None, :], 1)  # (n, k)
-            p = steps + (u * span).astype(np.int32)  # (LH, n, k), floor as u * span >= 0
-            live = steps[None, :] < m[:, None]  # (n, k) the steps a row takes
-            # the only gold keys a draw can pick: at a drawn position p_t, or at a rank t < k
-            cols_p = cand.ravel()[rank_off + p]
-            a = np.flatnonzero(g[row_off + cols_p] & live)
             out_e = (gold.e_d > max(w // 2, -1) if w else np.ones_like(glob_e)) & ~(
                 glob_e if glob else np.zeros_like(glob_e)
-            )  # gold keys outside B
-            ej, er = gold.e_j[out_e], e_row[out_e]
+            )  # gold keys outside B: only their rows need the draws
+            ej, er = gold.e_j[out_e], e_row[out_e]  # er is sorted (edges are in row order)
+            rows = er[np.r_[True, er[1:] != er[:-1]]] if er.size else er  # (R,) flat rows
+            ri = rows % n
+            span = np.maximum(m[:, None] - steps[None, :], 1)  # (n, k)
+            p = steps + (u[rows] * span[ri]).astype(np.int32)  # (R, k); floor: u * span >= 0
+            live = steps[None, :] < m[ri, None]  # (R, k) the steps a row takes
+            # the only gold keys a draw can pick: at a drawn position p_t, or at a rank t < k
+            cols_p = cand.ravel()[(ri * n)[:, None] + p]  # (R, k)
+            a = np.flatnonzero(g[(rows * n)[:, None] + cols_p] & live)
             early = cum.ravel()[e_cell[out_e]] <= k  # at a rank < k
-            key = np.unique(np.concatenate([(a // k) * n + cols_p.ravel()[a],
+            key = np.unique(np.concatenate([rows[a // k] * n + cols_p.ravel()[a],
                                             er[early] * n + ej[early]]))  # fmt: skip
             crow, ccol = key // n, key % n
             ci = crow % n
             pos = cum[ci, ccol].astype(np.int64) - 1  # starting rank of each tracked key
-            pc = p.reshape(LH * n, k)[crow]  # (C, k)
+            pc = p[np.searchsorted(rows, crow)]  # (C, k) the draws of each key's row
             mc = m[ci]
             picked = np.full(pos.shape, k)  # the step that draws the key (k: never)
             for t in range(k):
@@ -408,8 +408,6 @@ def sweep_text(
     ``per_head`` keeps the (P, L, H) figures (the page asks for single heads); otherwise only the
     mean over heads is kept (arrays of shape (P, 1, 1)).
     """
-    from .metrics import sparsity
-
     gold = Gold(ctx.out.graph, ctx.causal)
     names = M.available(ctx.artefact, None if methods is None else list(methods))
     grids, values = {}, {}
@@ -419,7 +417,7 @@ def sweep_text(
         if not per_head:
             got = {k: v.mean(axis=(1, 2), keepdims=True) for k, v in got.items()}
         grids[name], values[name] = grid, got
-    gs = sparsity(ctx.out.graph, causal=ctx.causal).numpy()
+    gs = gold.sparsity()
     return TextSweep(gs if per_head else gs.mean(keepdims=True).reshape(1, 1), grids, values)
 
 
@@ -457,8 +455,6 @@ class Totals:
     tokens: int = 0
 
     def add_text(self, ctx: M.PredictContext) -> None:
-        from .metrics import sparsity
-
         gold = Gold(ctx.out.graph, ctx.causal)
         for name, grid in self.grids.items():
             got = sweep_points(ctx, name, grid, gold)
@@ -466,7 +462,7 @@ class Totals:
             for m in METRICS:
                 v = got[m].numpy()
                 acc[m] = v if m not in acc else acc[m] + v
-        g = sparsity(ctx.out.graph, causal=ctx.causal).numpy()
+        g = gold.sparsity()  # (L, H), from the edge list: cheaper than a pass over the graph
         self.gold = g if self.gold is None else self.gold + g
         self.texts += 1
         self.tokens += ctx.n
@@ -626,7 +622,7 @@ def _parallel(texts, grids, alpha, causal, workers, threads, model_path, artefac
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    size = max(1, min(16, math.ceil(len(texts) / (4 * workers))))
+    size = max(1, min(4, math.ceil(len(texts) / (4 * workers))))  # small: an even finish
     chunks = [list(texts[i : i + size]) for i in range(0, len(texts), size)]
     tot = Totals(grids)
     with ProcessPoolExecutor(

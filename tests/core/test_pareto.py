@@ -302,3 +302,10 @@ def test_pareto_command(tmp_path, capsys):
     assert heads["window/recall"].shape == (n_points, 6, 12)
     assert main([*argv[:-2], "--methods", "nope", "--out", str(out)]) == 2
     assert "unknown method 'nope'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_gold_sparsity_from_edges(tiny_model, causal):
+    out = tiny_model.run(TEXT, causal=causal)
+    want = metrics.sparsity(out.graph, causal=causal).numpy()
+    assert np.allclose(B.Gold(out.graph, causal).sparsity(), want, rtol=0, atol=1e-12)
