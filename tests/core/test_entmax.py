@@ -206,7 +206,9 @@ def test_dtypes() -> None:
 def test_out_argument_writes_in_place() -> None:
     z = torch.randn(2, 3, 16, 16) * 3
     buf = torch.full((2, 6, 3, 16, 16), 7.0)  # (B, L, H, n, n): slices are not contiguous
-    for layer, a in ((1, 1.5), (4, torch.tensor([1.0, 1.5, 2.0]).view(1, 3, 1, 1))):
+    z[1, 2, 3] = float("-inf")  # a fully masked row
+    per_head = torch.tensor([1.0, 1.5, 2.0]).view(1, 3, 1, 1)
+    for layer, a in ((0, 1.0), (1, 1.5), (2, 1.25), (4, per_head)):
         res = entmax(z, a, out=buf[:, layer])
         assert res.data_ptr() == buf[:, layer].data_ptr()
         assert torch.equal(buf[:, layer], entmax(z, a))
