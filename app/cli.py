@@ -25,9 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         try:
-            mod = importlib.import_module(f"app.commands.{name}")
+            mod = importlib.import_module(f"sparsescope.commands.{name}")
         except ModuleNotFoundError as exc:
-            if exc.name == f"app.commands.{name}":
+            if exc.name == f"sparsescope.commands.{name}":
                 continue  # command not built yet
             raise
         mod.add_parser(sub)

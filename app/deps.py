@@ -6,8 +6,8 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from app.service import AnalysisService
-from app.settings import Settings
+from .service import AnalysisService
+from .settings import Settings
 
 
 def get_service(request: Request) -> AnalysisService:

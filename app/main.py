@@ -17,12 +17,12 @@ from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 from starlette.staticfiles import StaticFiles
 
-from app.errors import install_error_handlers
-from app.middleware import BodySizeLimit, SecurityHeaders
-from app.routes import ROUTERS, SHUTDOWN, STARTUP
-from app.schemas import ErrorOut
-from app.service import AnalysisService
-from app.settings import Settings, get_settings
+from .errors import install_error_handlers
+from .middleware import BodySizeLimit, SecurityHeaders
+from .routes import ROUTERS, SHUTDOWN, STARTUP
+from .schemas import ErrorOut
+from .service import AnalysisService
+from .settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ def _package_dir(package: str, *parts: str) -> str:
 def template_env() -> jinja2.Environment:
     """Jinja2 over frontend/templates, HTML autoescaping on."""
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(_package_dir("frontend", "templates")),
+        loader=jinja2.FileSystemLoader(_package_dir("sparsescope.frontend", "templates")),
         autoescape=jinja2.select_autoescape(("html", "htm", "xml"), default=True),
         undefined=jinja2.StrictUndefined,
     )
@@ -83,10 +83,14 @@ def create_app(settings: Settings | None = None, service: AnalysisService | None
         app.include_router(router, responses=SCHEMA_ERROR)
     # after the routes, so /static/vendor/plotly.min.js (a route) wins over the mount
     app.mount(
-        "/static", StaticFiles(directory=_package_dir("static"), check_dir=False), name="static"
+        "/static",
+        StaticFiles(directory=_package_dir("sparsescope.static"), check_dir=False),
+        name="static",
     )
     app.mount(
-        "/js", StaticFiles(directory=_package_dir("frontend", "js"), check_dir=False), name="js"
+        "/js",
+        StaticFiles(directory=_package_dir("sparsescope.frontend", "js"), check_dir=False),
+        name="js",
     )
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(SecurityHeaders)

@@ -32,9 +32,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from app.errors import ApiError
-from app.settings import Settings
 from sparse_core.errors import ArtefactError, EmptyTextError, SparsescopeError, TextTooLongError
+
+from .errors import ApiError
+from .settings import Settings
 
 log = logging.getLogger(__name__)
 

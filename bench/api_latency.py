@@ -64,9 +64,9 @@ def main() -> None:
     import torch
     from fastapi.testclient import TestClient
 
-    from app.main import create_app
-    from app.service import AnalysisService
-    from app.settings import Settings
+    from sparsescope.main import create_app
+    from sparsescope.service import AnalysisService
+    from sparsescope.settings import Settings
 
     settings = Settings(device=args.device, threads=args.threads)
     service = AnalysisService(settings)

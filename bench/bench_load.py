@@ -12,7 +12,7 @@ was evicted between its requests (404) posts the text again; that is counted, no
 
 Prints p50 / p99 latency per kind and overall, the errors, and the server's resident memory
 (VmRSS of /proc/<pid>/status) after the 100th and after the last request. The server is started
-through the real CLI (``python -m app.cli serve --port P``, no ``--host``), so it binds the
+through the real CLI (``python -m sparsescope.cli serve --port P``, no ``--host``), so it binds the
 default 127.0.0.1; every request goes to 127.0.0.1, each one bounded by ``--timeout``.
 ``tests/app/test_load.py`` and ``tests/app/test_slow_clients.py`` use :class:`LiveServer` and
 :func:`run_load` from here.
@@ -50,7 +50,7 @@ if sys.argv[1] == "tiny":
     import sparse_core
     from sparse_core.model import tiny_model
     sparse_core.load_model = lambda path=None, device="auto": tiny_model(seed=0)
-from app.cli import main
+from sparsescope.cli import main
 sys.exit(main(["serve", "--port", sys.argv[2]]))
 """
 

@@ -85,9 +85,9 @@ OPEN_JS = """async (tiles) => {
 def start_server(model, artefact) -> str:
     import uvicorn
 
-    from app.main import create_app
-    from app.service import AnalysisService
-    from app.settings import Settings
+    from sparsescope.main import create_app
+    from sparsescope.service import AnalysisService
+    from sparsescope.settings import Settings
 
     settings = Settings(data_dir=Path(tempfile.mkdtemp()), warmup=False)
     service = AnalysisService(settings, model=model, artefact=artefact)

@@ -43,9 +43,9 @@ def children_cpu() -> float:
 
 def corpus_run(args) -> dict:
     out = Path(tempfile.mkdtemp(prefix="bench-pareto-"))
-    cmd = [sys.executable, "-m", "app.cli", "pareto", "--corpus", str(args.corpus), "--held-out",
-           "--limit", str(args.texts), "--max-tokens", str(args.max_tokens), "--out", str(out),
-           "--workers", str(args.workers)]  # fmt: skip
+    cmd = [sys.executable, "-m", "sparsescope.cli", "pareto", "--corpus", str(args.corpus),
+           "--held-out", "--limit", str(args.texts), "--max-tokens", str(args.max_tokens),
+           "--out", str(out), "--workers", str(args.workers)]  # fmt: skip
     before, cpu0, t0 = load(), children_cpu(), time.perf_counter()
     subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     wall, cpu = time.perf_counter() - t0, children_cpu() - cpu0

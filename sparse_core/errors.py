@@ -1,4 +1,10 @@
-"""Errors raised for bad input. Each message says what was wrong and what is allowed."""
+"""Errors raised for bad input. Each message says what was wrong and what is allowed.
+
+Every error carries ``field``: the name of the input at fault (``"text"``, ``"alpha"``,
+``"model"``, a method parameter such as ``"window"``), or None when no single input is. The web
+app maps these domain errors to HTTP statuses in one place (``sparsescope.errors``) and sends
+``{"detail": str(error), "field": error.field}``; the CLI prints the message on one line.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +12,25 @@ from __future__ import annotations
 class SparsescopeError(ValueError):
     """Base class of the errors a user can cause (bad text, bad parameter, bad file)."""
 
+    #: the input at fault when the raiser does not say (subclasses set their own)
+    default_field: str | None = None
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field if field is not None else self.default_field
+
 
 class EmptyTextError(SparsescopeError):
+    default_field = "text"
+
     def __init__(self) -> None:
         super().__init__("text is empty or whitespace only; type some text to analyse")
 
 
 class TextTooLongError(SparsescopeError):
     """The text has more tokens than the model has positions."""
+
+    default_field = "text"
 
     def __init__(self, length: int, limit: int) -> None:
         self.length = length
@@ -27,6 +44,10 @@ class TextTooLongError(SparsescopeError):
 class ModelLoadError(SparsescopeError):
     """A model directory is missing, incomplete or of an unsupported kind."""
 
+    default_field = "model"
+
 
 class ArtefactError(SparsescopeError):
     """A Sparsefinder artefact is missing, corrupt or made for another model / alpha."""
+
+    default_field = "artefact"

@@ -1,4 +1,6 @@
-"""A plain, non-editable install carries the templates, browser modules, static files and data."""
+"""A plain, non-editable wheel carries the templates, browser modules, static files and data, under
+the one ``sparsescope`` namespace (plus ``sparse_core``): never generic top-level names such as
+``app``, ``frontend`` or ``static``, which would clash with other distributions."""
 
 from __future__ import annotations
 
@@ -43,9 +45,13 @@ def test_wheel_carries_frontend_static_and_data(tmp_path):
     assert build.returncode == 0, build.stderr[-2000:]
     (wheel,) = tmp_path.glob("sparsescope-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    missing = [f for f in tracked if f not in names]
+    installed = {
+        f"sparsescope/{f}" if f.startswith(("frontend/", "static/")) else f for f in tracked
+    }
+    missing = sorted(f for f in installed if f not in names)
     assert not missing, f"files left out of the wheel: {missing}"
-    assert "app/cli.py" in names and "sparse_core/model.py" in names
-    assert not any(n.startswith("tests/") for n in names)
+    assert "sparsescope/cli.py" in names and "sparse_core/model.py" in names
+    tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert tops == {"sparsescope", "sparse_core"}, f"top-level names in the wheel: {sorted(tops)}"
     entry = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "sparsescope = app.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
+    assert "sparsescope = sparsescope.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()

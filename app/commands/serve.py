@@ -32,7 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def settings_from_args(args: argparse.Namespace):
-    from app.settings import Settings
+    from ..settings import Settings
 
     return Settings.from_env(
         host=args.host,
@@ -66,8 +66,8 @@ def limit_malloc_arenas(arenas: int = 2) -> bool:
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from app.main import create_app
-    from app.service import AnalysisService
+    from ..main import create_app
+    from ..service import AnalysisService
 
     limit_malloc_arenas()  # before the model and the server start their threads
     settings = settings_from_args(args)

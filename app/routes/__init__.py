@@ -1,8 +1,9 @@
 """HTTP routes, one module per area, each exposing ``router`` (an APIRouter).
 
-:func:`app.main.create_app` includes ``ROUTERS`` (the API first, the page routes last) and runs
-the ``STARTUP`` / ``SHUTDOWN`` hooks (each ``hook(app)``) in the app's lifespan. A route module
-added to this package is found by itself; it may define ``on_startup(app)`` / ``on_shutdown(app)``.
+:func:`sparsescope.main.create_app` includes ``ROUTERS`` (the API first, the page routes last)
+and runs the ``STARTUP`` / ``SHUTDOWN`` hooks (each ``hook(app)``) in the app's lifespan. A route
+module added to this package is found by itself; it may define ``on_startup(app)`` /
+``on_shutdown(app)``.
 """
 
 from __future__ import annotations

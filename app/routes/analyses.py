@@ -11,8 +11,8 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
-from app.deps import ServiceDep
-from app.schemas import (
+from ..deps import ServiceDep
+from ..schemas import (
     Analysis,
     AnalyzeRequest,
     Clusters,

@@ -30,10 +30,10 @@ from fastapi.responses import HTMLResponse
 from markupsafe import escape
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from app.deps import ServiceDep
-from app.errors import ApiError
-from app.routes.pages import json_island
-from app.routes.share import ISLAND_ID, ShareState, warm_analysis
+from ..deps import ServiceDep
+from ..errors import ApiError
+from ..routes.pages import json_island
+from ..routes.share import ISLAND_ID, ShareState, warm_analysis
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class Gallery(BaseModel):
 
 def examples_path():
     """``static/gallery/examples.json`` inside the installed package."""
-    return importlib.resources.files("static").joinpath("gallery", "examples.json")
+    return importlib.resources.files("sparsescope.static").joinpath("gallery", "examples.json")
 
 
 @lru_cache(maxsize=1)
@@ -268,7 +268,7 @@ Slug = Annotated[str, PathParam(description="an example's slug, see /api/gallery
 def gallery_example(slug: Slug, request: Request, service: ServiceDep) -> HTMLResponse:
     """The main page opened on one example: its state in the ``shared-state`` island (what a
     share link carries), its analysis warmed (or found precomputed)."""
-    from app.routes.pages import index
+    from ..routes.pages import index
 
     ex = get_example(slug)
     if ex is None:

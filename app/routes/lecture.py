@@ -16,11 +16,11 @@ import torch
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import HTMLResponse, Response
 
-from app.deps import ServiceDep
-from app.errors import ApiError
-from app.routes.analyses import ERRORS
-from app.routes.pages import json_island
-from app.service import dumps, sig6
+from ..deps import ServiceDep
+from ..errors import ApiError
+from ..routes.analyses import ERRORS
+from ..routes.pages import json_island
+from ..service import dumps, sig6
 
 router = APIRouter()
 

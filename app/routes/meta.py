@@ -6,8 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from app.deps import ServiceDep
-from app.schemas import ErrorOut, Health, MethodsOut
+from ..deps import ServiceDep
+from ..schemas import ErrorOut, Health, MethodsOut
 
 router = APIRouter()
 

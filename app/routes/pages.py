@@ -15,7 +15,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse
 from markupsafe import Markup, escape
 
-from app.deps import ServiceDep
+from ..deps import ServiceDep
 
 router = APIRouter(include_in_schema=False)
 

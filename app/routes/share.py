@@ -1,8 +1,8 @@
 """Share links: `POST /api/share`, `GET /api/share/{id}` and the pages `/s/{id}`, `/embed/{id}`.
 
 A share is the page's whole view state (:class:`ShareState`), validated on the way in and again on
-the way out, saved in the SQLite database of :mod:`app.store` under a short unguessable id. The
-pages hand the saved state to the browser in a JSON island
+the way out, saved in the SQLite database of :mod:`sparsescope.store` under a short unguessable id.
+The pages hand the saved state to the browser in a JSON island
 ``<script type="application/json" id="shared-state">`` (escaped for HTML), and the page's
 JavaScript restores it. On creation the analysis of the shared text is warmed in the background,
 so that opening the link finds it in the service's cache.
@@ -35,12 +35,12 @@ from pydantic import (
     field_validator,
 )
 
-from app.deps import ServiceDep
-from app.errors import ApiError, validation_message
-from app.middleware import CSP
-from app.routes.pages import json_island
-from app.schemas import ErrorOut
-from app.store import ShareRecord, ShareStore, is_valid_id
+from ..deps import ServiceDep
+from ..errors import ApiError, validation_message
+from ..middleware import CSP
+from ..routes.pages import json_island
+from ..schemas import ErrorOut
+from ..store import ShareRecord, ShareStore, is_valid_id
 
 log = logging.getLogger(__name__)
 
@@ -382,7 +382,7 @@ def shared_page(
         if lecture is not None:
             page = lecture.lecture_page(request)
     if page is None:
-        from app.routes.pages import index
+        from ..routes.pages import index
 
         page = index(request, service)
     html = _with_island(bytes(page.body).decode("utf-8"), str(json_island(ISLAND_ID, data)))
@@ -391,9 +391,9 @@ def shared_page(
 
 def _optional_route(name: str) -> Any:
     try:
-        return importlib.import_module(f"app.routes.{name}")
+        return importlib.import_module(f"sparsescope.routes.{name}")
     except ModuleNotFoundError as exc:
-        if exc.name == f"app.routes.{name}":
+        if exc.name == f"sparsescope.routes.{name}":
             return None
         raise
 

@@ -6,9 +6,9 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.service import AnalysisService
-from app.settings import Settings
+from sparsescope.main import create_app
+from sparsescope.service import AnalysisService
+from sparsescope.settings import Settings
 
 
 def make_settings(tmp_path, **kw) -> Settings:

@@ -10,8 +10,8 @@ import re
 import pytest
 import torch
 
-from app.schemas import Analysis, ErrorOut, HeadPayload, Health, MethodsOut
-from app.service import ID_HEX
+from sparsescope.schemas import Analysis, ErrorOut, HeadPayload, Health, MethodsOut
+from sparsescope.service import ID_HEX
 
 HEX_ID = re.compile(rf"[0-9a-f]{{{ID_HEX}}}")
 
@@ -111,8 +111,8 @@ def test_cache_key_covers_every_setting(client, service, sentence, change):
 def test_evicted_analysis_is_404_and_can_be_reposted(tmp_path, tiny_model, sentence):
     from fastapi.testclient import TestClient
 
-    from app.main import create_app
-    from app.service import AnalysisService
+    from sparsescope.main import create_app
+    from sparsescope.service import AnalysisService
     from tests.app.conftest import make_settings
 
     settings = make_settings(tmp_path, cache_entries=1)
@@ -311,7 +311,7 @@ def test_script_text_round_trips_as_data(client):
 def test_catch_all_handler_hides_the_trace(app_settings, service, caplog):
     from fastapi.testclient import TestClient
 
-    from app.main import create_app
+    from sparsescope.main import create_app
 
     app = create_app(app_settings, service)
 
@@ -358,7 +358,7 @@ def test_concurrent_requests_run_the_model_once(service, sentence):
 
 
 def test_cache_is_bounded_in_bytes(tmp_path, tiny_model):
-    from app.service import AnalysisService
+    from sparsescope.service import AnalysisService
     from tests.app.conftest import make_settings
 
     service = AnalysisService(make_settings(tmp_path, cache_bytes=1 << 20), model=tiny_model)

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.service import AnalysisService
-from app.settings import Settings
+from sparsescope.main import create_app
+from sparsescope.service import AnalysisService
+from sparsescope.settings import Settings
 
 JSON = {"content-type": "application/json"}
 MIB = 1 << 20

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from app.cli import main
+from sparsescope.cli import main
 
 
 @pytest.mark.real_model

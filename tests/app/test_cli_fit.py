@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from app.cli import main
+from sparsescope.cli import main
 
 PARAGRAPHS = [
     "The river ran past the old mill, and the miller watched it every morning.",

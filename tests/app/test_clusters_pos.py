@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.schemas import Clusters
+from sparsescope.schemas import Clusters
 from tests.app.test_api import assert_error
 
 pos = pytest.importorskip("sparse_core.pos")

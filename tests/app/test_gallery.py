@@ -12,10 +12,10 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.routes import gallery as G
-from app.routes.share import ISLAND_ID, ShareState
-from app.service import AnalysisService
+from sparsescope.main import create_app
+from sparsescope.routes import gallery as G
+from sparsescope.routes.share import ISLAND_ID, ShareState
+from sparsescope.service import AnalysisService
 from tests.app.conftest import make_settings
 
 ISLAND_RE = re.compile(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from app.schemas import Analysis, HeadPayload, Metrics
+from sparsescope.schemas import Analysis, HeadPayload, Metrics
 
 M = pytest.importorskip("sparse_core.methods")
 METHODS, PredictContext, evaluate = M.METHODS, M.PredictContext, M.evaluate

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-import app.service as service_mod
-from app.service import AnalysisService
+import sparsescope.service as service_mod
 from bench.bench_load import listening_addresses, live_server, run_load, summary, text_pool
+from sparsescope.service import AnalysisService
 from tests.app.conftest import make_settings
 
 # ----------------------------------------------------------------------------- cache bounds
@@ -69,8 +69,8 @@ def test_artefact_lookups_are_bounded_in_alphas(tmp_path, tiny_model):
 
 
 def test_memory_helpers_are_best_effort(monkeypatch):
-    from app.commands.serve import limit_malloc_arenas
-    from app.service import release_free_memory
+    from sparsescope.commands.serve import limit_malloc_arenas
+    from sparsescope.service import release_free_memory
 
     release_free_memory()  # glibc: trims; elsewhere: nothing, and no error
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")

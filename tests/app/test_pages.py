@@ -10,7 +10,7 @@ from importlib.resources import files
 
 import pytest
 
-from app.routes.pages import json_for_html, json_island
+from sparsescope.routes.pages import json_for_html, json_island
 
 NASTY = {"text": '</script><script>alert("x")</script><!-- & \u2028 \' "', "n": [1, 2.5, None]}
 
@@ -34,7 +34,7 @@ def test_json_for_html_rejects_nan():
 
 
 def _has_index() -> bool:
-    return files("frontend").joinpath("templates", "index.html").is_file()
+    return files("sparsescope.frontend").joinpath("templates", "index.html").is_file()
 
 
 @pytest.mark.skipif(not _has_index(), reason="frontend/templates/index.html not written yet")
@@ -69,7 +69,9 @@ def test_plotly_is_served_from_the_installed_package(client):
 
 def test_es_modules_are_served_as_javascript(client):
     modules = sorted(
-        p.name for p in files("frontend").joinpath("js").iterdir() if p.name.endswith(".js")
+        p.name
+        for p in files("sparsescope.frontend").joinpath("js").iterdir()
+        if p.name.endswith(".js")
     )
     if not modules:
         pytest.skip("no frontend/js modules yet")

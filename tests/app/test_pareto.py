@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.schemas import Pareto
+from sparsescope.schemas import Pareto
 from tests.app.test_api import assert_error
 
 P = pytest.importorskip("sparse_core.pareto")

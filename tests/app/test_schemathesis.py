@@ -32,10 +32,10 @@ schemathesis = pytest.importorskip("schemathesis")  # the test extra has it
 from schemathesis.checks import positive_data_acceptance  # noqa: E402
 from schemathesis.config import SchemathesisConfig  # noqa: E402
 
-from app.main import create_app  # noqa: E402
-from app.service import AnalysisService  # noqa: E402
-from app.settings import Settings  # noqa: E402
 from sparse_core.methods import METHODS  # noqa: E402
+from sparsescope.main import create_app  # noqa: E402
+from sparsescope.service import AnalysisService  # noqa: E402
+from sparsescope.settings import Settings  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.service import AnalysisService
-from app.settings import Settings
+from sparsescope.main import create_app
+from sparsescope.service import AnalysisService
+from sparsescope.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "frontend" / "templates"
@@ -177,7 +177,7 @@ def test_a_server_bug_is_a_plain_500(client, monkeypatch):
 
 
 def test_a_share_database_failure_does_not_show_its_path(client, monkeypatch):
-    from app.store import ShareStoreError
+    from sparsescope.store import ShareStoreError
 
     store = client.app.state.share_store
 
@@ -206,8 +206,8 @@ def test_error_responses_show_no_path_trace_or_file(client, method, path):
 
 
 def test_serve_binds_localhost_by_default(monkeypatch):
-    from app.cli import build_parser
-    from app.commands.serve import settings_from_args
+    from sparsescope.cli import build_parser
+    from sparsescope.commands.serve import settings_from_args
 
     for name in ("SPARSESCOPE_HOST", "SPARSESCOPE_PORT"):
         monkeypatch.delenv(name, raising=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from app.service import AnalysisService, Entry, LruCache, sig6, tensor_nbytes
+from sparsescope.service import AnalysisService, Entry, LruCache, sig6, tensor_nbytes
 from tests.app.conftest import make_settings
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from app.settings import Settings, get_settings
 from sparse_core.errors import SparsescopeError
+from sparsescope.settings import Settings, get_settings
 
 
 def test_defaults_bind_localhost():
@@ -86,12 +86,12 @@ class FakeService:
 def fake_serve(monkeypatch):
     import uvicorn
 
-    import app.main
-    import app.service
+    import sparsescope.main
+    import sparsescope.service
 
     calls = {}
-    monkeypatch.setattr(app.service, "AnalysisService", FakeService)
-    monkeypatch.setattr(app.main, "create_app", lambda s, svc: ("app", s, svc))
+    monkeypatch.setattr(sparsescope.service, "AnalysisService", FakeService)
+    monkeypatch.setattr(sparsescope.main, "create_app", lambda s, svc: ("app", s, svc))
     monkeypatch.setattr(uvicorn, "run", lambda a, **kw: calls.update(app=a, **kw))
     monkeypatch.delenv("SPARSESCOPE_HOST", raising=False)
     monkeypatch.delenv("SPARSESCOPE_PORT", raising=False)
@@ -100,7 +100,7 @@ def fake_serve(monkeypatch):
 
 
 def test_bare_sparsescope_serves_on_localhost(fake_serve, capsys):
-    from app.cli import main
+    from sparsescope.cli import main
 
     assert main([]) == 0
     assert fake_serve["host"] == "127.0.0.1" and fake_serve["port"] == 8000
@@ -109,7 +109,7 @@ def test_bare_sparsescope_serves_on_localhost(fake_serve, capsys):
 
 
 def test_serve_flags(fake_serve, tmp_path):
-    from app.cli import main
+    from sparsescope.cli import main
 
     argv = ["serve", "--host", "0.0.0.0", "--port", "9002", "--device", "cpu"]
     argv += ["--model", "/m", "--artefact", "/a.safetensors", "--data-dir", str(tmp_path)]
@@ -125,7 +125,7 @@ def test_serve_flags(fake_serve, tmp_path):
 
 
 def test_serve_bad_model_is_one_line(capsys, tmp_path):
-    from app.cli import main
+    from sparsescope.cli import main
 
     rc = main(["serve", "--model", str(tmp_path / "missing"), "--device", "cpu"])
     err = capsys.readouterr().err
@@ -136,7 +136,7 @@ def test_serve_bad_model_is_one_line(capsys, tmp_path):
 def test_threads_setting_sets_torch_threads(tmp_path, tiny_model):
     import torch
 
-    from app.service import AnalysisService
+    from sparsescope.service import AnalysisService
 
     before = torch.get_num_threads()
     try:

@@ -21,10 +21,10 @@ import jinja2
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.routes.share import ISLAND_ID, MAX_STATE_BYTES, METHOD_NAMES, ShareState
-from app.service import AnalysisService
-from app.store import DB_NAME, ShareStoreError
+from sparsescope.main import create_app
+from sparsescope.routes.share import ISLAND_ID, MAX_STATE_BYTES, METHOD_NAMES, ShareState
+from sparsescope.service import AnalysisService
+from sparsescope.store import DB_NAME, ShareStoreError
 
 ROOT = Path(__file__).resolve().parents[2]
 ID_RE = re.compile(r"[A-Za-z0-9_-]{12}")
@@ -332,9 +332,9 @@ def test_embed_page(share_client):
 
 SERVER = textwrap.dedent(
     """
-    from app.main import create_app
-    from app.service import AnalysisService
-    from app.settings import Settings
+    from sparsescope.main import create_app
+    from sparsescope.service import AnalysisService
+    from sparsescope.settings import Settings
     from sparse_core.model import tiny_model
 
 

@@ -22,9 +22,9 @@ from typing import Any
 import httpx
 import pytest
 
-from app.main import create_app
-from app.service import AnalysisService
 from bench.bench_load import HOST, LiveServer, live_server, text_pool
+from sparsescope.main import create_app
+from sparsescope.service import AnalysisService
 from tests.app.conftest import make_settings
 
 pytestmark = pytest.mark.slow

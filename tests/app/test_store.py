@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from app.store import (
+from sparsescope.store import (
     DB_NAME,
     SCHEMA_VERSION,
     ShareStore,

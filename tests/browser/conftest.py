@@ -80,9 +80,9 @@ def server_url(tmp_path_factory, tiny_model):
     """Base URL of a live server (uvicorn thread) on the tiny model with a random artefact."""
     import uvicorn
 
-    from app.main import create_app
-    from app.service import AnalysisService
-    from app.settings import Settings
+    from sparsescope.main import create_app
+    from sparsescope.service import AnalysisService
+    from sparsescope.settings import Settings
 
     settings = Settings(data_dir=tmp_path_factory.mktemp("browser-data"), warmup=False)
     service = AnalysisService(settings, model=tiny_model, artefact=random_artefact(tiny_model))

@@ -17,10 +17,10 @@ from urllib.parse import parse_qs, quote, urlparse
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.routes.lecture import DEFAULT_TEXT, MAX_RAW_TOKENS
-from app.service import AnalysisService
-from app.settings import Settings
+from sparsescope.main import create_app
+from sparsescope.routes.lecture import DEFAULT_TEXT, MAX_RAW_TOKENS
+from sparsescope.service import AnalysisService
+from sparsescope.settings import Settings
 
 # ----------------------------------------------------------------------------- the API (no browser)
 

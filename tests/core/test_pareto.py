@@ -182,7 +182,7 @@ def test_sweep_text_points(ctx):
 
 
 def test_corpus_sweep_json_and_html(tiny_model, tmp_path):
-    from app.commands.pareto import write_outputs
+    from sparsescope.commands.pareto import write_outputs
 
     art = fake_artefact()
     names = ["window", "bigbird", "sf-distance", "sf-kmeans"]  # fidelity: frontiers, 1 text
@@ -261,8 +261,8 @@ WIKI = """ = First article =
 def test_select_inputs_held_out(tiny_model, tmp_path):
     import argparse
 
-    from app.commands.pareto import select_inputs
     from sparse_core.corpus import file_digest
+    from sparsescope.commands.pareto import select_inputs
 
     f = tmp_path / "wiki.txt"
     f.write_text(WIKI)
@@ -286,7 +286,7 @@ def test_select_inputs_held_out(tiny_model, tmp_path):
 @pytest.mark.real_model
 @pytest.mark.slow
 def test_pareto_command(tmp_path, capsys):
-    from app.cli import main
+    from sparsescope.cli import main
 
     f = tmp_path / "wiki.txt"
     f.write_text(WIKI)

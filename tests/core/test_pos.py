@@ -114,7 +114,7 @@ def test_cluster_breakdown_schema(tiny_model):
 
 
 def test_clusters_command_breakdown_and_table(tiny_model, tmp_path):
-    from app.commands.clusters import _table, breakdown
+    from sparsescope.commands.clusters import _table, breakdown
 
     f = tmp_path / "tiny.conllu"
     f.write_text(CONLLU * 2)
@@ -129,8 +129,8 @@ def test_clusters_command_breakdown_and_table(tiny_model, tmp_path):
 @pytest.mark.real_model
 @pytest.mark.slow
 def test_clusters_cli_json(real_model, tmp_path, capsys):
-    from app.cli import main
     from sparse_core.sparsefinder import save_artefact
+    from sparsescope.cli import main
 
     art = fake_artefact(6, 12, 32, counts=(2, 4))
     art.model_id = real_model.model_id

@@ -159,7 +159,7 @@ def test_pos_figure_of_a_real_cluster_breakdown(out):
 
 
 def test_to_share_state_validates_as_the_apps_share_state(out):
-    from app.routes.share import ShareState
+    from sparsescope.routes.share import ShareState
 
     state = viz.to_share_state(out, 1, 2, method="strided", params={"stride": 3}, token=4)
     parsed = ShareState.model_validate(state)
@@ -172,7 +172,7 @@ def test_to_share_state_validates_as_the_apps_share_state(out):
 
 
 def test_to_share_state_of_a_causal_run(tiny_model):
-    from app.routes.share import ShareState
+    from sparsescope.routes.share import ShareState
 
     o = tiny_model.run(TEXT, alpha=2.0, causal=True)
     state = ShareState.model_validate(viz.to_share_state(o, view={"scope": "mean"}))
