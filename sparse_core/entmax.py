@@ -52,24 +52,36 @@ Speed and the approaches tried are in docs/benchmarks.md (``bench/bench_entmax.p
 from __future__ import annotations
 
 import logging
+import math
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 log = logging.getLogger(__name__)
 
-__all__ = ["entmax", "entmax_reference"]
+__all__ = ["entmax"]
 
+DENSE_MAX_ALPHA = 1.34
+"""Float32 scores with a scalar α in (1, DENSE_MAX_ALPHA] take the dense path (most scores are in
+the support); larger α, float64 scores and many distinct per-row α take the compact path."""
+DENSE_MIN_ALPHA = 1.03
+"""Below it (β > 33) float32 rounding, amplified by β, would cost the dense path's values more
+than β · 1.2e-7; those α take the compact path (float64 values)."""
 DENSE_STEPS = 2
-"""Newton steps over whole rows before compaction (1 and 3 measured slower; docs/benchmarks.md)."""
+"""Compact path: Newton steps over whole rows before compaction (docs/benchmarks.md)."""
 CHUNK_ELEMENTS = 1 << 20
-"""Rows go in chunks of about this many scores: the dense phase stays in cache and the compact
+"""Rows go in chunks of about this many scores: the dense passes stay in cache and the compact
 phase's arrays stay under torch's parallel grain (no thread barrier per small op)."""
+_MAX_GROUPS = 16
+"""A per-row α with at most this many distinct values runs as one scalar-α call per value."""
 _MAX_EXACT_STEPS = 50
 _DENSE_EXACT = 4
 """The exact phase runs on whole rows when more than 1/_DENSE_EXACT of the scores are candidates."""
 _BAD_SCORES = "scores contain NaN or +inf; only finite values and -inf (masked) are allowed"
 _F64 = torch.float64
+_EPS32 = torch.finfo(torch.float32).eps
+_TINY32 = torch.finfo(torch.float32).tiny
 
 
 # ----------------------------------------------------------------------------------------------
@@ -117,50 +129,11 @@ def entmax(
         else:
             ar = a.expand(*z.shape)
             a_rows = (ar if last else ar.movedim(dim, -1)).reshape(-1, n)[:, 0]  # (R,)
-            res = _entmax_rows(rows, a_rows, out=res)
-            soft = a_rows == 1.0
-            if bool(soft.any()):
-                res[soft] = _softmax(rows[soft], -1)
+            res = _entmax_per_row(rows, a_rows, out=res)
         if direct:
             return out
         p = res.view(zl.shape) if last else res.view(zl.shape).movedim(-1, dim)
         return p if out is None else out.copy_(p)
-
-
-def entmax_reference(scores: Tensor, alpha: float | Tensor = 1.5, dim: int = -1) -> Tensor:
-    """α-entmax computed by the ``entmax`` package (1.3), its pitfalls fixed: the test baseline.
-
-    α = 1: ``torch.softmax``; α = 1.5: ``entmax15`` (sort); α = 2: ``sparsemax`` (sort); any
-    other α, or a per-head α tensor: ``entmax_bisect`` (60 halvings). Fully ``-inf`` rows are
-    filled with zeros before the call and zeroed after (the package raises or returns NaN on
-    them); a per-head α is expanded to the batch shape with size 1 along ``dim``, which the
-    package requires; rows whose α is 1 use softmax. Computes in the dtype of ``scores``.
-    """
-    from entmax import entmax15, entmax_bisect, sparsemax
-
-    a = _check_alpha(alpha, scores, dim)
-    with torch.no_grad():
-        z = _as_compute_dtype(scores)
-        dead = torch.isneginf(z).all(dim=dim, keepdim=True)
-        zf = z.masked_fill(dead, 0.0)
-        if isinstance(a, float):
-            if a == 1.0:
-                p = torch.softmax(zf, dim=dim)
-            elif a == 1.5:
-                p = entmax15(zf, dim=dim)
-            elif a == 2.0:
-                p = sparsemax(zf, dim=dim)
-            else:
-                p = entmax_bisect(zf, a, dim=dim, n_iter=60)
-        else:
-            shape = list(z.shape)
-            shape[dim] = 1
-            a_full = a.expand(*shape).to(z.dtype)
-            p = entmax_bisect(zf, a_full.where(a_full > 1.0, 2.0), dim=dim, n_iter=60)
-            soft = (a_full == 1.0).expand_as(z)
-            if bool(soft.any()):
-                p = torch.where(soft, torch.softmax(zf, dim=dim), p)
-        return p.masked_fill(dead, 0.0)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -233,41 +206,95 @@ def _softmax(z: Tensor, dim: int, out: Tensor | None = None) -> Tensor:
 # the algorithm
 
 
+def _entmax_per_row(rows: Tensor, a_rows: Tensor, out: Tensor | None = None) -> Tensor:
+    """α-entmax of ``rows (R, n)`` with a per-row α ``a_rows (R,)`` (float64, not all equal).
+
+    Per-head α has a few distinct values: each runs as one scalar-α call on its rows (a slice
+    when they are contiguous, as for one head of (1, H, n, n) scores). Many distinct values take
+    the compact path with a per-row α; rows with α = 1 use softmax there.
+    """
+    rows = rows.contiguous()
+    out = torch.zeros_like(rows) if out is None else out.zero_()
+    values = torch.unique(a_rows)
+    if values.numel() > _MAX_GROUPS:
+        soft = a_rows == 1.0
+        _entmax_rows(rows, a_rows, out=out)
+        if bool(soft.any()):
+            out[soft] = _softmax(rows[soft], -1)
+        return out
+    for v in values.tolist():
+        idx = (a_rows == v).nonzero().squeeze(1)
+        lo, hi = int(idx[0]), int(idx[-1]) + 1
+        if hi - lo == idx.numel():  # contiguous rows: work on the views
+            _entmax_rows(rows[lo:hi], v, out=out[lo:hi])
+        else:
+            out.index_copy_(0, idx, _entmax_rows(rows.index_select(0, idx), v))
+    return out
+
+
 def _entmax_rows(
     rows: Tensor,
     alpha: float | Tensor,
     dense_steps: int = DENSE_STEPS,
     chunk_elements: int | None = None,
     out: Tensor | None = None,
+    path: str | None = None,
 ) -> Tensor:
     """α-entmax of every row of ``rows (R, n)``; alpha a float or a per-row (R,) float64 tensor.
 
     ``out``, if given, is a contiguous (R, n) tensor of the dtype of ``rows`` to write into.
+    ``path`` forces "dense" or "compact" (tests; the default picks by α and dtype).
     """
     rows = rows.contiguous()
     r_total, n = rows.shape
+    if isinstance(alpha, float) and alpha == 1.0:
+        return _softmax(rows, -1, out)
     out = torch.zeros_like(rows) if out is None else out.zero_()
     if r_total == 0 or n == 0:
         return out
+    if path is None:
+        dense = (
+            isinstance(alpha, float)
+            and rows.dtype == torch.float32
+            and DENSE_MIN_ALPHA <= alpha <= DENSE_MAX_ALPHA
+        )
+    else:
+        dense = path == "dense"
     chunk = max(1, (chunk_elements or CHUNK_ELEMENTS) // n)
     for r0 in range(0, r_total, chunk):
-        a = alpha if isinstance(alpha, float) else alpha[r0 : r0 + chunk]
-        _entmax_chunk(rows[r0 : r0 + chunk], a, out[r0 : r0 + chunk], dense_steps)
+        z, o = rows[r0 : r0 + chunk], out[r0 : r0 + chunk]
+        if dense:
+            assert isinstance(alpha, float)
+            _dense_chunk(z, alpha, o)
+        else:
+            a = alpha if isinstance(alpha, float) else alpha[r0 : r0 + chunk]
+            _compact_chunk(z, a, o, dense_steps)
     return out
 
 
-def _entmax_chunk(z: Tensor, alpha: float | Tensor, out: Tensor, dense_steps: int) -> None:
-    """Write α-entmax of ``z (R, n)`` into ``out`` (zeros on entry)."""
-    m = z.amax(dim=-1, keepdim=True)  # (R, 1)
+def _row_max(z: Tensor) -> tuple[Tensor, Tensor]:
+    """Row maxima (R, 1) with fully masked rows set to 0, and those rows (R, 1) bool."""
+    m = z.amax(dim=-1, keepdim=True)
     if bool((torch.isnan(m) | torch.isposinf(m)).any()):
         raise ValueError(_BAD_SCORES)
-    m.masked_fill_(torch.isneginf(m), 0.0)  # fully masked rows: all d = 0, no candidates
+    dead = torch.isneginf(m)
+    return m.masked_fill_(dead, 0.0), dead
+
+
+# ----------------------------------------------------------------------------------------------
+# the compact path
+
+
+def _compact_chunk(z: Tensor, alpha: float | Tensor, out: Tensor, dense_steps: int) -> None:
+    """Write α-entmax of ``z (R, n)`` into ``out`` (zeros on entry) by the compact path."""
+    m, _ = _row_max(z)  # fully masked rows: m = 0, all d = 0, no candidates
+    # q >= β, an integer (no pow) when β > 2: the root of ‖d‖_q = 1 is a lower bound of τ*.
     if isinstance(alpha, float):
         c: float | Tensor = alpha - 1.0  # x = c (z - m)
-        q: float | Tensor = max(1.0 / c, 2.0)  # the norm the dense Newton steps use
+        q: float | Tensor = max(float(math.ceil(1.0 / c - 1e-9)), 2.0)
     else:
         c = (alpha.where(alpha > 1.0, 2.0) - 1.0).to(z.dtype)[:, None]  # (R, 1); α = 1 rows: caller
-        q = (1.0 / c).clamp_min(2.0)
+        q = torch.ceil(1.0 / c - 1e-6).clamp_min(2.0)
     # Thresholds T live in z units (τ = c (T − m)). T_0 ↔ τ_0 = −1, pushed down by a few ulps so
     # that the float32 rounding of m − 1/c cannot lift it above the exact value.
     eps = torch.finfo(z.dtype).eps
@@ -290,7 +317,7 @@ def _entmax_chunk(z: Tensor, alpha: float | Tensor, out: Tensor, dense_steps: in
             raise RuntimeError("entmax: the candidate set {x > -1} missed the support (a bug)")
         log.warning("entmax: %d rows may have missed a support entry; recomputing", len(bad))
         sub = torch.zeros_like(z[bad])
-        _entmax_chunk(z[bad], alpha if isinstance(alpha, float) else alpha[bad], sub, 0)
+        _compact_chunk(z[bad], alpha if isinstance(alpha, float) else alpha[bad], sub, 0)
         out[bad] = sub
 
 
@@ -301,13 +328,15 @@ def _flat_nonzero(d: Tensor) -> Tensor | None:
     ``nonzero`` on CPU costs about 1 ns per scanned element once anything is non-zero, so we scan
     the boolean mask eight bytes at a time (as int64 words) and then only the words that hit.
     """
-    b = d.bool().view(-1)  # (R n,) cheap: a vectorised cast, unlike d > 0
-    if b.numel() % 8 or b.device.type != "cpu":
-        cand = b.nonzero().squeeze(1)
-        return None if cand.numel() * _DENSE_EXACT > b.numel() else cand
+    size = d.numel()
+    if d.device.type != "cpu":
+        cand = d.view(-1).nonzero().squeeze(1)
+        return None if cand.numel() * _DENSE_EXACT > size else cand
+    b = torch.zeros(-(-size // 8) * 8, dtype=torch.bool)  # padded to whole int64 words
+    b[:size].copy_(d.view(-1))  # a vectorised cast, unlike d > 0
     wi = b.view(torch.int64).nonzero().squeeze(1)  # words holding a candidate
     j = b.view(-1, 8).index_select(0, wi).view(-1).nonzero().squeeze(1)
-    if j.numel() * _DENSE_EXACT > b.numel():
+    if j.numel() * _DENSE_EXACT > size:
         return None
     return wi.index_select(0, j >> 3).mul_(8).add_(j & 7)
 
@@ -496,3 +525,198 @@ def _closed_form(x: Tensor, rows: _Rows, tau: Tensor, alpha: float | Tensor) -> 
         s = s_new
     log.warning("entmax: support did not stabilise in %d closed-form passes", _MAX_EXACT_STEPS)
     return tau
+
+
+# ----------------------------------------------------------------------------------------------
+# the dense path (float32 scores, α near 1: most scores are in the support)
+
+
+class _Dense:
+    """Constants of the dense path for one α: ``c = α − 1``, ``β = 1/c``, the flush threshold.
+
+    Probabilities ``y^β`` (``y = [x − τ]_+``) below float32's smallest normal number are flushed
+    to 0, i.e. only ``y > δ = tiny^(1/β)`` is kept; ``thr`` is δ raised by 16 ulps so that no
+    kept value rounds below tiny (the certificate's band covers the difference).
+    """
+
+    def __init__(self, alpha: float) -> None:
+        self.c = alpha - 1.0
+        self.beta = 1.0 / self.c
+        # An integer β takes repeated squaring. A β within 1e-5 of one (α rounded to float32,
+        # 1.1 -> 1.10000002) is computed with that integer: each kept term y^β (y >= δ) then
+        # changes by at most |Δβ| |log δ| relative, which the error bound of G covers.
+        k = round(self.beta)
+        self.k_int = k if k >= 2 and abs(self.beta - k) <= 1e-5 * self.beta else None
+        self.delta = math.exp(math.log(_TINY32) * self.c)
+        self.thr = self.delta * (1.0 + 16.0 * _EPS32)
+        # Relative error of G = Σ y^β evaluated in float32 (x, y, the powers, the sum).
+        self.eps_g = (2.0 * self.beta + 48.0) * _EPS32
+        if self.k_int is not None:
+            self.eps_g += abs(self.beta - k) * -math.log(_TINY32) * self.c
+        self.g_tol = max(2e-6, 4.0 * self.beta * _EPS32)
+
+
+_DENSE_MAX_STEPS = 6
+_DENSE_TOL = 2e-3
+"""Halley stops once every row's step is below this (x units): the next error would be ~step³,
+under float32 resolution; rows that still miss |G − 1| <= g_tol get more steps on their own."""
+
+
+def _dense_chunk(z: Tensor, alpha: float, out: Tensor) -> None:
+    """Write α-entmax of float32 ``z (R, n)`` into ``out`` by the dense path.
+
+    Safeguarded Halley steps over whole rows in float32, then the output pass with its
+    certificate; rows that have not converged get more steps, rows the certificate cannot
+    settle are recomputed in float64 on whole rows.
+    """
+    k = _Dense(alpha)
+    m, dead = _row_max(z)
+    x = torch.sub(z, m).mul_(k.c)  # x = c (z − max) <= 0, the max entry exactly 0
+    tau = torch.full_like(m, -1.0, dtype=_F64)  # τ of each row (R, 1), float64
+    tau = _dense_solve(x, tau, k, _DENSE_MAX_STEPS, _DENSE_TOL)
+    ok, conv, tau, bound = _dense_output(x, tau, k, out)
+    redo = ~(ok & conv) & ~dead.view(-1)
+    if not bool(redo.any()):
+        return
+    late = redo & ~conv  # not converged yet: a few more steps on those rows only
+    if bool(late.any()):
+        j = late.nonzero().squeeze(1)
+        xj = x.index_select(0, j)
+        oj = torch.empty_like(xj)
+        tj = _dense_solve(xj, tau.index_select(0, j), k, 3, 0.0)
+        okj, convj, tj, bj = _dense_output(xj, tj, k, oj)
+        out.index_copy_(0, j, oj)
+        tau.index_copy_(0, j, tj)
+        bound.index_copy_(0, j, bj)
+        redo.index_copy_(0, j, ~(okj & convj))
+    idx = redo.nonzero().squeeze(1)
+    if idx.numel():
+        _dense_redo_exact(z, m, tau, bound, alpha, idx, out)
+
+
+def _dense_solve(x: Tensor, tau: Tensor, k: _Dense, steps: int, tol: float) -> Tensor:
+    """Up to ``steps`` safeguarded Halley steps on ``H(τ) = ‖[x − τ]_+‖_β − 1`` (float64 τ).
+
+    A row stops (its τ frozen) after a step below ``tol``, so that its result does not depend
+    on the other rows of the batch (per-head α groups rows differently from a scalar call).
+    """
+    y = torch.empty_like(x)
+    active = torch.ones_like(tau, dtype=torch.bool)
+    for i in range(steps):
+        t32 = tau.to(torch.float32)
+        torch.sub(x, t32, out=y)
+        F.threshold_(y, k.thr, 0.0)  # y = [x − τ]_+ with entries under the flush threshold at 0
+        g, g1, g2 = _moments(y, k)
+        step = _halley_step(g, g1, g2, k)
+        tau = torch.where(active, (t32.to(_F64) + step).clamp_(min=-1.0), tau)
+        active &= step.abs() > tol
+        if i + 1 < steps and not bool(active.any()):
+            break
+    return tau
+
+
+def _moments(y: Tensor, k: _Dense) -> tuple[Tensor, Tensor, Tensor]:
+    """Per-row float64 ``(G, G₁, G₂) = (Σ y^β, Σ y^(β−1), Σ y^(β−2))`` (float32 sums).
+
+    Integer β: repeated squaring. Otherwise exp((β − 2) log y) with y clamped up to the flush
+    threshold (log of 0 and exp's underflow take slow paths on CPU), which only the G₂ terms of
+    the zero entries see (G₂ only shapes Halley's step, inside its safeguards).
+    """
+    if k.k_int is not None:
+        u = _ipow(y, k.k_int - 2) if k.k_int > 2 else torch.sign(y)
+    else:
+        u = y.clamp_min(k.thr).log_().mul_(k.beta - 2.0).exp_()
+    g2 = u.sum(dim=-1, keepdim=True).to(_F64)
+    g1 = u.mul_(y).sum(dim=-1, keepdim=True).to(_F64)
+    g = u.mul_(y).sum(dim=-1, keepdim=True).to(_F64)
+    return g, g1, g2
+
+
+def _halley_step(g: Tensor, g1: Tensor, g2: Tensor, k: _Dense) -> Tensor:
+    """Safeguarded Halley step Δτ on ``H = G^(1/β) − 1`` from the moments of G.
+
+    ``G' = −β G₁`` and ``G'' = β(β − 1) G₂`` give ``H' = −G^(1/β) G₁ / G`` and
+    ``H'' = (β − 1) G^(1/β) (G₂/G − (G₁/G)²)``; Halley's step is ``s / (1 + s H'' / (2 H'))``
+    with Newton's ``s = −H / H'``. H is convex, so Newton's iterate never passes the root (from
+    either side): ``s`` is the lower limit. ``|G'| >= β G`` (every ``y <= 1``) gives
+    ``τ* − τ <= (G − 1) / β`` when ``G >= 1``: the upper limit.
+    """
+    nq = g.pow(k.c)
+    r1 = g1 / g
+    hp = -nq * r1
+    hpp = (k.beta - 1.0) * nq * (g2 / g - r1 * r1)
+    s = (nq - 1.0) / (nq * r1)
+    halley = s / (1.0 + s * hpp / (2.0 * hp))
+    upper = (g - 1.0).clamp_min(0.0) * k.c
+    step = torch.maximum(torch.minimum(halley.nan_to_num(0.0), upper), s)
+    return step.nan_to_num(0.0)
+
+
+def _dense_output(
+    x: Tensor, tau: Tensor, k: _Dense, out: Tensor
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Write ``[x − τ]_+^β`` into ``out`` and certify the support.
+
+    Returns ``ok`` (R,): no score lies where the support or flush decision could differ from
+    the exact threshold's; ``conv`` (R,): ``|G − 1| <= g_tol``; the τ used (R, 1) and the bound
+    (R, 1) on ``|τ* − τ|``: ``τ* − τ <= (G − 1) / β`` when ``G >= 1`` and
+    ``τ − τ* <= (1 − G) / (β G)`` otherwise, for G evaluated to relative ``eps_g`` (module
+    docstring).
+    """
+    # τ = t_hi + t_lo: float32 alone resolves τ to ~6e-8, which β amplifies in the values.
+    t_hi = tau.to(torch.float32)
+    t_lo = (tau - t_hi.to(_F64)).to(torch.float32)
+    tau_used = t_hi.to(_F64) + t_lo.to(_F64)
+    y = torch.sub(x, t_hi).sub_(t_lo)  # x − τ
+    tmp = torch.abs(y)
+    near = tmp.amin(dim=-1, keepdim=True).to(_F64)  # distance of the closest score to τ
+    near_thr = None
+    if k.thr > 1e-5:  # the flush threshold τ + δ is apart from τ: check it on its own
+        near_thr = torch.sub(y, k.thr, out=tmp).abs_().amin(dim=-1, keepdim=True).to(_F64)
+    del tmp
+    F.threshold_(y, k.thr, 0.0)  # y = [x − τ]_+, flushed entries 0
+    if k.k_int is not None:
+        p = _ipow(y, k.k_int, out=out)
+    else:
+        p = torch.clamp_min(y, k.thr, out=out).log_().mul_(k.beta).exp_().mul_(y.sign_())
+    g = p.sum(dim=-1, keepdim=True).to(_F64)
+    g_hi, g_lo = g * (1.0 + k.eps_g), (g * (1.0 - k.eps_g)).clamp_min(1e-300)
+    bound = torch.maximum(g_hi - 1.0, (1.0 - g_lo) / g_lo).clamp_min(0.0) * (2.0 * k.c)
+    # x itself carries float32 rounding (|x| <= 1 near τ >= −1): 4 eps on top of the bound.
+    band = bound + 4.0 * _EPS32
+    if near_thr is None:  # one band over [τ − band, τ + δ + band]
+        ok = near > band + k.thr * (1.0 + 64.0 * _EPS32)
+    else:
+        ok = (near > band) & (near_thr > band + k.thr * 64.0 * _EPS32)
+    conv = (g - 1.0).abs() <= k.g_tol
+    return ok.view(-1), conv.view(-1), tau_used, bound
+
+
+def _dense_redo_exact(
+    z: Tensor, m: Tensor, tau: Tensor, bound: Tensor, alpha: float, idx: Tensor, out: Tensor
+) -> None:
+    """Recompute rows ``idx`` in float64 on whole rows (the exact phase), from below τ*."""
+    c = alpha - 1.0
+    zs = z.index_select(0, idx)
+    ms = m.index_select(0, idx).to(_F64)
+    tau0 = (tau.index_select(0, idx) - 2.0 * bound.index_select(0, idx)).nan_to_num(-1.0)
+    t0 = ms + tau0.clamp(-1.0, 0.0) / c
+    sub = torch.zeros_like(zs)
+    _exact_phase(zs, ms, alpha, c, None, t0, t0, sub)
+    out.index_copy_(0, idx, sub)
+
+
+def _ipow(y: Tensor, k: int, out: Tensor | None = None) -> Tensor:
+    """``y ** k`` for an integer ``k >= 1``, left-to-right binary powering (no pow): one new
+    tensor (or ``out``), ``floor(log2 k)`` squarings and ``popcount(k) − 1`` multiplies by y."""
+    bits = bin(k)[3:]  # after the leading 1
+    if not bits:
+        return y.clone() if out is None else out.copy_(y)
+    r = torch.mul(y, y if bits[0] == "0" else y, out=out) if out is not None else y * y
+    if bits[0] == "1":
+        r.mul_(y)
+    for bit in bits[1:]:
+        r.mul_(r)
+        if bit == "1":
+            r.mul_(y)
+    return r

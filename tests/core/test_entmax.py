@@ -1,11 +1,14 @@
 """sparse_core.entmax against the ``entmax`` package (1.3): exact supports, values, masking, α.
 
-The reference is run on the same scores in float64 (``entmax_reference(z.double(), α)``): our
-thresholds are computed in float64, so supports must agree exactly and values to 1e-6 (for α near
-1 an exact value can lie below float32's range, ~1e-38, and is 0 in a float32 result). Against
-the package in float32 (its own rounding, τ from float32 cumulative sums or bisection) supports may
-only differ on knife-edge entries whose value is below 1e-10 on both sides, and values by 1e-6
-plus the package's own float32 error.
+The reference is run on the same scores in float64 (``entmax_reference(z.double(), α)``, sort or
+60 bisection halvings): supports must agree exactly (for α near 1 an exact value can lie below
+float32's range, ~1e-38, and is 0 in a float32 result) and values to ``value_tol(α)`` (1e-6, or
+β · 1.2e-7 for α < 1.12). Against the package in float32 (its own rounding, τ from float32
+cumulative sums or bisection) supports may only differ on knife-edge entries whose value is below
+1e-10 on both sides, and values by value_tol plus the package's own float32 error. Both of our
+paths are checked against the reference and against each other: the dense float32 path with its
+certificate (α near 1) and the compact path with its float64 exact phase (larger α, float64
+scores, many distinct per-row α).
 """
 
 from __future__ import annotations
@@ -18,16 +21,28 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sparse_core import entmax as E
-from sparse_core.entmax import entmax, entmax_reference
+from sparse_core.entmax import entmax
+from sparse_core.testing import entmax_reference
 
 ALPHAS = [1.1, 1.25, 1.5, 1.75, 2.0]
+"""The α of the issue's goal (the page's slider and the lecture)."""
+RANDOM_ALPHAS = [1.0317, 1.05, 1.0864, 1.1667, 1.2239, 1.3333, 1.3712, 1.4, 1.6185, 1.8941]
+"""A few others: random draws (seeded, rounded) plus integer / half-integer β = 1 / (α − 1)."""
 SIZES = [1, 2, 7, 128, 512]
+LENGTHS = [1, 2, 3, 5, 16, 63, 64, 127, 128, 255, 256, 511, 512, 1024]
 SCALES = [0.1, 1.0, 10.0, 1000.0]
 KNIFE_EDGE = 1e-10
 
 
+def value_tol(alpha) -> float:
+    """1e-6, or β · eps32 where larger: the dense float32 path's values carry float32 rounding of
+    x − τ amplified by the exponent β = 1 / (α − 1) (measured: about a third of that)."""
+    a = alpha if isinstance(alpha, float) else float(alpha[alpha > 1.0].min())
+    return max(1e-6, torch.finfo(torch.float32).eps / (a - 1.0)) if a > 1.0 else 1e-6
+
+
 def assert_matches_reference(z: torch.Tensor, alpha, p: torch.Tensor | None = None) -> None:
-    """Exact support and 1e-6 values vs float64 reference; knife edges only vs float32."""
+    """Exact support and values to value_tol vs float64 reference; knife edges only vs float32."""
     p = entmax(z, alpha) if p is None else p
     assert p.dtype == (torch.float64 if z.dtype == torch.float64 else torch.float32)
     assert not torch.isnan(p).any()
@@ -37,14 +52,14 @@ def assert_matches_reference(z: torch.Tensor, alpha, p: torch.Tensor | None = No
     if p.dtype == torch.float32:  # exact values below float32's range underflow to 0 (α near 1)
         diff &= torch.maximum(p.double(), r64) >= torch.finfo(torch.float32).tiny
     assert not diff.any(), f"{int(diff.sum())} support entries differ from the float64 reference"
-    assert float((p.double() - r64).abs().max()) <= 1e-6
+    assert float((p.double() - r64).abs().max()) <= value_tol(alpha)
     if z.dtype == torch.float32:
         r32 = entmax_reference(z, alpha)
         flips = (p > 0) != (r32 > 0)
         edge = torch.maximum(p, r32) < KNIFE_EDGE
         assert not (flips & ~edge).any(), "support differs from float32 reference off knife edges"
         own = float((r32.double() - r64).abs().max())  # the package's own float32 error
-        assert float((p - r32).abs().max()) <= 1e-6 + own
+        assert float((p - r32).abs().max()) <= value_tol(alpha) + own
 
 
 def live_rows_sum_to_one(p: torch.Tensor, z: torch.Tensor, dim: int = -1) -> None:
@@ -93,7 +108,7 @@ def test_ties_general_alpha(alpha: float) -> None:
     r64 = entmax_reference(z.double(), alpha)
     flips = (p > 0) != (r64 > 0)
     assert not (flips & (torch.maximum(p, r64) >= KNIFE_EDGE)).any()
-    assert float((p - r64).abs().max()) <= 1e-6
+    assert float((p - r64).abs().max()) <= value_tol(alpha)
 
 
 def test_exact_ties_on_the_threshold() -> None:
@@ -255,12 +270,13 @@ def test_sparse_consistency(alpha: float) -> None:
     p = entmax(z, alpha)
     q = entmax(z.masked_fill(p == 0, float("-inf")), alpha)
     assert torch.equal(q > 0, p > 0)
-    assert torch.allclose(q, p, atol=1e-6)
+    assert torch.allclose(q, p, atol=value_tol(alpha))
 
 
 @pytest.mark.parametrize("alpha", [1.5, 1.25, 2.0])
 def test_missed_candidates_are_recomputed(alpha: float, monkeypatch, caplog) -> None:
-    """If the dense phase overshoots τ (a candidate is lost), the row is redone from {x > −1}."""
+    """Compact path: if the dense steps overshoot τ (a candidate is lost), the row is redone from
+    the always-safe candidate set {x > −1}."""
     real = E._dense_newton_step
 
     def overshoot(d, c, a):
@@ -269,16 +285,17 @@ def test_missed_candidates_are_recomputed(alpha: float, monkeypatch, caplog) -> 
     monkeypatch.setattr(E, "_dense_newton_step", overshoot)
     z = torch.randn(8, 64, generator=torch.Generator().manual_seed(9)) * 2.0
     with caplog.at_level("WARNING", logger="sparse_core.entmax"):
-        p = entmax(z, alpha)
+        p = E._entmax_rows(z, alpha, path="compact")
     assert "recomputing" in caplog.text
     assert_matches_reference(z, alpha, p)
 
 
+@pytest.mark.parametrize("alpha", [1.1, 1.5])
 @pytest.mark.parametrize("chunk", [64, 1000, 1 << 30])
-def test_chunking_does_not_change_the_result(chunk: int) -> None:
+def test_chunking_does_not_change_the_result(alpha: float, chunk: int) -> None:
     z = torch.randn(50, 64) * 4
-    full = E._entmax_rows(z, 1.5)
-    assert torch.equal(E._entmax_rows(z, 1.5, chunk_elements=chunk), full)
+    full = E._entmax_rows(z, alpha)
+    assert torch.equal(E._entmax_rows(z, alpha, chunk_elements=chunk), full)
 
 
 @pytest.mark.parametrize("alpha", [1.1, 1.25, 1.5, 1.75, 2.0])
@@ -290,9 +307,9 @@ def test_exact_phase_on_whole_rows_equals_compact(alpha: float, monkeypatch) -> 
     z[3] = float("-inf")
     z[4, 1:] = float("-inf")  # causal first row: a single live entry
     monkeypatch.setattr(E, "_DENSE_EXACT", 0)  # always compact
-    compact = entmax(z, alpha)
+    compact = E._entmax_rows(z.view(-1, 96), alpha, path="compact").view_as(z)
     monkeypatch.setattr(E, "_DENSE_EXACT", 10**9)  # always whole rows
-    dense = entmax(z, alpha)
+    dense = E._entmax_rows(z.view(-1, 96), alpha, path="compact").view_as(z)
     assert torch.equal(compact > 0, dense > 0)
     assert torch.allclose(compact, dense, atol=1e-7)
     assert_matches_reference(z, alpha, dense)
@@ -300,7 +317,9 @@ def test_exact_phase_on_whole_rows_equals_compact(alpha: float, monkeypatch) -> 
 
 def test_dense_steps_do_not_change_the_result() -> None:
     z = torch.randn(64, 256) * 3
-    results = [E._entmax_rows(z, a, dense_steps=k) for a in (1.5, 1.3) for k in (0, 1, 3)]
+    results = [
+        E._entmax_rows(z, a, dense_steps=k, path="compact") for a in (1.5, 1.3) for k in (0, 1, 3)
+    ]
     for a, group in ((1.5, results[:3]), (1.3, results[3:])):
         for r in group[1:]:
             assert torch.equal(r > 0, group[0] > 0), a
@@ -327,7 +346,7 @@ cells = st.one_of(finite, finite, finite, st.just(float("-inf")), st.sampled_fro
     rows=st.lists(st.lists(cells, min_size=1, max_size=40), min_size=1, max_size=6).filter(
         lambda r: len({len(x) for x in r}) == 1
     ),
-    alpha=st.sampled_from([1.25, 1.5, 1.75, 2.0]),
+    alpha=st.sampled_from([1.05, 1.1, 1.2, 1.25, 1.3, 1.4, 1.5, 1.75, 2.0]),
     scale=st.sampled_from([0.01, 1.0, 30.0]),
 )
 def test_property_matches_reference(rows: list[list[float]], alpha: float, scale: float) -> None:
@@ -341,5 +360,183 @@ def test_property_matches_reference(rows: list[list[float]], alpha: float, scale
         assert not flips.any()
     else:  # bisection reference: its τ is 2^-60 off, enough to leave 1e-20 values on ties
         assert not (flips & (torch.maximum(p.double(), r64) >= KNIFE_EDGE)).any()
-    assert float((p.double() - r64).abs().max()) <= 1e-6
+    p64 = entmax(z.double(), alpha)  # the float64 path: the same support off knife edges
+    assert not (((p64 > 0) != (p > 0)) & (torch.maximum(p64, p.double()) >= KNIFE_EDGE)).any()
+    assert float((p.double() - r64).abs().max()) <= value_tol(alpha)
     assert math.isfinite(float(p.sum()))
+
+
+# ----------------------------------------------------------------------------------------------
+# exactness at every α of the slider, every length, masks, per-head α, both paths
+
+
+def attention_like(rows: int, n: int, g: torch.Generator, scale: float = 3.0) -> torch.Tensor:
+    """(3 rows, n) scores shaped like attention: a per-key bias, noise, an attention sink; the
+    first third plain, the second causal (query i of n sees keys j <= i), the last padded (a
+    quarter of the keys masked) with one fully masked row and one with a single live key."""
+    z = torch.randn(1, n, generator=g) * (scale / 2) + torch.randn(rows, n, generator=g) * scale
+    z[:, 0] += 2.0 * scale  # a sink
+    third = max(1, rows // 3)
+    q = torch.linspace(0, n - 1, third).round().long()
+    z[third : 2 * third] = z[third : 2 * third].masked_fill(
+        torch.arange(n)[None, :] > q[:, None], float("-inf")
+    )
+    pad = z[2 * third :]
+    pad[:, n - n // 4 :] = float("-inf")
+    pad[0] = float("-inf")
+    if len(pad) > 1:
+        pad[1, 1:] = float("-inf")
+    return z
+
+
+def check_exact(z: torch.Tensor, alpha, p: torch.Tensor) -> None:
+    """Support equal to the float64 reference's (values under float32's tiny excepted), values
+    to value_tol, masked entries and fully masked rows 0, live rows summing to 1, no
+    subnormals."""
+    r64 = entmax_reference(z.double(), alpha)
+    diff = (p > 0) != (r64 > 0)
+    if p.dtype == torch.float32:
+        diff &= torch.maximum(p.double(), r64) >= torch.finfo(torch.float32).tiny
+    assert not diff.any(), f"{int(diff.sum())} support entries differ from the float64 reference"
+    assert float((p.double() - r64).abs().max()) <= value_tol(alpha)
+    assert (p[torch.isneginf(z)] == 0).all()
+    assert not ((p > 0) & (p < torch.finfo(p.dtype).tiny)).any()
+    live_rows_sum_to_one(p, z)
+
+
+@pytest.mark.parametrize("alpha", ALPHAS + RANDOM_ALPHAS)
+@pytest.mark.parametrize("n", LENGTHS)
+def test_exact_at_every_alpha_and_length(alpha: float, n: int) -> None:
+    """Plain, causal and padded rows, n = 1 … 1024, at the slider's α and a few random ones."""
+    g = torch.Generator().manual_seed(round(alpha * 1e4) * 7919 + n)
+    rows = max(6, min(48, 8192 // n))
+    z = attention_like(rows, n, g)
+    p = entmax(z, alpha)
+    check_exact(z, alpha, p)
+    if n >= 2:
+        assert (p[max(1, rows // 3) * 2] == 0).all()  # the fully masked row
+    single = z[-1] if rows % 3 == 0 else None
+    del single
+
+
+@pytest.mark.parametrize("alpha", ALPHAS + RANDOM_ALPHAS)
+@pytest.mark.parametrize("scale", [0.01, 0.3, 30.0])
+def test_exact_at_small_and_large_score_spreads(alpha: float, scale: float) -> None:
+    """Nearly uniform rows (support = everything) and nearly one-hot rows."""
+    g = torch.Generator().manual_seed(round(alpha * 1e4) + round(scale * 100))
+    z = attention_like(24, 300, g, scale=scale)
+    check_exact(z, alpha, entmax(z, alpha))
+
+
+@pytest.mark.parametrize("alpha", ALPHAS + RANDOM_ALPHAS + [1.0])
+def test_single_live_entry_and_ties_are_exact(alpha: float) -> None:
+    """A row with one live key (the first causal row) is exactly one-hot at every α; equal top
+    scores get exactly equal probabilities."""
+    z = torch.full((3, 9), float("-inf"))
+    z[0, 4] = 2.5
+    z[1, :] = torch.tensor([1.0, 7.0, 7.0, 7.0, -3.0, 0.5, 7.0, 2.0, 1.0])
+    z[2, :2] = torch.tensor([1e4, -1e4])
+    p = entmax(z, alpha)
+    assert p[0].tolist() == [0.0] * 4 + [1.0] + [0.0] * 4
+    top = p[1, [1, 2, 3, 6]]
+    assert (top == top[0]).all()
+    assert p[2].tolist() == [1.0] + [0.0] * 8
+
+
+@pytest.mark.parametrize("n", [7, 128])
+@pytest.mark.parametrize("shape", [(1, 8, 1, 1), (8, 1, 1)])
+def test_per_head_alpha_mixing_every_alpha(n: int, shape: tuple[int, ...]) -> None:
+    """Per-head α mixing the slider's values, a random one and softmax heads, causal and padded:
+    each head equals the scalar-α call, and the whole matches the float64 reference."""
+    g = torch.Generator().manual_seed(11 + n)
+    heads = [1.0, 1.1, 1.25, 1.5, 1.75, 2.0, 1.3712, 1.0]
+    z = torch.randn(2, 8, n, n, generator=g) * 3.0
+    z = z.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))  # causal
+    z[1, :, :, n - n // 3 :] = float("-inf")  # padding in the second batch
+    z[1, 3, 0] = float("-inf")  # a fully masked row
+    alpha = torch.tensor(heads, dtype=torch.float64).view(shape)  # float32 would round 1.1
+    p = entmax(z, alpha)
+    for h, a in enumerate(heads):
+        assert torch.equal(p[:, h], entmax(z[:, h], a)), a
+    check_exact(z, alpha, p)
+    first = p[:, :, 0, 0]  # the first causal row is one-hot at every α (but the masked one)
+    assert first.sum() == first.numel() - 1 and first[1, 3] == 0.0
+
+
+def test_per_row_alpha_with_many_values() -> None:
+    """More distinct α than per-head grouping takes: the compact path with a per-row α."""
+    g = torch.Generator().manual_seed(12)
+    z = attention_like(60, 96, g).view(3, 20, 96)
+    alpha = 1.0 + torch.rand(3, 20, 1, generator=g)
+    alpha[0, :4] = 1.0
+    alpha[1, :3] = 1.1
+    assert torch.unique(alpha).numel() > E._MAX_GROUPS
+    p = entmax(z, alpha)
+    check_exact(z, alpha, p)
+
+
+@pytest.mark.parametrize("alpha", [1.05, 1.1, 1.1667, 1.2, 1.25, 1.3, 1.3333, 1.4, 1.5])
+def test_dense_and_compact_paths_agree(alpha: float) -> None:
+    """The two algorithms on the same scores: identical supports, values within value_tol."""
+    g = torch.Generator().manual_seed(round(alpha * 1e4))
+    z = attention_like(90, 200, g)
+    dense = E._entmax_rows(z, alpha, path="dense")
+    compact = E._entmax_rows(z, alpha, path="compact")
+    assert torch.equal(dense > 0, compact > 0)
+    check_exact(z, alpha, dense)
+    assert float((dense - compact).abs().max()) <= value_tol(alpha)
+
+
+@pytest.mark.parametrize("alpha", [1.05, 1.1, 1.25, 1.3])
+def test_dense_path_redoes_what_it_cannot_certify(alpha: float, monkeypatch) -> None:
+    """Rows stopped early get more steps of their own; rows left unconverged, or with a score on
+    the threshold, are recomputed in float64: the result stays exact."""
+    g = torch.Generator().manual_seed(13)
+    z = attention_like(30, 64, g)
+    expected = entmax(z, alpha)
+    monkeypatch.setattr(E, "_DENSE_MAX_STEPS", 1)  # unconverged after the first pass
+    assert torch.equal(entmax(z, alpha) > 0, expected > 0)
+    calls = []
+    real_redo = E._dense_redo_exact
+
+    def spy(*args):
+        calls.append(args[-2].numel())
+        return real_redo(*args)
+
+    monkeypatch.setattr(E, "_dense_redo_exact", spy)
+    monkeypatch.setattr(E, "_dense_solve", lambda x, tau, *a: tau)  # never moves from τ = −1
+    p = entmax(z, alpha)
+    assert calls and calls[0] >= 20  # every live row except the one-hot ones, recomputed
+    check_exact(z, alpha, p)
+    assert float((p - expected).abs().max()) <= value_tol(alpha)
+
+
+@pytest.mark.parametrize("alpha", [1.1, 1.2, 1.25, 1.3333])
+@pytest.mark.parametrize("n", [4, 64, 512])
+def test_dense_path_on_integer_scores(alpha: float, n: int) -> None:
+    """Many exact ties; equal scores get equal values and the support matches the reference
+    off knife edges (the bisection reference leaves ~1e-20 on scores tied with its τ)."""
+    g = torch.Generator().manual_seed(n)
+    z = torch.randint(-4, 5, (64, n), generator=g).float()
+    p = entmax(z, alpha)
+    r64 = entmax_reference(z.double(), alpha)
+    flips = (p > 0) != (r64 > 0)
+    assert not (flips & (torch.maximum(p.double(), r64) >= KNIFE_EDGE)).any()
+    assert float((p.double() - r64).abs().max()) <= value_tol(alpha)
+    for v in range(-4, 5):  # equal scores in a row, equal probabilities
+        vals = p.masked_fill(z != v, float("nan"))
+        lo = vals.nan_to_num(float("inf")).amin(-1)
+        hi = vals.nan_to_num(float("-inf")).amax(-1)
+        has = (z == v).any(-1)
+        assert torch.equal(lo[has], hi[has])
+
+
+def test_float64_scores_near_alpha_one() -> None:
+    """float64 scores take the compact path at every α, with float64 thresholds and values."""
+    g = torch.Generator().manual_seed(14)
+    z = attention_like(30, 128, g).double()
+    for a in (1.05, 1.1, 1.25):
+        p = entmax(z, a)
+        assert p.dtype == torch.float64
+        check_exact(z, a, p)
+        assert float((p - entmax(z.float(), a).double()).abs().max()) <= value_tol(a)
