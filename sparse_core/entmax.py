@@ -249,9 +249,8 @@ def _entmax_rows(
     r_total, n = rows.shape
     if isinstance(alpha, float) and alpha == 1.0:
         return _softmax(rows, -1, out)
-    out = torch.zeros_like(rows) if out is None else out.zero_()
     if r_total == 0 or n == 0:
-        return out
+        return torch.zeros_like(rows) if out is None else out.zero_()
     if path is None:
         dense = (
             isinstance(alpha, float)
@@ -261,14 +260,13 @@ def _entmax_rows(
     else:
         dense = path == "dense"
     chunk = max(1, (chunk_elements or CHUNK_ELEMENTS) // n)
+    if dense:  # writes every entry
+        assert isinstance(alpha, float)
+        return _dense_rows(rows, alpha, torch.empty_like(rows) if out is None else out, chunk)
+    out = torch.zeros_like(rows) if out is None else out.zero_()
     for r0 in range(0, r_total, chunk):
-        z, o = rows[r0 : r0 + chunk], out[r0 : r0 + chunk]
-        if dense:
-            assert isinstance(alpha, float)
-            _dense_chunk(z, alpha, o)
-        else:
-            a = alpha if isinstance(alpha, float) else alpha[r0 : r0 + chunk]
-            _compact_chunk(z, a, o, dense_steps)
+        a = alpha if isinstance(alpha, float) else alpha[r0 : r0 + chunk]
+        _compact_chunk(rows[r0 : r0 + chunk], a, out[r0 : r0 + chunk], dense_steps)
     return out
 
 
@@ -332,7 +330,8 @@ def _flat_nonzero(d: Tensor) -> Tensor | None:
     if d.device.type != "cpu":
         cand = d.view(-1).nonzero().squeeze(1)
         return None if cand.numel() * _DENSE_EXACT > size else cand
-    b = torch.zeros(-(-size // 8) * 8, dtype=torch.bool)  # padded to whole int64 words
+    b = torch.empty(-(-size // 8) * 8, dtype=torch.bool)  # padded to whole int64 words
+    b[size:].zero_()
     b[:size].copy_(d.view(-1))  # a vectorised cast, unlike d > 0
     wi = b.view(torch.int64).nonzero().squeeze(1)  # words holding a candidate
     j = b.view(-1, 8).index_select(0, wi).view(-1).nonzero().squeeze(1)
@@ -557,65 +556,97 @@ class _Dense:
 
 
 _DENSE_MAX_STEPS = 6
+_DENSE_LATE = 0.05
 _DENSE_TOL = 2e-3
 """Halley stops once every row's step is below this (x units): the next error would be ~step³,
 under float32 resolution; rows that still miss |G − 1| <= g_tol get more steps on their own."""
 
 
-def _dense_chunk(z: Tensor, alpha: float, out: Tensor) -> None:
-    """Write α-entmax of float32 ``z (R, n)`` into ``out`` by the dense path.
+class _Work:
+    """Scratch (R, n) float32 buffers of the dense path, allocated once per call and reused by
+    every chunk and step: a fresh multi-megabyte tensor can cost more in page faults than the
+    arithmetic on it."""
 
-    Safeguarded Halley steps over whole rows in float32, then the output pass with its
-    certificate; rows that have not converged get more steps, rows the certificate cannot
+    def __init__(self, rows: int, n: int, like: Tensor) -> None:
+        self.n = n
+        self.flat = torch.empty(3, rows * n, dtype=like.dtype, device=like.device)
+
+    def get(self, i: int, rows: int) -> Tensor:
+        return self.flat[i, : rows * self.n].view(rows, self.n)
+
+
+def _dense_rows(rows: Tensor, alpha: float, out: Tensor, chunk: int) -> Tensor:
+    """Write α-entmax of float32 ``rows (R, n)`` into ``out`` by the dense path.
+
+    Per chunk of rows: safeguarded Halley steps over whole rows in float32 until all but a few
+    rows have settled, then the output pass with its certificate. Then, once for all chunks:
+    rows that have not converged get more steps on their own, and rows the certificate cannot
     settle are recomputed in float64 on whole rows.
     """
     k = _Dense(alpha)
-    m, dead = _row_max(z)
-    x = torch.sub(z, m).mul_(k.c)  # x = c (z − max) <= 0, the max entry exactly 0
-    tau = torch.full_like(m, -1.0, dtype=_F64)  # τ of each row (R, 1), float64
-    tau = _dense_solve(x, tau, k, _DENSE_MAX_STEPS, _DENSE_TOL)
-    ok, conv, tau, bound = _dense_output(x, tau, k, out)
-    redo = ~(ok & conv) & ~dead.view(-1)
+    r_total, n = rows.shape
+    work = _Work(min(chunk, r_total), n, rows)
+    m = torch.empty(r_total, 1, dtype=rows.dtype, device=rows.device)
+    tau = torch.empty(r_total, 1, dtype=_F64, device=rows.device)
+    bound = torch.empty_like(tau)
+    flags = torch.empty(3, r_total, dtype=torch.bool, device=rows.device)  # ok, conv, dead
+    for r0 in range(0, r_total, chunk):
+        r1 = min(r0 + chunk, r_total)
+        z = rows[r0:r1]
+        x, y, u = work.get(0, r1 - r0), work.get(1, r1 - r0), work.get(2, r1 - r0)
+        mc, dead = _row_max(z)
+        m[r0:r1], flags[2, r0:r1] = mc, dead.view(-1)
+        torch.sub(z, mc, out=x).mul_(k.c)  # x = c (z − max) <= 0, the max entry exactly 0
+        t = torch.full_like(mc, -1.0, dtype=_F64)  # τ of each row (R, 1), float64
+        t = _dense_solve(x, t, k, _DENSE_MAX_STEPS, _DENSE_TOL, _DENSE_LATE, y, u)
+        ok, conv, tau[r0:r1], bound[r0:r1] = _dense_output(x, t, k, out[r0:r1], y, u)
+        flags[0, r0:r1], flags[1, r0:r1] = ok, conv
+    redo = ~(flags[0] & flags[1]) & ~flags[2]
     if not bool(redo.any()):
-        return
-    late = redo & ~conv  # not converged yet: a few more steps on those rows only
+        return out
+    late = redo & ~flags[1]  # not converged yet: more steps on those rows only
     if bool(late.any()):
         j = late.nonzero().squeeze(1)
-        xj = x.index_select(0, j)
-        oj = torch.empty_like(xj)
-        tj = _dense_solve(xj, tau.index_select(0, j), k, 3, 0.0)
-        okj, convj, tj, bj = _dense_output(xj, tj, k, oj)
+        xj = torch.sub(rows.index_select(0, j), m.index_select(0, j)).mul_(k.c)
+        oj, yj, uj = torch.empty_like(xj), torch.empty_like(xj), torch.empty_like(xj)
+        tj = _dense_solve(xj, tau.index_select(0, j), k, _DENSE_MAX_STEPS, _DENSE_TOL, 0.0, yj, uj)
+        okj, convj, tj, bj = _dense_output(xj, tj, k, oj, yj, uj)
         out.index_copy_(0, j, oj)
         tau.index_copy_(0, j, tj)
         bound.index_copy_(0, j, bj)
         redo.index_copy_(0, j, ~(okj & convj))
     idx = redo.nonzero().squeeze(1)
     if idx.numel():
-        _dense_redo_exact(z, m, tau, bound, alpha, idx, out)
+        _dense_redo_exact(rows, m, tau, bound, alpha, idx, out)
+    return out
 
 
-def _dense_solve(x: Tensor, tau: Tensor, k: _Dense, steps: int, tol: float) -> Tensor:
+def _dense_solve(
+    x: Tensor, tau: Tensor, k: _Dense, steps: int, tol: float, late: float, y: Tensor, u: Tensor
+) -> Tensor:
     """Up to ``steps`` safeguarded Halley steps on ``H(τ) = ‖[x − τ]_+‖_β − 1`` (float64 τ).
 
     A row stops (its τ frozen) after a step below ``tol``, so that its result does not depend
-    on the other rows of the batch (per-head α groups rows differently from a scalar call).
+    on the other rows of the batch (per-head α groups rows differently from a scalar call). The
+    whole-row passes end once at most a fraction ``late`` of the rows still moves (after at least
+    two steps): those finish on their own after the output pass, which finds them unconverged.
+    ``y`` and ``u`` are scratch buffers of the shape of ``x``.
     """
-    y = torch.empty_like(x)
     active = torch.ones_like(tau, dtype=torch.bool)
     for i in range(steps):
         t32 = tau.to(torch.float32)
         torch.sub(x, t32, out=y)
         F.threshold_(y, k.thr, 0.0)  # y = [x − τ]_+ with entries under the flush threshold at 0
-        g, g1, g2 = _moments(y, k)
+        g, g1, g2 = _moments(y, k, u)
         step = _halley_step(g, g1, g2, k)
         tau = torch.where(active, (t32.to(_F64) + step).clamp_(min=-1.0), tau)
         active &= step.abs() > tol
-        if i + 1 < steps and not bool(active.any()):
+        if i + 1 < steps and int(active.sum()) <= (late * len(x) if i >= 1 else 0):
             break
     return tau
 
 
-def _moments(y: Tensor, k: _Dense) -> tuple[Tensor, Tensor, Tensor]:
+def _moments(y: Tensor, k: _Dense, u: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Per-row float64 ``(G, G₁, G₂) = (Σ y^β, Σ y^(β−1), Σ y^(β−2))`` (float32 sums).
 
     Integer β: repeated squaring. Otherwise exp((β − 2) log y) with y clamped up to the flush
@@ -623,9 +654,9 @@ def _moments(y: Tensor, k: _Dense) -> tuple[Tensor, Tensor, Tensor]:
     the zero entries see (G₂ only shapes Halley's step, inside its safeguards).
     """
     if k.k_int is not None:
-        u = _ipow(y, k.k_int - 2) if k.k_int > 2 else torch.sign(y)
+        u = _ipow(y, k.k_int - 2, out=u) if k.k_int > 2 else torch.sign(y, out=u)
     else:
-        u = y.clamp_min(k.thr).log_().mul_(k.beta - 2.0).exp_()
+        u = torch.clamp_min(y, k.thr, out=u).log_().mul_(k.beta - 2.0).exp_()
     g2 = u.sum(dim=-1, keepdim=True).to(_F64)
     g1 = u.mul_(y).sum(dim=-1, keepdim=True).to(_F64)
     g = u.mul_(y).sum(dim=-1, keepdim=True).to(_F64)
@@ -636,24 +667,23 @@ def _halley_step(g: Tensor, g1: Tensor, g2: Tensor, k: _Dense) -> Tensor:
     """Safeguarded Halley step Δτ on ``H = G^(1/β) − 1`` from the moments of G.
 
     ``G' = −β G₁`` and ``G'' = β(β − 1) G₂`` give ``H' = −G^(1/β) G₁ / G`` and
-    ``H'' = (β − 1) G^(1/β) (G₂/G − (G₁/G)²)``; Halley's step is ``s / (1 + s H'' / (2 H'))``
-    with Newton's ``s = −H / H'``. H is convex, so Newton's iterate never passes the root (from
-    either side): ``s`` is the lower limit. ``|G'| >= β G`` (every ``y <= 1``) gives
-    ``τ* − τ <= (G − 1) / β`` when ``G >= 1``: the upper limit.
+    ``H'' = (β − 1) G^(1/β) (G₂/G − (G₁/G)²)``. Newton's step is ``s = −H / H'``
+    ``= (G^(1/β) − 1) / (G^(1/β) G₁/G)``, Halley's ``s / (1 + s H'' / (2 H'))``
+    ``= s / (1 − s (β − 1)(G₂/G − (G₁/G)²) / (2 G₁/G))``. H is convex, so Newton's iterate never
+    passes the root (from either side): ``s`` is the lower limit. ``|G'| >= β G`` (every
+    ``y <= 1``) gives ``τ* − τ <= (G − 1) / β`` when ``G >= 1``: the upper limit.
     """
     nq = g.pow(k.c)
     r1 = g1 / g
-    hp = -nq * r1
-    hpp = (k.beta - 1.0) * nq * (g2 / g - r1 * r1)
     s = (nq - 1.0) / (nq * r1)
-    halley = s / (1.0 + s * hpp / (2.0 * hp))
-    upper = (g - 1.0).clamp_min(0.0) * k.c
-    step = torch.maximum(torch.minimum(halley.nan_to_num(0.0), upper), s)
-    return step.nan_to_num(0.0)
+    q = (g2 / g - r1 * r1) * ((k.beta - 1.0) / 2.0) / r1
+    halley = (s / (1.0 - s * q)).nan_to_num_(nan=-math.inf)
+    step = torch.maximum(torch.minimum(halley, (g - 1.0).clamp_min(0.0) * k.c), s)
+    return step.nan_to_num_(0.0)
 
 
 def _dense_output(
-    x: Tensor, tau: Tensor, k: _Dense, out: Tensor
+    x: Tensor, tau: Tensor, k: _Dense, out: Tensor, y: Tensor, tmp: Tensor
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Write ``[x − τ]_+^β`` into ``out`` and certify the support.
 
@@ -663,17 +693,14 @@ def _dense_output(
     ``τ − τ* <= (1 − G) / (β G)`` otherwise, for G evaluated to relative ``eps_g`` (module
     docstring).
     """
-    # τ = t_hi + t_lo: float32 alone resolves τ to ~6e-8, which β amplifies in the values.
-    t_hi = tau.to(torch.float32)
-    t_lo = (tau - t_hi.to(_F64)).to(torch.float32)
-    tau_used = t_hi.to(_F64) + t_lo.to(_F64)
-    y = torch.sub(x, t_hi).sub_(t_lo)  # x − τ
-    tmp = torch.abs(y)
-    near = tmp.amin(dim=-1, keepdim=True).to(_F64)  # distance of the closest score to τ
-    near_thr = None
-    if k.thr > 1e-5:  # the flush threshold τ + δ is apart from τ: check it on its own
-        near_thr = torch.sub(y, k.thr, out=tmp).abs_().amin(dim=-1, keepdim=True).to(_F64)
-    del tmp
+    t32 = tau.to(torch.float32)
+    tau_used = t32.to(_F64)
+    torch.sub(x, t32, out=y)  # x − τ
+    split = k.thr > 1e-5  # the flush threshold τ + δ lies apart from τ: two bands
+    if split:  # one reduction for both: |y (y − δ)| is small exactly near 0 and near δ
+        near = torch.sub(y, k.thr, out=tmp).mul_(y).abs_().amin(dim=-1, keepdim=True)
+    else:
+        near = torch.abs(y, out=tmp).amin(dim=-1, keepdim=True)
     F.threshold_(y, k.thr, 0.0)  # y = [x − τ]_+, flushed entries 0
     if k.k_int is not None:
         p = _ipow(y, k.k_int, out=out)
@@ -682,12 +709,13 @@ def _dense_output(
     g = p.sum(dim=-1, keepdim=True).to(_F64)
     g_hi, g_lo = g * (1.0 + k.eps_g), (g * (1.0 - k.eps_g)).clamp_min(1e-300)
     bound = torch.maximum(g_hi - 1.0, (1.0 - g_lo) / g_lo).clamp_min(0.0) * (2.0 * k.c)
-    # x itself carries float32 rounding (|x| <= 1 near τ >= −1): 4 eps on top of the bound.
-    band = bound + 4.0 * _EPS32
-    if near_thr is None:  # one band over [τ − band, τ + δ + band]
-        ok = near > band + k.thr * (1.0 + 64.0 * _EPS32)
-    else:
-        ok = (near > band) & (near_thr > band + k.thr * 64.0 * _EPS32)
+    # x carries float32 rounding (|x| <= 1 near τ >= −1), and the flush threshold is δ raised
+    # by 16 ulps: a band of `bound` plus a few eps around τ, and around τ + δ.
+    band = bound + (4.0 * _EPS32 + 32.0 * _EPS32 * k.thr)
+    if split:  # |y| <= band or |y − δ| <= band imply |y (y − δ)| <= band (δ + band)
+        ok = near.to(_F64) > band * (k.thr + band)
+    else:  # one band over [τ − band, τ + δ + band]
+        ok = near.to(_F64) > band + k.thr
     conv = (g - 1.0).abs() <= k.g_tol
     return ok.view(-1), conv.view(-1), tau_used, bound
 
@@ -712,11 +740,10 @@ def _ipow(y: Tensor, k: int, out: Tensor | None = None) -> Tensor:
     bits = bin(k)[3:]  # after the leading 1
     if not bits:
         return y.clone() if out is None else out.copy_(y)
-    r = torch.mul(y, y if bits[0] == "0" else y, out=out) if out is not None else y * y
-    if bits[0] == "1":
-        r.mul_(y)
-    for bit in bits[1:]:
-        r.mul_(r)
+    r = y * y if out is None else torch.mul(y, y, out=out)
+    for i, bit in enumerate(bits):
+        if i:
+            r.mul_(r)
         if bit == "1":
             r.mul_(y)
     return r
