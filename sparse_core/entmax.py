@@ -255,7 +255,7 @@ def _entmax_rows(
         dense = (
             isinstance(alpha, float)
             and rows.dtype == torch.float32
-            and DENSE_MIN_ALPHA <= alpha <= DENSE_MAX_ALPHA
+            and (DENSE_MIN_ALPHA <= alpha <= DENSE_MAX_ALPHA or alpha in (1.5, 2.0))
         )
     else:
         dense = path == "dense"
@@ -545,21 +545,23 @@ class _Dense:
         # 1.1 -> 1.10000002) is computed with that integer: each kept term y^β (y >= δ) then
         # changes by at most |Δβ| |log δ| relative, which the error bound of G covers.
         k = round(self.beta)
-        self.k_int = k if k >= 2 and abs(self.beta - k) <= 1e-5 * self.beta else None
+        self.k_int = k if abs(self.beta - k) <= 1e-5 * self.beta else None
+        # α = 1.5 and 2 (sparsemax): closed-form steps, exact on the current support.
+        self.closed = alpha in (1.5, 2.0)
+        self.steps, self.tol = (12, 1e-6) if self.closed else (6, 2e-3)
         self.delta = math.exp(math.log(_TINY32) * self.c)
         self.thr = self.delta * (1.0 + 16.0 * _EPS32)
         # Relative error of G = Σ y^β evaluated in float32 (x, y, the powers, the sum).
         self.eps_g = (2.0 * self.beta + 48.0) * _EPS32
         if self.k_int is not None:
             self.eps_g += abs(self.beta - k) * -math.log(_TINY32) * self.c
-        self.g_tol = max(2e-6, 4.0 * self.beta * _EPS32)
+        self.g_tol = max(1e-6, self.beta * _EPS32)
 
 
-_DENSE_MAX_STEPS = 6
 _DENSE_LATE = 0.05
-_DENSE_TOL = 2e-3
-"""Halley stops once every row's step is below this (x units): the next error would be ~step³,
-under float32 resolution; rows that still miss |G − 1| <= g_tol get more steps on their own."""
+"""Whole-row steps stop once at most this fraction of the rows still moves by more than the
+tolerance (Halley: 2e-3 in x units, so the next error would be ~step³, under float32 resolution;
+closed forms: 1e-6); those rows finish on their own if they miss |G − 1| <= g_tol."""
 
 
 class _Work:
@@ -589,7 +591,7 @@ def _dense_rows(rows: Tensor, alpha: float, out: Tensor, chunk: int) -> Tensor:
     m = torch.empty(r_total, 1, dtype=rows.dtype, device=rows.device)
     tau = torch.empty(r_total, 1, dtype=_F64, device=rows.device)
     bound = torch.empty_like(tau)
-    flags = torch.empty(3, r_total, dtype=torch.bool, device=rows.device)  # ok, conv, dead
+    flags = torch.empty(4, r_total, dtype=torch.bool, device=rows.device)  # ok conv dead moving
     for r0 in range(0, r_total, chunk):
         r1 = min(r0 + chunk, r_total)
         z = rows[r0:r1]
@@ -598,23 +600,27 @@ def _dense_rows(rows: Tensor, alpha: float, out: Tensor, chunk: int) -> Tensor:
         m[r0:r1], flags[2, r0:r1] = mc, dead.view(-1)
         torch.sub(z, mc, out=x).mul_(k.c)  # x = c (z − max) <= 0, the max entry exactly 0
         t = torch.full_like(mc, -1.0, dtype=_F64)  # τ of each row (R, 1), float64
-        t = _dense_solve(x, t, k, _DENSE_MAX_STEPS, _DENSE_TOL, _DENSE_LATE, y, u)
+        t, flags[3, r0:r1] = _dense_solve(x, t, k, k.steps, _DENSE_LATE, y, u)
         ok, conv, tau[r0:r1], bound[r0:r1] = _dense_output(x, t, k, out[r0:r1], y, u)
         flags[0, r0:r1], flags[1, r0:r1] = ok, conv
-    redo = ~(flags[0] & flags[1]) & ~flags[2]
-    if not bool(redo.any()):
-        return out
-    late = redo & ~flags[1]  # not converged yet: more steps on those rows only
+    live = ~flags[2]
+    # Rows still moving, or not converged: more steps on those rows only. Each row steps until
+    # its own step is small, so its result does not depend on the rows batched with it.
+    late = (flags[3] | ~flags[1]) & live
     if bool(late.any()):
         j = late.nonzero().squeeze(1)
         xj = torch.sub(rows.index_select(0, j), m.index_select(0, j)).mul_(k.c)
         oj, yj, uj = torch.empty_like(xj), torch.empty_like(xj), torch.empty_like(xj)
-        tj = _dense_solve(xj, tau.index_select(0, j), k, _DENSE_MAX_STEPS, _DENSE_TOL, 0.0, yj, uj)
+        tj, _ = _dense_solve(xj, tau.index_select(0, j), k, 3 * k.steps, 0.0, yj, uj)
         okj, convj, tj, bj = _dense_output(xj, tj, k, oj, yj, uj)
         out.index_copy_(0, j, oj)
         tau.index_copy_(0, j, tj)
         bound.index_copy_(0, j, bj)
-        redo.index_copy_(0, j, ~(okj & convj))
+        flags[0].index_copy_(0, j, okj)
+        flags[1].index_copy_(0, j, convj)
+    redo = ~(flags[0] & flags[1]) & live  # uncertain or unconverged: float64 on whole rows
+    if not bool(redo.any()):
+        return out
     idx = redo.nonzero().squeeze(1)
     if idx.numel():
         _dense_redo_exact(rows, m, tau, bound, alpha, idx, out)
@@ -622,14 +628,15 @@ def _dense_rows(rows: Tensor, alpha: float, out: Tensor, chunk: int) -> Tensor:
 
 
 def _dense_solve(
-    x: Tensor, tau: Tensor, k: _Dense, steps: int, tol: float, late: float, y: Tensor, u: Tensor
-) -> Tensor:
-    """Up to ``steps`` safeguarded Halley steps on ``H(τ) = ‖[x − τ]_+‖_β − 1`` (float64 τ).
+    x: Tensor, tau: Tensor, k: _Dense, steps: int, late: float, y: Tensor, u: Tensor
+) -> tuple[Tensor, Tensor]:
+    """Up to ``steps`` steps on ``H(τ) = ‖[x − τ]_+‖_β − 1`` (float64 τ): safeguarded Halley,
+    or the closed form on the current support for α ∈ {1.5, 2}.
 
-    A row stops (its τ frozen) after a step below ``tol``, so that its result does not depend
+    A row stops (its τ frozen) after a step below ``k.tol``, so that its result does not depend
     on the other rows of the batch (per-head α groups rows differently from a scalar call). The
     whole-row passes end once at most a fraction ``late`` of the rows still moves (after at least
-    two steps): those finish on their own after the output pass, which finds them unconverged.
+    two steps): returns τ and those rows (R,), which the caller finishes on their own.
     ``y`` and ``u`` are scratch buffers of the shape of ``x``.
     """
     active = torch.ones_like(tau, dtype=torch.bool)
@@ -637,13 +644,35 @@ def _dense_solve(
         t32 = tau.to(torch.float32)
         torch.sub(x, t32, out=y)
         F.threshold_(y, k.thr, 0.0)  # y = [x − τ]_+ with entries under the flush threshold at 0
-        g, g1, g2 = _moments(y, k, u)
-        step = _halley_step(g, g1, g2, k)
+        if k.closed:
+            step = _closed_step(y, k, u)
+        else:
+            g, g1, g2 = _moments(y, k, u)
+            step = _halley_step(g, g1, g2, k)
         tau = torch.where(active, (t32.to(_F64) + step).clamp_(min=-1.0), tau)
-        active &= step.abs() > tol
+        active &= step.abs() > k.tol
         if i + 1 < steps and int(active.sum()) <= (late * len(x) if i >= 1 else 0):
             break
-    return tau
+    return tau, active.view(-1)
+
+
+def _closed_step(y: Tensor, k: _Dense, u: Tensor) -> Tensor:
+    """Step Δτ to the closed-form threshold on the support ``S = {y > 0}`` of ``y = [x − τ]_+``.
+
+    With ``|S|``, ``S₁ = Σ y`` and ``S₂ = Σ y²``: α = 1.5 solves ``Σ_S (y − Δ)² = 1``, i.e.
+    ``Δ = (S₁ − √(S₁² − |S| (S₂ − 1))) / |S|``; α = 2 solves ``Σ_S (y − Δ) = 1``, i.e.
+    ``Δ = (S₁ − 1) / |S|``. From the left (S a superset of the support) the new threshold is
+    still a lower bound; the iteration is Michelot's, generalised (docs: module docstring).
+    """
+    count = torch.sign(y, out=u).sum(dim=-1, keepdim=True).to(_F64)
+    s1 = y.sum(dim=-1, keepdim=True).to(_F64)
+    if k.beta == 2.0:
+        s2 = torch.linalg.vector_norm(y, dim=-1, keepdim=True).to(_F64).square_()
+        disc = (s1 * s1 - count * (s2 - 1.0)).clamp_min_(0.0)
+        step = (s1 - disc.sqrt_()) / count
+    else:
+        step = (s1 - 1.0) / count
+    return step.nan_to_num_(0.0)
 
 
 def _moments(y: Tensor, k: _Dense, u: Tensor) -> tuple[Tensor, Tensor, Tensor]:

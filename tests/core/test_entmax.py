@@ -475,7 +475,7 @@ def test_per_row_alpha_with_many_values() -> None:
     check_exact(z, alpha, p)
 
 
-@pytest.mark.parametrize("alpha", [1.05, 1.1, 1.1667, 1.2, 1.25, 1.3, 1.3333, 1.4, 1.5])
+@pytest.mark.parametrize("alpha", [1.05, 1.1, 1.1667, 1.2, 1.25, 1.3, 1.3333, 1.4, 1.5, 2.0])
 def test_dense_and_compact_paths_agree(alpha: float) -> None:
     """The two algorithms on the same scores: identical supports, values within value_tol."""
     g = torch.Generator().manual_seed(round(alpha * 1e4))
@@ -487,15 +487,25 @@ def test_dense_and_compact_paths_agree(alpha: float) -> None:
     assert float((dense - compact).abs().max()) <= value_tol(alpha)
 
 
-@pytest.mark.parametrize("alpha", [1.05, 1.1, 1.25, 1.3])
+@pytest.mark.parametrize("alpha", [1.05, 1.1, 1.25, 1.3, 1.5, 2.0])
 def test_dense_path_redoes_what_it_cannot_certify(alpha: float, monkeypatch) -> None:
     """Rows stopped early get more steps of their own; rows left unconverged, or with a score on
     the threshold, are recomputed in float64: the result stays exact."""
     g = torch.Generator().manual_seed(13)
     z = attention_like(30, 64, g)
     expected = entmax(z, alpha)
-    monkeypatch.setattr(E, "_DENSE_MAX_STEPS", 1)  # unconverged after the first pass
-    assert torch.equal(entmax(z, alpha) > 0, expected > 0)
+    real_solve, solves = E._dense_solve, []
+
+    def first_one_step(x, tau, k, steps, *rest):
+        solves.append(len(x))
+        return real_solve(x, tau, k, 1 if len(solves) == 1 else steps, *rest)
+
+    monkeypatch.setattr(E, "_dense_solve", first_one_step)  # unconverged after the first pass
+    p = entmax(z, alpha)
+    assert len(solves) == 2 and solves[1] < solves[0]  # the late rows, on their own
+    assert torch.equal(p > 0, expected > 0)
+    check_exact(z, alpha, p)
+    monkeypatch.undo()
     calls = []
     real_redo = E._dense_redo_exact
 
@@ -504,9 +514,12 @@ def test_dense_path_redoes_what_it_cannot_certify(alpha: float, monkeypatch) -> 
         return real_redo(*args)
 
     monkeypatch.setattr(E, "_dense_redo_exact", spy)
-    monkeypatch.setattr(E, "_dense_solve", lambda x, tau, *a: tau)  # never moves from τ = −1
+    monkeypatch.setattr(E, "_dense_solve", lambda x, tau, *a: (tau, torch.zeros(len(x)) > 0))
     p = entmax(z, alpha)
-    assert calls and calls[0] >= 20  # every live row except the one-hot ones, recomputed
+    one_hot = torch.zeros_like(z).scatter_(-1, z.argmax(-1, keepdim=True), 1.0)
+    far = (expected - one_hot).abs().amax(-1) > value_tol(alpha)  # τ* well above −1
+    far = int((far & ~torch.isneginf(z).all(-1)).sum())
+    assert far >= 8 and calls and calls[0] >= far  # τ stayed at −1: all of those redone
     check_exact(z, alpha, p)
     assert float((p - expected).abs().max()) <= value_tol(alpha)
 
