@@ -255,7 +255,7 @@ def _entmax_rows(
         dense = (
             isinstance(alpha, float)
             and rows.dtype == torch.float32
-            and (DENSE_MIN_ALPHA <= alpha <= DENSE_MAX_ALPHA or alpha in (1.5, 2.0))
+            and DENSE_MIN_ALPHA <= alpha <= DENSE_MAX_ALPHA
         )
     else:
         dense = path == "dense"
@@ -546,9 +546,7 @@ class _Dense:
         # changes by at most |Δβ| |log δ| relative, which the error bound of G covers.
         k = round(self.beta)
         self.k_int = k if abs(self.beta - k) <= 1e-5 * self.beta else None
-        # α = 1.5 and 2 (sparsemax): closed-form steps, exact on the current support.
-        self.closed = alpha in (1.5, 2.0)
-        self.steps, self.tol = (12, 1e-6) if self.closed else (6, 2e-3)
+        self.steps, self.tol = 6, 2e-3  # Halley: the next error would be ~step³
         self.delta = math.exp(math.log(_TINY32) * self.c)
         self.thr = self.delta * (1.0 + 16.0 * _EPS32)
         # Relative error of G = Σ y^β evaluated in float32 (x, y, the powers, the sum).
@@ -560,8 +558,8 @@ class _Dense:
 
 _DENSE_LATE = 0.05
 """Whole-row steps stop once at most this fraction of the rows still moves by more than the
-tolerance (Halley: 2e-3 in x units, so the next error would be ~step³, under float32 resolution;
-closed forms: 1e-6); those rows finish on their own if they miss |G − 1| <= g_tol."""
+tolerance (2e-3 in x units: the next error would be ~step³, under float32 resolution); those
+rows finish on their own."""
 
 
 class _Work:
@@ -630,8 +628,7 @@ def _dense_rows(rows: Tensor, alpha: float, out: Tensor, chunk: int) -> Tensor:
 def _dense_solve(
     x: Tensor, tau: Tensor, k: _Dense, steps: int, late: float, y: Tensor, u: Tensor
 ) -> tuple[Tensor, Tensor]:
-    """Up to ``steps`` steps on ``H(τ) = ‖[x − τ]_+‖_β − 1`` (float64 τ): safeguarded Halley,
-    or the closed form on the current support for α ∈ {1.5, 2}.
+    """Up to ``steps`` safeguarded Halley steps on ``H(τ) = ‖[x − τ]_+‖_β − 1`` (float64 τ).
 
     A row stops (its τ frozen) after a step below ``k.tol``, so that its result does not depend
     on the other rows of the batch (per-head α groups rows differently from a scalar call). The
@@ -644,35 +641,13 @@ def _dense_solve(
         t32 = tau.to(torch.float32)
         torch.sub(x, t32, out=y)
         F.threshold_(y, k.thr, 0.0)  # y = [x − τ]_+ with entries under the flush threshold at 0
-        if k.closed:
-            step = _closed_step(y, k, u)
-        else:
-            g, g1, g2 = _moments(y, k, u)
-            step = _halley_step(g, g1, g2, k)
+        g, g1, g2 = _moments(y, k, u)
+        step = _halley_step(g, g1, g2, k)
         tau = torch.where(active, (t32.to(_F64) + step).clamp_(min=-1.0), tau)
         active &= step.abs() > k.tol
         if i + 1 < steps and int(active.sum()) <= (late * len(x) if i >= 1 else 0):
             break
     return tau, active.view(-1)
-
-
-def _closed_step(y: Tensor, k: _Dense, u: Tensor) -> Tensor:
-    """Step Δτ to the closed-form threshold on the support ``S = {y > 0}`` of ``y = [x − τ]_+``.
-
-    With ``|S|``, ``S₁ = Σ y`` and ``S₂ = Σ y²``: α = 1.5 solves ``Σ_S (y − Δ)² = 1``, i.e.
-    ``Δ = (S₁ − √(S₁² − |S| (S₂ − 1))) / |S|``; α = 2 solves ``Σ_S (y − Δ) = 1``, i.e.
-    ``Δ = (S₁ − 1) / |S|``. From the left (S a superset of the support) the new threshold is
-    still a lower bound; the iteration is Michelot's, generalised (docs: module docstring).
-    """
-    count = torch.sign(y, out=u).sum(dim=-1, keepdim=True).to(_F64)
-    s1 = y.sum(dim=-1, keepdim=True).to(_F64)
-    if k.beta == 2.0:
-        s2 = torch.linalg.vector_norm(y, dim=-1, keepdim=True).to(_F64).square_()
-        disc = (s1 * s1 - count * (s2 - 1.0)).clamp_min_(0.0)
-        step = (s1 - disc.sqrt_()) / count
-    else:
-        step = (s1 - 1.0) / count
-    return step.nan_to_num_(0.0)
 
 
 def _moments(y: Tensor, k: _Dense, u: Tensor) -> tuple[Tensor, Tensor, Tensor]:

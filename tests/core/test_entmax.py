@@ -475,7 +475,7 @@ def test_per_row_alpha_with_many_values() -> None:
     check_exact(z, alpha, p)
 
 
-@pytest.mark.parametrize("alpha", [1.05, 1.1, 1.1667, 1.2, 1.25, 1.3, 1.3333, 1.4, 1.5, 2.0])
+@pytest.mark.parametrize("alpha", [1.05, 1.1, 1.1667, 1.2, 1.25, 1.3, 1.3333, 1.4, 1.5])
 def test_dense_and_compact_paths_agree(alpha: float) -> None:
     """The two algorithms on the same scores: identical supports, values within value_tol."""
     g = torch.Generator().manual_seed(round(alpha * 1e4))
@@ -487,7 +487,7 @@ def test_dense_and_compact_paths_agree(alpha: float) -> None:
     assert float((dense - compact).abs().max()) <= value_tol(alpha)
 
 
-@pytest.mark.parametrize("alpha", [1.05, 1.1, 1.25, 1.3, 1.5, 2.0])
+@pytest.mark.parametrize("alpha", [1.05, 1.1, 1.25, 1.3])
 def test_dense_path_redoes_what_it_cannot_certify(alpha: float, monkeypatch) -> None:
     """Rows stopped early get more steps of their own; rows left unconverged, or with a score on
     the threshold, are recomputed in float64: the result stays exact."""
@@ -519,7 +519,7 @@ def test_dense_path_redoes_what_it_cannot_certify(alpha: float, monkeypatch) -> 
     one_hot = torch.zeros_like(z).scatter_(-1, z.argmax(-1, keepdim=True), 1.0)
     far = (expected - one_hot).abs().amax(-1) > value_tol(alpha)  # τ* well above −1
     far = int((far & ~torch.isneginf(z).all(-1)).sum())
-    assert far >= 8 and calls and calls[0] >= far  # τ stayed at −1: all of those redone
+    assert far >= 10 and calls and calls[0] >= far  # τ stayed at −1: all of those redone
     check_exact(z, alpha, p)
     assert float((p - expected).abs().max()) <= value_tol(alpha)
 
