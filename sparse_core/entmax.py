@@ -6,47 +6,81 @@ For scores ``z ∈ ℝⁿ`` and ``α ∈ [1, 2]``::
 
 α = 1 is softmax (the limit; computed with ``torch.softmax``), α = 1.5 the paper's setting and α = 2
 sparsemax. The map is shift invariant, so we work with ``x = (α − 1)(z − max z) ≤ 0``, whose
-threshold lies in ``[−1, −n^(1−α)]``. Let ``β = 1 / (α − 1)`` and ``d_i = [x_i − τ]_+``. For any
-``q ≥ 1``, ``H_q(τ) = ‖d‖_q − 1`` is convex and decreasing in τ (an ℓ_q norm of convex non-negative
-functions of τ), and ``H_β`` has the root τ*. Newton on ``H_q`` started left of its root never
-overshoots, so every iterate is a lower bound and ``{x > τ_k}`` a superset of the support; unlike
-Newton on ``f(τ) = Σ d^β − 1`` it is exact when the top scores are equal, and it converges in a few
-steps. The step is ``Δτ = (‖d‖_q − 1) ‖d‖_q^(q − 1) / Σ d^(q − 1)``; for α = 1.5 (q = 2) that is
-``(‖d‖₂² − ‖d‖₂) / Σ d``. For α > 1.5 we use ``q = 2`` rather than β: since ``‖d‖_β ≥ ‖d‖₂``,
-the root of ``H₂`` is a lower bound of τ*, found without any pow and without the crawl of Newton
-on the piecewise-linear sparsemax ``f`` (Michelot's iteration from the left).
+threshold lies in ``[−1, −n^(1−α)]`` (n live scores). Let ``c = α − 1``, ``β = 1 / c``,
+``y_i = [x_i − τ]_+``, ``G(τ) = Σ y^β`` and ``G_j = Σ y^(β−j)``. For any ``q ≥ 1``,
+``H_q(τ) = ‖y‖_q − 1`` is convex and decreasing in τ (an ℓ_q norm of convex non-negative functions
+of τ), and ``H_β`` has the root τ*. Newton on a convex decreasing H never passes its root, from
+either side: from the left every iterate is a lower bound and ``{x > τ_k}`` a superset of the
+support; unlike Newton on ``G − 1`` it is exact when the top scores are equal and converges in a
+few steps. ``‖y‖_β`` decreases in β, so for ``q ≥ β`` the root of ``H_q`` is a lower bound of τ*.
 
-Algorithm (no sort; all rows at once, in chunks of rows that stay in cache):
+Two algorithms, no sort, all rows at once in chunks of ``CHUNK_ELEMENTS`` scores:
 
-1. Dense phase, float32, on whole rows: ``DENSE_STEPS`` Newton steps on ``H_q``, ``q = max(β, 2)``,
-   from ``τ₀ = −1`` (where ``f ≥ 0``), each evaluation point pushed down by a margin that covers
-   float32 rounding. Two steps shrink the candidate set to about 2 % of a 512-long attention row
-   at α = 1.5 (the support is about 1.9 %).
+**Dense path** (float32 scores, a scalar α in [``DENSE_MIN_ALPHA``, ``DENSE_MAX_ALPHA``]: α near 1,
+where most scores are in the support and compaction buys nothing).
+
+1. ``x = c (z − max)`` once per chunk (float32; the max entry is exactly 0).
+2. Halley steps on ``H_β`` from ``τ = −1`` over whole rows, float32 elementwise, float64 per row:
+   ``H' = −G^(1/β) G₁/G``, ``H'' = (β − 1) G^(1/β) (G₂/G − (G₁/G)²)``, step
+   ``s / (1 + s H''/(2H'))`` with Newton's ``s = −H/H'``. The three moments come from one power
+   of y: repeated squaring for an integer β (α = 1.1: y⁸, then ×y, ×y), exp((β − 2) log y)
+   otherwise. Safeguards: Newton's step is the lower limit (it never passes the root), and
+   ``|G'| = β G₁ ≥ β G`` (every ``y ≤ 1``) gives ``τ* − τ ≤ (G − 1)/β`` when ``G ≥ 1``, the upper
+   limit. A row stops once its step is below 2e-3 (the next error would be ~step³, under float32
+   resolution): two steps at α = 1.1, three at 1.25. Whole-row steps end when at most 5 % of the
+   rows still move; those continue on their own, so a row's result does not depend on the rows
+   batched with it.
+3. Output pass: ``p = y^β`` with y thresholded at ``δ = tiny^(1/β)`` (values below float32's
+   smallest normal number are flushed to 0, exactly as below), and ``G = Σ p``.
+4. Certificate. G is evaluated in float32 to a relative error ``ε_G = (2β + 48) eps₃₂`` (the
+   rounding of x and y, amplified by β, the powers, the sum), so, with a factor 2 to spare, the
+   bound above and its mirror ``τ − τ* ≤ (1 − G)/(β G)`` (convexity, when ``G < 1``) give
+   ``|τ* − τ| ≤ B``. A row whose scores all lie farther than ``B + 4 eps₃₂`` (x's own rounding)
+   from τ and from the flush threshold ``τ + δ`` has exactly the support and flush decisions of
+   the exact threshold. A row that fails this (0.05-0.3 % of the rows of real attention), or
+   whose ``|G − 1|`` exceeds ``max(1e-6, β eps₃₂)`` after its extra steps, is recomputed by the
+   float64 exact phase below on its whole row.
+
+**Compact path** (α ≥ 1.5 and α < ``DENSE_MIN_ALPHA``, float64 scores, many distinct per-row α).
+
+1. ``DENSE_STEPS`` Newton steps on ``H_q``, ``q = max(2, ⌈β⌉)`` (no exp/log: ``‖y‖₂`` or an
+   integer power), float32 on whole rows from ``τ₀ = −1``, each evaluation point pushed down by
+   a margin that covers float32 rounding. Two steps shrink the candidate set to 3-8 % of a
+   512-long attention row at α = 1.5 (the support is about 2 %).
 2. Compaction: the candidates ``{x > τ_K}`` (flat indices; ``nonzero`` over the boolean mask read
    as int64 words) are gathered, and ``x`` is recomputed there in float64, exactly.
-3. Exact phase, float64, on the candidates only. α = 1.5 and α = 2: the closed form on the support
-   ``S = {x > τ}`` (α = 1.5: ``Σ_S (x − τ)² = 1``, so ``τ = mean_S − √(1/|S| − var_S)``; α = 2:
-   ``τ = (Σ_S x − 1) / |S|``), repeated until S is stable (about two passes at α = 1.5, four to
-   six at α = 2). Other α: Newton on ``H_β`` in float64 until it stops moving (quadratic
-   convergence). A row whose τ ends below the compaction threshold (a support entry could have
-   been missed; never observed) is recomputed with the always-safe candidate set ``{x > −1}``.
+3. Exact phase, float64, on the candidates only (on whole rows when more than a quarter are
+   candidates). α = 1.5 and α = 2: the closed form on the support ``S = {x > τ}`` (α = 1.5:
+   ``Σ_S (x − τ)² = 1``, so ``τ = mean_S − √(1/|S| − var_S)``; α = 2: ``τ = (Σ_S x − 1)/|S|``),
+   repeated until S is stable (two passes at α = 1.5, about five at α = 2). Other α: Newton on
+   ``H_β`` until every step is below 1e-6, then one more (quadratic convergence). A row whose τ
+   ends below the compaction threshold (a support entry could have been missed; never observed)
+   is recomputed with the always-safe candidate set ``{x > −1}``.
 4. Output: zeros, with ``(x_i − τ)^β`` (float64, then cast) scattered onto the support.
 
-Guarantee: the support is ``{i : x_i > τ}`` for the input scores taken as exact numbers, with τ
-correct to float64 rounding; for α ∈ {1.5, 2} τ comes from the closed form, so exact ties (e.g.
-``z = (2, 0)`` at α = 1.5, whose second entry sits exactly on the threshold) give exact zeros.
-Values match the exact map to about 1e-7 relative; values below the smallest normal number of the
-result dtype (1.2e-38 in float32; only for α near 1) are flushed to 0. The ``entmax`` package
-computes τ in the input precision: on float32 input it can disagree on entries within ~1e-7 of the
-threshold (values below ~1e-12), and its values carry errors of a few 1e-6 (float32 cumulative
-sums); so the tests compare supports and values with the package run on the same scores in
-float64, and against its float32 run allow only such knife-edge differences.
+Guarantee: the support is ``{i : x_i > τ*}`` for the input scores taken as exact numbers, with τ*
+correct to float64 rounding (the dense path certifies it, or recomputes the row); for α ∈ {1.5, 2}
+τ comes from the closed form, so exact ties (e.g. ``z = (2, 0)`` at α = 1.5, whose second entry
+sits exactly on the threshold) give exact zeros. Values below the smallest normal number of the
+result dtype (1.2e-38 in float32; only for α near 1) are flushed to 0: subnormal probabilities
+would slow every later matmul ~100x. Values: the compact path matches the exact map to about
+1e-7 relative; the dense path carries float32 rounding of ``x − τ`` amplified by the exponent, at
+most about ``β · 1.2e-7`` absolute (measured: a third of that; 5e-7 at α = 1.1), with τ within
+``max(1e-6, β eps₃₂)`` of τ*. The ``entmax`` package computes τ in the input precision: on float32
+input it can disagree on entries within ~1e-7 of the threshold (values below ~1e-12), and its
+values carry errors of a few 1e-6 (float32 cumulative sums); so the tests compare supports and
+values with the package run on the same scores in float64, and against its float32 run allow
+only such knife-edge differences.
 
-``-inf`` scores are masked (exact zeros); rows that are entirely ``-inf`` give all zeros. NaN or
-``+inf`` raise ``ValueError``. float64 input is computed and returned in float64; float16 and
-bfloat16 input is computed and returned in float32 (half precision flips support decisions, SPEC
-§1). Inference only: no autograd graph is recorded (a local ``torch.no_grad``; nothing global).
-Speed and the approaches tried are in docs/benchmarks.md (``bench/bench_entmax.py``).
+A per-row α (e.g. per head) runs as one scalar-α call per distinct value (a slice of the rows when
+they are contiguous, as for one head of (1, H, n, n) scores); more than ``_MAX_GROUPS`` distinct
+values take the compact path with a per-row α. ``-inf`` scores are masked (exact zeros); rows that
+are entirely ``-inf`` give all zeros. NaN or ``+inf`` raise ``ValueError``. float64 input is
+computed and returned in float64; float16 and bfloat16 input is computed and returned in float32
+(half precision flips support decisions, SPEC §1). Inference only: no autograd graph is recorded
+(a local ``torch.no_grad``; nothing global). Only torch ops, device-generic (CUDA included): the
+host waits on the device once per step and chunk (convergence checks), not per element.
+Speed, and the approaches tried, are in docs/benchmarks.md (``bench/bench_entmax.py``).
 """
 
 from __future__ import annotations
@@ -66,13 +100,13 @@ DENSE_MAX_ALPHA = 1.499
 """Float32 scores with a scalar α in [DENSE_MIN_ALPHA, DENSE_MAX_ALPHA] take the dense path;
 α >= 1.5, float64 scores and many distinct per-row α take the compact path."""
 DENSE_MIN_ALPHA = 1.03
-"""Below it (β > 33) float32 rounding, amplified by β, would cost the dense path's values more
-than β · 1.2e-7; those α take the compact path (float64 values)."""
+"""Below it (β > 33) the dense path's float32 values, whose rounding grows with β, would be off
+by more than ~4e-6; those α take the compact path (float64 values)."""
 DENSE_STEPS = 2
 """Compact path: Newton steps over whole rows before compaction (docs/benchmarks.md)."""
 CHUNK_ELEMENTS = 1 << 20
-"""Rows go in chunks of about this many scores: the dense passes stay in cache and the compact
-phase's arrays stay under torch's parallel grain (no thread barrier per small op)."""
+"""Rows go in chunks of about this many scores, so that a chunk's few buffers stay in the
+last-level cache (2^19 and 2^21 measured no better, 2^22 about 2x slower; docs/benchmarks.md)."""
 _MAX_GROUPS = 16
 """A per-row α with at most this many distinct values runs as one scalar-α call per value."""
 _MAX_EXACT_STEPS = 50
