@@ -19,7 +19,10 @@ patterns.js, rng.js), its metrics (metrics.js) and reads parameter values the wa
 
 The golden format is ``"sparsescope-twins/1"``; see tests/js/check_twins.mjs for the checks. A new
 metric (block sparsity, issue 15) is one more key in each case's ``metrics`` and in what
-``computeMetrics`` returns.
+``computeMetrics`` returns. While editing a twin, keep the golden file and rerun only node::
+
+    SPARSESCOPE_TWINS_GOLDEN=/tmp/twins.json python -m pytest tests/test_twins.py -k equal
+    node tests/js/check_twins.mjs /tmp/twins.json
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -321,7 +325,8 @@ def test_golden_covers_the_edge_cases(golden):
 def test_js_twins_equal_python(golden, tmp_path):
     """methods.js, patterns.js, metrics.js, rng.js and params.js give, cell for cell and to the
     last bit, what sparse_core gives for the same payloads and settings."""
-    path = _write(golden, tmp_path / "golden.json")
+    keep = os.environ.get("SPARSESCOPE_TWINS_GOLDEN")
+    path = _write(golden, Path(keep) if keep else tmp_path / "golden.json")
     res = _run_check(path)
     assert res.returncode == 0, f"{res.stdout[-6000:]}\n{res.stderr[-3000:]}\n(golden: {path})"
     assert "0 mismatches" in res.stdout
