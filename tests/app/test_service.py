@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sparsescope.service import AnalysisService, Entry, LruCache, sig6, tensor_nbytes
+from sparsescope.cache import Entry, LruCache, tensor_nbytes
+from sparsescope.payloads import sig6
+from sparsescope.service import AnalysisService
 from tests.app.conftest import make_settings
 
 
@@ -72,11 +74,11 @@ def test_ids_are_stable_and_depend_on_every_input(service, tiny_model):
 def test_artefact_only_at_its_alpha(tmp_path, tiny_model, tiny_artefact):
     service = AnalysisService(make_settings(tmp_path), model=tiny_model, artefact=tiny_artefact)
     service.start()
-    assert service.artefact_for(1.5) == (tiny_artefact, "tiny-test-artefact")
-    assert service.artefact_for(1.7) == (None, None)
+    assert service.slot.artefact_for(1.5) == (tiny_artefact, "tiny-test-artefact")
+    assert service.slot.artefact_for(1.7) == (None, None)
     no_art = AnalysisService(make_settings(tmp_path), model=tiny_model, use_artefact=False)
     no_art.start()
-    assert no_art.artefact_for(1.5) == (None, None)
+    assert no_art.slot.artefact_for(1.5) == (None, None)
     assert service.key("x", 1.5, False, False) != no_art.key("x", 1.5, False, False)
 
 
