@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PATHS = ["app", "sparse_core", "tests", "bench", "frontend", "static"]
+PATHS = ["app", "sparse_core", "tests", "bench", "scripts", "frontend", "static"]
 
 
 @pytest.mark.skipif(shutil.which("ruff") is None, reason="ruff is not installed")

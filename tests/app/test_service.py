@@ -95,3 +95,48 @@ def test_helpers():
     t = torch.zeros(4, 4)
     assert tensor_nbytes({"a": t, "b": [t, torch.zeros(2, dtype=torch.bool)]}) == 64 + 2
     assert tensor_nbytes({"a": t}, exclude=[t]) == 0
+
+
+def test_warm_up_runs_once_when_serve_has_started_the_service(tmp_path, tiny_model):
+    """`sparsescope serve` starts the service before uvicorn (one-line load errors); the app's
+    lifespan starts it again, which must not warm up a second time."""
+    from fastapi.testclient import TestClient
+
+    from sparsescope.main import create_app
+
+    settings = make_settings(tmp_path, warmup=True)
+    service = AnalysisService(settings, model=tiny_model)
+    service.start()  # what serve does
+    assert service.stats.warmups == 1
+    with TestClient(create_app(settings, service)) as c:  # the lifespan's start
+        assert c.get("/healthz").status_code == 200
+    assert service.stats.warmups == 1
+
+
+def test_method_lists_follow_the_artefact_not_its_address(service, tiny_model):
+    """Artefacts come and go (one per alpha); a freed one's id() is reused by the next, so the
+    method lists are remembered per artefact name, and each artefact gets its own k-means
+    choices."""
+    import gc
+
+    from sparse_core.sparsefinder import Artefact
+
+    service.start()
+    cfg = tiny_model.config
+    L, H, d, r = cfg.num_layers, cfg.num_heads, cfg.head_dim, 2
+    for k in range(12):
+        counts = (2 + k, 3 + k)
+        art = Artefact(
+            model_id=tiny_model.model_id,
+            alpha=1.5,
+            rank=r,
+            W=torch.zeros(L, H, d, r),
+            b=torch.zeros(L, H, r),
+            centroids={b: torch.zeros(L, H, b, r) for b in counts},
+            meta={"name": f"artefact-{k}"},
+        )
+        listed = {m["name"]: m for m in service.methods(16, art)}
+        (spec,) = [p for p in listed["sf-kmeans"]["params"] if p["name"] == "n_clusters"]
+        assert spec["choices"] == list(counts), k
+        del art, listed
+        gc.collect()

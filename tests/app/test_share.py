@@ -438,3 +438,15 @@ def test_acknowledged_shares_survive_kill_9(tmp_path):
     conn = sqlite3.connect(db)
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     conn.close()
+
+
+def test_the_share_store_lives_with_the_app(app_settings, service):
+    """Opened by the lifespan (not by the first request), closed at shutdown."""
+    app = create_app(app_settings, service)
+    assert getattr(app.state, "share_store", None) is None
+    with TestClient(app) as c:
+        store = app.state.share_store
+        assert store.path == app_settings.data_dir / DB_NAME and store.count() == 0
+        share(c, {"text": "kept"})
+    with pytest.raises(ShareStoreError, match="closed"):
+        store.count()
