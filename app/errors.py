@@ -24,7 +24,6 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sparse_core.errors import SparsescopeError
 
@@ -183,40 +182,9 @@ def validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
 BUG_DETAIL = "internal server error: the server hit a bug; the log has the details"
 
 
-class CatchBugs:
-    """Pure ASGI middleware: an unexpected exception becomes the generic 500 right here.
-
-    Starlette's handler for ``Exception`` (its ServerErrorMiddleware) re-raises after answering,
-    and uvicorn then closes the connection under the client: a keep-alive client's *next* request
-    on it fails with "connection reset". Answered here, the request ends normally. (After the
-    response has started there is no honest answer left; then the exception goes on up.)
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = False
-
-        async def send_tracking(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_tracking)
-        except Exception as exc:
-            if started:
-                raise
-            log.error("internal error on %s %s", scope["method"], scope["path"], exc_info=exc)
-            await error_response(500, BUG_DETAIL, None)(scope, receive, send)
-
-
 def install_error_handlers(app: FastAPI) -> None:
-    app.add_middleware(CatchBugs)  # the innermost middleware: the others wrap its 500
+    """Every error as ``{detail, field}``: domain errors by :data:`HTTP`, schema errors as 422,
+    routing errors (404, 405) with a hint. A bug is answered by ``middleware.CatchBugs``."""
 
     @app.exception_handler(SparsescopeError)
     async def _domain_error(request: Request, exc: SparsescopeError) -> JSONResponse:

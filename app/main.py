@@ -20,7 +20,7 @@ from sparse_core import __version__
 
 from .errors import documented, install_error_handlers
 from .gallery import Warmer, load_gallery
-from .middleware import BodySizeLimit, SecurityHeaders
+from .middleware import BodySizeLimit, CatchBugs, SecurityHeaders
 from .render import template_env
 from .routes import analyses, docs, gallery, meta, pages, share
 from .service import AnalysisService
@@ -92,6 +92,8 @@ def create_app(settings: Settings | None = None, service: AnalysisService | None
         StaticFiles(directory=_package_dir("sparsescope.frontend", "js"), check_dir=False),
         name="js",
     )
+    # the last added is the outermost: CatchBugs innermost, so the others wrap its 500
+    app.add_middleware(CatchBugs)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(SecurityHeaders)
     return app

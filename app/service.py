@@ -66,23 +66,13 @@ class Stats:
 class AnalysisService:
     """Answers every API question about analysed texts, on the model of :attr:`slot`.
 
-    ``model`` / ``artefact`` / ``use_artefact`` / ``loader`` are handed to the
+    ``slot_options`` (``model``, ``artefact``, ``use_artefact``, ``loader``) are handed to the
     :class:`~sparsescope.slot.ModelSlot` (tests pass a tiny model).
     """
 
-    def __init__(
-        self,
-        settings: Settings,
-        *,
-        model: Any = None,
-        artefact: Any = None,
-        use_artefact: bool = True,
-        loader: Any = None,
-    ) -> None:
+    def __init__(self, settings: Settings, **slot_options: Any) -> None:
         self.settings = settings
-        self.slot = ModelSlot(
-            settings, model=model, artefact=artefact, use_artefact=use_artefact, loader=loader
-        )
+        self.slot = ModelSlot(settings, **slot_options)
         self.tagger = Tagger()
         self._start_lock = threading.Lock()
         self._started = False
