@@ -84,7 +84,7 @@ MEANING = {
     400: "a bad value (the message names the field)",
     404: "unknown id",
     410: "a saved state this version cannot open",
-    413: "request body (or shared state) too large",
+    413: "request body too large",
     422: "the request does not match the schema",
 }
 

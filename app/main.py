@@ -22,7 +22,7 @@ from .errors import documented, install_error_handlers
 from .gallery import Warmer, load_gallery
 from .middleware import BodySizeLimit, CatchBugs, SecurityHeaders
 from .render import template_env
-from .routes import analyses, docs, gallery, meta, pages, share
+from .routes import analyses, docs, gallery, lecture, meta, pages, share
 from .service import AnalysisService
 from .settings import Settings, get_settings
 from .store import ShareStore
@@ -33,9 +33,10 @@ log = logging.getLogger(__name__)
 ROUTERS = (
     meta.router,
     analyses.router,
-    share.router,
-    gallery.router,
     docs.router,
+    gallery.router,
+    lecture.router,
+    share.router,
     pages.router,
 )
 

@@ -86,14 +86,3 @@ def get_metrics(
     string, e.g. ``&window=3&globals=true``; missing ones take their defaults)."""
     params = {k: v for k, v in request.query_params.items() if k != "method"}
     return service.metrics(analysis_id, layer, head, method, params)
-
-
-@router.get("/analyses/{analysis_id}/raw/{layer}/{head}", tags=["lecture"], responses=ERRORS)
-def get_raw(analysis_id: AnalysisId, layer: Layer, head: Head, service: ServiceDep) -> Response:
-    """One head's raw queries, keys and unmasked scaled scores, for texts of at most 64 tokens
-    (the lecture's steps 2–4: what the head payload leaves out on purpose, as it is dense).
-
-    ``{"layer", "head", "n", "d_head", "d_model", "causal", "queries": [[d_head] x n],
-    "keys": [[d_head] x n], "scores": [[n] x n]}``, values rounded to 6 significant digits.
-    """
-    return json_bytes(service.raw(analysis_id, layer, head))

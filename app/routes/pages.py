@@ -1,5 +1,4 @@
-"""The pages: ``GET /`` (the explorer), ``GET /lecture`` (the presentation) and the vendored
-Plotly bundle they load."""
+"""The explorer page, ``GET /``, and the vendored Plotly bundle the pages load."""
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ import importlib.resources
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse
 
-from ..render import PLOTLY_URL, lecture_page, main_page
+from ..render import PLOTLY_URL, main_page
 
 router = APIRouter(include_in_schema=False)
 
@@ -17,12 +16,6 @@ router = APIRouter(include_in_schema=False)
 def index(request: Request) -> HTMLResponse:
     """The explorer; its state lives in the URL and is restored by the page itself."""
     return main_page(request)
-
-
-@router.get("/lecture", response_class=HTMLResponse)
-def lecture(request: Request) -> HTMLResponse:
-    """The lecture view; its state (step, text, alpha, causal, layer, head) is in the URL."""
-    return lecture_page(request)
 
 
 @router.get(PLOTLY_URL)
