@@ -126,15 +126,20 @@ class AnalysisService:
             "version": __version__,
         }
 
-    def methods(self, n: int, artefact: Any = None) -> list[dict]:
-        """:func:`~sparsescope.payloads.methods_json` for a text of ``n`` tokens, remembered per
-        (n, artefact name): what the sliders depend on, unlike the artefact's ``id()``, which
-        Python reuses once an artefact is freed."""
+    def methods(self, n: int, alpha: float = 1.5) -> list[dict]:
+        """The method registry as sliders for a text of ``n`` tokens analysed at ``alpha`` (the
+        sf-* methods' choices are those of the artefact used there)."""
         limit = self.model.max_positions
         if isinstance(n, bool) or not 1 <= n <= limit:
             raise SparsescopeError(
                 f"n must be in [1, {limit}] (the model's positions), got {n}", field="n"
             )
+        return self._method_list(n, self.slot.artefact_for(_check_alpha(alpha))[0])
+
+    def _method_list(self, n: int, artefact: Any) -> list[dict]:
+        """:func:`~sparsescope.payloads.methods_json`, remembered per (n, artefact name): what
+        the sliders depend on, unlike the artefact's ``id()``, which Python reuses once an
+        artefact is freed."""
         key = (n, artefact_label(artefact))
         listed = self._method_lists.get(key)
         if listed is None:
@@ -210,7 +215,7 @@ class AnalysisService:
             artefact_name=art_name,
             pos=tags,
             summary=summary,
-            methods=self.methods(out.n, art),
+            methods=self._method_list(out.n, art),
         )
         body_json = dumps(body)
         t["body"] = time.perf_counter() - t0

@@ -31,5 +31,4 @@ def methods(
 ) -> dict:
     """Every method with its parameter sliders, defaults resolved for a text of n tokens (and
     sf-kmeans' cluster counts those of the artefact used at the default alpha 1.5)."""
-    artefact, _ = service.slot.artefact_for(1.5)
-    return {"methods": service.methods(n, artefact)}
+    return {"methods": service.methods(n)}

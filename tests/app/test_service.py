@@ -135,7 +135,7 @@ def test_method_lists_follow_the_artefact_not_its_address(service, tiny_model):
             centroids={b: torch.zeros(L, H, b, r) for b in counts},
             meta={"name": f"artefact-{k}"},
         )
-        listed = {m["name"]: m for m in service.methods(16, art)}
+        listed = {m["name"]: m for m in service._method_list(16, art)}
         (spec,) = [p for p in listed["sf-kmeans"]["params"] if p["name"] == "n_clusters"]
         assert spec["choices"] == list(counts), k
         del art, listed
