@@ -18,7 +18,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from sparsescope.main import create_app
-from sparsescope.routes.lecture import DEFAULT_TEXT, MAX_RAW_TOKENS
+from sparsescope.payloads import MAX_RAW_TOKENS
+from sparsescope.render import LECTURE_TEXT
 from sparsescope.service import AnalysisService
 from sparsescope.settings import Settings
 
@@ -36,7 +37,7 @@ def test_lecture_page_serves_a_json_island_and_no_inline_script(lecture_client):
     r = lecture_client.get("/lecture?step=3&text=%3Cscript%3Ealert(1)%3C/script%3E")
     assert r.status_code == 200
     html = r.text
-    assert 'id="lecture-config"' in html and DEFAULT_TEXT in html
+    assert 'id="lecture-config"' in html and LECTURE_TEXT in html
     # the query string is read by the page itself: nothing of it is echoed into the HTML
     assert "alert(1)" not in html
     for tag in re.findall(r"<script\b[^>]*>", html):
@@ -50,7 +51,7 @@ def test_lecture_page_serves_a_json_island_and_no_inline_script(lecture_client):
 
 
 def test_raw_route_gives_the_heads_vectors_and_scaled_scores(lecture_client, tiny_model):
-    a = lecture_client.post("/api/analyze", json={"text": DEFAULT_TEXT, "causal": True}).json()
+    a = lecture_client.post("/api/analyze", json={"text": LECTURE_TEXT, "causal": True}).json()
     r = lecture_client.get(f"/api/analyses/{a['id']}/raw/1/2")
     assert r.status_code == 200, r.text
     body = r.json()
@@ -65,7 +66,7 @@ def test_raw_route_gives_the_heads_vectors_and_scaled_scores(lecture_client, tin
 
 
 def test_raw_route_errors_name_the_field(lecture_client):
-    a = lecture_client.post("/api/analyze", json={"text": DEFAULT_TEXT}).json()
+    a = lecture_client.post("/api/analyze", json={"text": LECTURE_TEXT}).json()
     r = lecture_client.get(f"/api/analyses/{a['id']}/raw/99/0")
     assert r.status_code == 400 and r.json()["field"] == "layer"
     r = lecture_client.get("/api/analyses/0123456789abcdef0123/raw/0/0")
