@@ -465,20 +465,12 @@ class AnalysisService:
     @torch.inference_mode()
     def _summary(self, out, ctx, art) -> list[dict]:
         """Per head: gold sparsity and every available method's recall / sparsity at its
-        defaults (``sparse_core.methods.summary``)."""
+        defaults (``sparse_core.pareto.summary``)."""
         from sparse_core.metrics import sparsity
+        from sparse_core.pareto import summary
 
         gold = sparsity(out.graph, causal=out.causal).tolist()  # (L, H)
-        per_method: dict[str, dict[str, Any]] = {}
-        mod = _optional("methods")
-        if mod is not None:
-            try:
-                per_method = mod.summary(out, art)
-            except ModuleNotFoundError:  # its engine (sparse_core.pareto) is not there yet
-                per_method = {
-                    nm: mod.evaluate(ctx, nm, mod.METHODS[nm].defaults(out.n, art))
-                    for nm in mod.available(art)
-                }
+        per_method = summary(out, art)
         tables = {
             name: (m["recall"].tolist(), m["sparsity"].tolist()) for name, m in per_method.items()
         }
@@ -574,20 +566,11 @@ class AnalysisService:
             "seed": self._seed(layer, head),
             "pos": entry.pos,
         }
-        ctx, art = entry.ctx, entry.artefact
-        if ctx is not None and getattr(ctx, "proj_q", None) is not None:
-            # full float32 precision: the page recomputes sf-* masks bit for bit from these
-            body["proj"] = {
-                "queries": ctx.proj_q[layer, head].tolist(),
-                "keys": ctx.proj_k[layer, head].tolist(),
-            }
-        if art is not None:
-            body["centroids"] = {str(b): c[layer, head].tolist() for b, c in art.centroids.items()}
-        base = _optional("baselines")
-        if base is not None and body["proj"] is not None:
-            # every bucket / cluster count of the sliders, all rounds: the page slides freely
-            body["reformer"] = base.reformer_payload(ctx, layer, head)
-            body["routing"] = base.routing_payload(ctx, layer, head)
+        if entry.ctx is not None:
+            # every method's data for every slider value (the registry's head_payload hooks)
+            from sparse_core.methods import head_data
+
+            body.update(head_data(entry.ctx, layer, head))
         return body
 
     def _seed(self, layer: int, head: int) -> int:
