@@ -23,7 +23,7 @@ from ..bitsets import METRICS, Gold, count_bits, to_metrics
 from ..rng import BIGBIRD_STREAM, hash_uniform_t
 from .base import Method
 from .context import PredictContext
-from .grids import RANDOM_COUNTS, head_seed
+from .grids import head_seed, random_counts
 from .spec import ParamSpec
 
 
@@ -41,8 +41,7 @@ class BigBirdMethod(Method):
         ]  # fmt: skip
 
     def own_grid(self, n, artefact=None):
-        # at most n random keys per row (the slider's range): short texts clamp the grid
-        return [{"random_keys": r} for r in sorted({min(r, n) for r in RANDOM_COUNTS})]
+        return [{"random_keys": r} for r in random_counts(n)]
 
     def predict(self, ctx, **params):
         p = self.validate(ctx.n, params)

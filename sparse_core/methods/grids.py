@@ -47,6 +47,12 @@ def sweep_windows(n: int) -> list[int]:
     return [w for w in ws if w <= 2 * n - 1]
 
 
+def random_counts(n: int) -> list[int]:
+    """BigBird's random keys / Longformer's random globals swept for length n:
+    :data:`RANDOM_COUNTS` clamped to n (at most n per row or per text), without repeats."""
+    return sorted({min(r, n) for r in RANDOM_COUNTS})
+
+
 def cluster_choices(n: int) -> list[int]:
     """Routing's cluster counts for length n: :data:`BUCKET_COUNTS` up to max(n, 2)."""
     ch = [c for c in BUCKET_COUNTS if c <= max(n, 2)]

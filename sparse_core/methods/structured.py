@@ -26,7 +26,7 @@ from .. import baselines, patterns
 from ..bitsets import row_bits, words
 from ..errors import SparsescopeError
 from .base import Method
-from .grids import RANDOM_COUNTS, head_seed, stride_default, strides
+from .grids import head_seed, random_counts, stride_default, strides
 from .spec import ParamSpec
 
 
@@ -115,7 +115,7 @@ class LongformerMethod(Method):
         ]  # fmt: skip
 
     def own_grid(self, n, artefact=None):
-        return [{"n_globals": g} for g in sorted({min(g, n) for g in RANDOM_COUNTS})]
+        return [{"n_globals": g} for g in random_counts(n)]
 
     def base(self, ctx, p):
         pos = baselines.longformer_positions(ctx.n, p["n_globals"], ctx.seeds())  # (L, H, n)
