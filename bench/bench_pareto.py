@@ -29,7 +29,15 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT.parent / "shared" / "data" / "wikitext-2" / "valid.txt"
+#: the shared WikiText-2 validation split, found from a checkout or a worktree below /work
+CORPUS = next(
+    (
+        p / "shared" / "data" / "wikitext-2" / "valid.txt"
+        for p in ROOT.parents
+        if (p / "shared" / "data" / "wikitext-2" / "valid.txt").is_file()
+    ),
+    ROOT.parent / "shared" / "data" / "wikitext-2" / "valid.txt",
+)
 
 
 def load() -> str:
