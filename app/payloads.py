@@ -14,9 +14,8 @@ from typing import Any
 
 import torch
 
-from sparse_core.baselines import reformer_payload, routing_payload
-from sparse_core.methods import METHODS, head_seed
-from sparse_core.methods import summary as methods_summary
+from sparse_core.methods import METHODS, head_data
+from sparse_core.pareto import summary as methods_summary
 from sparse_core.metrics import sparsity
 
 #: Longest text whose raw vectors are served (a slide cannot show more rows anyway).
@@ -71,7 +70,7 @@ def methods_json(n: int, artefact: Any = None) -> list[dict]:
 @torch.inference_mode()
 def summary_rows(out, artefact) -> list[dict]:
     """Per head (layer-major): gold sparsity and every available method's recall / sparsity at
-    its defaults (``sparse_core.methods.summary``), rounded to 6 decimals."""
+    its defaults (``sparse_core.pareto.summary``), rounded to 6 decimals."""
     gold = sparsity(out.graph, causal=out.causal).tolist()  # (L, H)
     tables = {
         name: (m["recall"].tolist(), m["sparsity"].tolist())
@@ -132,7 +131,8 @@ def analysis_body(
 @torch.inference_mode()
 def head_body(entry, layer: int, head: int) -> dict:
     """``GET /api/analyses/{id}/heads/{layer}/{head}``: every edge ``[i, j, p]`` with p > 0
-    (p to 6 significant digits), plus :func:`method_parts`."""
+    (p to 6 significant digits), plus what the page needs to recompute every method's mask for
+    any slider value (the registry's ``head_payload`` hooks: ``sparse_core.methods.head_data``)."""
     out = entry.out
     p = out.probs[layer, head]  # (n, n)
     ij = p.nonzero()  # (E, 2)
@@ -143,37 +143,9 @@ def head_body(entry, layer: int, head: int) -> dict:
         "n": out.n,
         "gold_sparsity": entry.body["summary"][layer * out.heads + head]["gold_sparsity"],
         "edges": [[i, j, sig6(v)] for (i, j), v in zip(ij.tolist(), vals, strict=True)],
-        **method_parts(entry.ctx, entry.artefact, layer, head),
+        **head_data(entry.ctx, layer, head),
         "pos": entry.pos,
     }
-
-
-def method_parts(ctx, artefact, layer: int, head: int) -> dict:
-    """What the page needs to recompute the methods' masks of one head, for any slider value:
-    ``proj`` (projected q~, k~, in full float32: the sf-* masks are recomputed bit for bit),
-    ``centroids`` (per k-means B of the artefact), ``reformer`` (LSH buckets per B, all rounds),
-    ``routing`` (cluster members per C), ``seed`` (BigBird / Longformer random draws).
-
-    The one place that collects each method's share of the head payload.
-    """
-    parts: dict[str, Any] = {
-        "proj": None,
-        "centroids": {},
-        "reformer": {},
-        "routing": {},
-        "seed": int(head_seed(layer, head)),
-    }
-    if ctx.proj_q is None:  # no artefact at this alpha: no projections, no learned methods
-        return parts
-    parts["proj"] = {
-        "queries": ctx.proj_q[layer, head].tolist(),
-        "keys": ctx.proj_k[layer, head].tolist(),
-    }
-    parts["centroids"] = {str(b): c[layer, head].tolist() for b, c in artefact.centroids.items()}
-    # every bucket / cluster count of the sliders: the page slides freely
-    parts["reformer"] = reformer_payload(ctx, layer, head)
-    parts["routing"] = routing_payload(ctx, layer, head)
-    return parts
 
 
 @torch.inference_mode()

@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from sparse_core import metrics, viz
+from sparse_core import metrics, pos, viz
 from sparse_core.methods import PredictContext, get_method
 from sparse_core.pareto import sweep_text
 
@@ -139,7 +139,6 @@ def test_pos_figure_stacks_shares_per_cluster():
 
 
 def test_pos_figure_of_a_real_cluster_breakdown(out):
-    from sparse_core import pos
     from sparse_core.sparsefinder import Artefact
 
     cfg_l, cfg_h, d = out.layers, out.heads, out.queries.shape[-1]
