@@ -264,6 +264,11 @@ class SparseModel:
                 f"{self.model_id}: the model's attention does not go through transformers' "
                 "AttentionInterface, so sparsescope cannot replace its softmax"
             )
+        if len({mid for mid, _ in found}) < len(found):
+            raise ModelLoadError(
+                f"{self.model_id}: one attention module serves several layers (shared weights, "
+                "as in ALBERT); sparsescope tells layers apart by their module"
+            )
         shapes = {(i.heads, i.kv_heads, i.head_dim) for _, i in found}
         if len(shapes) > 1:
             raise ModelLoadError(
@@ -273,11 +278,16 @@ class SparseModel:
         return {mid: li for li, (mid, _) in enumerate(found)}, [i for _, i in found]
 
 
-def _model_config(hf, arch: Architecture, layers: list[A.LayerInfo], max_tokens: int):
+def _position_limit(hf, arch: Architecture, max_tokens: int) -> int:
+    """The token limit: the model's own positions, capped by ``max_tokens``."""
     own = int(getattr(hf, "max_position_embeddings", 0) or 0) or max_tokens
-    pad = getattr(hf, "pad_token_id", None)
     if arch.position_offset:  # positions start after the padding index (RoBERTa)
-        own -= int(pad or 0) + 1
+        own -= int(getattr(hf, "pad_token_id", None) or 0) + 1
+    return max(1, min(own, max_tokens))
+
+
+def _model_config(hf, arch: Architecture, layers: list[A.LayerInfo], max_tokens: int):
+    pad = getattr(hf, "pad_token_id", None)
     first = layers[0]
     return ModelConfig(
         model_type=arch.model_type,
@@ -286,7 +296,7 @@ def _model_config(hf, arch: Architecture, layers: list[A.LayerInfo], max_tokens:
         num_kv_heads=first.kv_heads,
         head_dim=first.head_dim,
         hidden_size=int(hf.hidden_size),
-        max_positions=max(1, min(own, max_tokens)),
+        max_positions=_position_limit(hf, arch, max_tokens),
         is_decoder=arch.decoder or bool(getattr(hf, "is_decoder", False)),
         vocab_size=int(hf.vocab_size),
         pad_token_id=int(pad) if isinstance(pad, int) else 0,
@@ -371,7 +381,7 @@ def load_model(
         layers=L,
         heads=H,
         head_dim=d,
-        tokens=max_tokens,
+        tokens=_position_limit(hf_cfg, src.arch, max_tokens),
         memory_limit=memory_limit,
     )
     tok = load_tokenizer(src.path)

@@ -525,3 +525,47 @@ def test_real_model_end_to_end(real_model, sentence):
     gold = 1 - sparse.graph.float().mean().item()
     assert 0.3 < gold < 1.0, gold  # entmax attention of a real model is sparse
     assert torch.equal(sparse.graph, sparse.probs > 0)
+
+
+# ------------------------------------------------------------------- what cannot work
+
+
+def _wrap(cfg, model_type: str):
+    """transformers' model for ``cfg`` with our attention, wrapped as a SparseModel."""
+    from transformers import AutoModel
+
+    from sparse_core import attention as A
+    from sparse_core.model import SparseModel, default_model_path
+    from sparse_core.sources import Architecture
+    from sparse_core.tokens import load_tokenizer
+
+    A.register()
+    net = AutoModel.from_config(cfg, attn_implementation=A.IMPLEMENTATION)
+    arch = Architecture(model_type, model_type, decoder=False)
+    return SparseModel(
+        net, load_tokenizer(default_model_path()), model_type, torch.device("cpu"), arch
+    )
+
+
+def test_attention_outside_the_interface_is_refused_with_the_reason():
+    from transformers import DebertaV2Config
+
+    cfg = DebertaV2Config(
+        vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64,
+    )  # fmt: skip
+    with pytest.raises(
+        ModelLoadError, match="does not go through transformers' AttentionInterface"
+    ):
+        _wrap(cfg, "deberta-v2")
+
+
+def test_one_attention_module_shared_by_every_layer_is_refused():
+    from transformers import AlbertConfig
+
+    cfg = AlbertConfig(
+        vocab_size=30522, embedding_size=16, hidden_size=32, num_hidden_layers=3,
+        num_attention_heads=4, intermediate_size=64,
+    )  # fmt: skip
+    with pytest.raises(ModelLoadError, match="one attention module serves several layers"):
+        _wrap(cfg, "albert")
