@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -159,8 +160,9 @@ def entmax_attention(
     if attention_mask is not None:
         if attention_mask.dtype == torch.bool:
             scores.masked_fill_(~attention_mask[..., :m], float("-inf"))
-        else:  # an additive mask built by the model itself
-            scores.add_(attention_mask[..., :m].float())
+        else:  # an additive mask built by the model itself; its minimum means "masked"
+            bias = attention_mask[..., :m]
+            scores.add_(bias.float()).masked_fill_(bias <= torch.finfo(bias.dtype).min, -math.inf)
 
     if state is None:
         probs = entmax(scores, DEFAULT_ALPHA)

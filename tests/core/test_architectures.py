@@ -212,3 +212,26 @@ def test_sparsefinder_fit_for_a_gqa_decoder(model):
         save_artefact(art, d)
         again = load_artefact(d, model_id=m.model_id, alpha=1.5)
         assert again.model_id == m.model_id and torch.equal(again.W, art.W)
+
+
+def test_additive_float_masks_mean_the_same_as_boolean_ones():
+    """Models that build their own additive mask (0 / dtype minimum) get exact zeros too."""
+    from types import SimpleNamespace
+
+    from sparse_core.attention import entmax_attention
+
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 6, 8, generator=gen) for _ in range(3))
+    k, v = k[:, :2], v[:, :2]  # two key/value heads for four query heads
+    allowed = torch.ones(2, 1, 6, 6, dtype=torch.bool).tril()
+    allowed[1, :, :, 4:] = False  # padding keys in the second text
+    allowed[0, :, 0, :] = False  # a query that may attend nowhere: zeros, not uniform
+    additive = torch.zeros(allowed.shape).masked_fill(~allowed, torch.finfo(torch.float32).min)
+    module = SimpleNamespace()
+    o1, p1 = entmax_attention(module, q, k, v, allowed, scaling=0.3)
+    o2, p2 = entmax_attention(module, q, k, v, additive, scaling=0.3)
+    assert torch.equal(p1 > 0, p2 > 0) and not (p1 > 0)[~allowed.expand_as(p1)].any()
+    torch.testing.assert_close(p1, p2, atol=1e-7, rtol=0)
+    torch.testing.assert_close(o1, o2)
+    assert o1.shape == (2, 6, 4, 8)  # (B, n, H, d), as transformers expects
+    assert not p2[0, :, 0].any()

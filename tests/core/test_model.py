@@ -204,6 +204,21 @@ def test_local_checkpoint_directory_loads(tmp_path, tiny_model):
     torch.testing.assert_close(a.probs, b.probs)
 
 
+def test_concurrent_runs_keep_their_own_settings(tiny_model, sentence):
+    """α, causality and recordings travel per run (a context variable), not through the model:
+    threads running at once with different settings get what they asked for."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    settings = [(1.0, False), (2.0, True), (1.5, False), (1.25, True)] * 3
+    want = {s: tiny_model.run(sentence, alpha=s[0], causal=s[1]) for s in settings[:4]}
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        got = list(pool.map(lambda s: tiny_model.run(sentence, alpha=s[0], causal=s[1]), settings))
+    for s, out in zip(settings, got, strict=True):
+        assert out.causal == s[1] and out.alpha == s[0]
+        assert torch.equal(out.graph, want[s].graph)
+        torch.testing.assert_close(out.probs, want[s].probs, atol=1e-6, rtol=0)
+
+
 def test_local_directory_of_each_kind_of_tokenizer_file(tmp_path, tiny_model):
     """vocab.txt alone (no tokenizer.json) is converted through transformers."""
     from sparse_core.testing import write_tiny_checkpoint
