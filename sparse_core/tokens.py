@@ -218,11 +218,9 @@ def _trim(text: str, s: int, e: int) -> tuple[int, int]:
 
 
 def truncate_encoding(enc: Encoding, limit: int) -> Encoding:
-    """Keep the first tokens and the closing special tokens (SEP, EOS), ``limit`` in all."""
-    tail = 0
-    while tail < len(enc.ids) and enc.special[len(enc.ids) - 1 - tail]:
-        tail += 1
-    tail = min(tail, 1)  # one closing special token (BERT's SEP, an EOS) is kept
+    """Keep the first tokens and the closing special token (SEP, EOS) if there is one,
+    ``limit`` tokens in all."""
+    tail = 1 if enc.special and enc.special[-1] else 0
     keep = limit - tail
 
     def cut(xs: list) -> list:
