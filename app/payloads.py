@@ -15,8 +15,8 @@ from typing import Any
 import torch
 
 from sparse_core.methods import METHODS, head_data
-from sparse_core.pareto import summary as methods_summary
 from sparse_core.metrics import sparsity
+from sparse_core.pareto import summary as methods_summary
 
 #: Longest text whose raw vectors are served (a slide cannot show more rows anyway).
 MAX_RAW_TOKENS = 64
