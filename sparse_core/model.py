@@ -51,7 +51,6 @@ __all__ = [
     "default_model_path",
     "load_model",
     "normalize_alpha",
-    "tiny_model",
 ]
 
 DEFAULT_MAX_TOKENS = 512
@@ -435,10 +434,3 @@ def _from_pretrained(auto, src, hf_cfg, torch_dtype):
             f"e.g. {sorted(missing)[0]}"
         )
     return net
-
-
-def tiny_model(*args, **kwargs) -> SparseModel:
-    """Re-export of :func:`sparse_core.testing.tiny_model` (callers move there)."""
-    from .testing import tiny_model as make
-
-    return make(*args, **kwargs)

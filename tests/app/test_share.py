@@ -320,7 +320,7 @@ SERVER = textwrap.dedent(
     from sparsescope.main import create_app
     from sparsescope.service import AnalysisService
     from sparsescope.settings import Settings
-    from sparse_core.model import tiny_model
+    from sparse_core.testing import tiny_model
 
 
     def app():
