@@ -304,7 +304,7 @@ def _model_config(hf, arch: Architecture, layers: list[A.LayerInfo], max_tokens:
 
 
 def _truncate(enc: Encoding, limit: int) -> Encoding:
-    if limit < 2:
+    if limit < 1:
         raise SparsescopeError(f"a token limit of {limit} leaves no room for the text")
     return truncate_encoding(enc, limit)
 

@@ -11,8 +11,8 @@
  *                   between digits, exponents); finite; an int must be integral (5.0 -> 5);
  *                   never a boolean; then min ≤ v ≤ max
  *     bool          true / false, 0 / 1, or "true" "1" "yes" "on" / "false" "0" (any case)
- *     choice        a member of `choices`; with numeric choices a string is read as
- *                   int(float(s)) (Python truncates: "8.5" -> 8) and an integral number as int
+ *     choice        a member of `choices`; with integer choices a numeric string or number
+ *                   must be integral ("8.0" -> 8; "8.5" is refused, never rounded to a choice)
  *
  * JSON cannot tell 1 from 1.0, so for a bool spec the number 1 is read as the int 1 (accepted);
  * Python rejects the float 1.0, which no page value ever is.
@@ -61,7 +61,7 @@ function kindWords(spec) {
   return `${spec.kind === "int" ? "an integer" : "a number"} in [${spec.min}, ${spec.max}]`;
 }
 
-/** Numeric choices read strings as int(float(s)) when the choices are integers. */
+/** Numeric choices read strings as numbers; integer choices take only integral values. */
 function coerceChoice(spec, raw, bad) {
   const choices = spec.choices ?? [];
   const numeric = choices.length > 0 && typeof choices[0] === "number";
@@ -69,8 +69,8 @@ function coerceChoice(spec, raw, bad) {
   let v = raw;
   if (typeof v === "string" && numeric) {
     const f = pyFloat(v);
-    if (f === null || (ints && !Number.isFinite(f))) throw bad;
-    v = ints ? Math.trunc(f) : f;
+    if (f === null || !Number.isFinite(f) || (ints && !Number.isInteger(f))) throw bad;
+    v = f;
   }
   if (typeof v === "boolean" || !choices.some((c) => c === v)) {
     throw new ParamError(spec.name, `${spec.name} must be one of ${choices.join(", ")}, got ${JSON.stringify(raw)}`);
