@@ -24,13 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
-        try:
-            mod = importlib.import_module(f"sparsescope.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"sparsescope.commands.{name}":
-                continue  # command not built yet
-            raise
-        mod.add_parser(sub)
+        # imported here, not at the top: after main() has put the Hugging Face libraries offline
+        importlib.import_module(f"sparsescope.commands.{name}").add_parser(sub)
     return parser
 
 

@@ -1,22 +1,30 @@
-"""FastAPI dependencies: the settings and the analysis service of the running app."""
+"""What a route receives: the service and the share store of the running app, and
+the path parameters, each type defined once (its description is the OpenAPI one)."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Path, Request
 
 from .service import AnalysisService
-from .settings import Settings
+from .store import ShareStore
 
 
 def get_service(request: Request) -> AnalysisService:
     return request.app.state.service
 
 
-def get_app_settings(request: Request) -> Settings:
-    return request.app.state.settings
+def get_store(request: Request) -> ShareStore:
+    """The share store, opened by the app's lifespan (app/main.py)."""
+    return request.app.state.share_store
 
 
 ServiceDep = Annotated[AnalysisService, Depends(get_service)]
-SettingsDep = Annotated[Settings, Depends(get_app_settings)]
+StoreDep = Annotated[ShareStore, Depends(get_store)]
+
+AnalysisId = Annotated[str, Path(description="the id returned by POST /api/analyze")]
+Layer = Annotated[int, Path(description="layer index, from 0")]
+Head = Annotated[int, Path(description="head index, from 0")]
+ShareId = Annotated[str, Path(description="a share id returned by POST /api/share")]
+Slug = Annotated[str, Path(description="an example's slug, see /api/gallery")]

@@ -1,31 +1,108 @@
-"""Every error the API returns has the body ``{"detail": str, "field": str | null}``.
+"""Errors: the app's domain errors, and THE one table that maps error classes to HTTP.
 
-``detail`` says what was wrong and what is allowed; ``field`` names the request field at fault.
-400 bad value, 404 unknown id / route, 405 wrong method, 413 body too large, 422 schema; a bug
-becomes a generic 500 (the trace goes to the log, never to the client).
+Code below the routes never names an HTTP status. It raises, where it finds a problem, a
+:class:`~sparse_core.errors.SparsescopeError` (from ``sparse_core``, or one of the app's own
+below) whose message says what was wrong and what is allowed and whose ``field`` names the input
+at fault. :data:`HTTP` maps each class to a status (the most specific class listed wins) and every
+error is sent as ``{"detail": str, "field": str | null}``.
+
+400 bad value, 404 unknown id / route, 405 wrong method, 410 a saved share this version cannot
+open, 413 body too large, 422 schema; a bug becomes a generic 500 (the trace goes to the log,
+never to the client). A new kind of refusal (a rate limit's 429, a full queue's 503, a full
+disk's 507) is a new class here and one row in :data:`HTTP`; an error with a ``retry_after``
+(seconds) is sent with a ``Retry-After`` header.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+from dataclasses import dataclass
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from sparse_core.errors import SparsescopeError
+
+from .schemas import ErrorOut
+from .store import ShareStoreError
 
 log = logging.getLogger(__name__)
 
 
-class ApiError(Exception):
-    """An error meant for the client: HTTP status, a readable message and the field at fault."""
+# ----------------------------------------------------------------------------- domain errors
 
-    def __init__(self, status: int, detail: str, field: str | None = None) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
-        self.field = field
+
+class NotFound(SparsescopeError):
+    """An id that names nothing (an analysis evicted from the cache, a mistyped share link)."""
+
+    default_field = "id"
+
+
+class Gone(SparsescopeError):
+    """Something that existed but can no longer be served (a share saved in an older form)."""
+
+
+class TooLarge(SparsescopeError):
+    """An input over a size cap (a share's state over 64 KiB)."""
+
+
+class Invalid(SparsescopeError):
+    """A nested value that does not match its schema (a share's state), like a request body."""
+
+
+# ----------------------------------------------------------------------------- the table
+
+
+@dataclass(frozen=True)
+class Http:
+    """How an error class is answered: its status, and whether its message may be shown."""
+
+    status: int
+    #: sent instead of the error's own message (which then goes only to the log), for errors
+    #: whose message names server-side things such as file paths
+    detail: str | None = None
+
+
+HTTP: dict[type[Exception], Http] = {
+    SparsescopeError: Http(400),  # a bad value: every user error not listed below
+    NotFound: Http(404),
+    Gone: Http(410),
+    TooLarge: Http(413),
+    Invalid: Http(422),
+    ShareStoreError: Http(
+        500, "the share database cannot be used right now; the server's log says why"
+    ),
+}
+
+
+#: What each status means, for the OpenAPI schema of the routes (:func:`documented`).
+MEANING = {
+    400: "a bad value (the message names the field)",
+    404: "unknown id",
+    410: "a saved state this version cannot open",
+    413: "request body too large",
+    422: "the request does not match the schema",
+}
+
+
+def documented(*statuses: int, **meanings: str) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` of a route: each status with the ``{detail, field}`` body, described by
+    :data:`MEANING` or by ``meanings`` (``_404="unknown share id"``)."""
+    return {
+        s: {"model": ErrorOut, "description": meanings.get(f"_{s}", MEANING[s])} for s in statuses
+    }
+
+
+def http_of(exc: Exception) -> Http | None:
+    """The row of the most specific class of ``exc`` in :data:`HTTP` (None: not listed)."""
+    for cls in type(exc).__mro__:
+        if cls in HTTP:
+            return HTTP[cls]
+    return None
 
 
 def _utf8(s: str | None) -> str | None:
@@ -35,8 +112,21 @@ def _utf8(s: str | None) -> str | None:
 
 
 def error_response(status: int, detail: str, field: str | None = None, **headers: str):
+    """The ``{detail, field}`` body every error is sent with."""
     body = {"detail": _utf8(detail), "field": _utf8(field)}
     return JSONResponse(body, status_code=status, headers=headers)
+
+
+def domain_error_response(exc: SparsescopeError) -> JSONResponse:
+    """A domain error as its :data:`HTTP` row says (a 400 when its class is not listed)."""
+    row = http_of(exc) or HTTP[SparsescopeError]
+    if row.detail is not None:
+        log.error("%s: %s", type(exc).__name__, exc)
+    headers = {}
+    retry_after = getattr(exc, "retry_after", None)
+    if retry_after is not None:
+        headers["Retry-After"] = str(max(0, math.ceil(retry_after)))
+    return error_response(row.status, row.detail or str(exc), exc.field, **headers)
 
 
 _REASONS = {
@@ -92,44 +182,13 @@ def validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
 BUG_DETAIL = "internal server error: the server hit a bug; the log has the details"
 
 
-class CatchBugs:
-    """Pure ASGI middleware: an unexpected exception becomes the generic 500 right here.
-
-    Starlette's handler for ``Exception`` (its ServerErrorMiddleware) re-raises after answering,
-    and uvicorn then closes the connection under the client: a keep-alive client's *next* request
-    on it fails with "connection reset". Answered here, the request ends normally. (After the
-    response has started there is no honest answer left; then the exception goes on up.)
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = False
-
-        async def send_tracking(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_tracking)
-        except Exception as exc:
-            if started:
-                raise
-            log.error("internal error on %s %s", scope["method"], scope["path"], exc_info=exc)
-            await error_response(500, BUG_DETAIL, None)(scope, receive, send)
-
-
 def install_error_handlers(app: FastAPI) -> None:
-    app.add_middleware(CatchBugs)  # the innermost middleware: the others wrap its 500
+    """Every error as ``{detail, field}``: domain errors by :data:`HTTP`, schema errors as 422,
+    routing errors (404, 405) with a hint. A bug is answered by ``middleware.CatchBugs``."""
 
-    @app.exception_handler(ApiError)
-    async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
-        return error_response(exc.status, exc.detail, exc.field)
+    @app.exception_handler(SparsescopeError)
+    async def _domain_error(request: Request, exc: SparsescopeError) -> JSONResponse:
+        return domain_error_response(exc)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -1,8 +1,8 @@
-"""``create_app(settings)``: the FastAPI app of sparsescope (API, page, static files).
+"""``create_app(settings)``: the FastAPI app of sparsescope (API, pages, static files).
 
-The model is loaded in the lifespan (``AnalysisService.start``), never at import; tests pass a
-service built on ``tiny_model``. See docs/api.md for the routes and docs/architecture.md for the
-contract they implement.
+The lifespan starts the service (the model is loaded there, never at import; tests pass a
+service on a tiny model), opens the share database and starts the gallery's precomputation, and
+closes them at shutdown. See docs/architecture.md for the layout and docs/api.md for the routes.
 """
 
 from __future__ import annotations
@@ -12,25 +12,33 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import jinja2
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 from starlette.staticfiles import StaticFiles
 
-from .errors import install_error_handlers
-from .middleware import BodySizeLimit, SecurityHeaders
-from .routes import ROUTERS, SHUTDOWN, STARTUP
-from .schemas import ErrorOut
+from sparse_core import __version__
+
+from .errors import documented, install_error_handlers
+from .gallery import Warmer, load_gallery
+from .middleware import BodySizeLimit, CatchBugs, SecurityHeaders
+from .render import template_env
+from .routes import analyses, docs, gallery, lecture, meta, pages, share
 from .service import AnalysisService
 from .settings import Settings, get_settings
+from .store import ShareStore
 
 log = logging.getLogger(__name__)
 
-#: Every route's 422 is our {detail, field} body (app/errors.py), not FastAPI's default
-#: ``HTTPValidationError`` list: the OpenAPI schema must describe what is really sent.
-SCHEMA_ERROR: dict[int | str, dict] = {
-    422: {"model": ErrorOut, "description": "the request does not match the schema"}
-}
+#: Every router, in the order it is included.
+ROUTERS = (
+    meta.router,
+    analyses.router,
+    docs.router,
+    gallery.router,
+    lecture.router,
+    share.router,
+    pages.router,
+)
 
 
 def _package_dir(package: str, *parts: str) -> str:
@@ -38,33 +46,24 @@ def _package_dir(package: str, *parts: str) -> str:
     return str(importlib.resources.files(package).joinpath(*parts))
 
 
-def template_env() -> jinja2.Environment:
-    """Jinja2 over frontend/templates, HTML autoescaping on."""
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(_package_dir("sparsescope.frontend", "templates")),
-        autoescape=jinja2.select_autoescape(("html", "htm", "xml"), default=True),
-        undefined=jinja2.StrictUndefined,
-    )
-
-
 def create_app(settings: Settings | None = None, service: AnalysisService | None = None) -> FastAPI:
     """The app. ``settings`` default to :func:`get_settings` (the environment); ``service``
     defaults to one that loads ``settings.model_path`` on ``settings.device`` at start-up."""
-    from sparse_core import __version__
-
     settings = settings or get_settings()
     service = service or AnalysisService(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await run_in_threadpool(service.start)
-        for hook in STARTUP:
-            hook(app)
+        await run_in_threadpool(service.start)  # does nothing when `serve` has started it
+        # an unreadable share database is reported now, naming the file
+        app.state.share_store = ShareStore.in_dir(settings.data_dir)
+        warmer = app.state.gallery_warmer = Warmer()
+        warmer.start(service, load_gallery().examples, enabled=settings.warmup)
         try:
             yield
         finally:
-            for hook in SHUTDOWN:
-                hook(app)
+            warmer.stop.set()
+            app.state.share_store.close()
 
     app = FastAPI(
         title="sparsescope",
@@ -79,8 +78,10 @@ def create_app(settings: Settings | None = None, service: AnalysisService | None
     app.state.service = service
     app.state.jinja = template_env()
     install_error_handlers(app)
-    for router in ROUTERS:  # every module of app/routes, found by itself (app/routes/__init__)
-        app.include_router(router, responses=SCHEMA_ERROR)
+    for router in ROUTERS:
+        # every route's 422 is our {detail, field} body (app/errors.py), not FastAPI's default
+        # HTTPValidationError list: the OpenAPI schema describes what is really sent
+        app.include_router(router, responses=documented(422))
     # after the routes, so /static/vendor/plotly.min.js (a route) wins over the mount
     app.mount(
         "/static",
@@ -92,6 +93,8 @@ def create_app(settings: Settings | None = None, service: AnalysisService | None
         StaticFiles(directory=_package_dir("sparsescope.frontend", "js"), check_dir=False),
         name="js",
     )
+    # the last added is the outermost: CatchBugs innermost, so the others wrap its 500
+    app.add_middleware(CatchBugs)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(SecurityHeaders)
     return app

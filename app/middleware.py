@@ -1,10 +1,15 @@
-"""Pure ASGI middleware: a request-body size cap (413) and security headers on every response."""
+"""Pure ASGI middleware: bugs answered as a plain 500, a request-body size cap (413), and
+security headers on every response."""
 
 from __future__ import annotations
 
-import json
+import logging
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .errors import BUG_DETAIL, error_response
+
+log = logging.getLogger(__name__)
 
 #: Scripts only from this origin (no inline script, no eval); the page's server data comes in
 #: ``<script type="application/json">`` islands, which are data, not scripts. Plotly sets inline
@@ -23,12 +28,9 @@ SECURITY_HEADERS = [
 ]
 
 
-class SecurityHeaders:
-    """Add :data:`SECURITY_HEADERS` to every HTTP response (headers it already has stay).
-
-    A response that sets its own Content-Security-Policy (e.g. an embeddable page with its own
-    ``frame-ancestors``) gets no X-Frame-Options either, so the two never disagree.
-    """
+class HttpMiddleware:
+    """A pure ASGI middleware that acts on HTTP requests only (:meth:`http`); lifespan and other
+    messages pass straight through."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -37,7 +39,47 @@ class SecurityHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        await self.http(scope, receive, send)
 
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raise NotImplementedError
+
+
+class CatchBugs(HttpMiddleware):
+    """An unexpected exception becomes the generic 500 right here (the innermost middleware, so
+    the others wrap its answer).
+
+    Starlette's handler for ``Exception`` (its ServerErrorMiddleware) re-raises after answering,
+    and uvicorn then closes the connection under the client: a keep-alive client's *next* request
+    on it fails with "connection reset". Answered here, the request ends normally. (After the
+    response has started there is no honest answer left; then the exception goes on up.)
+    """
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = False
+
+        async def send_tracking(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_tracking)
+        except Exception as exc:
+            if started:
+                raise
+            log.error("internal error on %s %s", scope["method"], scope["path"], exc_info=exc)
+            await error_response(500, BUG_DETAIL, None)(scope, receive, send)
+
+
+class SecurityHeaders(HttpMiddleware):
+    """Add :data:`SECURITY_HEADERS` to every HTTP response (headers it already has stay).
+
+    A response that sets its own Content-Security-Policy (e.g. an embeddable page with its own
+    ``frame-ancestors``) gets no X-Frame-Options either, so the two never disagree.
+    """
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
@@ -51,7 +93,7 @@ class SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
-class BodySizeLimit:
+class BodySizeLimit(HttpMiddleware):
     """Answer 413 to a request whose body is over ``max_bytes`` (declared or streamed).
 
     The body is read here (it is small: the cap is about a megabyte) and replayed to the app, so
@@ -59,33 +101,19 @@ class BodySizeLimit:
     """
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app = app
+        super().__init__(app)
         self.max_bytes = max_bytes
 
-    async def _reject(self, send: Send, size: int | None) -> None:
+    async def _reject(self, scope: Scope, receive: Receive, send: Send, size: int | None) -> None:
         got = f"{size} bytes" if size is not None else f"more than {self.max_bytes} bytes"
-        body = json.dumps(
-            {
-                "detail": f"the request body is {got}; at most {self.max_bytes} bytes are "
-                "accepted (shorten the text)",
-                "field": None,
-            }
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"connection", b"close"),
-                ],
-            }
+        detail = (
+            f"the request body is {got}; at most {self.max_bytes} bytes are accepted "
+            "(shorten the text)"
         )
-        await send({"type": "http.response.body", "body": body})
+        await error_response(413, detail, None, connection="close")(scope, receive, send)
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] in ("GET", "HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
             return
         for key, value in scope.get("headers", []):
@@ -95,7 +123,7 @@ class BodySizeLimit:
                 except ValueError:
                     declared = None
                 if declared is not None and declared > self.max_bytes:
-                    await self._reject(send, declared)
+                    await self._reject(scope, receive, send, declared)
                     return
         chunks: list[bytes] = []
         size = 0
@@ -106,7 +134,7 @@ class BodySizeLimit:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_bytes:
-                await self._reject(send, None)
+                await self._reject(scope, receive, send, None)
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):

@@ -1,13 +1,29 @@
-"""Request and response models: the web contract of docs/architecture.md ("Web contract (app/)").
+"""Every pydantic model of the API: the web contract of docs/architecture.md ("Web contract").
 
 The page (frontend/js) is built against exactly these shapes; docs/api.md shows an example of each.
+The share state (:class:`ShareState`) is also the form in which share links and the example
+gallery (static/gallery/examples.json, :class:`Gallery`) are stored.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import math
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    StringConstraints,
+    WithJsonSchema,
+    field_validator,
+)
+
+from sparse_core.methods import METHODS
+
+#: A method name of the registry (an enum in the OpenAPI schema), in registry order.
+MethodName = Literal[tuple(METHODS)]  # type: ignore[valid-type]
 
 # ----------------------------------------------------------------------------- errors, health
 
@@ -180,3 +196,161 @@ class Clusters(BaseModel):
     layer: int
     head: int
     clusters: list[Cluster]
+
+
+# ----------------------------------------------------------------------------- share links
+
+#: A share's text is at most this long (its state, as JSON, at most shares.MAX_STATE_BYTES).
+MAX_TEXT_CHARS = 20_000
+MAX_STR_CHARS = 200
+Key = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,39}$")]
+
+
+def _unicode(value: str) -> str:
+    """Reject a lone UTF-16 surrogate (JSON's ``"\\ud800"``): it cannot be stored or served."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"strings must be valid Unicode; character {exc.start} is a lone surrogate"
+        ) from None
+    return value
+
+
+def _scalar(value: Any) -> bool | int | float | str:
+    """A slider value or view flag: true/false, a finite number or a short string."""
+    if isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"numbers must be finite, got {value}")
+        return value
+    if isinstance(value, str):
+        if len(value) > MAX_STR_CHARS:
+            raise ValueError(f"strings are at most {MAX_STR_CHARS} characters, got {len(value)}")
+        return _unicode(value)
+    raise ValueError(
+        f"a value must be true/false, a number or a short string, got {type(value).__name__}"
+    )
+
+
+_ScalarType = bool | int | float | str
+Scalar = Annotated[_ScalarType, PlainValidator(_scalar, json_schema_input_type=_ScalarType)]
+
+
+class ShareState(BaseModel):
+    """Everything needed to reopen exactly one view of the page."""
+
+    # strict: JSON types as declared (no "true" -> True, false -> 0, "1.5" -> 1.5)
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS, description="the analysed text")
+    alpha: float = Field(1.5, ge=1.0, le=2.0, description="entmax alpha in [1, 2]")
+    causal: bool = Field(False, description="decoder-style mask (j <= i)")
+    truncate: bool = Field(False, description="analyse only the model's first positions")
+    layer: int | None = Field(0, ge=0, le=1023, description="open layer (null: none chosen)")
+    head: int | None = Field(0, ge=0, le=1023, description="open head (null: none chosen)")
+    method: MethodName = Field("window", description="the method whose mask is shown")
+    params: dict[Key, Scalar] = Field(
+        default_factory=dict,
+        max_length=32,
+        description="the method's slider values, add-ons (window, globals) included",
+    )
+    token: int | None = Field(None, ge=0, le=100_000, description="selected (locked) query row")
+    cluster: int | None = Field(None, ge=0, le=100_000, description="selected k-means cluster")
+    lecture_step: int | None = Field(None, ge=0, le=1000, description="lecture step, if any")
+    view: dict[Key, Scalar] = Field(
+        default_factory=dict,
+        max_length=32,
+        description="small view flags, e.g. {hideSpecial: true, scope: 'head', tab: 'pareto'}",
+    )
+
+    @field_validator("text")
+    @classmethod
+    def _not_blank(cls, text: str) -> str:
+        if not text.strip():
+            raise ValueError("text is empty or whitespace only; share a view with some text")
+        return _unicode(text)
+
+
+class ShareIn(BaseModel):
+    """``POST /api/share``. ``state`` is checked by hand (size first, then :class:`ShareState`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    state: Annotated[dict[str, Any], WithJsonSchema(ShareState.model_json_schema())]
+
+
+class ShareCreated(BaseModel):
+    id: str = Field(description="12 URL-safe characters from secrets.token_urlsafe")
+    url: str = Field(description="the page of this view: /s/{id}")
+    embed: str = Field(description="a minimal view for an iframe: /embed/{id}")
+
+
+class ShareOut(BaseModel):
+    id: str
+    state: ShareState
+    created: str = Field(description="UTC creation time, ISO 8601")
+
+
+# ----------------------------------------------------------------------------- the gallery
+
+
+class Figure(BaseModel):
+    """One measured number that justifies the example's choice of head."""
+
+    label: str
+    value: float | int | str
+
+
+class Thumb(BaseModel):
+    """A small picture of the head: ``m`` x ``m`` characters, row-major (see the build script):
+    ``-`` exact zero, ``s`` predicted zero, ``1``-``f`` p > 0 on the √p ramp."""
+
+    m: int = Field(ge=1, le=64)
+    cells: str
+
+
+class Example(BaseModel):
+    """One curated example of static/gallery/examples.json (scripts/build_gallery.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    slug: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,63}$")
+    title: str
+    summary: str
+    explain: str = Field(description="what to look at, and why")
+    how: str = Field(description="how the head was picked (measured with the real model)")
+    state: ShareState
+    figures: list[Figure] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    credit: str | None = None
+    needs_artefact: bool = False
+    thumb: Thumb | None = None
+
+
+class Gallery(BaseModel):
+    """static/gallery/examples.json."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: int
+    model: str
+    artefact: str | None = None
+    built_by: str = ""
+    examples: list[Example]
+
+
+class ExampleOut(Example):
+    url: str = Field(description="the main page opened on this example")
+    analysis: str | None = Field(None, description="its analysis id once precomputed")
+    ready: bool = Field(False, description="analysis, open head and Pareto sweep are cached")
+
+
+class GalleryOut(BaseModel):
+    """``GET /api/gallery``."""
+
+    model: str = Field(description="the model the examples were measured on")
+    artefact: str | None
+    precomputed: bool = Field(description="every example has been precomputed")
+    examples: list[ExampleOut]

@@ -73,9 +73,8 @@ def main() -> None:
     service.start()
     print(f"torch threads: {torch.get_num_threads()}, load average: {os.getloadavg()}")
     with TestClient(create_app(settings, service)) as client:
-        warming = getattr(client.app.state, "gallery_warmer", None)
-        if warming is not None:  # the gallery precomputes its examples at start-up: let it finish
-            warming.done.wait(timeout=600)
+        # the gallery precomputes its examples at start-up: let it finish
+        client.app.state.gallery_warmer.done.wait(timeout=600)
         model = service.model
         print(f"model {model.model_id} on {model.device}, artefact {service.health()['artefact']}")
         for n in args.n:

@@ -244,7 +244,7 @@ def main() -> int:
     from playwright.sync_api import sync_playwright
 
     if args.tiny:
-        from sparse_core.model import tiny_model
+        from sparse_core.testing import tiny_model
 
         model = tiny_model(seed=0)
         artefact = random_artefact(model)

@@ -5,7 +5,7 @@ Three figures:
 1. the corpus sweep, ``sparsescope pareto`` on the first ``--texts`` WikiText-2 inputs held out
    from the shipped artefact's fit (model extraction included), wall and CPU seconds;
 2. ``pareto.sweep_text`` (every method's grid, per head) on one ``--short``-token text;
-3. ``methods.summary`` (every method at its defaults, the web API's analyze summary) on it.
+3. ``pareto.summary`` (every method at its defaults, the web API's analyze summary) on it.
 
 Plus a per-stage split of the corpus cost on a few inputs (extraction vs each method's sweep),
 in CPU seconds of one thread. The machine is shared, so the load average is printed with every
@@ -29,7 +29,15 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT.parent / "shared" / "data" / "wikitext-2" / "valid.txt"
+#: the shared WikiText-2 validation split, found from a checkout or a worktree below /work
+CORPUS = next(
+    (
+        p / "shared" / "data" / "wikitext-2" / "valid.txt"
+        for p in ROOT.parents
+        if (p / "shared" / "data" / "wikitext-2" / "valid.txt").is_file()
+    ),
+    ROOT.parent / "shared" / "data" / "wikitext-2" / "valid.txt",
+)
 
 
 def load() -> str:
@@ -66,6 +74,7 @@ def per_stage(model, art, texts) -> dict:
 
     from sparse_core import methods as M
     from sparse_core import pareto as PA
+    from sparse_core.bitsets import Gold
 
     stages: dict[str, list[float]] = {"extraction": []}
     with torch.inference_mode():
@@ -74,7 +83,7 @@ def per_stage(model, art, texts) -> dict:
             out = model.run(text)
             stages["extraction"].append(time.process_time() - t)
             ctx = M.PredictContext.from_run(out, art)
-            gold = PA.Gold(out.graph, out.causal)
+            gold = Gold(out.graph, out.causal)
             for name, method in M.METHODS.items():
                 t = time.process_time()
                 PA.sweep_points(ctx, method, method.grid(out.n, art), gold)
@@ -92,7 +101,7 @@ def text_figures(model, art, text, repeat: int) -> dict:
     ctx = M.PredictContext.from_run(out, art)
     res = {"n": out.n}
     for name, fn in (("sweep_text", lambda: PA.sweep_text(ctx)),
-                     ("summary", lambda: M.summary(out, art))):  # fmt: skip
+                     ("summary", lambda: PA.summary(out, art))):  # fmt: skip
         walls, cpus = [], []
         with torch.inference_mode():
             fn()

@@ -6,7 +6,7 @@ that the comparison is on the same footing (paper §5, App. C.2). Inputs are bat
 leading dims, typically ``qp, kp: (L, H, n, r)``; outputs are unfinished ``(L, H, n, n)`` bool
 masks (the caller ORs window / global add-ons in and ANDs the valid region, ``patterns.finish``).
 The intermediate assignments are exposed too, because the web page receives them and recomputes
-the masks in the browser.
+the masks in the browser (``sparse_core.methods.hashing`` memoises them per text and sends them).
 
 **Reformer** (Kitaev et al. 2020, LSH attention with shared query/key). Token i is hashed as the
 single vector ``x_i = [q̃_i; k̃_i] ∈ R^{2r}`` (concatenation), so its query and its key always share a
@@ -37,7 +37,7 @@ Edge ``(i, j)`` iff some centroid took query i and key j. A token no centroid to
 **BigBird / Longformer** (``patterns.bigbird``, ``patterns.longformer``): :func:`bigbird_draws`
 is ``patterns``' per-row partial Fisher–Yates for S seeds at once (the draws in order, so a prefix
 is the draw for fewer keys) and :func:`longformer_positions` the random global tokens of every
-head; the seed of head (l, h) is ``methods.head_seed(l, h)``.
+head; the seed of head (l, h) is ``methods.head_seed(l, h)`` = ``l * 1000 + h``.
 """
 
 from __future__ import annotations
@@ -288,33 +288,3 @@ def _even_buckets(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 2 or value % 2:
         raise SparsescopeError(f"n_buckets must be an even integer >= 2 (Reformer), got {value!r}")
     return value
-
-
-# ----------------------------------------------------------------------------- web payloads
-
-
-def reformer_payload(ctx, layer: int, head: int) -> dict[str, list[list[int]]]:
-    """One head's LSH buckets for the page: ``{"<B>": [[bucket of token i] x rounds]}`` for every
-    B of the registry's choices, with the largest number of rounds (a prefix of it is the
-    assignment for fewer rounds). ``ctx`` is a ``methods.PredictContext``."""
-    from .methods import BUCKET_COUNTS, REFORMER_MAX_ROUNDS, reformer_buckets
-
-    return {
-        str(b): reformer_buckets(ctx, b, REFORMER_MAX_ROUNDS)[layer, head].tolist()
-        for b in BUCKET_COUNTS
-    }
-
-
-def routing_payload(ctx, layer: int, head: int) -> dict[str, dict[str, list[list[int]]]]:
-    """One head's balanced Routing clusters for the page: ``{"<C>": {"queries": [[token indices
-    centroid c took] x C], "keys": [...]}}`` for every C of the registry's choices."""
-    from .methods import cluster_choices, routing_members
-
-    out = {}
-    for c in cluster_choices(ctx.n):
-        q, k = routing_members(ctx, c)
-        out[str(c)] = {
-            "queries": [row.nonzero().flatten().tolist() for row in q[layer, head]],
-            "keys": [row.nonzero().flatten().tolist() for row in k[layer, head]],
-        }
-    return out

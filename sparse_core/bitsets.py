@@ -58,6 +58,24 @@ def row_bits(n: int, rows: np.ndarray) -> np.ndarray:
     return pack(rows[..., None, :])[..., 0, :]
 
 
+def assign_bits(n: int, q_ids: np.ndarray, k_ids: np.ndarray, n_ids: int) -> np.ndarray:
+    """Bucket masks as bitsets: q_ids, k_ids (A, S, n) ids in [0, n_ids), one assignment per slot
+    s (a dimension, a top-k rank, a round); edge (i, j) iff some query slot id of i equals some
+    key slot id of j. -> (A, n, W) uint64: row i = OR over its slots of the bitset of the keys
+    holding that id (Reformer, sf-quantization, sf-kmeans)."""
+    A, S = q_ids.shape[:2]
+    ids = np.arange(n_ids)
+    kmem = np.zeros((A, n_ids, n), dtype=bool)  # keys holding each id in any slot
+    for s in range(k_ids.shape[1]):
+        kmem |= k_ids[:, s, None, :] == ids[:, None]
+    kbits = pack(kmem).reshape(A * n_ids, -1)  # (A·n_ids, W)
+    off = (np.arange(A) * n_ids)[:, None]
+    out = kbits[q_ids[:, 0] + off]  # (A, n, W): a row gather per slot
+    for s in range(1, S):
+        out |= kbits[q_ids[:, s] + off]
+    return out
+
+
 # ----------------------------------------------------------------------------- per-text gold
 
 
@@ -201,6 +219,13 @@ def column_counts(x: np.ndarray, stop: int = 4) -> np.ndarray:
     bits = np.unpackbits(stack.view(np.uint8), axis=-1, bitorder="little")  # (…, K, R', 64·Q)
     weights = np.int64(1) << np.arange(len(planes), dtype=np.int64)
     return np.einsum("...krb,k->...b", bits.astype(np.int64), weights)
+
+
+def finish_bits(gold: Gold, base: np.ndarray, with_globals: bool) -> np.ndarray:
+    """``(M ∪ Glob) ∩ V`` of base bitsets (…, n, W): the finish of SPEC §3 but for the window,
+    which :func:`count_bits` crosses in for every width at once."""
+    b = base | gold.gbits if with_globals else base
+    return b & gold.vbits
 
 
 def evaluate_bits(gold: Gold, bits: np.ndarray, windows: Sequence[int]) -> dict[str, np.ndarray]:

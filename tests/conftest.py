@@ -61,7 +61,7 @@ SENTENCE = "The chef who ran to the store was out of food, so he went back."
 
 @pytest.fixture(scope="session")
 def tiny_model():
-    from sparse_core.model import tiny_model as make
+    from sparse_core.testing import tiny_model as make
 
     return make(seed=0)
 

@@ -1,4 +1,4 @@
-"""``sparsescope analyze "TEXT"``: per-head gold sparsity and how the default patterns cover it."""
+"""``sparsescope analyze "TEXT"``: per-head gold sparsity and how each method covers it."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import argparse
 import json
 import sys
 
-#: Methods reported by ``analyze`` at their documented defaults (sparse_core.methods).
-REPORTED = ("fixed", "strided", "sf-distance", "sf-quantization", "sf-kmeans")
+from sparse_core.methods import METHODS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -15,8 +14,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "analyze",
         help="analyse one text: gold sparsity per head, pattern recall/sparsity",
         description="Run the entmax model on TEXT and report, per layer and head, the gold "
-        "sparsity of the attention graph and the recall / sparsity / exactness of the "
-        f"patterns {', '.join(REPORTED)} at their default settings.",
+        "sparsity of the attention graph and the recall / sparsity / exactness of every method "
+        "of the registry at its default settings (the sf-* methods when a Sparsefinder "
+        "artefact fits the model at this alpha).",
     )
     p.add_argument("text", help="the text to analyse (use - to read standard input)")
     p.add_argument("--alpha", type=float, default=1.5, help="entmax alpha in [1, 2] (default 1.5)")
@@ -25,24 +25,39 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default=None, help="a local BERT checkpoint directory")
     p.add_argument("--artefact", default=None, help="a Sparsefinder artefact (default: shipped)")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
+    p.add_argument(
+        "--method",
+        action="append",
+        choices=list(METHODS),
+        metavar="NAME",
+        help=f"report only this method (repeatable; default all: {', '.join(METHODS)})",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(run=run)
 
 
-def analyze(model, text: str, *, alpha: float, causal: bool, truncate: bool, artefact) -> dict:
-    """The JSON report: model, device, tokens and, per head, gold sparsity + pattern metrics."""
-    from sparse_core.methods import METHODS, PredictContext, evaluate
+def analyze(
+    model,
+    text: str,
+    *,
+    alpha: float,
+    causal: bool,
+    truncate: bool,
+    artefact,
+    methods: list[str] | None = None,
+) -> dict:
+    """The JSON report: model, device, tokens and, per head, gold sparsity + the metrics of each
+    method (``methods``, default every one of the registry) that can run with ``artefact``."""
+    from sparse_core.methods import PredictContext, available, evaluate
     from sparse_core.metrics import sparsity
 
     out = model.run(text, alpha=alpha, causal=causal, truncate=truncate)
     ctx = PredictContext.from_run(out, artefact)
     gold = sparsity(out.graph, causal=causal)  # (L, H)
     per_method = {}
-    for name in REPORTED:
+    for name in available(artefact, methods):
         method = METHODS[name]
-        if method.needs_artefact and artefact is None:
-            continue
-        params = method.defaults(out.n)
+        params = method.defaults(out.n, artefact)
         per_method[name] = (params, evaluate(ctx, method, params))
     heads = []
     for li in range(out.layers):
@@ -131,7 +146,13 @@ def run(args: argparse.Namespace) -> int:
         )
         artefact = None
     report = analyze(
-        model, text, alpha=args.alpha, causal=args.causal, truncate=args.truncate, artefact=artefact
+        model,
+        text,
+        alpha=args.alpha,
+        causal=args.causal,
+        truncate=args.truncate,
+        artefact=artefact,
+        methods=args.method,
     )
     print(json.dumps(report) if args.json else _table(report))
     return 0

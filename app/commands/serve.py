@@ -7,10 +7,7 @@ the server starts, so a bad ``--model`` / ``--artefact`` is a one-line error, no
 from __future__ import annotations
 
 import argparse
-import ctypes
-import ctypes.util
 import logging
-import os
 
 log = logging.getLogger(__name__)
 
@@ -44,35 +41,19 @@ def settings_from_args(args: argparse.Namespace):
     )
 
 
-#: glibc's mallopt() parameter number of MALLOC_ARENA_MAX (malloc.h).
-M_ARENA_MAX = -8
-
-
-def limit_malloc_arenas(arenas: int = 2) -> bool:
-    """At most ``arenas`` glibc malloc arenas, as ``MALLOC_ARENA_MAX=2`` would (which, when set,
-    wins). glibc gives allocating threads up to 8 arenas per core and the routes run in FastAPI's
-    thread pool, so memory freed by one request sat in another thread's arena instead of serving
-    the next one (docs/benchmarks.md, "Load test"). Best effort: False where libc has no mallopt.
-    """
-    if "MALLOC_ARENA_MAX" in os.environ:
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return bool(libc.mallopt(M_ARENA_MAX, arenas))
-    except (OSError, AttributeError):
-        return False
-
-
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from ..main import create_app
+    from ..memory import limit_malloc_arenas
     from ..service import AnalysisService
 
     limit_malloc_arenas()  # before the model and the server start their threads
     settings = settings_from_args(args)
     service = AnalysisService(settings)
-    service.start()  # load errors surface here, as one line on stderr (app/cli.py)
+    # load errors surface here, as one line on stderr (app/cli.py); the lifespan's start then
+    # finds the service started and does nothing (one warm-up)
+    service.start()
     if settings.host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("binding %s: anyone who can reach this machine can use the app", settings.host)
     print(f"sparsescope: serving on http://{settings.host}:{settings.port}", flush=True)

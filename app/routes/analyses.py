@@ -8,35 +8,19 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
-from ..deps import ServiceDep
-from ..schemas import (
-    Analysis,
-    AnalyzeRequest,
-    Clusters,
-    ErrorOut,
-    HeadPayload,
-    Metrics,
-    Pareto,
-)
+from ..deps import AnalysisId, Head, Layer, ServiceDep
+from ..errors import documented
+from ..schemas import Analysis, AnalyzeRequest, Clusters, HeadPayload, Metrics, Pareto
 
 router = APIRouter(prefix="/api", tags=["analyses"])
 
-ERRORS = {
-    400: {"model": ErrorOut, "description": "a bad value (the message names the field)"},
-    404: {"model": ErrorOut, "description": "unknown or evicted analysis id"},
-    413: {"model": ErrorOut, "description": "request body too large"},
-    422: {"model": ErrorOut, "description": "the request does not match the schema"},
-}
-
-AnalysisId = Annotated[str, Path(description="the id returned by POST /api/analyze")]
-Layer = Annotated[int, Path(description="layer index, from 0")]
-Head = Annotated[int, Path(description="head index, from 0")]
+ERRORS = documented(400, 404, 413, 422, _404="unknown or evicted analysis id")
 
 
-def _json(body: bytes) -> Response:
+def json_bytes(body: bytes) -> Response:
     return Response(content=body, media_type="application/json")
 
 
@@ -44,13 +28,13 @@ def _json(body: bytes) -> Response:
 def analyze(req: AnalyzeRequest, service: ServiceDep) -> Response:
     """Run the model on a text (or answer from the cache): tokens, per-head summary, methods."""
     entry = service.analyze_entry(req.text, req.alpha, req.causal, req.truncate)
-    return _json(entry.body_json)
+    return json_bytes(entry.body_json)
 
 
 @router.get("/analyses/{analysis_id}", response_model=Analysis, responses=ERRORS)
 def get_analysis(analysis_id: AnalysisId, service: ServiceDep) -> Response:
     """The analyze body of a cached analysis (404 once evicted: POST the text again)."""
-    return _json(service.get(analysis_id).body_json)
+    return json_bytes(service.get(analysis_id).body_json)
 
 
 @router.get(
@@ -58,7 +42,7 @@ def get_analysis(analysis_id: AnalysisId, service: ServiceDep) -> Response:
 )
 def get_head(analysis_id: AnalysisId, layer: Layer, head: Head, service: ServiceDep) -> Response:
     """One head: its entmax edges and what the page needs to recompute every method's mask."""
-    return _json(service.head(analysis_id, layer, head))
+    return json_bytes(service.head(analysis_id, layer, head))
 
 
 @router.get("/analyses/{analysis_id}/pareto", response_model=Pareto, responses=ERRORS)
@@ -69,7 +53,7 @@ def get_pareto(
     head: Annotated[int | None, Query(description="with layer: one head")] = None,
 ) -> Response:
     """Sparsity-recall points of every method's sweep grid on this text, and their frontiers."""
-    return _json(service.pareto(analysis_id, layer, head))
+    return json_bytes(service.pareto(analysis_id, layer, head))
 
 
 @router.get(
@@ -84,7 +68,7 @@ def get_clusters(
     top_k: Annotated[int, Query(description="centroids per token")] = 1,
 ) -> Response:
     """POS breakdown of the queries and keys in each Sparsefinder k-means cluster of a head."""
-    return _json(service.clusters(analysis_id, layer, head, clusters, top_k))
+    return json_bytes(service.clusters(analysis_id, layer, head, clusters, top_k))
 
 
 @router.get(

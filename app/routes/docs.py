@@ -8,29 +8,14 @@ from this origin, ``/docs/init.js``.
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
+
+from ..render import render_page
 
 router = APIRouter(include_in_schema=False)
 
 SWAGGER_UI = "/static/vendor/swagger-ui-5.32.0"
-
-PAGE = f"""<!doctype html>
-<html lang="en">
-<head>
-  <meta charset="utf-8">
-  <meta name="viewport" content="width=device-width, initial-scale=1">
-  <title>sparsescope API</title>
-  <link rel="icon" href="data:,">
-  <link rel="stylesheet" href="{SWAGGER_UI}/swagger-ui.css">
-</head>
-<body>
-  <div id="swagger-ui"></div>
-  <script src="{SWAGGER_UI}/swagger-ui-bundle.js"></script>
-  <script src="/docs/init.js"></script>
-</body>
-</html>
-"""
 
 INIT = """window.ui = SwaggerUIBundle({
   url: "/openapi.json",
@@ -43,8 +28,8 @@ INIT = """window.ui = SwaggerUIBundle({
 
 
 @router.get("/docs", response_class=HTMLResponse)
-def docs_page() -> HTMLResponse:
-    return HTMLResponse(PAGE)
+def docs_page(request: Request) -> HTMLResponse:
+    return render_page(request, "docs.html", swagger_ui=SWAGGER_UI)
 
 
 @router.get("/docs/init.js")

@@ -7,7 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from ..deps import ServiceDep
-from ..schemas import ErrorOut, Health, MethodsOut
+from ..errors import documented
+from ..schemas import Health, MethodsOut
 
 router = APIRouter()
 
@@ -22,7 +23,7 @@ def healthz(service: ServiceDep) -> dict:
     "/api/methods",
     response_model=MethodsOut,
     tags=["meta"],
-    responses={400: {"model": ErrorOut}},
+    responses=documented(400),
 )
 def methods(
     service: ServiceDep,
@@ -30,5 +31,4 @@ def methods(
 ) -> dict:
     """Every method with its parameter sliders, defaults resolved for a text of n tokens (and
     sf-kmeans' cluster counts those of the artefact used at the default alpha 1.5)."""
-    artefact, _ = service.artefact_for(1.5)
-    return {"methods": service.methods(n, artefact)}
+    return {"methods": service.methods(n)}

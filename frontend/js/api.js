@@ -1,7 +1,7 @@
 /**
- * The JSON API of docs/architecture.md ("Web contract (app/)"). Every error body is
- * `{"detail": str, "field": str|null}`; it is thrown as an `ApiError` so the page can show the
- * message next to the control that caused it.
+ * The JSON API of docs/architecture.md ("Web contract (app/)"), for every page (the explorer,
+ * the lecture, the embed view). Every error body is `{"detail": str, "field": str|null}`; it is
+ * thrown as an `ApiError` so the page can show the message next to the control that caused it.
  */
 
 export class ApiError extends Error {
@@ -62,6 +62,14 @@ export function getHead(id, layer, head) {
   return request(`/api/analyses/${enc(id)}/heads/${layer}/${head}`);
 }
 
+/**
+ * `GET /api/analyses/{id}/raw/{layer}/{head}`: the head's raw queries, keys and scaled scores
+ * (short texts only; the lecture's first slides).
+ */
+export function getRaw(id, layer, head) {
+  return request(`/api/analyses/${enc(id)}/raw/${layer}/${head}`);
+}
+
 /** `GET /api/analyses/{id}/pareto` for one head, or the mean over heads when `layer` is null. */
 export function getPareto(id, layer = null, head = null) {
   const q = layer === null ? "" : `?layer=${layer}&head=${head}`;
@@ -76,4 +84,17 @@ export function getMetrics(id, layer, head, method, params) {
   const q = new URLSearchParams({ method });
   for (const [k, v] of Object.entries(params)) q.set(k, String(v));
   return request(`/api/analyses/${enc(id)}/metrics/${layer}/${head}?${q}`);
+}
+
+/**
+ * `POST /api/share`: save a view (a ShareState); its short link reopens it.
+ * @param {object} state
+ * @returns {Promise<{id: string, url: string, embed: string}>} server-relative URLs
+ */
+export function share(state) {
+  return request("/api/share", {
+    method: "POST",
+    headers: { "Content-Type": "application/json", Accept: "application/json" },
+    body: JSON.stringify({ state }),
+  });
 }

@@ -1,6 +1,7 @@
 /**
  * The method panel: a method picker and one control per parameter, built from the ParamSpec list
- * the API returns for this text (`analysis.methods[*].params`; never hard-coded ranges):
+ * the API returns for this text (`analysis.methods[*].params`; never hard-coded ranges; values
+ * are read through params.js, the twin of ParamSpec.clean):
  * int / float -> a range slider with its value, choice -> a select, bool -> a checkbox. The
  * add-ons every method has (`window`, `globals`) are grouped under "Add-ons". Below it, the
  * current setting's metrics (SPEC §4), computed in the browser.
@@ -8,44 +9,10 @@
 
 import { el, fmt } from "./dom.js";
 import { markInput } from "./live.js";
+import { coerceParam, resolveParams } from "./params.js";
 import * as store from "./state.js";
 
 const ADDONS = new Set(["window", "globals"]);
-
-/**
- * Coerce a raw value (a URL string, a Pareto point's value) to a ParamSpec's kind and range.
- * Returns the spec's default when the value does not fit.
- * @param {object} spec ParamSpec
- * @param {unknown} raw
- */
-export function coerceParam(spec, raw) {
-  if (raw === undefined || raw === null || raw === "") return spec.default;
-  switch (spec.kind) {
-    case "bool":
-      return raw === true || raw === "1" || raw === "true";
-    case "choice": {
-      const hit = (spec.choices ?? []).find((c) => String(c) === String(raw));
-      return hit === undefined ? spec.default : hit;
-    }
-    default: {
-      const v = Number(raw);
-      if (!Number.isFinite(v)) return spec.default;
-      const lo = spec.min ?? -Infinity;
-      const hi = spec.max ?? Infinity;
-      const clamped = Math.min(hi, Math.max(lo, v));
-      return spec.kind === "int" ? Math.round(clamped) : clamped;
-    }
-  }
-}
-
-/**
- * Complete parameter values for `method` from `raw` (missing or bad ones take their defaults).
- * @param {object} methodSpec one entry of analysis.methods
- * @param {Object<string, unknown>} raw
- */
-export function resolveParams(methodSpec, raw = {}) {
-  return Object.fromEntries(methodSpec.params.map((p) => [p.name, coerceParam(p, raw[p.name])]));
-}
 
 /** The methods the page can compute for this analysis (sf-* need an artefact). */
 export function availableMethods(analysis) {

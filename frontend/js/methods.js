@@ -38,12 +38,21 @@ function sqDistances(x, y, n, m, r) {
 }
 
 /**
+ * The head's projected squared distances D_ij = ‖q̃_i − k̃_j‖², n × n, computed once per head.
+ * @returns {Float64Array}
+ */
+export function projectedDistances(head) {
+  const { n, rank } = head;
+  return memo(head, "sqdist", () => sqDistances(head.qp, head.kp, n, n, rank));
+}
+
+/**
  * Sparsefinder distance (paper §4.3, SPEC §3): Ĝ = {(i, j) : ‖q̃_i − k̃_j‖² < t} (strict).
  * @returns {Uint8Array}
  */
 export function sfDistance(head, t) {
-  const { n, rank } = head;
-  const d = memo(head, "sqdist", () => sqDistances(head.qp, head.kp, n, n, rank));
+  const n = head.n;
+  const d = projectedDistances(head);
   const m = new Uint8Array(n * n);
   for (let x = 0; x < n * n; x++) m[x] = d[x] < t ? 1 : 0;
   return m;
@@ -220,11 +229,14 @@ function needProj(head) {
 }
 
 /**
- * The registry (sparse_core.methods.METHODS): method name -> (head, params) => the method's own
- * mask before `finish`. Parameter names are the ParamSpec names of methods.py.
- * @type {Object<string, (head: object, p: object) => Uint8Array>}
+ * The registry, the twin of sparse_core.methods.METHODS: method name -> (head, params) => the
+ * method's own mask before `finish`. Parameter names are the ParamSpec names of methods.py. The
+ * page's list of methods comes from the API (`analysis.methods`); this table only says how to
+ * compute each, and it must name exactly the registry's methods, in its order (checked by
+ * tests/js/check_twins.mjs against golden data from Python).
+ * @type {Readonly<Object<string, (head: object, p: object) => Uint8Array>>}
  */
-const PREDICTORS = {
+export const PREDICTORS = Object.freeze({
   window: (h) => patterns.emptyMask(h.n),
   fixed: (h, p) => patterns.fixed(h.n, p.stride, p.c, h.causal, p.part, p.spread ? h.head : null),
   strided: (h, p) => patterns.strided(h.n, p.stride, h.causal, p.part),
@@ -245,7 +257,7 @@ const PREDICTORS = {
   "sf-distance": (h, p) => (needProj(h), sfDistance(h, p.t)),
   "sf-quantization": (h, p) => (needProj(h), sfQuantization(h, p.n_buckets)),
   "sf-kmeans": (h, p) => (needProj(h), sfKmeans(h, p.n_clusters, p.top_k)),
-};
+});
 
 /**
  * The finished predicted mask of `method` with `params` on one head.
@@ -255,7 +267,7 @@ const PREDICTORS = {
  * @returns {Uint8Array} n × n
  */
 export function predict(head, method, params) {
-  const f = PREDICTORS[method];
+  const f = Object.hasOwn(PREDICTORS, method) ? PREDICTORS[method] : null;
   if (!f) throw new Error(`unknown method ${JSON.stringify(method)}`);
   const mask = f(head, params);
   return patterns.finish(mask, head.n, {

@@ -9,7 +9,10 @@
  *     exact(M)     = |{i : G_i ⊆ M_i}| / n   (share of queries whose entmax row is unchanged)
  *
  * All counts are integers and every ratio is one IEEE division, so the numbers equal Python's
- * float64 results exactly.
+ * float64 results exactly (tests/js/check_twins.mjs compares every key `computeMetrics` returns
+ * with golden figures from sparse_core.metrics; a new metric is a new key on both sides). The
+ * Pareto frontiers the pages draw are the server's (sparse_core.pareto); no frontier is computed
+ * in the browser.
  */
 
 /**
@@ -59,36 +62,4 @@ export function computeMetrics(mask, gold, n, causal) {
     exact: n > 0 ? exactRows / n : 1.0,
     precision: kept > 0 ? hitValid / kept : 1.0,
   };
-}
-
-/**
- * Gold sparsity of a head: sparsity(G) = 1 − |G| / |V|.
- * @param {number} goldCount |G|
- */
-export function goldSparsity(goldCount, n, causal) {
-  const validCount = causal ? (n * (n + 1)) / 2 : n * n;
-  return 1.0 - goldCount / validCount;
-}
-
-/**
- * Indices of the sparsity–recall Pareto frontier (SPEC §4, metrics.pareto_front): sort by
- * sparsity descending (ties: higher recall first, then lower index), keep a point iff its recall
- * is strictly above every recall kept before it. NaN points are never kept.
- * @param {Array<[number, number]>} points [sparsity, recall] pairs
- * @returns {number[]} kept indices, in order of descending sparsity
- */
-export function paretoFront(points) {
-  const order = points
-    .map((_, k) => k)
-    .filter((k) => !Number.isNaN(points[k][0]) && !Number.isNaN(points[k][1]))
-    .sort((a, b) => points[b][0] - points[a][0] || points[b][1] - points[a][1] || a - b);
-  const kept = [];
-  let best = -Infinity;
-  for (const k of order) {
-    if (points[k][1] > best) {
-      kept.push(k);
-      best = points[k][1];
-    }
-  }
-  return kept;
 }

@@ -12,7 +12,7 @@
  * method and parameters. All hover text is escaped (Plotly renders a subset of HTML in labels).
  */
 
-import { resolveParams } from "./controls.js";
+import { resolveParams } from "./params.js";
 import { escapeHtml, fmt } from "./dom.js";
 import { markInput } from "./live.js";
 import * as store from "./state.js";

@@ -11,9 +11,10 @@
  */
 
 import * as api from "./api.js";
-import { availableMethods, resolveParams } from "./controls.js";
+import { availableMethods } from "./controls.js";
 import { prepareHead } from "./head.js";
 import { markHeadStart } from "./live.js";
+import { resolveParams } from "./params.js";
 import * as store from "./state.js";
 import { encodeState } from "./url.js";
 

@@ -5,6 +5,7 @@
  * `shared-state` island).
  */
 
+import * as api from "./api.js";
 import { el } from "./dom.js";
 
 /**
@@ -43,13 +44,7 @@ export function shareState(s) {
  * @returns {Promise<{id: string, url: string, embed: string}>}
  */
 export async function createShare(state) {
-  const resp = await fetch("/api/share", {
-    method: "POST",
-    headers: { "Content-Type": "application/json", Accept: "application/json" },
-    body: JSON.stringify({ state }),
-  });
-  const body = await resp.json().catch(() => null);
-  if (!resp.ok) throw new Error(body?.detail ?? `the share was not saved (HTTP ${resp.status})`);
+  const body = await api.share(state);
   return {
     id: body.id,
     url: new URL(body.url, location.origin).href,

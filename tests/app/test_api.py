@@ -148,9 +148,11 @@ def test_head_payload(client, analysis, sentence, tiny_model):
 
 
 def test_head_payload_is_computed_once(client, analysis, service, monkeypatch):
+    import sparsescope.service
+
     calls = []
-    real = service._head
-    monkeypatch.setattr(service, "_head", lambda *a: calls.append(a) or real(*a))
+    real = sparsescope.service.head_body
+    monkeypatch.setattr(sparsescope.service, "head_body", lambda *a: calls.append(a) or real(*a))
     for _ in range(3):
         assert client.get(f"/api/analyses/{analysis['id']}/heads/0/0").status_code == 200
     assert len(calls) == 1

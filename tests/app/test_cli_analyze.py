@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from sparse_core.methods import METHODS
 from sparsescope.cli import main
 
 
@@ -22,19 +23,30 @@ def test_analyze_json_on_the_real_model(capsys, sentence):
     }
     for h in report["heads"]:
         assert 0.0 <= h["gold_sparsity"] < 1.0
-        assert set(h["patterns"]) == {
-            "fixed",
-            "strided",
-            "sf-distance",
-            "sf-quantization",
-            "sf-kmeans",
-        }
+        assert list(h["patterns"]) == list(METHODS)  # every method, shipped artefact at 1.5
         for pat in h["patterns"].values():
             assert set(pat) >= {"params", "sparsity", "recall", "exact", "precision"}
             assert 0.0 <= pat["recall"] <= 1.0 and 0.0 <= pat["sparsity"] <= 1.0
     n = len(report["tokens"])
     stride = report["heads"][0]["patterns"]["strided"]["params"]["stride"]
     assert abs(stride - n**0.5) <= 1  # stride ≈ √n
+
+
+@pytest.mark.real_model
+def test_analyze_reports_the_chosen_methods(capsys, sentence):
+    argv = ["analyze", "--json", "--alpha", "2", "--method", "strided", "--method", "sf-kmeans"]
+    assert main([*argv, sentence]) == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    # no artefact is fitted at alpha 2: the learned method is left out, with a note
+    assert all(list(h["patterns"]) == ["strided"] for h in report["heads"])
+    assert "sf-* methods left out" in captured.err
+
+
+def test_analyze_refuses_an_unknown_method(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["analyze", "--method", "magic", "hi"])
+    assert exc.value.code == 2 and "sf-kmeans" in capsys.readouterr().err
 
 
 @pytest.mark.real_model

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from sparse_core import pos
 from sparsescope.schemas import Clusters
 from tests.app.test_api import assert_error
-
-pos = pytest.importorskip("sparse_core.pos")
 
 
 @pytest.fixture

@@ -12,10 +12,11 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
+from sparsescope import gallery as G
 from sparsescope.main import create_app
-from sparsescope.routes import gallery as G
-from sparsescope.routes.share import ISLAND_ID, ShareState
+from sparsescope.schemas import Gallery, ShareState
 from sparsescope.service import AnalysisService
+from sparsescope.shares import ISLAND_ID
 from tests.app.conftest import make_settings
 
 ISLAND_RE = re.compile(
@@ -31,7 +32,7 @@ def raw() -> dict:
 
 
 def test_the_gallery_file_has_at_least_eight_valid_examples(raw):
-    gallery = G.Gallery.model_validate(raw)
+    gallery = Gallery.model_validate(raw)
     assert len(gallery.examples) >= 8
     slugs = [ex.slug for ex in gallery.examples]
     assert len(set(slugs)) == len(slugs)

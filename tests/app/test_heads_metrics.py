@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+import sparsescope.service
+from sparse_core import methods as M
+from sparse_core.methods import METHODS, PredictContext, evaluate
 from sparsescope.schemas import Analysis, HeadPayload, Metrics
-
-M = pytest.importorskip("sparse_core.methods")
-METHODS, PredictContext, evaluate = M.METHODS, M.PredictContext, M.evaluate
 
 LAYER, HEAD = 1, 2
 
@@ -114,8 +114,10 @@ def test_metrics_match_sparse_core(art_client, art_analysis, ctx, method, params
 
 def test_metrics_are_computed_once_per_setting(art_client, art_analysis, monkeypatch):
     calls = []
-    real = M.evaluate
-    monkeypatch.setattr(M, "evaluate", lambda *a, **k: calls.append(a) or real(*a, **k))
+    real = sparsescope.service.evaluate
+    monkeypatch.setattr(
+        sparsescope.service, "evaluate", lambda *a, **k: calls.append(a) or real(*a, **k)
+    )
     aid = art_analysis["id"]
     for head in (0, 1, 2):
         url = f"/api/analyses/{aid}/metrics/0/{head}"

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-import sparsescope.service as service_mod
+import sparsescope.cache as cache_mod
+import sparsescope.slot as slot_mod
 from bench.bench_load import listening_addresses, live_server, run_load, summary, text_pool
 from sparsescope.service import AnalysisService
 from tests.app.conftest import make_settings
@@ -38,7 +39,7 @@ def test_the_cache_is_bounded_in_bytes(tmp_path, tiny_model):
 def test_derived_results_per_analysis_are_bounded(tmp_path, tiny_model, monkeypatch):
     """A stream of distinct metrics settings on one analysis cannot grow it without bound: past
     MAX_DERIVED results they are computed but not kept (and give the same numbers)."""
-    monkeypatch.setattr(service_mod, "MAX_DERIVED", 6)
+    monkeypatch.setattr(cache_mod, "MAX_DERIVED", 6)
     svc = AnalysisService(make_settings(tmp_path), model=tiny_model)
     entry = svc.analyze_entry(" ".join(text_pool(3)), 1.5, False, False)
     first = {w: svc.metrics(entry.id, 1, 2, "window", {"window": str(w)}) for w in range(0, 19)}
@@ -64,13 +65,12 @@ def test_an_analysis_over_the_byte_bound_keeps_nothing_more(tmp_path, tiny_model
 def test_artefact_lookups_are_bounded_in_alphas(tmp_path, tiny_model):
     svc = AnalysisService(make_settings(tmp_path), model=tiny_model)
     for k in range(300):
-        svc.artefact_for(1.0 + k / 300)
-    assert len(svc._artefacts) <= service_mod.MAX_ALPHAS
+        svc.slot.artefact_for(1.0 + k / 300)
+    assert len(svc.slot._artefacts) <= slot_mod.MAX_ALPHAS
 
 
 def test_memory_helpers_are_best_effort(monkeypatch):
-    from sparsescope.commands.serve import limit_malloc_arenas
-    from sparsescope.service import release_free_memory
+    from sparsescope.memory import limit_malloc_arenas, release_free_memory
 
     release_free_memory()  # glibc: trims; elsewhere: nothing, and no error
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from sparse_core import pareto as P
 from sparsescope.schemas import Pareto
 from tests.app.test_api import assert_error
-
-P = pytest.importorskip("sparse_core.pareto")
 
 
 @pytest.fixture

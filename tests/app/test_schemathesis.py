@@ -25,17 +25,15 @@ from typing import Any
 
 import hypothesis.strategies as st
 import pytest
+import schemathesis  # the test extra has it
 from hypothesis import HealthCheck, settings
+from schemathesis.checks import positive_data_acceptance
+from schemathesis.config import SchemathesisConfig
 
-schemathesis = pytest.importorskip("schemathesis")  # the test extra has it
-
-from schemathesis.checks import positive_data_acceptance  # noqa: E402
-from schemathesis.config import SchemathesisConfig  # noqa: E402
-
-from sparse_core.methods import METHODS  # noqa: E402
-from sparsescope.main import create_app  # noqa: E402
-from sparsescope.service import AnalysisService  # noqa: E402
-from sparsescope.settings import Settings  # noqa: E402
+from sparse_core.methods import METHODS
+from sparsescope.main import create_app
+from sparsescope.service import AnalysisService
+from sparsescope.settings import Settings
 
 pytestmark = pytest.mark.slow
 
@@ -71,10 +69,6 @@ def api_schema(tmp_path_factory, tiny_model, tiny_artefact):
     )
     service = AnalysisService(settings_, model=tiny_model, artefact=tiny_artefact)
     app = create_app(settings_, service)
-    service.start()  # what the lifespan does (the ASGI transport may not run it)
-    KNOWN["analysis_id"] = service.analyze("The chef who ran to the store.", 1.5, False, False)[
-        "id"
-    ]
     config = SchemathesisConfig.from_dict(
         {
             "seed": 20260101,
@@ -82,13 +76,6 @@ def api_schema(tmp_path_factory, tiny_model, tiny_artefact):
         }
     )
     schema = schemathesis.openapi.from_asgi("/openapi.json", app, config=config)
-
-    from fastapi.testclient import TestClient
-
-    with TestClient(app) as client:  # a real share, made through the API
-        r = client.post("/api/share", json={"state": {"text": "The chef ran.", "layer": 1}})
-        assert r.status_code == 200, r.text
-        KNOWN["share_id"] = r.json()["id"]
 
     @schema.hook
     def flatmap_path_parameters(ctx: Any, path_parameters: dict[str, Any] | None):
@@ -101,7 +88,16 @@ def api_schema(tmp_path_factory, tiny_model, tiny_artefact):
         names = st.sampled_from(list(METHODS))  # the metrics route: also real method names
         return st.one_of(st.just(query), names.map(lambda m: {**query, "method": m}))
 
-    return schema
+    from fastapi.testclient import TestClient
+
+    # the app's lifespan (model, share store) stays up while schemathesis calls it
+    with TestClient(app) as client:
+        text = "The chef who ran to the store."
+        KNOWN["analysis_id"] = service.analyze(text, 1.5, False, False)["id"]
+        r = client.post("/api/share", json={"state": {"text": "The chef ran.", "layer": 1}})
+        assert r.status_code == 200, r.text
+        KNOWN["share_id"] = r.json()["id"]  # a real share, made through the API
+        yield schema
 
 
 schema = schemathesis.pytest.from_fixture("api_schema")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sparsescope.service import AnalysisService, Entry, LruCache, sig6, tensor_nbytes
+from sparsescope.cache import Entry, LruCache, tensor_nbytes
+from sparsescope.payloads import sig6
+from sparsescope.service import AnalysisService
 from tests.app.conftest import make_settings
 
 
@@ -72,11 +74,11 @@ def test_ids_are_stable_and_depend_on_every_input(service, tiny_model):
 def test_artefact_only_at_its_alpha(tmp_path, tiny_model, tiny_artefact):
     service = AnalysisService(make_settings(tmp_path), model=tiny_model, artefact=tiny_artefact)
     service.start()
-    assert service.artefact_for(1.5) == (tiny_artefact, "tiny-test-artefact")
-    assert service.artefact_for(1.7) == (None, None)
+    assert service.slot.artefact_for(1.5) == (tiny_artefact, "tiny-test-artefact")
+    assert service.slot.artefact_for(1.7) == (None, None)
     no_art = AnalysisService(make_settings(tmp_path), model=tiny_model, use_artefact=False)
     no_art.start()
-    assert no_art.artefact_for(1.5) == (None, None)
+    assert no_art.slot.artefact_for(1.5) == (None, None)
     assert service.key("x", 1.5, False, False) != no_art.key("x", 1.5, False, False)
 
 
@@ -93,3 +95,48 @@ def test_helpers():
     t = torch.zeros(4, 4)
     assert tensor_nbytes({"a": t, "b": [t, torch.zeros(2, dtype=torch.bool)]}) == 64 + 2
     assert tensor_nbytes({"a": t}, exclude=[t]) == 0
+
+
+def test_warm_up_runs_once_when_serve_has_started_the_service(tmp_path, tiny_model):
+    """`sparsescope serve` starts the service before uvicorn (one-line load errors); the app's
+    lifespan starts it again, which must not warm up a second time."""
+    from fastapi.testclient import TestClient
+
+    from sparsescope.main import create_app
+
+    settings = make_settings(tmp_path, warmup=True)
+    service = AnalysisService(settings, model=tiny_model)
+    service.start()  # what serve does
+    assert service.stats.warmups == 1
+    with TestClient(create_app(settings, service)) as c:  # the lifespan's start
+        assert c.get("/healthz").status_code == 200
+    assert service.stats.warmups == 1
+
+
+def test_method_lists_follow_the_artefact_not_its_address(service, tiny_model):
+    """Artefacts come and go (one per alpha); a freed one's id() is reused by the next, so the
+    method lists are remembered per artefact name, and each artefact gets its own k-means
+    choices."""
+    import gc
+
+    from sparse_core.sparsefinder import Artefact
+
+    service.start()
+    cfg = tiny_model.config
+    L, H, d, r = cfg.num_layers, cfg.num_heads, cfg.head_dim, 2
+    for k in range(12):
+        counts = (2 + k, 3 + k)
+        art = Artefact(
+            model_id=tiny_model.model_id,
+            alpha=1.5,
+            rank=r,
+            W=torch.zeros(L, H, d, r),
+            b=torch.zeros(L, H, r),
+            centroids={b: torch.zeros(L, H, b, r) for b in counts},
+            meta={"name": f"artefact-{k}"},
+        )
+        listed = {m["name"]: m for m in service._method_list(16, art)}
+        (spec,) = [p for p in listed["sf-kmeans"]["params"] if p["name"] == "n_clusters"]
+        assert spec["choices"] == list(counts), k
+        del art, listed
+        gc.collect()

@@ -17,13 +17,14 @@ import time
 from pathlib import Path
 
 import httpx
-import jinja2
 import pytest
 from fastapi.testclient import TestClient
 
+from sparse_core.methods import METHODS
 from sparsescope.main import create_app
-from sparsescope.routes.share import ISLAND_ID, MAX_STATE_BYTES, METHOD_NAMES, ShareState
+from sparsescope.schemas import ShareState
 from sparsescope.service import AnalysisService
+from sparsescope.shares import ISLAND_ID, MAX_STATE_BYTES
 from sparsescope.store import DB_NAME, ShareStoreError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,11 +33,6 @@ HOSTILE = ["<script>alert(1)</script>", '"><img src=x onerror=alert(1)>', "</scr
 ISLAND_RE = re.compile(
     rf'<script type="application/json" id="{ISLAND_ID}">(.*?)</script>', re.DOTALL
 )
-#: Stands in for frontend/templates/index.html until the page exists.
-STUB_INDEX = (
-    "<!doctype html><html><head><title>stub</title></head><body><main></main></body></html>"
-)
-
 STATE = {
     "text": "The chef who ran to the store was out of food.",
     "alpha": 1.5,
@@ -50,18 +46,6 @@ STATE = {
     "lecture_step": None,
     "view": {"hideSpecial": True, "scope": "head"},
 }
-
-
-def _with_index(app) -> None:
-    """Let the page render with a stub index.html when the frontend has not written one yet."""
-    env = app.state.jinja
-    env.loader = jinja2.ChoiceLoader([env.loader, jinja2.DictLoader({"index.html": STUB_INDEX})])
-
-
-@pytest.fixture
-def share_client(client):
-    _with_index(client.app)
-    return client
 
 
 def assert_error(r, status: int, *needles: str) -> dict:
@@ -88,13 +72,13 @@ def island_of(html: str) -> dict:
 # ----------------------------------------------------------------------------- API
 
 
-def test_round_trip(share_client):
-    r = share_client.post("/api/share", json={"state": STATE})
+def test_round_trip(client):
+    r = client.post("/api/share", json={"state": STATE})
     assert r.status_code == 200, r.text
     body = r.json()
     assert ID_RE.fullmatch(body["id"])
     assert body["url"] == f"/s/{body['id']}" and body["embed"] == f"/embed/{body['id']}"
-    got = share_client.get(f"/api/share/{body['id']}")
+    got = client.get(f"/api/share/{body['id']}")
     assert got.status_code == 200, got.text
     out = got.json()
     assert set(out) == {"id", "state", "created"} and out["id"] == body["id"]
@@ -102,9 +86,9 @@ def test_round_trip(share_client):
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", out["created"])
 
 
-def test_minimal_state_gets_defaults(share_client):
-    sid = share(share_client, {"text": "hello"})
-    state = share_client.get(f"/api/share/{sid}").json()["state"]
+def test_minimal_state_gets_defaults(client):
+    sid = share(client, {"text": "hello"})
+    state = client.get(f"/api/share/{sid}").json()["state"]
     assert state == ShareState(text="hello").model_dump(mode="json")
 
 
@@ -126,54 +110,54 @@ def test_minimal_state_gets_defaults(share_client):
         ({"colour": "red"}, "state.colour", "remove it"),
     ],
 )
-def test_bad_states_are_422_naming_the_field(share_client, patch, field, needle):
-    r = share_client.post("/api/share", json={"state": {**STATE, **patch}})
+def test_bad_states_are_422_naming_the_field(client, patch, field, needle):
+    r = client.post("/api/share", json={"state": {**STATE, **patch}})
     body = assert_error(r, 422, needle)
     assert body["field"] is not None and body["field"].startswith(field), body
 
 
-def test_nan_and_missing_state(share_client):
+def test_nan_and_missing_state(client):
     raw = b'{"state": {"text": "a", "alpha": NaN}}'
-    r = share_client.post("/api/share", content=raw, headers={"content-type": "application/json"})
+    r = client.post("/api/share", content=raw, headers={"content-type": "application/json"})
     assert r.status_code == 422, r.text
-    assert_error(share_client.post("/api/share", json={}), 422)
-    assert_error(share_client.post("/api/share", json={"state": "text"}), 422)
+    assert_error(client.post("/api/share", json={}), 422)
+    assert_error(client.post("/api/share", json={"state": "text"}), 422)
 
 
-def test_oversized_state_is_413(share_client):
+def test_oversized_state_is_413(client):
     big = {**STATE, "text": "x" * (MAX_STATE_BYTES + 10)}
-    body = assert_error(share_client.post("/api/share", json={"state": big}), 413, "64 KiB")
+    body = assert_error(client.post("/api/share", json={"state": big}), 413, "64 KiB")
     assert body["field"] == "state"
     # non-ASCII text counts in UTF-8 bytes: 20000 four-byte characters are too much
     emoji = {**STATE, "text": "\N{GRINNING FACE}" * 20_000}
-    assert_error(share_client.post("/api/share", json={"state": emoji}), 413, "64 KiB")
+    assert_error(client.post("/api/share", json={"state": emoji}), 413, "64 KiB")
     # a body over the app's request limit is refused before it is read
     huge = {**STATE, "text": "x" * (2 << 20)}
-    assert share_client.post("/api/share", json={"state": huge}).status_code == 413
+    assert client.post("/api/share", json={"state": huge}).status_code == 413
 
 
 @pytest.mark.parametrize(
     "bad", ["AAAAAAAAAAAA", "short", "x" * 100, "..%2F..%2Fetc", "%3Cscript%3E12345", "a.b.c.d.e"]
 )
-def test_unknown_or_malformed_ids_are_404(share_client, bad):
-    body = assert_error(share_client.get(f"/api/share/{bad}"), 404)
+def test_unknown_or_malformed_ids_are_404(client, bad):
+    body = assert_error(client.get(f"/api/share/{bad}"), 404)
     assert "<script>" not in body["detail"]
-    r = share_client.get(f"/s/{bad}")
+    r = client.get(f"/s/{bad}")
     assert r.status_code == 404
     if "%2F" not in bad:  # a decoded "/" matches no page route: the API's JSON 404 answers
         assert "text/html" in r.headers["content-type"]
     assert "<script>" not in r.text
-    assert share_client.get(f"/embed/{bad}").status_code == 404
+    assert client.get(f"/embed/{bad}").status_code == 404
 
 
-def test_ids_are_short_unguessable_and_distinct(share_client):
-    ids = [share(share_client, {"text": "same text"}) for _ in range(50)]
+def test_ids_are_short_unguessable_and_distinct(client):
+    ids = [share(client, {"text": "same text"}) for _ in range(50)]
     assert len(set(ids)) == 50
     assert all(ID_RE.fullmatch(i) for i in ids)
 
 
-def test_rows_that_no_longer_validate_give_410_not_500(share_client, app_settings):
-    good = share(share_client, STATE)
+def test_rows_that_no_longer_validate_give_410_not_500(client, app_settings):
+    good = share(client, STATE)
     conn = sqlite3.connect(Path(app_settings.data_dir) / DB_NAME)
     bad_alpha = json.dumps({**STATE, "alpha": 7.0})
     conn.execute(
@@ -183,17 +167,21 @@ def test_rows_that_no_longer_validate_give_410_not_500(share_client, app_setting
     conn.commit()
     conn.close()
     for sid in ("badalpha0001", "notjson00001"):
-        body = assert_error(share_client.get(f"/api/share/{sid}"), 410, "cannot open")
+        body = assert_error(client.get(f"/api/share/{sid}"), 410, "cannot open")
         assert body["field"] == "state"
-        page = share_client.get(f"/s/{sid}")
+        page = client.get(f"/s/{sid}")
         assert page.status_code == 410 and "cannot open" in page.text
         assert "Traceback" not in page.text
-    assert share_client.get(f"/api/share/{good}").status_code == 200
+    assert client.get(f"/api/share/{good}").status_code == 200
 
 
-def test_method_names_match_the_registry():
-    methods = pytest.importorskip("sparse_core.methods")
-    assert tuple(methods.METHODS) == METHOD_NAMES
+def test_the_schema_lists_the_registry_s_method_names(client):
+    """ShareState.method is the registry's names (sparse_core.methods.METHODS), in its order,
+    as an enum in the OpenAPI schema; any other name is refused."""
+    schema = client.get("/openapi.json").json()["components"]["schemas"]
+    assert schema["ShareState"]["properties"]["method"]["enum"] == list(METHODS)
+    for name in METHODS:
+        assert ShareState(text="x", method=name).method == name
 
 
 # ----------------------------------------------------------------------------- persistence
@@ -219,16 +207,16 @@ def test_an_unreadable_database_stops_start_up_naming_the_file(app_settings, tin
 # ----------------------------------------------------------------------------- warm links
 
 
-def test_creating_a_share_warms_the_analysis(share_client, service):
+def test_creating_a_share_warms_the_analysis(client, service):
     state = {**STATE, "text": "A text nobody analysed before sharing it."}
-    sid = share(share_client, state)
+    sid = share(client, state)
     key = service.key(state["text"], state["alpha"], state["causal"], False)
     entry = service.cache.get(key)
     assert entry is not None and ("head", STATE["layer"], STATE["head"]) in entry.derived
     runs = service.stats.runs
     t0 = time.perf_counter()
-    page = share_client.get(f"/s/{sid}")
-    r = share_client.post("/api/analyze", json={"text": state["text"], "alpha": state["alpha"]})
+    page = client.get(f"/s/{sid}")
+    r = client.post("/api/analyze", json={"text": state["text"], "alpha": state["alpha"]})
     assert time.perf_counter() - t0 < 1.0
     assert page.status_code == 200 and r.status_code == 200
     assert service.stats.runs == runs  # both answered from the cache
@@ -237,7 +225,6 @@ def test_creating_a_share_warms_the_analysis(share_client, service):
 
 @pytest.mark.real_model
 def test_a_shared_link_opens_within_a_second_on_a_warm_server(real_client):
-    _with_index(real_client.app)
     text = " ".join(["The chef who ran to the store was out of food, so he went back."] * 8)
     state = {**STATE, "text": text, "layer": 3, "head": 5, "method": "window"}
     sid = share(real_client, state)  # warms the analysis and the shared head
@@ -255,19 +242,19 @@ def test_a_shared_link_opens_within_a_second_on_a_warm_server(real_client):
     assert elapsed < 1.0, f"the shared view took {elapsed:.2f} s to load"
 
 
-def test_a_share_whose_text_cannot_be_analysed_is_still_saved(share_client):
-    sid = share(share_client, {**STATE, "text": "word " * 2000})  # too long without truncate
-    assert share_client.get(f"/api/share/{sid}").status_code == 200
-    page = share_client.get(f"/s/{sid}")
+def test_a_share_whose_text_cannot_be_analysed_is_still_saved(client):
+    sid = share(client, {**STATE, "text": "word " * 2000})  # too long without truncate
+    assert client.get(f"/api/share/{sid}").status_code == 200
+    page = client.get(f"/s/{sid}")
     assert page.status_code == 200 and island_of(page.text)["analysis"] is None
 
 
 # ----------------------------------------------------------------------------- pages
 
 
-def test_shared_page_carries_the_state_in_an_island(share_client):
-    sid = share(share_client, STATE)
-    r = share_client.get(f"/s/{sid}")
+def test_shared_page_carries_the_state_in_an_island(client):
+    sid = share(client, STATE)
+    r = client.get(f"/s/{sid}")
     assert r.status_code == 200 and "text/html" in r.headers["content-type"]
     data = island_of(r.text)
     assert data["id"] == sid and data["state"] == {**STATE, "truncate": False}
@@ -276,23 +263,23 @@ def test_shared_page_carries_the_state_in_an_island(share_client):
 
 
 @pytest.mark.parametrize("hostile", HOSTILE)
-def test_hostile_text_appears_only_escaped(share_client, hostile):
-    sid = share(share_client, {**STATE, "text": f"before {hostile} after"})
+def test_hostile_text_appears_only_escaped(client, hostile):
+    sid = share(client, {**STATE, "text": f"before {hostile} after"})
     for url in (f"/s/{sid}", f"/embed/{sid}"):
-        html = share_client.get(url).text
+        html = client.get(url).text
         assert hostile not in html, url
         assert "alert(1)</script>" not in html and "<img" not in html
         data = island_of(html)
         assert data["state"]["text"] == f"before {hostile} after"
         raw = ISLAND_RE.search(html).group(1)
         assert "<" not in raw and ">" not in raw and "&" not in raw
-    embed = share_client.get(f"/embed/{sid}").text
+    embed = client.get(f"/embed/{sid}").text
     assert "&lt;" in embed  # shown as text in the caption
 
 
-def test_a_lecture_share_opens_the_lecture_at_its_step(share_client):
-    sid = share(share_client, {**STATE, "lecture_step": 4, "causal": True})
-    r = share_client.get(f"/s/{sid}", follow_redirects=False)
+def test_a_lecture_share_opens_the_lecture_at_its_step(client):
+    sid = share(client, {**STATE, "lecture_step": 4, "causal": True})
+    r = client.get(f"/s/{sid}", follow_redirects=False)
     assert r.status_code == 303
     url = httpx.URL(r.headers["location"])
     assert url.path == "/lecture"
@@ -305,14 +292,14 @@ def test_a_lecture_share_opens_the_lecture_at_its_step(share_client):
         "head": "2",
     }
     # too long for a URL: the page comes with the island instead
-    sid = share(share_client, {**STATE, "lecture_step": 4, "text": "word " * 3000})
-    r = share_client.get(f"/s/{sid}", follow_redirects=False)
+    sid = share(client, {**STATE, "lecture_step": 4, "text": "word " * 3000})
+    r = client.get(f"/s/{sid}", follow_redirects=False)
     assert r.status_code == 200 and island_of(r.text)["state"]["lecture_step"] == 4
 
 
-def test_embed_page(share_client):
-    sid = share(share_client, STATE)
-    r = share_client.get(f"/embed/{sid}")
+def test_embed_page(client):
+    sid = share(client, STATE)
+    r = client.get(f"/embed/{sid}")
     assert r.status_code == 200
     csp = r.headers["content-security-policy"]
     assert "frame-ancestors *" in csp and "'none'" not in csp.split("frame-ancestors")[1]
@@ -322,10 +309,8 @@ def test_embed_page(share_client):
     assert 'id="embed-heatmap"' in r.text and f'href="/s/{sid}"' in r.text
     assert island_of(r.text)["state"]["layer"] == STATE["layer"]
     # only /embed may be framed
-    assert (
-        "frame-ancestors 'none'" in share_client.get(f"/s/{sid}").headers["content-security-policy"]
-    )
-    assert share_client.get("/js/embed.js").status_code == 200
+    assert "frame-ancestors 'none'" in client.get(f"/s/{sid}").headers["content-security-policy"]
+    assert client.get("/js/embed.js").status_code == 200
 
 
 # ----------------------------------------------------------------------------- kill -9
@@ -335,7 +320,7 @@ SERVER = textwrap.dedent(
     from sparsescope.main import create_app
     from sparsescope.service import AnalysisService
     from sparsescope.settings import Settings
-    from sparse_core.model import tiny_model
+    from sparse_core.testing import tiny_model
 
 
     def app():
@@ -453,3 +438,15 @@ def test_acknowledged_shares_survive_kill_9(tmp_path):
     conn = sqlite3.connect(db)
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     conn.close()
+
+
+def test_the_share_store_lives_with_the_app(app_settings, service):
+    """Opened by the lifespan (not by the first request), closed at shutdown."""
+    app = create_app(app_settings, service)
+    assert getattr(app.state, "share_store", None) is None
+    with TestClient(app) as c:
+        store = app.state.share_store
+        assert store.path == app_settings.data_dir / DB_NAME and store.count() == 0
+        share(c, {"text": "kept"})
+    with pytest.raises(ShareStoreError, match="closed"):
+        store.count()

@@ -18,7 +18,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from sparsescope.main import create_app
-from sparsescope.routes.lecture import DEFAULT_TEXT, MAX_RAW_TOKENS
+from sparsescope.payloads import MAX_RAW_TOKENS
+from sparsescope.render import LECTURE_TEXT
 from sparsescope.service import AnalysisService
 from sparsescope.settings import Settings
 
@@ -36,7 +37,7 @@ def test_lecture_page_serves_a_json_island_and_no_inline_script(lecture_client):
     r = lecture_client.get("/lecture?step=3&text=%3Cscript%3Ealert(1)%3C/script%3E")
     assert r.status_code == 200
     html = r.text
-    assert 'id="lecture-config"' in html and DEFAULT_TEXT in html
+    assert 'id="lecture-config"' in html and LECTURE_TEXT in html
     # the query string is read by the page itself: nothing of it is echoed into the HTML
     assert "alert(1)" not in html
     for tag in re.findall(r"<script\b[^>]*>", html):
@@ -50,7 +51,7 @@ def test_lecture_page_serves_a_json_island_and_no_inline_script(lecture_client):
 
 
 def test_raw_route_gives_the_heads_vectors_and_scaled_scores(lecture_client, tiny_model):
-    a = lecture_client.post("/api/analyze", json={"text": DEFAULT_TEXT, "causal": True}).json()
+    a = lecture_client.post("/api/analyze", json={"text": LECTURE_TEXT, "causal": True}).json()
     r = lecture_client.get(f"/api/analyses/{a['id']}/raw/1/2")
     assert r.status_code == 200, r.text
     body = r.json()
@@ -65,7 +66,7 @@ def test_raw_route_gives_the_heads_vectors_and_scaled_scores(lecture_client, tin
 
 
 def test_raw_route_errors_name_the_field(lecture_client):
-    a = lecture_client.post("/api/analyze", json={"text": DEFAULT_TEXT}).json()
+    a = lecture_client.post("/api/analyze", json={"text": LECTURE_TEXT}).json()
     r = lecture_client.get(f"/api/analyses/{a['id']}/raw/99/0")
     assert r.status_code == 400 and r.json()["field"] == "layer"
     r = lecture_client.get("/api/analyses/0123456789abcdef0123/raw/0/0")
@@ -218,4 +219,60 @@ def test_hostile_text_in_the_url_is_shown_as_text_and_runs_nothing(page, lecture
     page.keyboard.press("ArrowRight")
     _wait_step(page, 3)
     assert page.evaluate("window.__pwned") is None
+    assert page.errors == []
+
+
+@pytest.mark.browser
+def test_pareto_slide_says_so_when_the_server_has_no_sweep(page, lecture_server):
+    """No silent stand-in sweep: when GET …/pareto fails, the slide shows the server's reason."""
+    page.route(
+        "**/pareto?*",
+        lambda route: route.fulfill(
+            status=503,
+            content_type="application/json",
+            body='{"detail": "the sweep is down for maintenance", "field": null}',
+        ),
+    )
+    _open(page, lecture_server, "step=9")
+    error = page.locator("#pareto-error")
+    error.wait_for()
+    assert "not available" in error.text_content()
+    assert "the sweep is down for maintenance" in error.text_content()
+    assert page.locator("#figure .pareto-point").count() == 0
+    assert page.errors == []
+
+
+@pytest.mark.browser
+def test_sparsefinder_slide_shows_the_explorers_predictions(page, server_url):
+    """Step 8 predicts with the explorer's twins (methods.js): its k-means and distance figures
+    equal sfKmeans / sfDistance + computeMetrics on the same head payload."""
+    _open(page, server_url, "step=8&layer=1&head=2&causal=0")
+    assert page.locator("#figure svg .sf-query").count() > 0
+    t = float(page.locator("#threshold").input_value())
+    want = page.evaluate(
+        """async (t) => {
+            const { prepareHead } = await import('/js/head.js');
+            const { sfDistance, sfKmeans } = await import('/js/methods.js');
+            const { computeMetrics } = await import('/js/metrics.js');
+            const { pct } = await import('/js/dom.js');
+            const text = new URL(location.href).searchParams.get('text')
+              ?? JSON.parse(document.getElementById('lecture-config').textContent).default_text;
+            const a = await (await fetch('/api/analyze', {method: 'POST',
+              headers: {'Content-Type': 'application/json'},
+              body: JSON.stringify({text, alpha: 1.5, causal: false, truncate: true})})).json();
+            const payload = await (await fetch(`/api/analyses/${a.id}/heads/1/2`)).json();
+            const h = prepareHead(payload, false);
+            const bs = [...h.centroids.keys()].sort((x, y) => x - y);
+            const b = bs[Math.floor((bs.length - 1) / 2)];
+            const km = computeMetrics(sfKmeans(h, b, 1), h.gold, h.n, false);
+            const d = computeMetrics(sfDistance(h, t), h.gold, h.n, false);
+            return [pct(km.recall), pct(km.sparsity), pct(d.recall), pct(d.sparsity)];
+        }""",
+        t,
+    )
+    got = [
+        page.locator(f"#{k}").text_content()
+        for k in ("sf-kmeans-recall", "sf-kmeans-sparsity", "sf-recall", "sf-sparsity")
+    ]
+    assert got == want
     assert page.errors == []

@@ -139,35 +139,3 @@ def test_routing_errors():
         B.routing(q, k, 7)  # more than the 2n points
     with pytest.raises(SparsescopeError, match="same shape"):
         B.routing(q, k[..., :2, :], 2)
-
-
-# ----------------------------------------------------------------------------- web payloads
-
-
-def test_payloads_recompute_the_masks(tiny_model):
-    from sparse_core import methods as M
-    from sparse_core.sparsefinder import Artefact
-
-    g = torch.Generator().manual_seed(0)
-    art = Artefact("tiny", 1.5, 4, torch.randn(2, 4, 8, 4, generator=g), torch.zeros(2, 4, 4),
-                   {2: torch.randn(2, 4, 2, 4, generator=g)}, {})  # fmt: skip
-    ctx = M.PredictContext.from_run(tiny_model.run("Hello there my good friend, how are you?"), art)
-    n = ctx.n
-    ref = B.reformer_payload(ctx, 1, 2)
-    assert list(ref) == [str(b) for b in M.BUCKET_COUNTS]
-    for b, rows in ref.items():
-        assert len(rows) == M.REFORMER_MAX_ROUNDS and all(len(r) == n for r in rows)
-        for rounds in (1, 3):
-            bk = torch.tensor(rows[:rounds])
-            mask = (bk[:, :, None] == bk[:, None, :]).any(0)
-            pred = M.METHODS["reformer"].predict(ctx, n_buckets=int(b), rounds=rounds)[1, 2]
-            assert torch.equal(mask, pred)
-    rout = B.routing_payload(ctx, 1, 2)
-    assert list(rout) == [str(c) for c in M.cluster_choices(n)]
-    for c, mem in rout.items():
-        q = torch.zeros(int(c), n, dtype=torch.bool)
-        k = torch.zeros(int(c), n, dtype=torch.bool)
-        for i, (qi, ki) in enumerate(zip(mem["queries"], mem["keys"], strict=True)):
-            q[i, qi], k[i, ki] = True, True
-        pred = M.METHODS["routing"].predict(ctx, n_clusters=int(c))[1, 2]
-        assert torch.equal(B.members_mask(q, k), pred)

@@ -165,15 +165,17 @@ def test_split_train_valid():
         split_indices(5, 1.0, 0)
 
 
-def test_real_corpora_pack_fast(count):
-    """The shared corpora (if present) pack within the limit; tokenising ~1 MB takes seconds."""
-    import time
+def test_real_corpora_pack_within_the_limit(count):
+    """The shared WikiText-2 validation split (if present: /work/shared/data, found from a
+    checkout or a worktree below it) packs into > 400 inputs of at most 512 tokens."""
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[3] / "shared/data/wikitext-2/valid.txt"
-    if not path.is_file():
+    found = [
+        p / "shared/data/wikitext-2/valid.txt"
+        for p in Path(__file__).resolve().parents
+        if (p / "shared/data/wikitext-2/valid.txt").is_file()
+    ]
+    if not found:
         pytest.skip("shared WikiText-2 not available")
-    t = time.perf_counter()
-    out = pack(read_corpus(path), count, 512)
-    assert time.perf_counter() - t < 30
+    out = pack(read_corpus(found[0]), count, 512)
     assert len(out) > 400 and max(p.n_tokens for p in out) <= 512

@@ -1,16 +1,29 @@
-"""The entmax transformer: reference-BERT parity, the graph, causal mode, sparse-consistency."""
+"""The entmax transformer on the tiny BERT and the real default model: parity, the graph, causal
+mode, sparse-consistency; where models come from and the errors; tokens as a person reads them.
+
+Every other architecture: tests/core/test_architectures.py."""
 
 from __future__ import annotations
 
 import json
 import math
+import shutil
 
 import pytest
 import torch
 
-from sparse_core import EmptyTextError, ModelLoadError, SparsescopeError, TextTooLongError
+from sparse_core import (
+    EmptyTextError,
+    ModelLoadError,
+    ModelNotFoundError,
+    ModelTooLargeError,
+    SparsescopeError,
+    TextTooLongError,
+    UnsupportedModelError,
+)
 from sparse_core.entmax import entmax
-from sparse_core.model import load_model
+from sparse_core.model import DEFAULT_MODEL_ID, SUPPORTED_MODEL_TYPES, load_model
+from sparse_core.tokens import TokenReader
 
 ALPHAS = [1.0, 1.25, 1.5, 2.0]
 
@@ -80,6 +93,7 @@ def test_sparse_consistency(tiny_model, sentence, alpha):
     out = tiny_model.run(sentence, alpha=alpha)
     d = out.queries.shape[-1]
     scores = out.queries @ out.keys.transpose(-1, -2) / math.sqrt(d)  # (L, H, n, n)
+    torch.testing.assert_close(out.scores(), scores)  # BERT's scaling is 1/√d
     gen = torch.Generator().manual_seed(0)
     extra = torch.rand(out.graph.shape, generator=gen) < 0.3
     for superset in (out.graph, out.graph | extra):
@@ -155,16 +169,6 @@ def test_batch_equals_single(tiny_model):
         torch.testing.assert_close(o.hidden, single.hidden, atol=1e-5, rtol=0)
 
 
-def test_missing_model_directory_errors_name_what_is_missing(tmp_path):
-    with pytest.raises(ModelLoadError, match="does not exist"):
-        load_model(tmp_path / "nope")
-    with pytest.raises(ModelLoadError, match="config.json"):
-        load_model(tmp_path)
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
-    with pytest.raises(ModelLoadError, match="gpt2"):
-        load_model(tmp_path)
-
-
 def test_local_checkpoint_directory_loads(tmp_path, tiny_model):
     """path= loads any BERT checkpoint in the Hugging Face layout."""
     from safetensors.torch import save_file
@@ -200,6 +204,312 @@ def test_local_checkpoint_directory_loads(tmp_path, tiny_model):
     torch.testing.assert_close(a.probs, b.probs)
 
 
+def test_concurrent_runs_keep_their_own_settings(tiny_model, sentence):
+    """α, causality and recordings travel per run (a context variable), not through the model:
+    threads running at once with different settings get what they asked for."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    settings = [(1.0, False), (2.0, True), (1.5, False), (1.25, True)] * 3
+    want = {s: tiny_model.run(sentence, alpha=s[0], causal=s[1]) for s in settings[:4]}
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        got = list(pool.map(lambda s: tiny_model.run(sentence, alpha=s[0], causal=s[1]), settings))
+    for s, out in zip(settings, got, strict=True):
+        assert out.causal == s[1] and out.alpha == s[0]
+        assert torch.equal(out.graph, want[s].graph)
+        torch.testing.assert_close(out.probs, want[s].probs, atol=1e-6, rtol=0)
+
+
+def test_local_directory_of_each_kind_of_tokenizer_file(tmp_path, tiny_model):
+    """vocab.txt alone (no tokenizer.json) is converted through transformers."""
+    from sparse_core.testing import write_tiny_checkpoint
+
+    d = write_tiny_checkpoint(tmp_path / "bert", "bert")
+    (d / "tokenizer.json").unlink()
+    m = load_model(d, device="cpu")
+    assert m.model_id == "bert"
+    a, b = m.run("Hello, unbelievable world!"), tiny_model.run("Hello, unbelievable world!")
+    assert a.tokens == b.tokens and a.special == b.special and a.offsets == b.offsets
+
+
+# ------------------------------------------------------------------------------ errors
+
+
+@pytest.fixture(scope="module")
+def bert_dir(tmp_path_factory):
+    from sparse_core.testing import write_tiny_checkpoint
+
+    return write_tiny_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny-bert", "bert")
+
+
+_TOKENIZER_NAMES = (
+    "tokenizer.json",
+    "vocab.txt",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+)
+
+
+def _copy(src, dst, *, without=()):
+    dst.mkdir(parents=True)
+    for f in src.iterdir():
+        if f.name not in without:
+            shutil.copy(f, dst / f.name)
+    return dst
+
+
+def test_missing_directory_and_config(tmp_path):
+    with pytest.raises(ModelLoadError, match="does not exist") as err:
+        load_model(tmp_path / "nope")
+    assert err.value.field == "model"
+    with pytest.raises(ModelLoadError, match="does not exist"):
+        load_model("./relative/nope")
+    with pytest.raises(ModelLoadError, match="no config.json"):
+        load_model(tmp_path)
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(ModelLoadError, match="not valid JSON"):
+        load_model(tmp_path)
+
+
+def test_unsupported_architecture_lists_the_supported_ones(tmp_path, bert_dir):
+    d = _copy(bert_dir, tmp_path / "t5")
+    (d / "config.json").write_text(json.dumps({"model_type": "t5", "d_model": 32}))
+    with pytest.raises(UnsupportedModelError) as err:
+        load_model(d)
+    msg = str(err.value)
+    assert err.value.field == "model" and "'t5' is not supported" in msg
+    for name in SUPPORTED_MODEL_TYPES:
+        assert name in msg
+
+
+def test_directory_without_tokenizer_files(tmp_path, bert_dir):
+    d = _copy(bert_dir, tmp_path / "m", without=_TOKENIZER_NAMES)
+    with pytest.raises(ModelLoadError, match="no tokenizer files: expected tokenizer.json"):
+        load_model(d)
+
+
+def test_directory_without_weights(tmp_path, bert_dir):
+    d = _copy(bert_dir, tmp_path / "m", without=("model.safetensors",))
+    with pytest.raises(ModelLoadError, match="no weights: expected model.safetensors"):
+        load_model(d)
+
+
+def test_weights_that_lack_layers_are_refused(tmp_path, bert_dir):
+    from safetensors.torch import load_file, save_file
+
+    d = _copy(bert_dir, tmp_path / "m")
+    sd = load_file(str(d / "model.safetensors"))
+    save_file({k: v for k, v in sd.items() if ".layer.1." not in k}, str(d / "model.safetensors"))
+    with pytest.raises(ModelLoadError, match="lacks .* weights the model needs, e.g. encoder"):
+        load_model(d)
+
+
+def test_tokenizer_larger_than_the_embeddings_is_refused(tmp_path):
+    from sparse_core.testing import write_tiny_checkpoint
+
+    d = write_tiny_checkpoint(tmp_path / "m", "gpt2", vocab_size=1000)
+    with pytest.raises(ModelLoadError, match="tokenizer has 30522 tokens but the model only 1000"):
+        load_model(d)
+
+
+def test_a_name_not_in_the_cache_says_where_the_cache_is(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    with pytest.raises(ModelNotFoundError) as err:
+        load_model("someone/not-here")
+    msg = str(err.value)
+    assert "'someone/not-here' is neither a local directory nor in the Hugging Face cache" in msg
+    assert (
+        str(tmp_path / "hub") in msg and "HF_HOME" in msg and "hf download someone/not-here" in msg
+    )
+
+
+def test_a_model_too_large_for_memory_is_refused_before_loading(bert_dir):
+    with pytest.raises(ModelTooLargeError) as err:
+        load_model(bert_dir, device="cpu", memory_limit=1 << 20)
+    msg = str(err.value)
+    assert err.value.free == 1 << 20 and err.value.need > err.value.free
+    assert "needs about" in msg and "of weights in float32" in msg and "512 tokens" in msg
+    assert "0.00 GiB is the memory limit" in msg
+    # the estimate: 4 bytes per stored parameter plus the attention of 512 tokens
+    from sparse_core.sources import estimate_bytes, weight_elements
+
+    numel = weight_elements(bert_dir, {})
+    weights, attention = estimate_bytes(numel, 4, 2, 4, 8, 512)
+    assert weights == 4 * numel and attention > 2 * 4 * 512 * 512 * 4
+    assert load_model(bert_dir, device="cpu", memory_limit=weights + attention).config.num_layers
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"device": "tpu"}, "device must be 'auto', 'cpu' or 'cuda'"),
+        ({"dtype": "int8"}, "dtype must be one of float32, bfloat16, float16"),
+        ({"max_tokens": 1}, "max_tokens must be an integer >= 2"),
+    ],
+)
+def test_bad_load_arguments(bert_dir, kwargs, match):
+    with pytest.raises(SparsescopeError, match=match):
+        load_model(bert_dir, **kwargs)
+
+
+def test_max_tokens_caps_the_models_positions(bert_dir):
+    m = load_model(bert_dir, device="cpu", max_tokens=12)
+    assert m.max_positions == m.config.max_positions == 12
+    text = "one two three four five six seven eight nine ten eleven twelve"
+    with pytest.raises(TextTooLongError, match="at most 12 positions"):
+        m.run(text)
+    out = m.run(text, truncate=True)
+    assert out.n == 12 and out.truncated and out.tokens[-1] == "[SEP]" and out.special[-1]
+
+
+def test_bfloat16_weights_keep_float32_attention(bert_dir):
+    m = load_model(bert_dir, device="cpu", dtype="bfloat16")
+    assert next(m.net.parameters()).dtype == torch.bfloat16
+    out = m.run("The chef went back to the store.", alpha=1.5)
+    assert out.probs.dtype == out.queries.dtype == out.hidden.dtype == torch.float32
+    torch.testing.assert_close(out.probs.sum(-1), torch.ones(out.probs.shape[:-1]))
+    ref = load_model(bert_dir, device="cpu").run("The chef went back to the store.", alpha=1.5)
+    assert (out.probs - ref.probs).abs().max() < 0.1  # bf16 weights, same model
+
+
+# ------------------------------------------------------------------------------ tokens
+
+LINES = [
+    "The café served naïve crème brûlée to the chef.",
+    "Unbelievably, the chef's soufflé rose again and again.",
+    "Hello world, hello there, café café café.",
+] * 5
+TOKEN_TEXT = "The café's soufflé rose, unbelievably."
+
+
+def _byte_level_bpe(template: bool):
+    """A tiny GPT-2-style byte-level BPE tokenizer trained here (optionally <s> … </s>)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=["<s>", "</s>", "<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(LINES, trainer)
+    if template:
+        s, e = tok.token_to_id("<s>"), tok.token_to_id("</s>")
+        tok.post_processor = processors.TemplateProcessing(
+            single="<s> $A </s>", special_tokens=[("<s>", s), ("</s>", e)]
+        )
+    else:
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    return tok
+
+
+def _metaspace():
+    """A tiny SentencePiece-style (Metaspace "▁") tokenizer with <s> … </s>."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    trainer = trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["<unk>", "<s>", "</s>"], show_progress=False
+    )
+    tok.train_from_iterator(LINES, trainer)
+    s, e = tok.token_to_id("<s>"), tok.token_to_id("</s>")
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", special_tokens=[("<s>", s), ("</s>", e)]
+    )
+    return tok
+
+
+def _read(tok, text=TOKEN_TEXT):
+    return TokenReader(tok).read(tok.encode(text), text)
+
+
+def test_wordpiece_tokens_specials_offsets_and_continuations(tiny_model):
+    text = "Unbelievably, the chef's soufflé rose. [SEP] again"
+    enc = tiny_model.encode(text)
+    assert tiny_model.tokens.kind == "wordpiece"
+    assert enc.special[0] and enc.special[-1] and enc.tokens[0] == "[CLS]"
+    typed_sep = enc.tokens.index("[SEP]")
+    assert typed_sep < len(enc.tokens) - 1 and enc.special[typed_sep]  # typed: still special
+    for tok, shown, cont, (s, e), sp in zip(
+        enc.tokens, enc.display, enc.continuation, enc.offsets, enc.special, strict=True
+    ):
+        if sp:
+            assert (s, e) == (0, 0) and shown == tok and not cont
+            continue
+        assert cont == tok.startswith("##") and shown == tok.removeprefix("##")
+        assert text[s:e].lower() == shown or text[s:e].lower().startswith(shown[:1])
+    word = enc.display[1:6]  # "unbelievably" in five WordPiece pieces
+    assert "".join(word) == "unbelievably" and enc.continuation[1:7] == [False] + [True] * 4 + [
+        False
+    ]
+
+
+def test_byte_level_bpe_display_is_the_text():
+    enc = _read(_byte_level_bpe(template=False))
+    assert TokenReader(_byte_level_bpe(template=False)).kind == "bytelevel"
+    assert not any(enc.special) and "".join(enc.display) == TOKEN_TEXT
+    assert any(t.startswith("Ġ") for t in enc.tokens) and " café" in enc.display
+    for i, (shown, cont, (s, e)) in enumerate(
+        zip(enc.display, enc.continuation, enc.offsets, strict=True)
+    ):
+        assert cont == (i > 0 and not shown[:1].isspace())  # the first token starts a word
+        if shown.strip():
+            assert TOKEN_TEXT[s:e] == shown.strip()  # offsets trimmed to the visible characters
+
+
+def test_byte_level_bpe_specials_and_truncation_keep_the_end_token():
+    tok = _byte_level_bpe(template=True)
+    enc = _read(tok)
+    assert enc.tokens[0] == "<s>" and enc.tokens[-1] == "</s>"
+    assert enc.special[0] and enc.special[-1] and not any(enc.special[1:-1])
+    assert enc.offsets[0] == enc.offsets[-1] == (0, 0)
+    assert "".join(enc.display[1:-1]) == TOKEN_TEXT
+    from sparse_core.tokens import truncate_encoding
+
+    cut = truncate_encoding(enc, 5)
+    assert cut.tokens == enc.tokens[:4] + ["</s>"] and cut.truncated
+    assert len(cut.display) == len(cut.continuation) == 5
+
+
+def test_sentencepiece_display_and_byte_fallback_tokens():
+    tok = _metaspace()
+    assert TokenReader(tok).kind == "metaspace"
+    enc = _read(tok)
+    assert enc.special[0] and enc.special[-1] and enc.display[0] == "<s>"
+    assert any(t.startswith("▁") for t in enc.tokens)
+    assert "".join(enc.display[1:-1]) == " " + TOKEN_TEXT  # "▁" -> a leading space
+    words = [d for d, c in zip(enc.display, enc.continuation, strict=True) if not c]
+    assert " café" in words and "'s" not in words
+    for shown, (s, e), sp in zip(enc.display, enc.offsets, enc.special, strict=True):
+        if not sp and shown.strip():
+            assert TOKEN_TEXT[s:e] == shown.strip()
+    from sparse_core.tokens import _from_metaspace
+
+    assert _from_metaspace("<0x0A>", "") == "\n" and _from_metaspace("<0xC3>", "é") == "é"
+
+
+def test_a_decoder_with_a_byte_level_tokenizer_end_to_end(tmp_path):
+    """A tiny GPT-2 checkpoint with its own byte-level BPE tokenizer: tokens as read."""
+    from sparse_core.testing import write_tiny_checkpoint
+
+    tok_dir = tmp_path / "tok"
+    tok_dir.mkdir()
+    tok = _byte_level_bpe(template=False)
+    tok.save(str(tok_dir / "tokenizer.json"))
+    d = write_tiny_checkpoint(
+        tmp_path / "gpt2-bpe", "gpt2", tokenizer_dir=tok_dir, vocab_size=tok.get_vocab_size()
+    )
+    m = load_model(d, device="cpu")
+    out = m.run(TOKEN_TEXT, causal=False)
+    assert out.causal and m.config.is_decoder
+    assert "".join(out.display) == TOKEN_TEXT and not any(out.special)
+    assert len(out.display) == len(out.continuation) == out.n == out.probs.shape[-1]
+
+
 @pytest.mark.real_model
 def test_real_model_end_to_end(real_model, sentence):
     """The default all-MiniLM-L6-v2: softmax parity with transformers and sentence-transformers."""
@@ -221,7 +531,56 @@ def test_real_model_end_to_end(real_model, sentence):
     ours = torch.nn.functional.normalize(soft.hidden.mean(0), dim=0)
     torch.testing.assert_close(ours, emb, atol=1e-5, rtol=0)
 
+    c = real_model.config
+    assert (c.model_type, c.num_kv_heads, c.is_decoder, c.max_positions) == ("bert", 12, False, 512)
+    assert real_model.model_id == DEFAULT_MODEL_ID and soft.model_id == DEFAULT_MODEL_ID
+    assert soft.display[0] == "[CLS]" and soft.special[0] and soft.special[-1]
+
     sparse = real_model.run(sentence, alpha=1.5)
     gold = 1 - sparse.graph.float().mean().item()
     assert 0.3 < gold < 1.0, gold  # entmax attention of a real model is sparse
     assert torch.equal(sparse.graph, sparse.probs > 0)
+
+
+# ------------------------------------------------------------------- what cannot work
+
+
+def _wrap(cfg, model_type: str):
+    """transformers' model for ``cfg`` with our attention, wrapped as a SparseModel."""
+    from transformers import AutoModel
+
+    from sparse_core import attention as A
+    from sparse_core.model import SparseModel, default_model_path
+    from sparse_core.sources import Architecture
+    from sparse_core.tokens import load_tokenizer
+
+    A.register()
+    net = AutoModel.from_config(cfg, attn_implementation=A.IMPLEMENTATION)
+    arch = Architecture(model_type, model_type, decoder=False)
+    return SparseModel(
+        net, load_tokenizer(default_model_path()), model_type, torch.device("cpu"), arch
+    )
+
+
+def test_attention_outside_the_interface_is_refused_with_the_reason():
+    from transformers import DebertaV2Config
+
+    cfg = DebertaV2Config(
+        vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64,
+    )  # fmt: skip
+    with pytest.raises(
+        ModelLoadError, match="does not go through transformers' AttentionInterface"
+    ):
+        _wrap(cfg, "deberta-v2")
+
+
+def test_one_attention_module_shared_by_every_layer_is_refused():
+    from transformers import AlbertConfig
+
+    cfg = AlbertConfig(
+        vocab_size=30522, embedding_size=16, hidden_size=32, num_hidden_layers=3,
+        num_attention_heads=4, intermediate_size=64,
+    )  # fmt: skip
+    with pytest.raises(ModelLoadError, match="one attention module serves several layers"):
+        _wrap(cfg, "albert")

@@ -15,6 +15,7 @@ from sparse_core import bitsets as B
 from sparse_core import methods as M
 from sparse_core import metrics, patterns
 from sparse_core import pareto as PA
+from sparse_core.errors import SparsescopeError
 from sparse_core.sparsefinder import Artefact
 
 TEXT = "The chef who ran to the store was out of food, so he went back."
@@ -116,6 +117,30 @@ def test_sweep_points_equal_evaluate_on_explicit_masks(name, ctx):
         slow = M.evaluate(ctx, method, p)
         for metric in B.METRICS:
             assert torch.allclose(fast[metric][k], slow[metric], rtol=0, atol=1e-12), (p, metric)
+
+
+def test_sweep_points_per_head_own_masks(ctx):
+    """A text-independent own mask that differs per head (fixed with spread heads, shape
+    (1, H, n, n)) is measured per head, for L > 1 layers too."""
+    pts = [{"stride": 4, "c": c, "spread": True, "window": w, "globals": g}
+           for c in (1, 2) for w in (0, 3) for g in (False, True)]  # fmt: skip
+    fast = PA.sweep_points(ctx, "fixed", pts)
+    for k, p in enumerate(pts):
+        slow = M.evaluate(ctx, "fixed", p)
+        for metric in B.METRICS:
+            assert torch.allclose(fast[metric][k], slow[metric], rtol=0, atol=1e-12), (p, metric)
+
+
+def test_sweep_points_errors(tiny_model):
+    ctx = M.PredictContext.from_run(tiny_model.run(TEXT), None)
+    with pytest.raises(SparsescopeError, match="sf-kmeans needs a Sparsefinder artefact") as err:
+        PA.sweep_points(ctx, "sf-kmeans", [{}])
+    assert err.value.field == "method"
+    with pytest.raises(SparsescopeError, match=r"stride must be an integer in \[1, \d+\]") as err:
+        PA.sweep_points(ctx, "strided", [{}, {"stride": "inf"}])
+    assert err.value.field == "stride"
+    empty = PA.sweep_points(ctx, "window", [])
+    assert {k: v.shape for k, v in empty.items()} == {k: (0, 2, 4) for k in B.METRICS}
 
 
 def test_distance_thresholds_exact_at_ties(tiny_model):

@@ -9,11 +9,9 @@ import sys
 import pytest
 import torch
 
-pytest.importorskip("plotly")
-
-from sparse_core import metrics, viz  # noqa: E402
-from sparse_core.methods import PredictContext, get_method  # noqa: E402
-from sparse_core.pareto import sweep_text  # noqa: E402
+from sparse_core import metrics, pos, viz
+from sparse_core.methods import PredictContext, get_method
+from sparse_core.pareto import sweep_text
 
 TEXT = "The chef who ran to the store was out of food, so he went back."
 
@@ -141,7 +139,6 @@ def test_pos_figure_stacks_shares_per_cluster():
 
 
 def test_pos_figure_of_a_real_cluster_breakdown(out):
-    pos = pytest.importorskip("sparse_core.pos")
     from sparse_core.sparsefinder import Artefact
 
     cfg_l, cfg_h, d = out.layers, out.heads, out.queries.shape[-1]
@@ -159,7 +156,7 @@ def test_pos_figure_of_a_real_cluster_breakdown(out):
 
 
 def test_to_share_state_validates_as_the_apps_share_state(out):
-    from sparsescope.routes.share import ShareState
+    from sparsescope.schemas import ShareState
 
     state = viz.to_share_state(out, 1, 2, method="strided", params={"stride": 3}, token=4)
     parsed = ShareState.model_validate(state)
@@ -172,7 +169,7 @@ def test_to_share_state_validates_as_the_apps_share_state(out):
 
 
 def test_to_share_state_of_a_causal_run(tiny_model):
-    from sparsescope.routes.share import ShareState
+    from sparsescope.schemas import ShareState
 
     o = tiny_model.run(TEXT, alpha=2.0, causal=True)
     state = ShareState.model_validate(viz.to_share_state(o, view={"scope": "mean"}))

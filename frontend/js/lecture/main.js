@@ -5,8 +5,9 @@
  * @module lecture/main
  */
 
-import { analyze, headData, pareto, rawData, resetCache, share } from "./api.js";
-import { clear, debounce, el, pct } from "./dom.js";
+import * as api from "../api.js";
+import { debounce, el, pct } from "../dom.js";
+import { prepareHead } from "../head.js";
 import { parseState, STEPS, toSearch } from "./state.js";
 import { refitAll } from "./panel.js";
 import { STEP_LIST } from "./steps.js";
@@ -24,6 +25,19 @@ const panel = $("panel");
 /** The data of the current analysis and head (set by {@link load}). */
 let data = null;
 let loadSeq = 0;
+
+/** API answers already fetched, by request: stepping back and forth never refetches. */
+const fetched = new Map();
+
+/** `make()` once per key; a failed call is forgotten, so it can be retried. */
+function once(key, make) {
+  if (!fetched.has(key)) {
+    const p = make();
+    fetched.set(key, p);
+    p.catch(() => fetched.delete(key));
+  }
+  return fetched.get(key);
+}
 
 /** Read the server's JSON island (defaults only; the URL holds the state). */
 function readConfig() {
@@ -121,19 +135,17 @@ function toggleFullscreen() {
 /** Build the progress bar: one link per slide. */
 function buildProgress() {
   const list = $("progress-steps");
-  clear(list);
+  list.replaceChildren();
   STEP_LIST.forEach((s, k) => {
-    const a = el(
-      "a",
-      { href: "#", "data-step": k + 1, title: s.title },
+    const a = el("a", { title: s.title, attrs: { href: "#", "data-step": k + 1 } }, [
       el("span", { class: "progress-num", text: String(k + 1) }),
       el("span", { class: "progress-label", text: s.short }),
-    );
+    ]);
     a.addEventListener("click", (ev) => {
       ev.preventDefault();
       goto(k + 1);
     });
-    list.append(el("li", {}, a));
+    list.append(el("li", {}, [a]));
   });
   syncLinks();
 }
@@ -164,13 +176,13 @@ function showContext() {
 /** Fill the head picker from the analysis summary. */
 function buildHeadPicker(analysis) {
   const select = /** @type {HTMLSelectElement} */ ($("head-select"));
-  clear(select);
+  select.replaceChildren();
   for (const s of analysis.summary ?? []) {
     select.append(
       el("option", {
-        value: `${s.layer}:${s.head}`,
         title: `layer ${s.layer}, head ${s.head}: gold sparsity ${pct(s.gold_sparsity)}`,
         text: `L${s.layer} · H${s.head} · ${pct(s.gold_sparsity)} sparse`,
+        attrs: { value: `${s.layer}:${s.head}` },
       }),
     );
   }
@@ -201,39 +213,39 @@ function pickFocus(tokens) {
 async function load() {
   const seq = ++loadSeq;
   document.body.dataset.loading = "1";
-  const req = { text: state.text, alpha: state.alpha, causal: state.causal };
-  const analysis = await analyze(req);
+  const req = { text: state.text, alpha: state.alpha, causal: state.causal, truncate: true };
+  const analysis = await once(`analyze\u0000${req.alpha}\u0000${req.causal}\u0000${req.text}`, () =>
+    api.analyze(req),
+  );
   let { layer, head } = state;
   if (layer === null || head === null || layer >= analysis.layers || head >= analysis.heads) {
     ({ layer, head } = pickHead(analysis));
   }
   let hd;
   try {
-    hd = await headData(analysis.id, layer, head);
+    hd = await once(`head/${analysis.id}/${layer}/${head}`, () =>
+      api.getHead(analysis.id, layer, head),
+    );
   } catch (err) {
     if (err.status !== 404) throw err;
-    resetCache(); // the server evicted the analysis: analyse again
+    fetched.clear(); // the server evicted the analysis: analyse again
     return load();
   }
   let raw = null;
   let rawError = "";
   try {
-    raw = await rawData(analysis.id, layer, head);
+    raw = await once(`raw/${analysis.id}/${layer}/${head}`, () =>
+      api.getRaw(analysis.id, layer, head),
+    );
   } catch (err) {
     rawError = `Raw vectors are not available: ${err.message}`;
   }
   if (seq !== loadSeq) return false; // a newer load started meanwhile
   const n = analysis.n;
-  const P = new Float64Array(n * n);
-  const gold = new Uint8Array(n * n); // G as a 0/1 mask
-  let goldCount = 0;
-  for (const [i, j, p] of hd.edges) {
-    P[i * n + j] = p;
-    if (p > 0 && !gold[i * n + j]) {
-      gold[i * n + j] = 1;
-      goldCount++;
-    }
-  }
+  // the explorer's typed arrays and predictors work on the same head (../head.js, ../methods.js)
+  const prepared = prepareHead(hd, analysis.causal);
+  const P = new Float64Array(n * n); // the payload's p, not rounded to float32
+  for (const [i, j, p] of hd.edges) P[i * n + j] = p;
   state = { ...state, layer, head };
   writeUrl(false);
   data = {
@@ -241,11 +253,12 @@ async function load() {
     layer,
     head,
     headData: hd,
+    prepared,
     raw,
     rawError,
     P,
-    gold,
-    goldCount,
+    gold: prepared.gold,
+    goldCount: prepared.goldCount,
     labels: analysis.tokens.map((t) => t.text),
     special: analysis.tokens.map((t) => Boolean(t.special)),
     focus: pickFocus(analysis.tokens),
@@ -288,7 +301,12 @@ function makeContext() {
     panel,
     size: { width: figure.clientWidth, height: figure.clientHeight },
     update,
-    pareto: () => pareto(data.analysis.id, data.layer, data.head),
+    pareto: () => {
+      const { analysis, layer, head } = data;
+      return once(`pareto/${analysis.id}/${layer}/${head}`, () =>
+        api.getPareto(analysis.id, layer, head),
+      );
+    },
   };
 }
 
@@ -306,8 +324,8 @@ async function render() {
   delete document.body.dataset.ready;
   syncLinks();
   showContext();
-  clear(figure);
-  clear(panel);
+  figure.replaceChildren();
+  panel.replaceChildren();
   $("slide").classList.toggle("lec-wide", Boolean(step.wide));
   if (!data) {
     figure.append(el("p", { class: "notice", text: "Running the model on this sentence…" }));
@@ -327,8 +345,7 @@ async function render() {
 
 function showError(err) {
   delete document.body.dataset.loading;
-  clear(figure);
-  figure.append(el("p", { class: "notice notice-error", text: String(err.message || err) }));
+  figure.replaceChildren(el("p", { class: "notice notice-error", text: String(err.message || err) }));
 }
 
 // ------------------------------------------------------------------------------------ boot
@@ -340,7 +357,7 @@ async function shareSlide() {
   box.hidden = false;
   out.value = "saving…";
   try {
-    const res = await share({
+    const res = await api.share({
       text: state.text,
       alpha: state.alpha,
       causal: state.causal,

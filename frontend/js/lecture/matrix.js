@@ -5,7 +5,7 @@
  * @module lecture/matrix
  */
 
-import { el } from "./dom.js";
+import { el } from "../dom.js";
 
 /**
  * @typedef {object} Cell
@@ -206,8 +206,8 @@ function hatch(ctx, x, y, s) {
  * @returns {HTMLElement} a wrapper holding the canvas and its tooltip
  */
 export function withTooltip(canvas, geom, describe) {
-  const tip = el("div", { class: "tip", hidden: true, role: "status" });
-  const wrap = el("div", { class: "matrix-wrap" }, canvas, tip);
+  const tip = el("div", { class: "tip", attrs: { hidden: true, role: "status" } });
+  const wrap = el("div", { class: "matrix-wrap" }, [canvas, tip]);
   canvas.addEventListener("pointermove", (ev) => {
     const r = canvas.getBoundingClientRect();
     const x = ev.clientX - r.left;

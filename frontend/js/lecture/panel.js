@@ -3,7 +3,7 @@
  * @module lecture/panel
  */
 
-import { el } from "./dom.js";
+import { el } from "../dom.js";
 import { tex } from "./tex.js";
 
 /**
@@ -14,7 +14,7 @@ import { tex } from "./tex.js";
  * @returns {HTMLElement}
  */
 export function formula(panel, source, caption) {
-  const box = el("figure", { class: "formula-box" }, tex(source));
+  const box = el("figure", { class: "formula-box" }, [tex(source)]);
   if (caption) box.append(el("figcaption", { text: caption }));
   panel.append(box);
   fitWidth(box);
@@ -68,12 +68,10 @@ export function stats(panel, items) {
   const box = el("dl", { class: "stats" });
   for (const it of items) {
     box.append(
-      el(
-        "div",
-        { class: `stat ${it.tone ? `stat-${it.tone}` : ""}`.trim(), title: it.title },
+      el("div", { class: `stat ${it.tone ? `stat-${it.tone}` : ""}`.trim(), title: it.title }, [
         el("dt", { text: it.label }),
-        el("dd", { id: it.id, text: it.value }),
-      ),
+        el("dd", { text: it.value, attrs: { id: it.id } }),
+      ]),
     );
   }
   panel.append(box);
@@ -90,20 +88,30 @@ export function stats(panel, items) {
  * @returns {HTMLInputElement}
  */
 export function slider(panel, o) {
-  const out = el("output", { for: o.id, class: "slider-value", text: o.format(o.value) });
   const input = /** @type {HTMLInputElement} */ (
     el("input", {
-      type: "range",
-      id: o.id,
-      min: o.min,
-      max: o.max,
-      step: o.step,
-      value: o.value,
-      "aria-label": o.label,
+      attrs: {
+        type: "range",
+        id: o.id,
+        min: o.min,
+        max: o.max,
+        step: o.step,
+        value: o.value,
+        "aria-label": o.label,
+      },
     })
   );
-  const head = el("label", { for: o.id, class: "slider-label" }, el("span", { text: o.label }), out);
-  const box = el("div", { class: "slider" }, head, input);
+  // the browser snaps the value to the step: show the value the slider really holds
+  const out = el("output", {
+    class: "slider-value",
+    text: o.format(Number(input.value)),
+    attrs: { for: o.id },
+  });
+  const head = el("label", { class: "slider-label", attrs: { for: o.id } }, [
+    el("span", { text: o.label }),
+    out,
+  ]);
+  const box = el("div", { class: "slider" }, [head, input]);
   if (o.ticks) {
     const ticks = el("div", { class: "slider-ticks" });
     for (const [v, label] of o.ticks) {
@@ -135,7 +143,7 @@ export function legend(parent, items) {
   for (const it of items) {
     const sw = el("span", { class: `swatch swatch-${it.shape ?? "square"}` });
     sw.style.setProperty("--c", it.color);
-    box.append(el("li", {}, sw, el("span", { text: it.label })));
+    box.append(el("li", {}, [sw, el("span", { text: it.label })]));
   }
   parent.append(box);
   return box;

@@ -60,15 +60,3 @@ export function stridedVia(i, j, l) {
   for (let k = i; k >= Math.max(0, i - l); k--) if ((k - j) % l === 0) return k;
   return null;
 }
-
-/**
- * A 0/1 mask from a predicate over (i, j).
- * @param {number} n
- * @param {(i: number, j: number) => boolean} keep
- * @returns {Uint8Array}
- */
-export function maskFrom(n, keep) {
-  const m = new Uint8Array(n * n);
-  for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) if (keep(i, j)) m[i * n + j] = 1;
-  return m;
-}

@@ -3,7 +3,7 @@
  * @module lecture/plot
  */
 
-import { svg } from "./dom.js";
+import { svg } from "../dom.js";
 
 /**
  * @typedef {object} Frame
@@ -37,7 +37,7 @@ export function frame(o) {
   const W = pw + m.left + m.right;
   const H = ph + m.top + m.bottom;
   const root = /** @type {SVGSVGElement} */ (
-    svg("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, class: "plot", role: "img" })
+    svg("svg", { class: "plot", attrs: { width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img" } })
   );
   root.style.fontSize = `${font}px`;
   const [x0, x1] = o.x;
@@ -48,50 +48,45 @@ export function frame(o) {
   const fmt = o.tickFormat ?? ((v) => String(v));
   root.append(
     svg("rect", {
-      x: box.left,
-      y: box.top,
-      width: pw,
-      height: ph,
       class: "plot-bg",
+      attrs: { x: box.left, y: box.top, width: pw, height: ph },
     }),
   );
   if (o.axes !== false) {
     for (const t of o.xTicks ?? []) {
-      root.append(svg("line", { x1: sx(t), x2: sx(t), y1: box.top, y2: box.bottom, class: "grid" }));
+      root.append(svg("line", { class: "grid", attrs: { x1: sx(t), x2: sx(t), y1: box.top, y2: box.bottom } }));
       root.append(
-        svg("text", { x: sx(t), y: box.bottom + font * 1.2, "text-anchor": "middle", text: fmt(t) }),
+        svg("text", { text: fmt(t), attrs: { x: sx(t), y: box.bottom + font * 1.2, "text-anchor": "middle" } }),
       );
     }
     for (const t of o.yTicks ?? []) {
-      root.append(svg("line", { x1: box.left, x2: box.right, y1: sy(t), y2: sy(t), class: "grid" }));
+      root.append(svg("line", { class: "grid", attrs: { x1: box.left, x2: box.right, y1: sy(t), y2: sy(t) } }));
       root.append(
         svg("text", {
-          x: box.left - font * 0.4,
-          y: sy(t) + font * 0.35,
-          "text-anchor": "end",
           text: fmt(t),
+          attrs: { x: box.left - font * 0.4, y: sy(t) + font * 0.35, "text-anchor": "end" },
         }),
       );
     }
     if (o.xLabel)
       root.append(
         svg("text", {
-          x: (box.left + box.right) / 2,
-          y: box.bottom + font * 2.6,
-          "text-anchor": "middle",
           class: "axis-label",
           text: o.xLabel,
+          attrs: { x: (box.left + box.right) / 2, y: box.bottom + font * 2.6, "text-anchor": "middle" },
         }),
       );
     if (o.yLabel)
       root.append(
         svg("text", {
-          x: -(box.top + box.bottom) / 2,
-          y: font * 1.1,
-          transform: "rotate(-90)",
-          "text-anchor": "middle",
           class: "axis-label",
           text: o.yLabel,
+          attrs: {
+            x: -(box.top + box.bottom) / 2,
+            y: font * 1.1,
+            transform: "rotate(-90)",
+            "text-anchor": "middle",
+          },
         }),
       );
   }

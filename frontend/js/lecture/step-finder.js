@@ -1,14 +1,16 @@
 /**
  * Step 8: Sparsefinder (Treviso et al. 2022). Queries and keys of one head, projected to r = 4
  * dimensions by the learned map, drawn in 2-D (the two principal axes of those r-dim points);
- * a distance threshold t and the k-means clusters predict the graph.
+ * a distance threshold t and the k-means clusters (top-1) predict the graph. The predictions are
+ * the explorer's (../methods.js: sfDistance, sfKmeans, kmeansMembership), so the slide's numbers
+ * are the page's and Python's for the same setting.
  * @module lecture/step-finder
  */
 
-import { el, pct, svg } from "./dom.js";
-import { formula, legend, prose, slider, stats } from "./panel.js";
+import { el, pct, svg } from "../dom.js";
+import { kmeansMembership, projectedDistances, sfDistance, sfKmeans } from "../methods.js";
 import { computeMetrics } from "../metrics.js";
-import { maskFrom } from "./patterns.js";
+import { formula, legend, prose, slider, stats } from "./panel.js";
 import { frame, PALETTE } from "./plot.js";
 
 /** @typedef {import("./steps.js").StepContext} StepContext */
@@ -19,9 +21,6 @@ const WHY = [
   { b: "before" },
   " computing any score: by a distance threshold, or by sharing a k-means cluster.",
 ];
-
-/** Squared Euclidean distance. */
-const dist2 = (a, b) => a.reduce((s, v, k) => s + (v - b[k]) ** 2, 0);
 
 /**
  * The 2-D principal-axis coordinates of a set of r-dim points (power iteration with deflation).
@@ -78,35 +77,40 @@ export function renderFinder(ctx) {
     prose(ctx.panel, ...WHY);
     return;
   }
-  const n = ctx.labels.length;
-  const causal = ctx.state.causal;
+  const head = ctx.prepared;
+  const n = head.n;
+  const causal = head.causal;
   const Q = proj.queries;
   const K = proj.keys;
-  const r = Q[0].length;
-  // distances of all valid pairs, to place the slider and its default
+  const r = head.rank;
+  // distances ‖q̃_i − k̃_j‖² of all valid pairs, to place the slider and its default
+  const dist = projectedDistances(head);
   const d = [];
   const goldD = [];
   for (let i = 0; i < n; i++) {
     for (let j = 0; j < (causal ? i + 1 : n); j++) {
-      const v = dist2(Q[i], K[j]);
-      d.push(v);
-      if (ctx.gold[i * n + j]) goldD.push(v);
+      d.push(dist[i * n + j]);
+      if (ctx.gold[i * n + j]) goldD.push(dist[i * n + j]);
     }
   }
   goldD.sort((a, b) => a - b);
   const tMax = Math.max(...d) * 1.01;
   const t0 = goldD.length ? goldD[Math.min(goldD.length - 1, Math.floor(goldD.length * 0.9))] * 1.001 : tMax / 4;
 
-  const Bs = Object.keys(ctx.headData.centroids ?? {}).map(Number).sort((a, b) => a - b);
+  // the middle one of the artefact's cluster counts; every token to its nearest centroid
+  const Bs = [...head.centroids.keys()].sort((a, b) => a - b);
   const B = Bs.length ? Bs[Math.floor((Bs.length - 1) / 2)] : 0;
   const cents = B ? ctx.headData.centroids[String(B)] : [];
-  const nearest = (p) => {
-    let best = 0;
-    for (let c = 1; c < cents.length; c++) if (dist2(p, cents[c]) < dist2(p, cents[best])) best = c;
-    return best;
+  const clusterOf = (member) => {
+    const c = new Int32Array(n);
+    member.forEach((row, k) => {
+      for (let t = 0; t < n; t++) if (row[t]) c[t] = k;
+    });
+    return c;
   };
-  const cq = cents.length ? Q.map(nearest) : Q.map(() => 0);
-  const ck = cents.length ? K.map(nearest) : K.map(() => 0);
+  const top1 = B ? kmeansMembership(head, B, 1) : null;
+  const cq = top1 ? clusterOf(top1.queries) : new Int32Array(n);
+  const ck = top1 ? clusterOf(top1.keys) : new Int32Array(n);
 
   formula(
     ctx.panel,
@@ -120,7 +124,7 @@ export function renderFinder(ctx) {
       `B = ${B} k-means centroids, each token to its nearest`,
     );
   }
-  slider(ctx.panel, {
+  const tInput = slider(ctx.panel, {
     id: "threshold",
     label: "distance threshold t",
     min: 0,
@@ -143,7 +147,7 @@ export function renderFinder(ctx) {
   prose(ctx.panel, ...WHY, " Click a query (●) to follow it.");
 
   if (cents.length) {
-    const km = computeMetrics(maskFrom(n, (i, j) => cq[i] === ck[j]), ctx.gold, n, causal);
+    const km = computeMetrics(sfKmeans(head, B, 1), ctx.gold, n, causal);
     setText("sf-kmeans-recall", pct(km.recall));
     setText("sf-kmeans-sparsity", pct(km.sparsity));
   }
@@ -169,12 +173,14 @@ export function renderFinder(ctx) {
   const keyNodes = K.map((_, j) => {
     const [x, y] = at(n + j);
     const node = svg("rect", {
-      x: x - size,
-      y: y - size,
-      width: 2 * size,
-      height: 2 * size,
       class: "sf-key",
-      fill: PALETTE[ck[j] % PALETTE.length],
+      attrs: {
+        x: x - size,
+        y: y - size,
+        width: 2 * size,
+        height: 2 * size,
+        fill: PALETTE[ck[j] % PALETTE.length],
+      },
     });
     node.append(svg("title", { text: `key k̃ “${ctx.labels[j]}”` }));
     pointsG.append(node);
@@ -185,9 +191,11 @@ export function renderFinder(ctx) {
     const s = size * 1.2;
     pointsG.append(
       svg("path", {
-        d: `M${x - s},${y - s}L${x + s},${y + s}M${x - s},${y + s}L${x + s},${y - s}`,
         class: "sf-centroid",
-        stroke: PALETTE[c % PALETTE.length],
+        attrs: {
+          d: `M${x - s},${y - s}L${x + s},${y + s}M${x - s},${y + s}L${x + s},${y - s}`,
+          stroke: PALETTE[c % PALETTE.length],
+        },
       }),
     );
   });
@@ -195,21 +203,17 @@ export function renderFinder(ctx) {
   Q.forEach((_, i) => {
     const [x, y] = at(i);
     const node = svg("circle", {
-      cx: x,
-      cy: y,
-      r: size * 1.05,
       class: "sf-query",
-      fill: PALETTE[cq[i] % PALETTE.length],
-      "data-i": i,
+      attrs: { cx: x, cy: y, r: size * 1.05, fill: PALETTE[cq[i] % PALETTE.length], "data-i": i },
     });
     node.append(svg("title", { text: `query q̃ “${ctx.labels[i]}”` }));
     node.addEventListener("click", () => {
       focus = i;
-      update(Number(/** @type {HTMLInputElement} */ (document.getElementById("threshold")).value));
+      update(Number(tInput.value));
     });
     pointsG.append(node);
   });
-  const wrap = el("div", { class: "matrix-wrap" }, f.root);
+  const wrap = el("div", { class: "matrix-wrap" }, [f.root]);
   ctx.figure.append(
     wrap,
     el("p", {
@@ -228,7 +232,8 @@ export function renderFinder(ctx) {
 
   /** Redraw the focus query's edges and the numbers for threshold t. */
   function update(t) {
-    const s = computeMetrics(maskFrom(n, (i, j) => dist2(Q[i], K[j]) < t), ctx.gold, n, causal);
+    const mask = sfDistance(head, t);
+    const s = computeMetrics(mask, ctx.gold, n, causal);
     setText("sf-recall", pct(s.recall));
     setText("sf-sparsity", pct(s.sparsity));
     edgesG.replaceChildren();
@@ -237,17 +242,14 @@ export function renderFinder(ctx) {
     const shown = new Set([focus]);
     for (let j = 0; j < n; j++) {
       const valid = !causal || j <= focus;
-      const pred = valid && dist2(Q[focus], K[j]) < t;
+      const pred = valid && mask[focus * n + j] === 1;
       keyNodes[j].classList.toggle("sf-pred", pred);
       if (valid && ctx.gold[focus * n + j]) {
         const [kx, ky] = at(n + j);
         edgesG.append(
           svg("line", {
-            x1: qx,
-            y1: qy,
-            x2: kx,
-            y2: ky,
             class: pred ? "sf-hit" : "sf-miss",
+            attrs: { x1: qx, y1: qy, x2: kx, y2: ky },
           }),
         );
         shown.add(n + j);
@@ -258,10 +260,9 @@ export function renderFinder(ctx) {
       const isQ = k < n;
       labelsG.append(
         svg("text", {
-          x: x + size * 1.4,
-          y: y - size * 0.9,
           class: isQ ? "sf-label-q" : "sf-label-k",
           text: ctx.labels[isQ ? k : k - n],
+          attrs: { x: x + size * 1.4, y: y - size * 0.9 },
         }),
       );
     }
@@ -269,7 +270,7 @@ export function renderFinder(ctx) {
       c.classList.toggle("sf-focus", Number(c.getAttribute("data-i")) === focus);
     });
   }
-  update(Number(t0.toPrecision(3)));
+  update(Number(tInput.value)); // t0 snapped to the slider's step
 }
 
 function setText(id, text) {

@@ -1,13 +1,14 @@
 /**
  * Step 9: the sparsity–recall trade-off of every method on this text and head, with each method's
- * Pareto frontier (SPEC §4), from GET /api/analyses/{id}/pareto.
+ * Pareto frontier (SPEC §4), from GET /api/analyses/{id}/pareto: the same sweep, points and
+ * frontiers as the explorer's Pareto plot (sparse_core.pareto). When the server cannot give them,
+ * the slide says so and why; it never draws a different sweep.
  * @module lecture/step-pareto
  */
 
-import { el, pct, svg } from "./dom.js";
+import { el, pct, svg } from "../dom.js";
 import { formula, legend, prose, stats } from "./panel.js";
 import { frame, PALETTE } from "./plot.js";
-import { localSweep } from "./sweep.js";
 
 /** @typedef {import("./steps.js").StepContext} StepContext */
 
@@ -20,19 +21,18 @@ export async function renderPareto(ctx) {
   const loading = el("p", { class: "notice", text: "Sweeping every method over its grid…" });
   ctx.figure.append(loading);
   let data;
-  let local = false;
   try {
     data = await ctx.pareto();
-  } catch {
-    // no server sweep (not available, or failed): sweep the structured patterns right here
-    data = localSweep({
-      n: ctx.labels.length,
-      causal: ctx.state.causal,
-      gold: ctx.gold,
-      goldCount: ctx.goldCount,
-      proj: ctx.headData?.proj,
-    });
-    local = true;
+  } catch (err) {
+    if (!ctx.figure.isConnected) return; // the user moved on
+    loading.replaceWith(
+      el("p", {
+        class: "notice notice-error",
+        text: `The sparsity–recall sweep is not available: ${err.message}`,
+        attrs: { id: "pareto-error", role: "alert" },
+      }),
+    );
+    return;
   }
   if (!ctx.figure.isConnected) return; // the user moved on
   loading.remove();
@@ -55,13 +55,11 @@ export async function renderPareto(ctx) {
   // all points, faint
   for (const p of pts) {
     const dot = svg("circle", {
-      cx: f.sx(p.sparsity),
-      cy: f.sy(p.recall),
-      r: 4,
       class: "pareto-point",
-      fill: color[p.method] ?? "#9ca3af",
+      attrs: { cx: f.sx(p.sparsity), cy: f.sy(p.recall), r: 4, fill: color[p.method] ?? "#9ca3af" },
     });
-    dot.append(svg("title", { text: `${labelOf[p.method] ?? p.method} ${fmtParams(p.params)}: recall ${pct(p.recall)}, sparsity ${pct(p.sparsity)}` }));
+    const label = `${labelOf[p.method] ?? p.method} ${fmtParams(p.params)}`;
+    dot.append(svg("title", { text: `${label}: recall ${pct(p.recall)}, sparsity ${pct(p.sparsity)}` }));
     f.layer.append(dot);
   }
   // frontiers
@@ -70,23 +68,35 @@ export async function renderPareto(ctx) {
     if (!idx?.length) continue;
     const front = idx.map((k) => pts[k]).sort((a, b) => a.sparsity - b.sparsity);
     const d = front.map((p, k) => `${k ? "L" : "M"}${f.sx(p.sparsity)},${f.sy(p.recall)}`).join("");
-    f.layer.append(svg("path", { d, class: "pareto-front", stroke: color[m] }));
+    f.layer.append(svg("path", { class: "pareto-front", attrs: { d, stroke: color[m] } }));
     for (const p of front) {
       f.layer.append(
-        svg("circle", { cx: f.sx(p.sparsity), cy: f.sy(p.recall), r: 6, fill: color[m], class: "pareto-front-point" }),
+        svg("circle", {
+          class: "pareto-front-point",
+          attrs: { cx: f.sx(p.sparsity), cy: f.sy(p.recall), r: 6, fill: color[m] },
+        }),
       );
     }
   }
   // the gold graph itself: recall 1 at the gold sparsity
   const gs = data.gold_sparsity;
   if (Number.isFinite(gs)) {
-    f.layer.append(svg("line", { x1: f.sx(gs), x2: f.sx(gs), y1: f.box.top, y2: f.box.bottom, class: "gold-line" }));
     f.layer.append(
-      svg("text", { x: f.sx(gs) - 14, y: f.sy(1) + 6, "text-anchor": "end", class: "gold-label", text: "G itself" }),
-      svg("path", { d: starPath(f.sx(gs), f.sy(1), 11), class: "gold-star" }),
+      svg("line", {
+        class: "gold-line",
+        attrs: { x1: f.sx(gs), x2: f.sx(gs), y1: f.box.top, y2: f.box.bottom },
+      }),
+    );
+    f.layer.append(
+      svg("text", {
+        class: "gold-label",
+        text: "G itself",
+        attrs: { x: f.sx(gs) - 14, y: f.sy(1) + 6, "text-anchor": "end" },
+      }),
+      svg("path", { class: "gold-star", attrs: { d: starPath(f.sx(gs), f.sy(1), 11) } }),
     );
   }
-  ctx.figure.append(el("div", { class: "matrix-wrap" }, f.root));
+  ctx.figure.append(el("div", { class: "matrix-wrap" }, [f.root]));
   legend(
     ctx.figure,
     methods.map((m) => ({ color: color[m], label: labelOf[m] ?? m, shape: "line" })),
@@ -108,11 +118,6 @@ export async function renderPareto(ctx) {
   );
   if (best)
     prose(ctx.panel, "Here the best at ≥ 50 % sparsity is ", { b: labelOf[best.method] ?? best.method }, ` (${fmtParams(best.params)}).`);
-  if (local)
-    prose(
-      ctx.panel,
-      "Swept right here in the browser (the server's full sweep is not available): window, strided and fixed patterns, and Sparsefinder's threshold when its projections are loaded.",
-    );
 }
 
 /** "l=4, c=1" from a params object. */

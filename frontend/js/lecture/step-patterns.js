@@ -4,7 +4,7 @@
  * @module lecture/step-patterns
  */
 
-import { el, pct } from "./dom.js";
+import { el, pct } from "../dom.js";
 import { drawMatrix, FUTURE_FILL, star, withTooltip } from "./matrix.js";
 import { formula, legend, prose, slider, stats } from "./panel.js";
 import { computeMetrics } from "../metrics.js";
@@ -50,7 +50,7 @@ export function renderPatterns(ctx) {
     { label: "fixed · recall", value: "", id: "recall-fixed", tone: "accent" },
     { label: "fixed · sparsity", value: "", id: "sparsity-fixed" },
   ]);
-  const hop = el("p", { class: "prose", id: "two-hop" });
+  const hop = el("p", { class: "prose", attrs: { id: "two-hop" } });
   ctx.panel.append(hop);
   prose(
     ctx.panel,
@@ -126,14 +126,12 @@ function draw(ctx, l) {
       return `${ctx.labels[a]} → ${ctx.labels[b]}: ${part}${edge}`;
     });
     row.append(
-      el(
-        "figure",
-        { class: "panel-fig" },
+      el("figure", { class: "panel-fig" }, [
         el("figcaption", { text: `${p.name}, l = ${l}` }),
         wrap,
         tex(p.a1, { className: "formula-small" }),
         tex(p.a2, { className: "formula-small" }),
-      ),
+      ]),
     );
     const s = computeMetrics(p.grid.mask, ctx.gold, n, causal);
     setText(`recall-${p.name}`, pct(s.recall));

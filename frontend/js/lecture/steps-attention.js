@@ -4,7 +4,7 @@
  * @module lecture/steps-attention
  */
 
-import { el, fmt } from "./dom.js";
+import { el, fmt } from "../dom.js";
 import { drawMatrix, diverging, MASK_FILL, withTooltip } from "./matrix.js";
 import { formula, legend, prose, stats } from "./panel.js";
 
@@ -16,26 +16,26 @@ import { formula, legend, prose, stats } from "./panel.js";
  */
 export function renderTokens(ctx) {
   const { analysis, labels, special } = ctx;
-  const row = el("ol", { class: "token-row", "aria-label": "tokens" });
+  const row = el("ol", { class: "token-row", attrs: { "aria-label": "tokens" } });
   labels.forEach((t, i) => {
     row.append(
-      el(
-        "li",
-        { class: special[i] ? "tok tok-special" : "tok" },
+      el("li", { class: special[i] ? "tok tok-special" : "tok" }, [
         el("span", { class: "tok-text", text: t }),
         el("span", { class: "tok-idx", text: String(i) }),
-      ),
+      ]),
     );
   });
   ctx.figure.append(
-    el(
-      "div",
-      { class: "tokens-slide" },
-      el("p", { class: "sentence-big", id: "sentence-big", text: `“${ctx.state.text}”` }),
+    el("div", { class: "tokens-slide" }, [
+      el("p", {
+        class: "sentence-big",
+        text: `“${ctx.state.text}”`,
+        attrs: { id: "sentence-big" },
+      }),
       el("p", { class: "flow-arrow", text: "↓ tokenizer (sub-words, plus [CLS] and [SEP])" }),
       row,
       el("p", { class: "flow-arrow", text: "↓ each token i becomes a vector xᵢ" }),
-    ),
+    ]),
   );
   formula(
     ctx.panel,
@@ -90,7 +90,7 @@ export function renderVectors(ctx) {
       (k, t) => `${sym} of “${ctx.labels[t]}”, dimension ${k}: ${fmt(mat[t][k], 3)}`,
     );
     box.append(
-      el("figure", { class: "panel-fig" }, el("figcaption", { text: name }), wrap),
+      el("figure", { class: "panel-fig" }, [el("figcaption", { text: name }), wrap]),
     );
   }
   ctx.figure.append(box);
@@ -146,9 +146,9 @@ export function renderScores(ctx) {
     { b: `“${ctx.labels[f]}”` },
     ": its highest score is for ",
     { b: `“${ctx.labels[best]}”` },
-    ` (${fmt(S[f][best])})`,
+    ` (${fmt(S[f][best], 2)})`,
     ctx.special[best] && word >= 0
-      ? `, a special token many heads lean on; among the words, “${ctx.labels[word]}” (${fmt(S[f][word])}).`
+      ? `, a special token many heads lean on; among the words, “${ctx.labels[word]}” (${fmt(S[f][word], 2)}).`
       : ".",
   );
 }
@@ -182,7 +182,11 @@ export function renderMask(ctx) {
     { label: "masked", value: String((n * (n - 1)) / 2) },
   ]);
   if (!ctx.state.causal) {
-    const btn = el("button", { type: "button", class: "btn", id: "use-causal", text: "Use the causal mask from here on" });
+    const btn = el("button", {
+      class: "btn",
+      text: "Use the causal mask from here on",
+      attrs: { type: "button", id: "use-causal" },
+    });
     btn.addEventListener("click", () => ctx.update({ causal: true }));
     prose(ctx.panel, "This analysis is bidirectional (an encoder): the next steps use all n² pairs.");
     ctx.panel.append(btn);

@@ -4,7 +4,7 @@
  * @module lecture/steps-sparse
  */
 
-import { el, fmt, pct } from "./dom.js";
+import { el, fmt, pct } from "../dom.js";
 import { drawMatrix, FUTURE_FILL, sequential, star, withTooltip, ZERO_FILL } from "./matrix.js";
 import { outlineRow } from "./steps-attention.js";
 import { formula, legend, prose, slider, stats } from "./panel.js";
@@ -127,7 +127,7 @@ export function refreshEntmax(ctx) {
         ? `${ctx.labels[i]} → ${ctx.labels[j]}: masked`
         : `${ctx.labels[i]} → ${ctx.labels[j]}: p = ${P[i * n + j] === 0 ? "0 (exactly)" : fmt(P[i * n + j], 4)}`,
     );
-    row.append(el("figure", { class: "panel-fig" }, el("figcaption", { text: title }), wrap));
+    row.append(el("figure", { class: "panel-fig" }, [el("figcaption", { text: title }), wrap]));
   }
   ctx.figure.append(row);
   legend(ctx.figure, [

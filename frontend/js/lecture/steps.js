@@ -21,6 +21,8 @@ import { renderPareto } from "./step-pareto.js";
  * @property {boolean[]} special  special tokens ([CLS], [SEP])
  * @property {number} focus       the query row the slides follow
  * @property {any} headData       GET …/heads/{layer}/{head} body
+ * @property {import("../head.js").HeadData} prepared  that body prepared for the explorer's
+ *   predictors (../methods.js) and metrics (../metrics.js)
  * @property {{queries: number[][], keys: number[][], scores: number[][], d_head: number,
  *   d_model: number} | null} raw  GET …/raw/{layer}/{head} body, null when unavailable
  * @property {string} rawError    why `raw` is null

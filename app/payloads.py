@@ -1,0 +1,174 @@
+"""Tensors -> the JSON bodies of the API (docs/architecture.md, "Web contract").
+
+Pure shaping, under ``torch.inference_mode()``: the analysis body and its per-head summary, the
+method registry as sliders, one head's payload (its entmax edges and what the page needs to
+recompute every method's mask), the lecture's raw vectors. Checking the request is the service's
+job; these functions assume valid layer / head indices.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import torch
+
+from sparse_core.methods import METHODS, head_data
+from sparse_core.metrics import sparsity
+from sparse_core.pareto import summary as methods_summary
+
+#: Longest text whose raw vectors are served (a slide cannot show more rows anyway).
+MAX_RAW_TOKENS = 64
+
+
+def sig6(x: float) -> float:
+    """``x`` rounded to 6 significant digits (the edge weights sent to the page)."""
+    return float(f"{x:.6g}")
+
+
+def dumps(data: Any) -> bytes:
+    """Compact JSON bytes (what the heavy routes send as is, without re-validation)."""
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+
+
+# ----------------------------------------------------------------------------- methods
+
+
+def param_json(p) -> dict:
+    """A ``sparse_core.methods.ParamSpec`` as the API's ``ParamSpecOut``."""
+    return {
+        "name": p.name,
+        "label": p.label or p.name,
+        "kind": p.kind,
+        "min": p.min,
+        "max": p.max,
+        "step": p.step,
+        "choices": list(p.choices) if p.choices is not None else None,
+        "default": p.default,
+        "help": p.help or "",
+    }
+
+
+def methods_json(n: int, artefact: Any = None) -> list[dict]:
+    """Every method of the registry with its sliders, defaults resolved for length ``n`` (and,
+    for sf-kmeans, the cluster counts of ``artefact`` when one is given)."""
+    return [
+        {
+            "name": name,
+            "label": method.label,
+            "needs_artefact": bool(method.needs_artefact),
+            "params": [param_json(p) for p in method.params(n, artefact)],
+        }
+        for name, method in METHODS.items()
+    ]
+
+
+# ----------------------------------------------------------------------------- the analysis
+
+
+@torch.inference_mode()
+def summary_rows(out, artefact) -> list[dict]:
+    """Per head (layer-major): gold sparsity and every available method's recall / sparsity at
+    its defaults (``sparse_core.pareto.summary``), rounded to 6 decimals."""
+    gold = sparsity(out.graph, causal=out.causal).tolist()  # (L, H)
+    tables = {
+        name: (m["recall"].tolist(), m["sparsity"].tolist())
+        for name, m in methods_summary(out, artefact).items()
+    }
+    return [
+        {
+            "layer": li,
+            "head": hi,
+            "gold_sparsity": round(gold[li][hi], 6),
+            "methods": {
+                name: {"recall": round(rec[li][hi], 6), "sparsity": round(spa[li][hi], 6)}
+                for name, (rec, spa) in tables.items()
+            },
+        }
+        for li in range(out.layers)
+        for hi in range(out.heads)
+    ]
+
+
+def analysis_body(
+    analysis_id: str,
+    out,
+    *,
+    model_id: str,
+    device: str,
+    alpha: float,
+    causal: bool,
+    artefact_name: str | None,
+    pos: list[str | None],
+    summary: list[dict],
+    methods: list[dict],
+) -> dict:
+    """The body of ``POST /api/analyze`` and ``GET /api/analyses/{id}``."""
+    return {
+        "id": analysis_id,
+        "n": out.n,
+        "layers": out.layers,
+        "heads": out.heads,
+        "model": model_id,
+        "device": device,
+        "alpha": alpha,
+        "causal": bool(causal),
+        "truncated": bool(out.truncated),
+        "artefact": artefact_name,
+        "tokens": [
+            {"text": tok, "start": s, "end": e, "pos": p, "special": sp}
+            for tok, (s, e), p, sp in zip(out.tokens, out.offsets, pos, out.special, strict=True)
+        ],
+        "summary": summary,
+        "methods": methods,
+    }
+
+
+# ----------------------------------------------------------------------------- one head
+
+
+@torch.inference_mode()
+def head_body(entry, layer: int, head: int) -> dict:
+    """``GET /api/analyses/{id}/heads/{layer}/{head}``: every edge ``[i, j, p]`` with p > 0
+    (p to 6 significant digits), plus what the page needs to recompute every method's mask for
+    any slider value (the registry's ``head_payload`` hooks: ``sparse_core.methods.head_data``)."""
+    out = entry.out
+    p = out.probs[layer, head]  # (n, n)
+    ij = p.nonzero()  # (E, 2)
+    vals = p[ij[:, 0], ij[:, 1]].tolist()
+    return {
+        "layer": layer,
+        "head": head,
+        "n": out.n,
+        "gold_sparsity": entry.body["summary"][layer * out.heads + head]["gold_sparsity"],
+        "edges": [[i, j, sig6(v)] for (i, j), v in zip(ij.tolist(), vals, strict=True)],
+        **head_data(entry.ctx, layer, head),
+        "pos": entry.pos,
+    }
+
+
+@torch.inference_mode()
+def raw_body(out, layer: int, head: int, *, d_model: int | None = None) -> dict:
+    """The lecture's raw vectors of one head: queries, keys (both (n, d_head)) and the scaled
+    scores ``S = Q Kᵀ / √d_head`` (n, n) recomputed in float32 exactly as the model does, *before*
+    any mask (so the page can show the causal mask being applied); 6 significant digits."""
+    q = out.queries[layer, head].float()  # (n, d_head)
+    k = out.keys[layer, head].float()  # (n, d_head)
+    d_head = q.shape[-1]
+    scores = (q @ k.T) / math.sqrt(d_head)  # (n, n)
+
+    def rows(t: torch.Tensor) -> list[list[float]]:
+        return [[sig6(v) for v in row] for row in t.tolist()]
+
+    return {
+        "layer": layer,
+        "head": head,
+        "n": out.n,
+        "d_head": d_head,
+        "d_model": d_model,
+        "causal": bool(out.causal),
+        "queries": rows(q),
+        "keys": rows(k),
+        "scores": rows(scores),
+    }

@@ -1,0 +1,216 @@
+"""The entmax attention function that transformers' own model classes call, and its recorder.
+
+SPEC §1. transformers' attention modules compute the queries, keys and values (rotary position
+embeddings included, where the model has them) and then call the function registered under
+``config._attn_implementation`` in ``transformers.AttentionInterface``. We register
+:func:`entmax_attention` under the name :data:`IMPLEMENTATION`, so the model code stays the
+library's and one function serves every architecture. Per head h of a layer it computes
+
+    S = scaling · Q_h K_{g(h)}ᵀ        (the module's own ``scaling``: 1/√d_head for BERT and Llama;
+                                        GPT-2 passes its ``scale_attn_weights`` /
+                                        ``scale_attn_by_inverse_layer_idx`` product)
+    S = c · tanh(S / c)                 (only where the model caps its logits, Gemma-2: ``softcap``)
+    S_ij = −∞ where the model's mask, the causal mask or the restriction mask forbids (i, j)
+    P = α-entmax(S) row-wise, in float32 whatever the weights' dtype
+    O_h = P V_{g(h)}
+
+with g(h) = h // (H / H_kv) under grouped-query attention (Llama, Qwen2, Mistral).
+
+The mask the model hands in is built by transformers' ``masking_utils`` through the mask function
+we register under the same name (:func:`boolean_mask`): a boolean (B, 1, n, n) "may attend" mask,
+or None when nothing is masked (a bidirectional encoder without padding). Decoders get their
+causal (and, where the model has one, sliding-window) mask from there; an encoder run with
+``causal=True`` gets ours on top.
+
+What a run asks for (α, causality, restriction masks) and what it records (queries, expanded keys,
+P) travel in a :class:`RunState` held in a context variable for the duration of one forward, so
+concurrent runs in different threads do not see each other's state. Without a state (someone
+calls the transformers model directly) the function is plain entmax at the default α = 1.5 and
+records nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from .entmax import entmax
+
+log = logging.getLogger(__name__)
+
+IMPLEMENTATION = "sparsescope_entmax"
+"""The name under which the function and its mask builder are registered in transformers."""
+DEFAULT_ALPHA = 1.5
+
+_STATE: contextvars.ContextVar[RunState | None] = contextvars.ContextVar(
+    "sparsescope_run_state", default=None
+)
+_REGISTERED = False
+
+
+@dataclass
+class LayerInfo:
+    """What the first forward learns about each attention layer (static for a model)."""
+
+    heads: int
+    kv_heads: int
+    head_dim: int
+    scaling: float
+    softcap: float | None
+
+
+@dataclass
+class RunState:
+    """One forward's settings and recordings.
+
+    ``alphas``: per layer a float or a (1, H, 1, 1) tensor on the model's device.
+    ``restrict``: None or an (L, B, H, n, n) bool tensor (True = may attend).
+    ``layer_of``: the attention module -> its layer index (learned by the discovery forward).
+    With ``record`` the buffers (L, B, H, n, d) / (L, B, H, n, n) are filled layer by layer.
+    """
+
+    alphas: list[float | Tensor] | None = None
+    causal: bool = False
+    restrict: Tensor | None = None
+    layer_of: dict[int, int] = field(default_factory=dict)
+    record: bool = False
+    queries: Tensor | None = None  # (L, B, H, n, d) float32
+    keys: Tensor | None = None  # (L, B, H, n, d) float32, one per query head
+    probs: Tensor | None = None  # (L, B, H, n, n) float32
+    discover: list[tuple[int, LayerInfo]] | None = None  # filled by the discovery forward
+    _causal_mask: Tensor | None = None
+
+    def layer(self, module) -> int:
+        li = self.layer_of.get(id(module))
+        if li is None:
+            raise RuntimeError(
+                f"attention module {type(module).__name__} was not seen when the model was "
+                "loaded; sparsescope supports self-attention only"
+            )
+        return li
+
+    def causal_mask(self, n: int, m: int, device: torch.device) -> Tensor:
+        """(n, m) bool, True where key j <= query i (queries are the last n of m positions)."""
+        cm = self._causal_mask
+        if cm is None or cm.shape != (n, m) or cm.device != device:
+            cm = torch.ones(n, m, dtype=torch.bool, device=device).tril_(m - n)
+            self._causal_mask = cm
+        return cm
+
+
+@contextlib.contextmanager
+def running(state: RunState) -> Iterator[RunState]:
+    """Make ``state`` the current run's state for the forward inside the block."""
+    token = _STATE.set(state)
+    try:
+        yield state
+    finally:
+        _STATE.reset(token)
+
+
+def expand_kv(x: Tensor, heads: int) -> Tensor:
+    """(B, H_kv, m, d) -> (B, H, m, d): query head h reads key/value head h // (H / H_kv)."""
+    b, h_kv, m, d = x.shape
+    if h_kv == heads:
+        return x
+    if heads % h_kv:
+        raise RuntimeError(f"{heads} query heads cannot share {h_kv} key/value heads evenly")
+    g = heads // h_kv
+    return x[:, :, None].expand(b, h_kv, g, m, d).reshape(b, heads, m, d)  # (B, H, m, d)
+
+
+def entmax_attention(
+    module,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    softcap: float | None = None,
+    **kwargs,
+) -> tuple[Tensor, Tensor]:
+    """transformers' attention-function signature; returns ((B, n, H, d) output, (B, H, n, m) P).
+
+    query (B, H, n, d), key and value (B, H_kv, m, d); ``attention_mask`` boolean (B, 1, n, m)
+    (True = may attend), an additive float mask of that shape (models that build their own), or
+    None. ``dropout`` is ignored: the model runs in eval mode.
+    """
+    if kwargs.get("s_aux") is not None:
+        raise RuntimeError("attention sinks (s_aux) are not supported by sparsescope")
+    state = _STATE.get()
+    b, h, n, d = query.shape
+    if scaling is None:
+        scaling = d**-0.5
+    h_kv, m = key.shape[1], key.shape[2]
+    key, value = expand_kv(key, h), expand_kv(value, h)  # (B, H, m, d)
+
+    # scores in float32 even for bf16 / fp16 weights (SPEC §1)
+    scores = torch.matmul(query.float(), key.float().transpose(-1, -2))  # (B, H, n, m)
+    scores.mul_(scaling)
+    if softcap is not None:
+        scores = torch.tanh(scores.div_(softcap)).mul_(softcap)
+    if attention_mask is not None:
+        if attention_mask.dtype == torch.bool:
+            scores.masked_fill_(~attention_mask[..., :m], float("-inf"))
+        else:  # an additive mask built by the model itself; its minimum means "masked"
+            bias = attention_mask[..., :m]
+            scores.add_(bias.float()).masked_fill_(bias <= torch.finfo(bias.dtype).min, -math.inf)
+
+    if state is None:
+        probs = entmax(scores, DEFAULT_ALPHA)
+    elif state.discover is not None:
+        info = LayerInfo(h, h_kv, d, float(scaling), softcap)
+        state.discover.append((id(module), info))
+        probs = entmax(scores, DEFAULT_ALPHA)
+    else:
+        li = state.layer(module)
+        allowed = None
+        if state.causal:
+            allowed = state.causal_mask(n, m, scores.device)  # (n, m)
+        if state.restrict is not None:
+            r = state.restrict[li]  # (B, H, n, m)
+            allowed = r if allowed is None else r & allowed
+        if allowed is not None:
+            scores.masked_fill_(~allowed, float("-inf"))
+        alpha = state.alphas[li] if state.alphas is not None else DEFAULT_ALPHA
+        out = state.probs[li] if state.record else None  # (B, H, n, m), contiguous
+        probs = entmax(scores, alpha, out=out)
+        if state.record:
+            state.queries[li].copy_(query)  # (B, H, n, d): after rotary, before scaling
+            state.keys[li].copy_(key)  # (B, H, m, d): expanded to one per query head
+    ctx = torch.matmul(probs.to(value.dtype), value)  # (B, H, n, d)
+    return ctx.transpose(1, 2).contiguous(), probs  # (B, n, H, d)
+
+
+def boolean_mask(*args, **kwargs) -> Tensor | None:
+    """transformers' mask builder for our implementation: boolean "may attend" masks.
+
+    Causal masks are always materialised (``allow_is_causal_skip=False``: we have no kernel
+    flag to fall back on); a bidirectional mask without padding may be None.
+    """
+    from transformers.masking_utils import sdpa_mask
+
+    kwargs["allow_is_causal_skip"] = False
+    return sdpa_mask(*args, **kwargs)
+
+
+def register() -> None:
+    """Register :func:`entmax_attention` and :func:`boolean_mask` with transformers (once)."""
+    global _REGISTERED
+    if _REGISTERED:
+        return
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface
+
+    AttentionInterface.register(IMPLEMENTATION, entmax_attention)
+    AttentionMaskInterface.register(IMPLEMENTATION, boolean_mask)
+    _REGISTERED = True
+    log.debug("registered %r with transformers' attention and mask interfaces", IMPLEMENTATION)

@@ -1,0 +1,153 @@
+"""THE registry of sparse-attention methods (docs/architecture.md, SPEC §2–§4).
+
+Every consumer (CLI, JSON, web API, the Pareto sweeps, the page's JS twin) reads methods from
+:data:`METHODS`, in this order: ``window``, ``fixed``, ``strided``, ``bigbird``, ``longformer``,
+``reformer``, ``routing``, ``sf-distance``, ``sf-quantization``, ``sf-kmeans``. A
+:class:`Method` (``methods.base``, where its hooks are listed) gives slider specs, defaults,
+validation, the Pareto sweep grid, the engine's fast path, the page's per-head data and
+``predict(ctx, **params) -> (L, H, n, n) bool``, always *finished* (SPEC §3):
+``M' = (M ∪ W_w ∪ Glob) ∩ V`` — the method's own mask M, OR the common add-ons ``window`` (width w,
+|i − j| ≤ ⌊w/2⌋; 0 = off; an even w acts as w + 1, as in ``patterns.window``) and ``globals``
+(full rows and columns for the first and last token), then AND the valid region (causal: j ≤ i).
+
+Adding a method: write its class (in the module of its family, or a new one), add an instance
+to :data:`METHODS`, and write its JS twin in ``frontend/js``. Nothing else tests method names.
+
+Modules: ``spec`` (ParamSpec, coercion), ``grids`` (the paper's grids, default strides, seeds),
+``context`` (PredictContext), ``base`` (Method and its hooks), ``structured`` (window, fixed,
+strided, longformer), ``bigbird``, ``hashing`` (reformer, routing), ``learned`` (sf-*),
+``distance_bits`` (sf-distance's bitset fast path). Defaults and own grids are tabled in each
+family's module docstring; every grid point has ``globals = True`` and is crossed with the
+window widths ``grids.sweep_windows(n)``.
+
+Seeds: BigBird's random keys and Longformer's random globals use :func:`head_seed` (``layer *
+1000 + head``), Reformer's rotations seed 0 hashed with (layer, head, round) — all from the shared
+hash PRNG (``sparse_core.rng``), so the page recomputes the same masks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from torch import Tensor
+
+from .. import metrics
+from ..errors import SparsescopeError
+from .base import ADDONS, Method, own_params
+from .bigbird import BigBirdMethod
+from .context import PredictContext
+from .grids import (
+    BUCKET_COUNTS,
+    RANDOM_COUNTS,
+    REFORMER_MAX_ROUNDS,
+    SF_DISTANCE_MAX,
+    WINDOWS_MLM,
+    WINDOWS_MT,
+    cluster_choices,
+    head_seed,
+    kmeans_choices,
+    stride_default,
+    sweep_windows,
+)
+from .hashing import ReformerMethod, RoutingMethod, reformer_buckets, routing_members
+from .learned import (
+    DistanceMethod,
+    KMeansMethod,
+    QuantizationMethod,
+    kmeans_assignments,
+    quantization_buckets,
+)
+from .spec import ParamSpec
+from .structured import FixedMethod, LongformerMethod, StridedMethod, WindowMethod
+
+if TYPE_CHECKING:
+    from ..sparsefinder import Artefact
+
+__all__ = [
+    "ADDONS",
+    "BUCKET_COUNTS",
+    "METHODS",
+    "RANDOM_COUNTS",
+    "REFORMER_MAX_ROUNDS",
+    "SF_DISTANCE_MAX",
+    "WINDOWS_MLM",
+    "WINDOWS_MT",
+    "Method",
+    "ParamSpec",
+    "PredictContext",
+    "available",
+    "cluster_choices",
+    "evaluate",
+    "get_method",
+    "head_data",
+    "head_seed",
+    "kmeans_assignments",
+    "kmeans_choices",
+    "own_params",
+    "quantization_buckets",
+    "reformer_buckets",
+    "routing_members",
+    "stride_default",
+    "sweep_windows",
+]
+
+METHODS: dict[str, Method] = {
+    m.name: m
+    for m in (
+        WindowMethod(),
+        FixedMethod(),
+        StridedMethod(),
+        BigBirdMethod(),
+        LongformerMethod(),
+        ReformerMethod(),
+        RoutingMethod(),
+        DistanceMethod(),
+        QuantizationMethod(),
+        KMeansMethod(),
+    )
+}
+
+
+def get_method(name: str) -> Method:
+    """``METHODS[name]`` or a SparsescopeError (``field`` "method") listing the names."""
+    if name not in METHODS:
+        raise SparsescopeError(
+            f"unknown method {name!r}; methods are {', '.join(METHODS)}", field="method"
+        )
+    return METHODS[name]
+
+
+def available(artefact: Artefact | None, names: Sequence[str] | None = None) -> list[str]:
+    """The method names (in registry order) that can run with this artefact (or without one)."""
+    chosen = list(METHODS) if names is None else [get_method(nm).name for nm in names]
+    return [nm for nm in METHODS if nm in chosen and (artefact or not METHODS[nm].needs_artefact)]
+
+
+def evaluate(ctx: PredictContext, method: Method | str, params: dict) -> dict[str, Tensor]:
+    """Per-head metrics of one setting (SPEC §4): recall, sparsity, exact, precision, each (L, H)
+    float64, for the finished mask ``method.predict(ctx, **params)`` against the gold graph."""
+    m = get_method(method) if isinstance(method, str) else method
+    pred = m.predict(ctx, **params)
+    gold, causal = ctx.out.graph, ctx.causal
+    return {
+        "recall": metrics.recall(pred, gold),
+        "sparsity": metrics.sparsity(pred, causal=causal),
+        "exact": metrics.exact(pred, gold),
+        "precision": metrics.precision(pred, gold, causal=causal),
+    }
+
+
+def head_data(ctx: PredictContext, layer: int, head: int) -> dict[str, Any]:
+    """What the page needs to recompute every method's mask of head (layer, head) for any slider
+    value: the registry's ``head_payload`` hooks merged (``payload_empty`` for a method that
+    cannot run on ``ctx``). Methods that give the same key give the same value (tested); the
+    first one's is kept. Keys today (docs/architecture.md, GET …/heads/{layer}/{head}): ``seed``
+    (bigbird, longformer), ``reformer``, ``routing``, ``proj`` (sf-*) and ``centroids``
+    (sf-kmeans); without an artefact ``proj`` is None and the others ``{}``."""
+    out: dict[str, Any] = {}
+    for m in METHODS.values():
+        part = m.head_payload(ctx, layer, head) if m.runs_on(ctx) else m.payload_empty
+        for key, value in part.items():
+            out.setdefault(key, value)
+    return out

@@ -1,0 +1,97 @@
+"""sf-distance for many thresholds at once, as row bitsets (the Pareto engine's fast path).
+
+Sparsefinder's distance predictor (SPEC §3, paper §3.2) keeps edge (i, j) iff the squared
+projected distance ``D_ij = ‖q̃_i − k̃_j‖²`` is below t. A sweep asks for ten thresholds: rather
+than ten float64 distance tensors, :func:`distance_bits` computes D once in float32 and bins it,
+and recomputes exactly (float64, dims added in order, as ``sparsefinder.sq_distances``) only the
+entries close enough to a threshold for float32 rounding to matter, so every mask equals
+``sparsefinder.sf_distance`` bit for bit (tests/core/test_pareto.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from torch import Tensor
+
+from ..bitsets import pack, words
+
+
+def distance_bits(qp: Tensor, kp: Tensor, ts: Sequence[float], chunk: int = 2) -> np.ndarray:
+    """sf-distance masks ``D < t`` for thresholds ``ts`` as bitsets: (…, n, r) x 2 projected
+    queries and keys -> (len(ts), A, n, W) uint64, A the product of the leading dims.
+
+    ``D`` is first computed in float32, ``Σ_c (q̃_c − k̃_c)²`` (numpy, a few heads at a time so the
+    temporaries stay in cache); entries within a safe rounding margin of a threshold are
+    recomputed exactly as ``sparsefinder.sq_distances`` does (float64, dims added in order), so
+    the result equals ``sq_distances(q̃, k̃) < t`` bit for bit (tested). When every 2t is an
+    integer (the paper's grid) D is binned once as ⌊2D⌋ and each mask is ``bin < 2t``.
+    """
+    n = qp.shape[-2]
+    q = qp.reshape(-1, n, qp.shape[-1]).numpy()  # (LH, n, r) float32
+    k = kp.reshape(-1, n, kp.shape[-1]).numpy()
+    LH, n, r = q.shape
+    W = words(n)
+    ts = [float(t) for t in ts]
+    binned = all((2 * t).is_integer() and 0 <= 2 * t <= 254 for t in ts)
+    top = max(int(2 * t) for t in ts) if binned else 0
+    out = np.zeros((len(ts), LH, n, W * 8), dtype=np.uint8)  # bitsets, viewed as bytes
+    nb = (n + 7) // 8
+    for a in range(0, LH, chunk):
+        qa, ka = q[a : a + chunk], k[a : a + chunk]
+        d = np.subtract(qa[:, :, None, 0], ka[:, None, :, 0])
+        d *= d
+        tmp = np.empty_like(d)
+        for c in range(1, r):
+            np.subtract(qa[:, :, None, c], ka[:, None, :, c], out=tmp)
+            tmp *= tmp
+            d += tmp
+        # |d − D| <= margin (generous: 16 ulps of the largest possible value in the chunk)
+        big = float(np.abs(qa).max() + np.abs(ka).max()) ** 2 * r
+        margin = 16 * 2.0**-24 * big + 1e-30
+        if binned:
+            d *= 2.0
+            near = np.abs(d - np.rint(d)) <= 2 * margin
+            bins = np.minimum(d, top).astype(np.uint8)  # ⌊2D⌋ for D >= 0, capped
+            flat = np.flatnonzero(near)
+            hh, ii, jj = np.unravel_index(flat, near.shape)
+            if flat.size:
+                exact = exact_sq(qa[hh, ii], ka[hh, jj])
+                bins[hh, ii, jj] = np.minimum(np.floor(2.0 * exact), top).astype(np.uint8)
+            # bit planes of the bins, then ``bin < m`` as a comparator on whole words
+            planes = [pack(bins & np.uint8(1 << j)) for j in range(max(top, 1).bit_length())]
+            for b, t in enumerate(ts):
+                out[b, a : a + chunk] = less_than(planes, int(2 * t)).view(np.uint8)
+        else:
+            for b, t in enumerate(ts):
+                m = d < t
+                hh, ii, jj = np.nonzero(np.abs(d - t) <= margin)
+                if hh.size:
+                    m[hh, ii, jj] = exact_sq(qa[hh, ii], ka[hh, jj]) < t
+                out[b, a : a + chunk, :, :nb] = np.packbits(m, axis=-1, bitorder="little")
+    return out.view(np.uint64)
+
+
+def less_than(planes: list[np.ndarray], m: int) -> np.ndarray:
+    """Bitset of ``x < m`` from the bit planes of unsigned x (planes[j] = bit j), MSB first:
+    x < m iff at the first differing bit x has 0 and m has 1."""
+    lt = np.zeros_like(planes[0])
+    eq = ~lt
+    for j in reversed(range(len(planes))):
+        if m >> j & 1:
+            lt |= eq & ~planes[j]
+            eq &= planes[j]
+        else:
+            eq &= ~planes[j]
+    if m >> len(planes):  # m beyond every representable x
+        lt |= eq
+    return lt
+
+
+def exact_sq(qv: np.ndarray, kv: np.ndarray) -> np.ndarray:
+    """``sparsefinder.sq_distances`` for paired rows: float64, dims added in order."""
+    d = np.zeros(qv.shape[0], dtype=np.float64)
+    for c in range(qv.shape[1]):
+        d += (qv[:, c].astype(np.float64) - kv[:, c].astype(np.float64)) ** 2
+    return d

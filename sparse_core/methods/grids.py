@@ -1,0 +1,67 @@
+"""The paper's sweep grids, default strides and per-head seeds (SPEC §2–§4; paper §5–§6).
+
+Every method's sweep grid (``Method.grid``) crosses its own grid with the window widths
+:func:`sweep_windows` = {0, 1, 3, 5, 7, 9, 11, 15, 19, 23, 27} (paper §5, MT), plus for n ≥ 256
+the masked-LM widths {31, 41, 51, 75, 101, 125, 151, 175, 201, 251} (§6); widths above 2n − 1
+(wider than any text of n tokens needs) are dropped.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..sparsefinder import CLUSTER_COUNTS
+
+#: Window widths of the paper's MT sweep (§5) and, added for n >= 256, of its masked-LM sweep (§6).
+WINDOWS_MT = (0, 1, 3, 5, 7, 9, 11, 15, 19, 23, 27)
+WINDOWS_MLM = (31, 41, 51, 75, 101, 125, 151, 175, 201, 251)
+#: Bucket / cluster counts of the paper's grids (Reformer, Routing, quantization, k-means).
+BUCKET_COUNTS = (2, 4, 6, 8, 10, 12, 16, 20)
+RANDOM_COUNTS = (2, 4, 6, 8, 10, 12, 14, 16, 18, 20)  # BigBird keys, Longformer globals
+#: Most Reformer hash rounds a slider offers (the page receives every round up to this).
+REFORMER_MAX_ROUNDS = 4
+#: Largest sf-distance threshold a slider offers.
+SF_DISTANCE_MAX = 10.0
+
+
+def head_seed(layer: int, head: int) -> int:
+    """The per-head seed of BigBird's random keys and Longformer's random globals:
+    ``layer * 1000 + head`` (the browser uses the same, docs/architecture.md)."""
+    return int(layer) * 1000 + int(head)
+
+
+def stride_default(n: int) -> int:
+    """``s(n) = max(2, round(√n))`` clamped to n: the default Sparse Transformer stride."""
+    return max(1, min(n, max(2, round(math.sqrt(n)))))
+
+
+def strides(n: int) -> list[int]:
+    """The swept strides l ∈ {s/2, s, 2s} (s = :func:`stride_default`, rounded, ≥ 2, ≤ n)."""
+    s = stride_default(n)
+    return sorted({max(1, min(n, max(2, round(s * f)))) for f in (0.5, 1.0, 2.0)})
+
+
+def sweep_windows(n: int) -> list[int]:
+    """Window widths swept for length n (module docstring)."""
+    ws = list(WINDOWS_MT) + (list(WINDOWS_MLM) if n >= 256 else [])
+    return [w for w in ws if w <= 2 * n - 1]
+
+
+def random_counts(n: int) -> list[int]:
+    """BigBird's random keys / Longformer's random globals swept for length n:
+    :data:`RANDOM_COUNTS` clamped to n (at most n per row or per text), without repeats."""
+    return sorted({min(r, n) for r in RANDOM_COUNTS})
+
+
+def cluster_choices(n: int) -> list[int]:
+    """Routing's cluster counts for length n: :data:`BUCKET_COUNTS` up to max(n, 2)."""
+    ch = [c for c in BUCKET_COUNTS if c <= max(n, 2)]
+    return ch or [BUCKET_COUNTS[0]]
+
+
+def kmeans_choices(artefact) -> list[int]:
+    """sf-kmeans's cluster counts: the artefact's fitted centroid counts (sorted), or the
+    default :data:`sparse_core.sparsefinder.CLUSTER_COUNTS` without one."""
+    if artefact is not None and artefact.centroids:
+        return sorted(int(b) for b in artefact.centroids)
+    return list(CLUSTER_COUNTS)

@@ -1,0 +1,268 @@
+"""The corpus sweep (``sparsescope pareto``; SPEC §4, paper §5–§6, Figures 2 and 4).
+
+Every method's grid is evaluated on every text (:func:`sweep_points` per text and method) and the
+per-head figures are summed in :class:`Totals`; the figure of a point is then, per head, the mean
+over texts (each text weighted equally) and overall the plain mean over heads. ``Totals`` of
+disjoint shards merge by addition (:meth:`Totals.merge`), so texts can be split over processes
+(``workers``) or machines and the result does not depend on the split beyond float rounding.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ..bitsets import METRICS, Gold
+from ..methods import METHODS, PredictContext, available
+from .points import points_json, rounded, sweep_points
+
+log = logging.getLogger(__name__)
+
+
+def corpus_grids(
+    names: Sequence[str], n_ref: int, n_min: int, artefact=None
+) -> dict[str, list[dict]]:
+    """The grid of each method for a corpus: ``Method.grid(n_ref)`` (n_ref = the longest input)
+    keeping the points valid for the shortest input n_min (every range grows with n, so they are
+    valid for every input)."""
+    out = {}
+    for name in names:
+        method = METHODS[name]
+        keep = []
+        for p in method.grid(n_ref, artefact):
+            try:
+                method.validate(n_min, p, artefact)
+            except ValueError:
+                continue
+            keep.append(p)
+        out[name] = keep
+    return out
+
+
+@dataclass
+class Totals:
+    """Per-head sums over texts of every point's figures (add texts, then divide: SPEC §4)."""
+
+    grids: dict[str, list[dict]]
+    sums: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # (P, L, H) float64
+    gold: np.ndarray | None = None  # (L, H) sum of gold sparsity
+    texts: int = 0
+    tokens: int = 0
+
+    def add_text(self, ctx: PredictContext) -> None:
+        gold = Gold(ctx.out.graph, ctx.causal)
+        for name, grid in self.grids.items():
+            got = sweep_points(ctx, name, grid, gold)
+            acc = self.sums.setdefault(name, {})
+            for m in METRICS:
+                v = got[m].numpy()
+                acc[m] = v if m not in acc else acc[m] + v
+        g = gold.sparsity()  # (L, H), from the edge list: cheaper than a pass over the graph
+        self.gold = g if self.gold is None else self.gold + g
+        self.texts += 1
+        self.tokens += ctx.n
+
+    def merge(self, other: Totals) -> None:
+        for name, acc in other.sums.items():
+            mine = self.sums.setdefault(name, {})
+            for m, v in acc.items():
+                mine[m] = v if m not in mine else mine[m] + v
+        if other.gold is not None:
+            self.gold = other.gold if self.gold is None else self.gold + other.gold
+        self.texts += other.texts
+        self.tokens += other.tokens
+
+    def means(self) -> dict[str, dict[str, np.ndarray]]:
+        """method -> metric -> (P,) the overall figure: mean over texts, then over heads."""
+        return {
+            nm: {m: (v / self.texts).mean(axis=(1, 2)) for m, v in acc.items()}
+            for nm, acc in self.sums.items()
+        }
+
+
+def sweep_inputs(
+    model, texts: Sequence[str], artefact, grids: dict, *, alpha: float = 1.5,
+    causal: bool = False, progress: Callable[[int], None] | None = None,
+) -> Totals:  # fmt: skip
+    """Run the model on each text and add every grid point's figures (one process)."""
+    tot = Totals(grids)
+    with torch.inference_mode():
+        for text in texts:
+            out = model.run(text, alpha=alpha, causal=causal, truncate=True)
+            tot.add_text(PredictContext.from_run(out, artefact))
+            if progress is not None:
+                progress(1)
+    return tot
+
+
+_WORKER: dict = {}
+
+
+def _worker_init(model_path, artefact_path, alpha: float, threads: int) -> None:
+    torch.set_num_threads(threads)
+    from ..model import load_model
+    from ..sparsefinder import load_artefact
+
+    model = load_model(model_path, device="cpu")
+    art = None
+    if artefact_path is not False:
+        art = load_artefact(artefact_path, model_id=model.model_id, alpha=alpha)
+    _WORKER.update(model=model, artefact=art)
+
+
+def _worker_run(texts: list[str], grids: dict, alpha: float, causal: bool) -> Totals:
+    return sweep_inputs(
+        _WORKER["model"], texts, _WORKER["artefact"], grids, alpha=alpha, causal=causal
+    )
+
+
+@dataclass
+class CorpusSweep:
+    """The corpus sweep: ``to_json()`` is the pareto.json body (app/commands/pareto.py)."""
+
+    model: str
+    alpha: float
+    causal: bool
+    texts: int
+    gold_sparsity: float
+    grids: dict[str, list[dict]]
+    values: dict[str, dict[str, np.ndarray]]  # method -> metric -> (P,)
+    per_head: Totals
+    fidelity: dict[str, dict[int, float]] | None = None  # method -> point index -> fidelity
+    meta: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        body = points_json(self.grids, self.values)
+        if self.fidelity is not None:
+            offset = 0
+            for name, grid in self.grids.items():
+                got = self.fidelity.get(name, {})
+                for k in range(len(grid)):
+                    f = got.get(k)
+                    body["points"][offset + k]["fidelity"] = None if f is None else rounded(f)
+                offset += len(grid)
+        return {
+            "model": self.model,
+            "alpha": self.alpha,
+            "causal": self.causal,
+            "texts": self.texts,
+            "gold_sparsity": rounded(self.gold_sparsity),
+            **body,
+        }
+
+
+def sweep_corpus(
+    model,
+    texts: Sequence[str],
+    artefact=None,
+    *,
+    alpha: float = 1.5,
+    causal: bool = False,
+    methods: Iterable[str] | None = None,
+    workers: int = 1,
+    threads: int = 1,
+    model_path=None,
+    artefact_path=None,
+    fidelity_texts: int = 0,
+    progress: bool = True,
+) -> CorpusSweep:
+    """Sweep every method's grid over ``texts`` (model inputs) and aggregate (SPEC §4).
+
+    Grids: :func:`corpus_grids` with n_ref / n_min the longest / shortest input. ``workers`` > 1
+    splits the texts over that many processes (``spawn``; each loads the model from
+    ``model_path`` and the artefact from ``artefact_path`` — None: the shipped one, False: none —
+    and runs torch with ``threads`` threads); sums are merged, so the figures do not depend on
+    the split beyond float rounding. ``fidelity_texts`` > 0 adds the output fidelity
+    (``metrics.output_fidelity``) of every *frontier* point on the first that many texts (one
+    masked forward pass per point and text: costly, hence the subsample); other points get None.
+    """
+    from tqdm.auto import tqdm
+
+    t0 = time.perf_counter()
+    names = available(artefact, None if methods is None else list(methods))
+    counts = [len(e.ids) for e in model.tokenizer.encode_batch(list(texts))]
+    limit = model.config.max_positions
+    counts = [min(c, limit) for c in counts]
+    grids = corpus_grids(names, max(counts), min(counts), artefact)
+    bar = tqdm(total=len(texts), desc="pareto", unit="text", disable=not progress)
+    if workers <= 1:
+        tot = sweep_inputs(model, texts, artefact, grids, alpha=alpha, causal=causal,
+                           progress=bar.update)  # fmt: skip
+    else:
+        tot = _parallel(texts, grids, alpha, causal, workers, threads, model_path,
+                        artefact_path if artefact is not None else False, bar)  # fmt: skip
+    bar.close()
+    values = tot.means()
+    sweep = CorpusSweep(
+        model=model.model_id,
+        alpha=float(alpha),
+        causal=bool(causal),
+        texts=tot.texts,
+        gold_sparsity=float((tot.gold / tot.texts).mean()),
+        grids=grids,
+        values=values,
+        per_head=tot,
+        meta={"tokens": tot.tokens, "sweep_seconds": time.perf_counter() - t0},
+    )
+    if fidelity_texts > 0:
+        t1 = time.perf_counter()
+        sweep.fidelity = _fidelity(model, texts[:fidelity_texts], artefact, sweep, alpha, causal,
+                                   progress)  # fmt: skip
+        sweep.meta["fidelity_seconds"] = time.perf_counter() - t1
+        sweep.meta["fidelity_texts"] = min(fidelity_texts, len(texts))
+    return sweep
+
+
+def _parallel(texts, grids, alpha, causal, workers, threads, model_path, artefact_path, bar):
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    size = max(1, min(4, math.ceil(len(texts) / (4 * workers))))  # small: an even finish
+    chunks = [list(texts[i : i + size]) for i in range(0, len(texts), size)]
+    tot = Totals(grids)
+    with ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=mp.get_context("spawn"),
+        initializer=_worker_init,
+        initargs=(model_path, artefact_path, alpha, threads),
+    ) as pool:
+        futures = {pool.submit(_worker_run, c, grids, alpha, causal): len(c) for c in chunks}
+        for fut in as_completed(futures):
+            tot.merge(fut.result())
+            bar.update(futures[fut])
+    return tot
+
+
+def _fidelity(model, texts, artefact, sweep: CorpusSweep, alpha, causal, progress) -> dict:
+    """Output fidelity (mean over ``texts``) of every frontier point of every method."""
+    from tqdm.auto import tqdm
+
+    from ..metrics import output_fidelity
+
+    body = points_json(sweep.grids, sweep.values)
+    todo = []
+    offset = 0
+    for name, grid in sweep.grids.items():
+        todo += [(name, k - offset) for k in body["frontiers"][name]]
+        offset += len(grid)
+    sums = {key: 0.0 for key in todo}
+    bar = tqdm(total=len(todo) * len(texts), desc="fidelity", unit="pass", disable=not progress)
+    with torch.inference_mode():
+        for text in texts:
+            out = model.run(text, alpha=alpha, causal=causal, truncate=True)
+            ctx = PredictContext.from_run(out, artefact)
+            for name, k in todo:
+                mask = METHODS[name].predict(ctx, **sweep.grids[name][k])
+                sums[(name, k)] += output_fidelity(model, out, mask)
+                bar.update(1)
+    bar.close()
+    res: dict[str, dict[int, float]] = {}
+    for (name, k), v in sums.items():
+        res.setdefault(name, {})[k] = v / len(texts)
+    return res
