@@ -12,9 +12,11 @@ Public APIs only, so that it survives a rewrite of the model code:
    ``entmax`` package (``entmax15`` at 1.5, ``sparsemax`` at 2, ``entmax_bisect`` otherwise;
    ``--skip-package`` leaves them out, they cost seconds per call).
 
-``--baseline DIR`` also times another checkout's ``sparse_core`` (e.g. ``git archive main``
-unpacked in DIR), imported under another name in the same process, side by side: the
-before/after figures of docs/benchmarks.md.
+``--baseline DIR`` also times another checkout's entmax op (``DIR/sparse_core/entmax.py``, e.g.
+``git worktree add DIR main``), loaded on its own under another name in the same process and
+swapped into this runtime's attention for the "baseline" rows, side by side: the before/after
+figures of docs/benchmarks.md. Only the op is swapped, never a second model runtime: two
+runtimes would register the same transformers attention name and overwrite each other.
 
 All candidates of a figure run interleaved, repeat by repeat, so that load from other processes
 hits them alike; medians and minima are printed with the load average before and after.
@@ -116,16 +118,30 @@ def prefix_with_tokens(text: str, n: int, count: Callable[[str], int]) -> str:
     return " ".join(words[:lo])
 
 
-def import_checkout(folder: str, name: str = "sparse_core_baseline"):
-    """Another checkout's ``sparse_core`` package, imported as ``name`` (relative imports)."""
-    init = Path(folder).expanduser().resolve() / "sparse_core" / "__init__.py"
-    spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[])
+def import_entmax(folder: str, name: str = "sparse_core_baseline_entmax"):
+    """Another checkout's ``sparse_core/entmax.py`` as a standalone module named ``name``."""
+    path = Path(folder).expanduser().resolve() / "sparse_core" / "entmax.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
-    spec.submodule_search_locations = [str(init.parent)]
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
     spec.loader.exec_module(mod)
-    return mod, importlib.import_module(f"{name}.entmax")
+    return mod
+
+
+def with_entmax(op: Callable[..., torch.Tensor], fn: Callable[[], object]) -> Callable[[], object]:
+    """``fn`` run with the runtime's attention calling ``op`` instead of its own entmax."""
+    from sparse_core import attention
+
+    def run() -> object:
+        own = attention.entmax
+        attention.entmax = op
+        try:
+            return fn()
+        finally:
+            attention.entmax = own
+
+    return run
 
 
 def hf_bert(device: str):
@@ -177,10 +193,7 @@ def main() -> None:
     )
     text = corpus_text(args.text_file)
     model = sparse_core.load_model(device=args.device)
-    base_model = base_entmax = None
-    if args.baseline:
-        base_pkg, base_entmax = import_checkout(args.baseline)
-        base_model = base_pkg.load_model(device=args.device)
+    base_entmax = import_entmax(args.baseline) if args.baseline else None
     tok, bert = hf_bert(args.device)
     for n in args.n:
         t = prefix_with_tokens(text, n, lambda s: len(tok(s)["input_ids"]))
@@ -194,9 +207,9 @@ def main() -> None:
             fns: dict[str, Callable[[], object]] = {"BertModel eager softmax": hf}
             for a in args.alphas:
                 fns[f"model.run alpha={a}"] = lambda a=a, t=t: model.run(t, alpha=a)
-                if base_model is not None:
-                    fns[f"baseline model.run alpha={a}"] = lambda a=a, t=t: base_model.run(
-                        t, alpha=a
+                if base_entmax is not None:
+                    fns[f"baseline model.run alpha={a}"] = with_entmax(
+                        base_entmax.entmax, lambda a=a, t=t: model.run(t, alpha=a)
                     )
             before = load()
             med, mins = bench(fns, args.repeats, args.device)
