@@ -1,31 +1,50 @@
 # sparsescope: the web app with the default model, offline at run time.
-# Build:  docker build -t sparsescope .
-# Run:    docker run --rm -p 8000:8000 -v sparsescope-data:/data sparsescope
-# GPU:    docker run --rm --gpus all -p 8000:8000 -v sparsescope-data:/data sparsescope
-FROM python:3.11-slim
+#
+# Build (docker):  docker build -t sparsescope .
+# Run:             docker run --rm -p 8000:8000 -v sparsescope-data:/data sparsescope
+# CUDA variant:    docker build -t sparsescope:cuda --build-arg TORCH_INDEX_URL=https://pypi.org/simple .
+#                  docker run --rm --gpus all -p 8000:8000 -v sparsescope-data:/data sparsescope:cuda
+#                  (PyPI's Linux torch wheel carries CUDA; the default index is PyTorch's CPU-only one)
+# No docker, or no registry reachable: scripts/image.sh build|run (buildah, and a Debian base made
+# with mmdebstrap: --build-arg BASE=localhost/sparsescope-base:12). See the README, "Docker".
+#
+# BASE: any image with python3 (>= 3.10) that can make a venv: python:3.11-slim, or plain Debian
+# bookworm with python3, python3-venv and ca-certificates. Everything goes into the venv /opt/venv
+# (Debian's own python refuses system-wide pip installs).
+ARG BASE=python:3.11-slim
+FROM ${BASE}
+
+# PyTorch is installed first and pinned (its pin wins), from TORCH_INDEX_URL: PyTorch's CPU-only
+# index by default; https://pypi.org/simple for the CUDA build (see the header).
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+ARG TORCH_VERSION=2.13.0
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     HF_HUB_OFFLINE=1 \
     TRANSFORMERS_OFFLINE=1 \
+    HF_HOME=/tmp/hf \
     SPARSESCOPE_HOST=0.0.0.0 \
     SPARSESCOPE_PORT=8000 \
     SPARSESCOPE_DATA_DIR=/data
 
 WORKDIR /src
-# PyTorch first and pinned: the registry's Linux build carries CUDA, so the model runs on a GPU
-# when the container is given one (--gpus all), on the CPU otherwise.
-RUN pip install "torch==2.13.0"
+RUN python3 -m venv /opt/venv \
+    && pip install --index-url "$TORCH_INDEX_URL" "torch==${TORCH_VERSION}"
+
 COPY pyproject.toml README.md ./
 COPY app ./app
 COPY sparse_core ./sparse_core
 COPY frontend ./frontend
 COPY static ./static
-RUN pip install . && rm -rf /src/build
+# the project itself: not editable, no test extras; the build tree is not kept
+RUN pip install . && rm -rf /src/build /src/*.egg-info
 
-RUN useradd --create-home --uid 10001 sparsescope \
+RUN useradd --create-home --uid 10001 --user-group sparsescope \
     && mkdir -p /data && chown sparsescope:sparsescope /data
 # by uid: the runtime (and runAsNonRoot) can check it is not root without /etc/passwd
 USER 10001
