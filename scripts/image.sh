@@ -126,28 +126,40 @@ torch_index() {
   fi
 }
 
-# This machine's pip configuration as one pip.conf, plus `-v` mounts of what it names.
+# This machine's pip configuration as one pip.conf (a key set in several places keeps the value
+# that pip itself uses: environment, then site, user, global), plus `-v` mounts of what it names.
 PIP_MOUNTS=()
 host_pip_config() {
-  local conf=$1 listing key value word path
-  listing=$(python3 -m pip config list 2>/dev/null || true)
-  [ -n "$listing" ] || return 0
-  echo "[global]" >"$conf"
-  while IFS= read -r line; do
-    key=${line%%=*}
-    value=${line#*=}
-    value=${value#\'}
-    value=${value%\'}
-    key=${key##*.}
-    echo "$key = $value" >>"$conf"
-    for word in $value; do
-      path=${word#file://}
-      case "$path" in
-        /*) [ -e "$path" ] && PIP_MOUNTS+=(-v "$path:$path:ro") ;;
-      esac
-    done
-  done <<<"$listing"
+  local conf=$1 path
+  python3 -m pip config list 2>/dev/null | python3 -c '
+import os, sys
+rank = {":env:": 0, "site": 1, "user": 2, "global": 3}
+best = {}
+for line in sys.stdin:
+    key, sep, value = line.rstrip("\n").partition("=")
+    if not sep:
+        continue
+    scope, _, name = key.rpartition(".")
+    value = value.strip().strip("\x27")
+    r = rank.get(scope, 4)
+    if name not in best or r < best[name][0]:
+        best[name] = (r, value)
+with open(sys.argv[1], "w") as conf:
+    conf.write("[global]\n")
+    for name, (_, value) in sorted(best.items()):
+        conf.write(f"{name} = {value}\n")
+for _, value in best.values():
+    for word in value.split():
+        path = word.removeprefix("file://").rstrip("/")
+        if word.startswith("file://") and os.path.basename(path) == "simple":
+            path = os.path.dirname(path)  # a local index: its pages link to files beside it
+        if path.startswith("/") and os.path.exists(path):
+            print(path)
+' "$conf" >"$WORK/pip-paths" || return 0
+  [ -s "$conf" ] || return 0
+  while IFS= read -r path; do PIP_MOUNTS+=(-v "$path:$path:ro"); done <"$WORK/pip-paths"
   PIP_MOUNTS+=(-v "$conf:/etc/pip.conf:ro")
+  note "pip configuration of this machine handed to the build: $(tr '\n' ' ' <"$WORK/pip-paths")"
 }
 
 build() {
