@@ -11,6 +11,9 @@
 # BASE: any image with python3 (>= 3.10) that can make a venv: python:3.11-slim, or plain Debian
 # bookworm with python3, python3-venv and ca-certificates. Everything goes into the venv /opt/venv
 # (Debian's own python refuses system-wide pip installs).
+#
+# The metadata comes first and few instructions follow the big steps: a builder on the vfs storage
+# driver (buildah without overlay) copies the whole root filesystem for every layer.
 ARG BASE=python:3.11-slim
 FROM ${BASE}
 
@@ -31,26 +34,24 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     SPARSESCOPE_HOST=0.0.0.0 \
     SPARSESCOPE_PORT=8000 \
     SPARSESCOPE_DATA_DIR=/data
-
-WORKDIR /src
-RUN python3 -m venv /opt/venv \
-    && pip install --index-url "$TORCH_INDEX_URL" "torch==${TORCH_VERSION}"
-
-COPY pyproject.toml README.md ./
-COPY app ./app
-COPY sparse_core ./sparse_core
-COPY frontend ./frontend
-COPY static ./static
-# the project itself: not editable, no test extras; the build tree is not kept
-RUN pip install . && rm -rf /src/build /src/*.egg-info
-
-RUN useradd --create-home --uid 10001 --user-group sparsescope \
-    && mkdir -p /data && chown sparsescope:sparsescope /data
-# by uid: the runtime (and runAsNonRoot) can check it is not root without /etc/passwd
-USER 10001
-WORKDIR /home/sparsescope
-VOLUME ["/data"]
 EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
     CMD ["python", "-c", "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4).status == 200 else 1)"]
 CMD ["sparsescope", "serve", "--host", "0.0.0.0", "--port", "8000"]
+WORKDIR /home/sparsescope
+
+# the server's user (uid 10001) owns its home and the share database's folder, a volume
+RUN useradd --uid 10001 --user-group --home-dir /home/sparsescope --no-create-home sparsescope \
+    && mkdir -p /data && chown sparsescope:sparsescope /data /home/sparsescope
+VOLUME ["/data"]
+
+RUN python3 -m venv /opt/venv \
+    && pip install --index-url "$TORCH_INDEX_URL" "torch==${TORCH_VERSION}"
+
+# the build context is what the wheel ships (.dockerignore): pyproject.toml, README.md, app,
+# sparse_core, frontend, static. Installed not editable, without test extras; no source kept.
+COPY . /src/
+RUN pip install /src && rm -rf /src
+
+# by uid: the runtime (and runAsNonRoot) can check it is not root without /etc/passwd
+USER 10001

@@ -5,6 +5,7 @@
 #   scripts/image.sh build [BUILDER ARGS...]   build $IMAGE from the Dockerfile (e.g. --no-cache)
 #   scripts/image.sh run                       serve $IMAGE on $PORT, the share database in $DATA
 #   scripts/image.sh base                      make the Debian bookworm base image $BASE_IMAGE
+#   scripts/image.sh info                      print the engine and storage driver it would use
 #
 # Offline machines: when the registry's python:3.11-slim cannot be pulled, `build` makes a plain
 # Debian bookworm base with mmdebstrap (Debian's mirror is all it needs) and builds on that. With
@@ -14,7 +15,8 @@
 #
 # Environment: IMAGE (localhost/sparsescope:latest), BASE (the base image; default: python:3.11-slim
 # if it can be pulled, else $BASE_IMAGE), BASE_IMAGE (localhost/sparsescope-base:12), ENGINE
-# (docker | buildah; default: detected), STORAGE_DRIVER (buildah/podman storage, vfs), PORT (8000),
+# (docker | buildah; default: detected), STORAGE_DRIVER (buildah/podman storage: overlay where the
+# kernel allows it, else vfs), PORT (8000),
 # DATA (host folder mounted at /data, ./image-data), TORCH_INDEX_URL (default: PyTorch's CPU index
 # when it answers, else pip's configured index, or PyPI: this machine's pip config then picks torch),
 # PIP_CONFIG (host | none: hand this machine's pip configuration to a buildah build; host).
@@ -24,13 +26,33 @@ cd "$(dirname "$0")/.."
 IMAGE=${IMAGE:-localhost/sparsescope:latest}
 BASE_IMAGE=${BASE_IMAGE:-localhost/sparsescope-base:12}
 REGISTRY_BASE=python:3.11-slim
-STORAGE_DRIVER=${STORAGE_DRIVER:-vfs}
 PORT=${PORT:-8000}
 DATA=${DATA:-$PWD/image-data}
 PIP_CONFIG=${PIP_CONFIG:-host}
 DEFAULT_TORCH_INDEX=https://download.pytorch.org/whl/cpu
 
 WORK=$(mktemp -d)
+
+# buildah's storage: overlay where the kernel mounts it for us (no copies), else vfs (a full copy
+# of the root filesystem per layer: slow, and many GB for this image). A store keeps the driver
+# it was made with: an existing vfs store stays vfs (remove it, or set STORAGE_DRIVER, to switch).
+overlay_works() {
+  [ "$(id -u)" = 0 ] || return 1
+  local d=$WORK/ovl ok=1
+  mkdir -p "$d/l" "$d/u" "$d/w" "$d/m"
+  if mount -t overlay overlay -o "lowerdir=$d/l,upperdir=$d/u,workdir=$d/w" "$d/m" 2>/dev/null; then
+    umount "$d/m" && ok=0
+  fi
+  rm -rf "$d"
+  return $ok
+}
+STORE=/var/lib/containers/storage
+if [ -z "${STORAGE_DRIVER:-}" ]; then
+  if [ -d "$STORE/vfs-images" ] && [ ! -d "$STORE/overlay-images" ]; then
+    STORAGE_DRIVER=vfs  # the store this machine already has
+  elif overlay_works; then STORAGE_DRIVER=overlay; else STORAGE_DRIVER=vfs; fi
+fi
+
 CTR=
 cleanup() {
   if [ -n "$CTR" ]; then buildah --storage-driver "$STORAGE_DRIVER" rm "$CTR" >/dev/null 2>&1 || true; fi
@@ -82,7 +104,7 @@ make_base() {
     docker) docker import --change "ENV $path" "$tmp/base.tar" "$BASE_IMAGE" >/dev/null ;;
     buildah)
       if command -v podman >/dev/null 2>&1; then
-        podman --storage-driver "$STORAGE_DRIVER" import --change "ENV $path" "$tmp/base.tar" \
+        podman --storage-driver "$STORAGE_DRIVER" import -q --change "ENV $path" "$tmp/base.tar" \
           "$BASE_IMAGE" >/dev/null
       else
         local ctr
@@ -206,5 +228,6 @@ case "${1:-}" in
   build) shift; build "$@" ;;
   run) shift; run "$@" ;;
   base) shift; make_base "$(detect_engine)" ;;
-  *) die "usage: scripts/image.sh build [ARGS...] | run [ARGS...] | base" ;;
+  info) echo "engine=$(detect_engine) storage_driver=$STORAGE_DRIVER image=$IMAGE" ;;
+  *) die "usage: scripts/image.sh build [ARGS...] | run [ARGS...] | base | info" ;;
 esac

@@ -57,7 +57,7 @@ def arg_defaults(ins: list[tuple[str, str]]) -> dict[str, str]:
 
 
 def expand(text: str, args: dict[str, str]) -> str:
-    """``$NAME``, ``${NAME}`` and ``${NAME:+...}`` (the ``...`` when NAME is set) at their defaults."""
+    """``$NAME``, ``${NAME}``, ``${NAME:+...}`` (``...`` when NAME is set) at their defaults."""
     text = re.sub(
         r"\$\{(\w+):\+([^}]*)\}", lambda m: expand(m[2], args) if args.get(m[1]) else "", text
     )
@@ -105,7 +105,7 @@ def test_torch_is_pinned_and_installed_before_the_project(ins):
     args = arg_defaults(ins)
     runs = [(i, expand(rest, args)) for i, (word, rest) in enumerate(ins) if word == "RUN"]
     torch = [i for i, rest in runs if re.search(r"pip install .*torch==2\.13\.0", rest)]
-    project = [i for i, rest in runs if re.search(r"pip install (\S+ )*\.(\s|\[|$)", rest)]
+    project = [i for i, rest in runs if re.search(r"pip install (\S+ )*(\.|/src/?)(\s|\[|$)", rest)]
     assert torch, "no RUN pip install torch==2.13.0"
     assert project, "no RUN pip install . (the project)"
     assert torch[0] < project[0], "torch must be installed before the project (its pin wins)"
@@ -157,11 +157,19 @@ def test_everything_goes_into_a_venv(ins):
     runs = [rest for word, rest in ins if word == "RUN"]
     assert env.get("VIRTUAL_ENV") == "/opt/venv", env
     assert env.get("PATH", "").startswith("/opt/venv/bin:"), env
-    assert "venv /opt/venv" in runs[0], runs[0]
+    venv = [i for i, rest in enumerate(runs) if "venv /opt/venv" in rest]
+    pips = [i for i, rest in enumerate(runs) if "pip install" in rest]
+    assert venv and pips and venv[0] <= pips[0], runs
     assert env.get("HF_HUB_OFFLINE") == "1", "the model is in the image: no hub at run time"
 
 
 def test_the_image_copies_what_the_package_ships(ins):
     copied = {args_of(rest)[0] for word, rest in ins if word == "COPY"}
-    for needed in ("pyproject.toml", "app", "sparse_core", "frontend", "static"):
+    if "." in copied:  # the whole context: .dockerignore keeps it to what the wheel needs
+        lines = (ROOT / ".dockerignore").read_text(encoding="utf-8").splitlines()
+        rules = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+        assert rules[0] in ("*", "**"), ".dockerignore must start by leaving everything out"
+        copied = {rule[1:].strip("/") for rule in rules if rule.startswith("!")}
+        assert ".venv" not in copied and ".git" not in copied, copied
+    for needed in ("pyproject.toml", "README.md", "app", "sparse_core", "frontend", "static"):
         assert needed in copied, f"COPY {needed} is missing: the wheel would lack it"
