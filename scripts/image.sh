@@ -218,6 +218,9 @@ run() {
       # `podman run` cannot start containers on every host (crun and RLIMIT_NOFILE); buildah
       # runs the image's command in a chroot on the host's network, as the image's user.
       CTR=$(bah from -q "$IMAGE")
+      # buildah run mounts an anonymous volume over the image's VOLUME /data, hiding `-v DATA:/data`:
+      # drop the declaration from this working container so the host folder is what /data is
+      bah config --volume /data- "$CTR"
       bah run --isolation chroot --network host -v "$DATA:/data" "$CTR" -- \
         sparsescope serve --host 0.0.0.0 --port "$PORT" "$@"
       ;;

@@ -32,7 +32,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "image.sh"
 IMAGE = "localhost/sparsescope:test"
-DRIVER = os.environ.get("STORAGE_DRIVER", "vfs")
 UID = 10001
 BUILD_TIMEOUT = 3600  # a cold build on a loaded 2-core machine: torch, transformers, spaCy
 START_TIMEOUT = 600  # model load on that machine
@@ -57,6 +56,14 @@ def container_engine() -> str | None:
     return None
 
 
+def storage_driver() -> str:
+    """The buildah storage driver scripts/image.sh picks (overlay where it mounts, else vfs)."""
+    out = subprocess.run(
+        ["bash", str(SCRIPT), "info"], check=True, capture_output=True, text=True, timeout=120
+    ).stdout
+    return dict(item.split("=", 1) for item in out.split())["storage_driver"]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -78,8 +85,8 @@ def http(method: str, url: str, body: dict | None = None, timeout: float = 600) 
 class Container:
     """One container of the image serving on 127.0.0.1:port, ``data`` mounted at /data."""
 
-    def __init__(self, engine: str, data: Path, log: Path):
-        self.engine, self.data, self.log = engine, data, log
+    def __init__(self, engine: str, data: Path, log: Path, driver: str = "overlay"):
+        self.engine, self.data, self.log, self.driver = engine, data, log, driver
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.name = f"sparsescope-test-{os.getpid()}-{self.port}"
@@ -106,7 +113,7 @@ class Container:
                 [*argv, IMAGE], stdout=out, stderr=subprocess.STDOUT, start_new_session=True
             )
             return
-        bah = ["buildah", "--storage-driver", DRIVER]
+        bah = ["buildah", "--storage-driver", self.driver]
         self.ctr = subprocess.run(
             [*bah, "from", "-q", "--name", self.name, IMAGE],
             check=True,
@@ -114,8 +121,12 @@ class Container:
             text=True,
             timeout=600,
         ).stdout.strip()
+        # buildah run mounts an anonymous volume over the image's VOLUME /data, which would hide
+        # the host folder: drop the declaration from this working container (not from the image)
+        config = ["--volume", "/data-"]
         for k, v in env.items():
-            subprocess.run([*bah, "config", "--env", f"{k}={v}", self.ctr], check=True, timeout=60)
+            config += ["--env", f"{k}={v}"]
+        subprocess.run([*bah, "config", *config, self.ctr], check=True, timeout=60)
         # the image's CMD, on a free port of the host's network
         argv = [*bah, "run", "--isolation", "chroot", "--network", "host"]
         argv += ["-v", f"{self.data}:/data", self.ctr, "--"]
@@ -209,7 +220,7 @@ class Container:
                 self.proc.wait(timeout=60)
         if self.ctr:
             subprocess.run(
-                ["buildah", "--storage-driver", DRIVER, "rm", self.ctr],
+                ["buildah", "--storage-driver", self.driver, "rm", self.ctr],
                 capture_output=True,
                 timeout=600,
             )
@@ -230,7 +241,7 @@ def engine() -> str:
 @pytest.fixture(scope="module")
 def image(engine: str, tmp_path_factory) -> str:
     log = tmp_path_factory.mktemp("image") / "build.log"
-    env = {**os.environ, "IMAGE": IMAGE, "STORAGE_DRIVER": DRIVER}
+    env = {**os.environ, "IMAGE": IMAGE}
     with log.open("wb") as out:
         res = subprocess.run(
             ["bash", str(SCRIPT), "build"],
@@ -255,7 +266,8 @@ def test_the_image_serves_the_model_as_non_root_and_keeps_shares_on_its_volume(
     else:
         data.chmod(0o777)
 
-    first = Container(engine, data, tmp_path / "first.log")
+    driver = storage_driver()
+    first = Container(engine, data, tmp_path / "first.log", driver)
     try:
         first.start()
         health = first.wait_healthy()
@@ -286,7 +298,7 @@ def test_the_image_serves_the_model_as_non_root_and_keeps_shares_on_its_volume(
     assert db.exists(), sorted(p.name for p in data.iterdir())
     assert db.stat().st_uid == UID or os.geteuid() != 0, "the database was not written by uid 10001"
 
-    second = Container(engine, data, tmp_path / "second.log")
+    second = Container(engine, data, tmp_path / "second.log", driver)
     try:
         second.start()
         second.wait_healthy()
