@@ -27,9 +27,7 @@ class LiveServer:
         from sparsescope.service import AnalysisService
         from sparsescope.settings import Settings
 
-        settings = Settings(
-            data_dir=data_dir, models=tuple(str(m) for m in models), warmup=False
-        )
+        settings = Settings(data_dir=data_dir, models=tuple(str(m) for m in models), warmup=False)
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         self.server = uvicorn.Server(
@@ -74,7 +72,8 @@ def test_picker_switches_models_and_a_share_reopens_after_restart(page, tmp_path
         picker = page.locator("#model")
         picker.wait_for(state="visible")
         assert picker.locator("option").all_inner_texts() == [
-            "tiny-enc (BERT)", "tiny-dec (GPT-2, decoder)",
+            "tiny-enc (BERT)",
+            "tiny-dec (GPT-2, decoder)",
         ]
         page.fill("#text", TEXT)
         page.click("#analyze")
