@@ -16,7 +16,7 @@
 # Environment: IMAGE (localhost/sparsescope:latest), BASE (the base image; default: python:3.11-slim
 # if it can be pulled, else $BASE_IMAGE), BASE_IMAGE (localhost/sparsescope-base:12), ENGINE
 # (docker | buildah; default: detected), STORAGE_DRIVER (buildah/podman storage: overlay where the
-# kernel allows it, else vfs), PORT (8000),
+# kernel allows it, else vfs), PORT (8000), HOST (127.0.0.1: where `run` listens on this machine),
 # DATA (host folder mounted at /data, ./image-data), TORCH_INDEX_URL (default: PyTorch's CPU index
 # when it answers, else pip's configured index, or PyPI: this machine's pip config then picks torch),
 # PIP_CONFIG (host | none: hand this machine's pip configuration to a buildah build; host).
@@ -27,6 +27,7 @@ IMAGE=${IMAGE:-localhost/sparsescope:latest}
 BASE_IMAGE=${BASE_IMAGE:-localhost/sparsescope-base:12}
 REGISTRY_BASE=python:3.11-slim
 PORT=${PORT:-8000}
+HOST=${HOST:-127.0.0.1}
 DATA=${DATA:-$PWD/image-data}
 PIP_CONFIG=${PIP_CONFIG:-host}
 DEFAULT_TORCH_INDEX=https://download.pytorch.org/whl/cpu
@@ -211,9 +212,9 @@ run() {
   mkdir -p "$DATA"
   # the server runs as uid 10001: it must be able to write the share database
   if [ "$(id -u)" = 0 ]; then chown 10001:10001 "$DATA"; fi
-  note "serving $IMAGE on http://127.0.0.1:$PORT/ (data: $DATA)"
+  note "serving $IMAGE on http://$HOST:$PORT/ (data: $DATA)"
   case "$engine" in
-    docker) exec docker run --rm -p "$PORT:8000" -v "$DATA:/data" "$IMAGE" "$@" ;;
+    docker) exec docker run --rm -p "$HOST:$PORT:8000" -v "$DATA:/data" "$IMAGE" "$@" ;;
     buildah)
       # `podman run` cannot start containers on every host (crun and RLIMIT_NOFILE); buildah
       # runs the image's command in a chroot on the host's network, as the image's user.
@@ -222,7 +223,7 @@ run() {
       # drop the declaration from this working container so the host folder is what /data is
       bah config --volume /data- "$CTR"
       bah run --isolation chroot --network host -v "$DATA:/data" "$CTR" -- \
-        sparsescope serve --host 0.0.0.0 --port "$PORT" "$@"
+        sparsescope serve --host "$HOST" --port "$PORT" "$@"
       ;;
   esac
 }
