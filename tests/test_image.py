@@ -135,6 +135,48 @@ class Container:
             argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
 
+    def healthcheck(self) -> subprocess.CompletedProcess:
+        """The image's own HEALTHCHECK command, run inside this container (with buildah, on the
+        host's network: pointed at this container's port instead of 8000)."""
+        if self.engine == "docker":
+            fmt = "{{json .Config.Healthcheck.Test}}"
+            test = json.loads(
+                subprocess.run(
+                    ["docker", "image", "inspect", "--format", fmt, IMAGE],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                ).stdout
+            )
+            argv = ["docker", "exec", self.name, *test[1:]]
+        else:
+            bah = ["buildah", "--storage-driver", self.driver]
+            config = json.loads(
+                subprocess.run(
+                    [*bah, "inspect", "--type", "image", IMAGE],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                ).stdout
+            )
+            test = config["Docker"]["config"]["Healthcheck"]["Test"]
+            assert test[0] == "CMD", test
+            test = [arg.replace(":8000/", f":{self.port}/") for arg in test[1:]]
+            argv = [
+                *bah,
+                "run",
+                "--isolation",
+                "chroot",
+                "--network",
+                "host",
+                self.ctr,
+                "--",
+                *test,
+            ]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=300)
+
     def logs(self) -> str:
         return self.log.read_text(errors="replace")[-4000:]
 
@@ -282,6 +324,9 @@ def test_the_image_serves_the_model_as_non_root_and_keeps_shares_on_its_volume(
         assert "cat" in words and "[CLS]" in words, words
         assert analysis["layers"] == 6 and analysis["heads"] == 12, analysis["layers"]
         assert analysis["device"] == "cpu"
+
+        check = first.healthcheck()
+        assert check.returncode == 0, check.stdout + check.stderr
 
         proc = first.server_status()
         real_uid = int(proc["Uid"].split()[0])
