@@ -299,7 +299,10 @@ function makeContext() {
     state,
     figure,
     panel,
-    size: { width: figure.clientWidth, height: figure.clientHeight },
+    size: {
+      width: Math.max(120, figure.clientWidth - fit.width),
+      height: Math.max(120, figure.clientHeight - fit.height),
+    },
     update,
     pareto: () => {
       const { analysis, layer, head } = data;
@@ -314,6 +317,9 @@ function makeContext() {
 
 let renderSeq = 0;
 
+/** How much a step's picture must give up to fit (main.js measures, see {@link render}). */
+let fit = { width: 0, height: 0, roomy: false };
+
 /** Render the current slide from the loaded data. */
 async function render() {
   const seq = ++renderSeq;
@@ -327,19 +333,40 @@ async function render() {
   figure.replaceChildren();
   panel.replaceChildren();
   $("slide").classList.toggle("lec-wide", Boolean(step.wide));
+  $("slide").classList.remove("lec-roomy");
   if (!data) {
     figure.append(el("p", { class: "notice", text: "Running the model on this sentence…" }));
     return;
   }
-  try {
-    await step.render(makeContext());
-  } catch (err) {
-    showError(err);
+  // Draw, measure, and draw again smaller when something does not fit: a panel whose text
+  // overflows gets a wider column, a picture that overflows is drawn into less room. Nothing is
+  // ever cut off, whatever the screen (a projector at 1280 × 720 included).
+  fit = { width: 0, height: 0, roomy: false };
+  for (let attempt = 0; attempt < 4; attempt++) {
+    figure.replaceChildren();
+    panel.replaceChildren();
+    $("slide").classList.toggle("lec-roomy", fit.roomy);
+    try {
+      await step.render(makeContext());
+    } catch (err) {
+      showError(err);
+    }
+    if (seq !== renderSeq) return;
+    await document.fonts?.ready;
+    if (seq !== renderSeq) return;
+    refitAll(panel);
+    const overW = figure.scrollWidth - figure.clientWidth;
+    const overH = figure.scrollHeight - figure.clientHeight;
+    if (panel.scrollHeight > panel.clientHeight + 1 && !fit.roomy) {
+      fit = { ...fit, roomy: true };
+    } else if (overW > 1 || overH > 1) {
+      fit = {
+        ...fit,
+        width: fit.width + Math.max(0, overW) + 4,
+        height: fit.height + Math.max(0, overH) + 4,
+      };
+    } else break;
   }
-  if (seq !== renderSeq) return;
-  await document.fonts?.ready;
-  if (seq !== renderSeq) return;
-  refitAll(panel);
   document.body.dataset.ready = String(Date.now());
 }
 

@@ -41,7 +41,7 @@ export function renderTokens(ctx) {
     ctx.panel,
     String.raw`X = \begin{bmatrix} x_0^\top \\ \vdots \\ x_{n-1}^\top \end{bmatrix} \in \mathbb{R}^{n \times d}`,
   );
-  formula(ctx.panel, String.raw`x_i = E_{w_i} + P_i`, "token embedding + position embedding");
+  formula(ctx.panel, String.raw`x_i = E[w_i] + P[i]`, "token embedding + position embedding");
   prose(
     ctx.panel,
     "Self-attention sees a set of vectors, one per token. It has no notion of order, so a ",
@@ -103,7 +103,7 @@ export function renderVectors(ctx) {
   formula(ctx.panel, String.raw`q_i = W_Q\, x_i \qquad k_j = W_K\, x_j`);
   formula(
     ctx.panel,
-    String.raw`W_Q,\ W_K \in \mathbb{R}^{d_h \times d}, \quad d_h = ${dh}`,
+    String.raw`W_Q,\ W_K:\ d_h \times d \text{ matrices}, \quad d_h = ${dh}`,
     "every head has its own projections",
   );
   prose(

@@ -51,7 +51,7 @@ export function validCount(n, causal) {
  * @param {StepContext} ctx
  */
 export function renderEntmax(ctx) {
-  formula(ctx.panel, String.raw`\operatorname{softmax}(z)_j = \frac{e^{z_j}}{\sum_k e^{z_k}}`);
+  formula(ctx.panel, String.raw`\operatorname{softmax}(z)_j = \frac{\exp(z_j)}{\sum_k \exp(z_k)}`);
   formula(
     ctx.panel,
     String.raw`\alpha\text{-entmax}(z)_j = \big[(\alpha-1)\,z_j - \tau\big]_+^{1/(\alpha-1)}`,
