@@ -355,8 +355,7 @@ async function render() {
     await document.fonts?.ready;
     if (seq !== renderSeq) return;
     refitAll(panel);
-    const overW = figure.scrollWidth - figure.clientWidth;
-    const overH = figure.scrollHeight - figure.clientHeight;
+    const [overW, overH] = overflow(figure);
     if (panel.scrollHeight > panel.clientHeight + 1 && !fit.roomy) {
       fit = { ...fit, roomy: true };
     } else if (overW > 1 || overH > 1) {
@@ -368,6 +367,26 @@ async function render() {
     } else break;
   }
   document.body.dataset.ready = String(Date.now());
+}
+
+/**
+ * How far the content of `box` (a clipping element) reaches past its box, [x, y] in CSS px:
+ * what scrolls past its right / bottom edge and what a centred child sticks out on the left / top.
+ */
+function overflow(box) {
+  const r = box.getBoundingClientRect();
+  let left = 0;
+  let top = 0;
+  for (const e of box.querySelectorAll("*")) {
+    const b = e.getBoundingClientRect();
+    if (b.width === 0 && b.height === 0) continue;
+    left = Math.max(left, r.left - b.left, b.right - r.right);
+    top = Math.max(top, r.top - b.top, b.bottom - r.bottom);
+  }
+  return [
+    Math.max(box.scrollWidth - box.clientWidth, 2 * left),
+    Math.max(box.scrollHeight - box.clientHeight, top),
+  ];
 }
 
 function showError(err) {

@@ -130,6 +130,11 @@ export function refreshEntmax(ctx) {
     row.append(el("figure", { class: "panel-fig" }, [el("figcaption", { text: title }), wrap]));
   }
   ctx.figure.append(row);
+  if ([...row.querySelectorAll("canvas")].every((c) => c.dataset.values === "0")) {
+    ctx.figure.append(
+      el("p", { class: "fig-note", text: "Cells too small to print p legibly here: hover a cell for its value." }),
+    );
+  }
   legend(ctx.figure, [
     { color: sequential(0.02, "teal"), label: "small p > 0" },
     { color: sequential(1, "teal"), label: "p = 1" },
