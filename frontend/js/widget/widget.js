@@ -1,0 +1,144 @@
+/**
+ * The notebook widget's view (anywidget; app/widget.py bundles this module and the page's modules
+ * it imports into one ESM string). It mounts the page's own head grid (grid.js), method panel and
+ * metrics (controls.js), heatmap (heatmap.js) and live pipeline (live.js) on the page's store
+ * (state.js), fed from the widget's model instead of the HTTP API:
+ *
+ * - `_analysis`: the analyze body (what POST /api/analyze answers), computed in Python;
+ * - `_head`: the open head's payload (what GET …/heads/{layer}/{head} answers), set by Python
+ *   whenever `layer` / `head` / the analysis change;
+ * - `layer`, `head`, `method`, `params`: synced both ways (a tile click or a slider here sets the
+ *   trait; setting the trait in Python redraws here).
+ *
+ * Every render gets its own copy of the modules (the bundle instantiates them per view), so two
+ * views of one widget, or two widgets, never share a store.
+ * @module widget/widget
+ */
+
+import { initMethodPanel } from "../controls.js";
+import { el } from "../dom.js";
+import { initGrid } from "../grid.js";
+import { prepareHead } from "../head.js";
+import { initHeatmap } from "../heatmap.js";
+import { initLive } from "../live.js";
+import * as store from "../state.js";
+
+/** Trait names synced both ways with the store. */
+const SYNCED = ["layer", "head", "method", "params"];
+
+/**
+ * anywidget's render: mount the view in `el`, return the clean-up.
+ * @param {{model: {get: (k: string) => any, set: (k: string, v: any) => void,
+ *   on: (ev: string, fn: () => void) => void, off?: (ev: string, fn: () => void) => void,
+ *   save_changes: () => void}, el: HTMLElement}} props
+ */
+export function render({ model, el: host }) {
+  const title = el("p", { class: "sw-title" });
+  const grid = el("div", { class: "grid", attrs: { role: "group", "aria-label": "heads" } });
+  const gridLegend = el("div", { class: "grid-legend" });
+  const toggle = el("div", { class: "sw-toggle" });
+  for (const [value, text] of [["gold", "gold sparsity"], ["recall", "recall"]]) {
+    const b = el("button", { text, attrs: { type: "button", "data-value": value } });
+    b.addEventListener("click", () => store.set({ gridColour: value }));
+    toggle.append(b);
+  }
+  const methodPanel = el("div", { class: "method-panel" });
+  const metrics = el("div", { class: "metrics" });
+  const heatmapLegend = el("div", { class: "legend" });
+  const heatmap = el("div", { class: "heatmap" });
+  const headTitle = el("p", { class: "sw-head" });
+  const error = el("p", { class: "sw-error", attrs: { role: "alert", hidden: "" } });
+  const root = el("div", { class: "sparsescope-widget" }, [
+    title,
+    el("div", { class: "sw-side" }, [grid, gridLegend, toggle, methodPanel, metrics]),
+    el("div", { class: "sw-main" }, [headTitle, error, heatmapLegend, heatmap]),
+  ]);
+  host.replaceChildren(root);
+
+  initGrid(grid, gridLegend);
+  initMethodPanel(methodPanel, metrics);
+  initHeatmap(heatmap, heatmapLegend);
+  initLive();
+
+  let pulling = false; // a change that came from the model is not sent back to it
+
+  /** Model -> store: the analysis, the synced traits, and the head payload when it matches. */
+  function pull() {
+    const analysis = model.get("_analysis");
+    if (!analysis || !analysis.id) return;
+    const s = store.get();
+    const patch = {};
+    if (!s.analysis || s.analysis.id !== analysis.id) {
+      Object.assign(patch, {
+        analysis,
+        text: analysis.text ?? s.text,
+        alpha: analysis.alpha,
+        causal: analysis.causal,
+        status: "ready",
+      });
+    }
+    for (const k of SYNCED) {
+      const v = model.get(k);
+      if (JSON.stringify(v) !== JSON.stringify(s[k])) patch[k] = v;
+    }
+    const payload = model.get("_head");
+    const layer = patch.layer ?? s.layer;
+    const head = patch.head ?? s.head;
+    const current = s.headData;
+    const fresh = patch.analysis !== undefined || !current || current.layer !== layer || current.head !== head;
+    if (payload && payload.layer === layer && payload.head === head && payload.n === analysis.n) {
+      if (fresh || current.payload !== payload) {
+        const prepared = prepareHead(payload, analysis.causal);
+        prepared.payload = payload;
+        patch.headData = prepared;
+      }
+    } else if (fresh) {
+      patch.headData = null;
+    }
+    pulling = true;
+    try {
+      store.set(patch);
+    } finally {
+      pulling = false;
+    }
+  }
+
+  /** Store -> model: a click or a slider here becomes the trait's value in Python. */
+  const unsubscribe = store.subscribe((s, changed) => {
+    if (changed.has("gridColour") || changed.has("analysis")) {
+      for (const b of toggle.children) b.classList.toggle("on", b.dataset.value === s.gridColour);
+    }
+    if (["analysis", "layer", "head", "headData"].some((k) => changed.has(k)) && s.analysis) {
+      const a = s.analysis;
+      title.replaceChildren(
+        `${a.model} · ${a.n} tokens · α = ${a.alpha} · ${a.causal ? "causal" : "bidirectional"} `,
+        el("small", { text: a.artefact ? `· Sparsefinder ${a.artefact}` : "· no Sparsefinder artefact" }),
+      );
+      headTitle.textContent = `Layer ${s.layer} · head ${s.head}${s.headData ? ` · n = ${s.headData.n}` : " · loading…"}`;
+      host.dataset.layer = String(s.layer);
+      host.dataset.head = String(s.head);
+    }
+    if (changed.has("result")) {
+      error.textContent = s.result?.error ?? "";
+      error.hidden = !s.result?.error;
+      host.dataset.drawn = s.headData ? `${s.headData.layer}/${s.headData.head}` : "";
+    }
+    if (pulling) return;
+    let dirty = false;
+    for (const k of SYNCED) {
+      if (!changed.has(k)) continue;
+      if (JSON.stringify(model.get(k)) === JSON.stringify(s[k])) continue;
+      model.set(k, k === "params" ? { ...s[k] } : s[k]);
+      dirty = true;
+    }
+    if (dirty) model.save_changes();
+  });
+
+  const events = ["change:_analysis", "change:_head", ...SYNCED.map((k) => `change:${k}`)];
+  for (const ev of events) model.on(ev, pull);
+  pull();
+  return () => {
+    unsubscribe();
+    if (model.off) for (const ev of events) model.off(ev, pull);
+  };
+}
