@@ -11,12 +11,19 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
 pytestmark = pytest.mark.browser
 
 SIZES = [(1280, 720), (1920, 1080)]
+#: a sentence of its own, long for a slide (about 40 tokens): labels thin out, nothing spills
+LONG = (
+    "When the committee finally published its report, the researchers who had argued for "
+    "sparse attention found that most heads keep only a handful of keys per query."
+)
+CASES = [(w, h, "") for w, h in SIZES] + [(1280, 720, LONG)]
 MIN_PX = 14.0
 
 # One pass over the page (tests/browser/legibility.js): what is too small, outside, or clipped.
@@ -31,9 +38,10 @@ def _wait_step(page, k: int) -> None:
     )
 
 
-@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
-def test_every_step_is_legible_and_whole_on_a_projector(browser, server_url, size):
-    width, height = size
+@pytest.mark.parametrize(
+    "width,height,text", CASES, ids=[f"{w}x{h}{'-long' if t else ''}" for w, h, t in CASES]
+)
+def test_every_step_is_legible_and_whole_on_a_projector(browser, server_url, width, height, text):
     shots = os.environ.get("SPARSESCOPE_SHOTS")
     ctx = browser.new_context(viewport={"width": width, "height": height})
     page = ctx.new_page()
@@ -41,7 +49,7 @@ def test_every_step_is_legible_and_whole_on_a_projector(browser, server_url, siz
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     try:
-        page.goto(f"{server_url}/lecture?step=1")
+        page.goto(f"{server_url}/lecture?step=1" + (f"&text={quote(text)}" if text else ""))
         page.wait_for_selector("body[data-ready]")
         page.evaluate("document.fonts.ready")
         problems: dict[int, dict] = {}
@@ -54,7 +62,8 @@ def test_every_step_is_legible_and_whole_on_a_projector(browser, server_url, siz
                 page.wait_for_selector("#figure svg, #pareto-error")
             if shots:
                 Path(shots).mkdir(parents=True, exist_ok=True)
-                page.screenshot(path=f"{shots}/lecture-{width}x{height}-step{k}.png")
+                tag = "-long" if text else ""
+                page.screenshot(path=f"{shots}/lecture-{width}x{height}{tag}-step{k}.png")
             found = page.evaluate(AUDIT, MIN_PX)
             if any(found.values()):
                 problems[k] = {key: v for key, v in found.items() if v}

@@ -318,7 +318,7 @@ function makeContext() {
 let renderSeq = 0;
 
 /** How much a step's picture must give up to fit (main.js measures, see {@link render}). */
-let fit = { width: 0, height: 0, roomy: false };
+let fit = { width: 0, height: 0, roomy: 0 };
 
 /** Render the current slide from the loaded data. */
 async function render() {
@@ -333,7 +333,7 @@ async function render() {
   figure.replaceChildren();
   panel.replaceChildren();
   $("slide").classList.toggle("lec-wide", Boolean(step.wide));
-  $("slide").classList.remove("lec-roomy");
+  $("slide").classList.remove("lec-roomy", "lec-roomier");
   if (!data) {
     figure.append(el("p", { class: "notice", text: "Running the model on this sentence…" }));
     return;
@@ -341,11 +341,12 @@ async function render() {
   // Draw, measure, and draw again smaller when something does not fit: a panel whose text
   // overflows gets a wider column, a picture that overflows is drawn into less room. Nothing is
   // ever cut off, whatever the screen (a projector at 1280 × 720 included).
-  fit = { width: 0, height: 0, roomy: false };
-  for (let attempt = 0; attempt < 4; attempt++) {
+  fit = { width: 0, height: 0, roomy: 0 };
+  for (let attempt = 0; attempt < 5; attempt++) {
     figure.replaceChildren();
     panel.replaceChildren();
-    $("slide").classList.toggle("lec-roomy", fit.roomy);
+    $("slide").classList.toggle("lec-roomy", fit.roomy === 1);
+    $("slide").classList.toggle("lec-roomier", fit.roomy === 2);
     try {
       await step.render(makeContext());
     } catch (err) {
@@ -356,8 +357,8 @@ async function render() {
     if (seq !== renderSeq) return;
     refitAll(panel);
     const [overW, overH] = overflow(figure);
-    if (panel.scrollHeight > panel.clientHeight + 1 && !fit.roomy) {
-      fit = { ...fit, roomy: true };
+    if (panel.scrollHeight > panel.clientHeight + 1 && fit.roomy < 2) {
+      fit = { ...fit, roomy: fit.roomy + 1 };
     } else if (overW > 1 || overH > 1) {
       fit = {
         ...fit,

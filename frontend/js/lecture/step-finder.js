@@ -17,9 +17,9 @@ import { frame, PALETTE } from "./plot.js";
 
 /** The idea in one paragraph (prose parts). */
 const WHY = [
-  "A small linear map per head is trained to put each query near the keys it attends to. The graph is predicted ",
+  "A small linear map per head puts each query near the keys it attends to, so the graph is predicted ",
   { b: "before" },
-  " any score is computed: by distance, or by a shared k-means cluster.",
+  " any score is computed.",
 ];
 
 /**

@@ -25,18 +25,22 @@ export function renderTokens(ctx) {
       ]),
     );
   });
-  ctx.figure.append(
-    el("div", { class: "tokens-slide" }, [
-      el("p", {
-        class: "sentence-big",
-        text: `“${ctx.state.text}”`,
-        attrs: { id: "sentence-big" },
-      }),
-      el("p", { class: "flow-arrow", text: "↓ tokenizer (sub-words, plus [CLS] and [SEP])" }),
-      row,
-      el("p", { class: "flow-arrow", text: "↓ each token i becomes a vector xᵢ" }),
-    ]),
-  );
+  const slide = el("div", { class: "tokens-slide" }, [
+    el("p", {
+      class: "sentence-big",
+      text: `“${ctx.state.text}”`,
+      attrs: { id: "sentence-big" },
+    }),
+    el("p", { class: "flow-arrow", text: "↓ tokenizer (sub-words, plus [CLS] and [SEP])" }),
+    row,
+    el("p", { class: "flow-arrow", text: "↓ each token i becomes a vector xᵢ" }),
+  ]);
+  ctx.figure.append(slide);
+  // a long sentence: smaller type until it fits (never below 14 px: the CSS floors it)
+  for (let f = 1; f > 0.45; f *= 0.92) {
+    slide.style.fontSize = `${f.toFixed(3)}rem`;
+    if (slide.scrollHeight <= ctx.size.height && slide.scrollWidth <= ctx.size.width) break;
+  }
   formula(
     ctx.panel,
     String.raw`X = \begin{bmatrix} x_0^\top \\ \vdots \\ x_{n-1}^\top \end{bmatrix} \in \mathbb{R}^{n \times d}`,
