@@ -199,6 +199,9 @@ class AttentionWidget(anywidget.AnyWidget):
     params = traitlets.Dict().tag(sync=True)
     _analysis = traitlets.Dict().tag(sync=True)
     _head = traitlets.Dict().tag(sync=True)
+    #: the current setting's recall on every head ({method, params, recall: [L·H floats]}),
+    #: which the grid's "recall" colouring shows (the page computes it in the browser, sweep.js)
+    _recall = traitlets.Dict().tag(sync=True)
 
     def __init__(
         self,
@@ -234,6 +237,7 @@ class AttentionWidget(anywidget.AnyWidget):
         self.method = method
         self.params = params or {}
         self._send_head()
+        self._send_recall()
 
     # -- what Python reads ---------------------------------------------------------------------
 
@@ -320,6 +324,11 @@ class AttentionWidget(anywidget.AnyWidget):
         if self._analysis:
             self.params = self._clean(self.method, {})
 
+    @traitlets.observe("params")
+    def _on_params(self, change):
+        if self._entry is not None:
+            self._send_recall()
+
     # -- internals -----------------------------------------------------------------------------
 
     def _artefact(self):
@@ -355,6 +364,18 @@ class AttentionWidget(anywidget.AnyWidget):
             except SparsescopeError:
                 self.params = self._clean(self.method, {})
         self._send_head()
+        self._send_recall()
+
+    def _send_recall(self) -> None:
+        from sparse_core.methods import evaluate
+
+        recall = evaluate(self._entry.ctx, self.method, dict(self.params))["recall"]
+        self._recall = {
+            "analysis": self._entry.id,
+            "method": self.method,
+            "params": dict(self.params),
+            "recall": [round(float(v), 6) for v in recall.flatten().tolist()],
+        }
 
     def _send_head(self) -> None:
         raw = self._service.head(self._entry.id, self.layer, self.head)

@@ -81,6 +81,19 @@ def test_metrics_match_the_registry_and_change_with_the_setting(widget):
     assert wide["recall"] == pytest.approx(1.0) and narrow["sparsity"] > wide["sparsity"]
 
 
+def test_recall_of_every_head_follows_the_setting(widget):
+    r = widget._recall
+    a = widget.analysis
+    assert r["analysis"] == a["id"] and r["method"] == widget.method
+    assert r["params"] == widget.params and len(r["recall"]) == a["layers"] * a["heads"]
+    widget.layer, widget.head = 1, 2
+    k = 1 * a["heads"] + 2
+    assert widget._recall["recall"][k] == pytest.approx(widget.metrics()["recall"], abs=1e-6)
+    widget.params = {"window": 0, "globals": False}
+    assert widget._recall["params"] == widget.params
+    assert widget._recall["recall"][k] == pytest.approx(widget.metrics()["recall"], abs=1e-6)
+
+
 def test_new_text_or_alpha_reanalyses_and_keeps_the_head(widget):
     widget.layer, widget.head = 1, 1
     first = widget.analysis["id"]

@@ -60,7 +60,7 @@ PIXELS = """() => {
 }"""
 
 
-SYNCED = ("layer", "head", "method", "params", "_analysis", "_head")
+SYNCED = ("layer", "head", "method", "params", "_analysis", "_head", "_recall")
 
 
 def _state(w) -> dict:
@@ -113,6 +113,37 @@ def test_the_esm_draws_the_heatmap_and_redraws_on_a_new_head(browser, widget):
         widget.method = saved["method"]
         widget.params = saved["params"]  # valid for Python's validator too
         assert widget.params == saved["params"]
+        page.evaluate("s => window.model.fromPython(s)", _state(widget))
+
+        # the grid coloured by recall shows Python's per-head recall of this very setting
+        page.locator("#host .sw-toggle button[data-value=recall]").click()
+        heads = widget.analysis["heads"]
+        for k, r in enumerate(widget._recall["recall"]):
+            tile = page.locator(f'#host .tile[data-layer="{k // heads}"][data-head="{k % heads}"]')
+            assert tile.text_content() == f"{r:.2f}".lstrip("0") or r == 1.0, (k, r)
+            assert "stale" not in (tile.get_attribute("class") or "")
+
+        # a slider dragged through many values: Python gets a few of them, and the last
+        page.evaluate("window.saved = []; window.saves = 0")
+        page.evaluate(
+            """() => {
+              const input = document.querySelector('#host input[data-param="window"]');
+              for (let v = 0; v <= Number(input.max); v++) {
+                input.value = String(v);
+                input.dispatchEvent(new Event('input', { bubbles: true }));
+              }
+              return Number(input.max);
+            }"""
+        )
+        last = int(page.locator('#host input[data-param="window"]').input_value())
+        page.wait_for_function(
+            "w => (window.saved.filter(([k]) => k === 'params').at(-1) ?? [0, {}])[1].window === w",
+            arg=last,
+        )
+        sent = [v for k, v in page.evaluate("window.saved") if k == "params"]
+        assert 1 <= len(sent) < last  # rate-limited, not one message per input event
+        widget.params = sent[-1]
+        assert widget.params["window"] == last
         shots = os.environ.get("SPARSESCOPE_SHOTS")
         if shots:
             page.screenshot(path=f"{shots}/widget.png", full_page=True)

@@ -7,8 +7,10 @@
  * - `_analysis`: the analyze body (what POST /api/analyze answers), computed in Python;
  * - `_head`: the open head's payload (what GET …/heads/{layer}/{head} answers), set by Python
  *   whenever `layer` / `head` / the analysis change;
+ * - `_recall`: the current setting's recall on every head, for the grid's "recall" colouring;
  * - `layer`, `head`, `method`, `params`: synced both ways (a tile click or a slider here sets the
- *   trait; setting the trait in Python redraws here).
+ *   trait; setting the trait in Python redraws here). A slider being dragged is sent to Python at
+ *   most every {@link PARAMS_MS} ms (the last value always goes).
  *
  * Every render gets its own copy of the modules (the bundle instantiates them per view), so two
  * views of one widget, or two widgets, never share a store.
@@ -25,6 +27,9 @@ import * as store from "../state.js";
 
 /** Trait names synced both ways with the store. */
 const SYNCED = ["layer", "head", "method", "params"];
+/** Least time between two `params` sent while a slider moves (ms). */
+const PARAMS_MS = 120;
+const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
 
 /**
  * anywidget's render: mount the view in `el`, return the clean-up.
@@ -78,14 +83,16 @@ export function render({ model, el: host }) {
       });
     }
     for (const k of SYNCED) {
+      if (k === "params" && timer) continue; // a slider value waiting to be sent wins
       const v = model.get(k);
-      if (JSON.stringify(v) !== JSON.stringify(s[k])) patch[k] = v;
+      if (!same(v, s[k])) patch[k] = v;
     }
     const payload = model.get("_head");
     const layer = patch.layer ?? s.layer;
     const head = patch.head ?? s.head;
     const current = s.headData;
-    const fresh = patch.analysis !== undefined || !current || current.layer !== layer || current.head !== head;
+    const fresh =
+      patch.analysis !== undefined || !current || current.layer !== layer || current.head !== head;
     if (payload && payload.layer === layer && payload.head === head && payload.n === analysis.n) {
       if (fresh || current.payload !== payload) {
         const prepared = prepareHead(payload, analysis.causal);
@@ -98,9 +105,45 @@ export function render({ model, el: host }) {
     pulling = true;
     try {
       store.set(patch);
+      store.set({ headRecall: recallFor(store.get()) });
     } finally {
       pulling = false;
     }
+  }
+
+  /** `_recall` as the grid's headRecall, when it is for the store's analysis and setting. */
+  function recallFor(s) {
+    const r = model.get("_recall");
+    const ok = r && s.analysis && r.analysis === s.analysis.id && r.method === s.method &&
+      same(r.params, s.params);
+    return ok ? Float64Array.from(r.recall) : null;
+  }
+
+  let timer = 0;
+  let lastSent = 0;
+  /** Store -> model for the synced traits that differ; `params` rate-limited while dragging. */
+  function push() {
+    const s = store.get();
+    const methodChanged = !same(model.get("method"), s.method);
+    let dirty = false;
+    for (const k of SYNCED) {
+      if (same(model.get(k), s[k])) continue;
+      if (k === "params" && !methodChanged) {
+        const wait = lastSent + PARAMS_MS - performance.now();
+        if (wait > 0) {
+          clearTimeout(timer);
+          timer = setTimeout(() => {
+            timer = 0;
+            push();
+          }, wait);
+          continue;
+        }
+        lastSent = performance.now();
+      }
+      model.set(k, k === "params" ? { ...s[k] } : s[k]);
+      dirty = true;
+    }
+    if (dirty) model.save_changes();
   }
 
   /** Store -> model: a click or a slider here becomes the trait's value in Python. */
@@ -124,20 +167,23 @@ export function render({ model, el: host }) {
       host.dataset.drawn = s.headData ? `${s.headData.layer}/${s.headData.head}` : "";
     }
     if (pulling) return;
-    let dirty = false;
-    for (const k of SYNCED) {
-      if (!changed.has(k)) continue;
-      if (JSON.stringify(model.get(k)) === JSON.stringify(s[k])) continue;
-      model.set(k, k === "params" ? { ...s[k] } : s[k]);
-      dirty = true;
+    if (changed.has("method") || changed.has("params")) {
+      const r = recallFor(s);
+      if (r || s.headRecall) store.set({ headRecall: r });
     }
-    if (dirty) model.save_changes();
+    if (SYNCED.some((k) => changed.has(k))) push();
   });
 
-  const events = ["change:_analysis", "change:_head", ...SYNCED.map((k) => `change:${k}`)];
+  const events = [
+    "change:_analysis",
+    "change:_head",
+    "change:_recall",
+    ...SYNCED.map((k) => `change:${k}`),
+  ];
   for (const ev of events) model.on(ev, pull);
   pull();
   return () => {
+    clearTimeout(timer);
     unsubscribe();
     if (model.off) for (const ev of events) model.off(ev, pull);
   };
