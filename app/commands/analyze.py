@@ -59,6 +59,7 @@ def analyze(
 
     out = model.run(text, alpha=alpha, causal=causal, truncate=truncate)
     ctx = PredictContext.from_run(out, artefact)
+    causal = bool(out.causal)  # a decoder is causal whatever was asked
     gold = sparsity(out.graph, causal=causal)  # (L, H)
     per_method = {}
     for name in available(artefact, methods):
@@ -88,6 +89,7 @@ def analyze(
         "device": model.device,
         "alpha": alpha,
         "causal": causal,
+        "decoder": bool(model.config.is_decoder),
         "truncated": out.truncated,
         "n": out.n,
         "tokens": out.tokens,

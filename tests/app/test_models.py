@@ -232,3 +232,12 @@ def test_serve_refuses_a_bad_model_in_one_line(tmp_path, model_dirs, capsys, mak
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert len(err.splitlines()) == 1 and needle in err, err
+
+
+def test_cli_analyze_runs_any_model_directory(model_dirs, capsys):
+    code = main(["analyze", "--model", str(model_dirs[1]), "--json", TEXT])
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["model"] == "tiny-dec" and report["causal"] is True
+    assert report["decoder"] is True
+    assert {"reformer", "routing", "window"} <= set(report["heads"][0]["patterns"])
