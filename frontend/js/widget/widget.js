@@ -157,7 +157,8 @@ export function render({ model, el: host }) {
         `${a.model} · ${a.n} tokens · α = ${a.alpha} · ${a.causal ? "causal" : "bidirectional"} `,
         el("small", { text: a.artefact ? `· Sparsefinder ${a.artefact}` : "· no Sparsefinder artefact" }),
       );
-      headTitle.textContent = `Layer ${s.layer} · head ${s.head}${s.headData ? ` · n = ${s.headData.n}` : " · loading…"}`;
+      const shown = s.headData && s.headData.layer === s.layer && s.headData.head === s.head;
+      headTitle.textContent = `Layer ${s.layer} · head ${s.head} · ${shown ? `n = ${s.headData.n}` : "loading…"}`;
       host.dataset.layer = String(s.layer);
       host.dataset.head = String(s.head);
     }
