@@ -55,11 +55,15 @@ def json_for_html(data: Any) -> str:
 def json_island(element_id: str, data: Any) -> Markup:
     """``<script type="application/json" id="...">JSON</script>`` for a template.
 
-    In the page: ``JSON.parse(document.getElementById(id).textContent)``.
+    In the page: ``JSON.parse(document.getElementById(id).textContent)``. ``data`` given as
+    ``bytes`` is JSON text already (a cached payload): it is escaped the same way, not re-encoded.
     """
-    return Markup(
-        f'<script type="application/json" id="{escape(element_id)}">{json_for_html(data)}</script>'
-    )
+    if isinstance(data, bytes | bytearray):
+        text = bytes(data).decode("utf-8")
+        text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    else:
+        text = json_for_html(data)
+    return Markup(f'<script type="application/json" id="{escape(element_id)}">{text}</script>')
 
 
 def render_page(

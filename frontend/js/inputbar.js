@@ -54,7 +54,9 @@ export function initInputBar(onAnalyze) {
   });
   form.addEventListener("submit", (ev) => {
     ev.preventDefault();
-    store.set({ text: text.value, alpha: alpha(), causal: causal.checked });
+    const fresh = text.value !== store.get().text; // a new text starts at its first window
+    store.set({ text: text.value, alpha: alpha(), causal: causal.checked,
+      ...(fresh ? { start: 0, truncate: false } : {}) });
     onAnalyze();
   });
   text.addEventListener("keydown", (ev) => {

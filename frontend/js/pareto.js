@@ -12,6 +12,7 @@
  * method and parameters. All hover text is escaped (Plotly renders a subset of HTML in labels).
  */
 
+import { loadPlotly, plotlyNow } from "./plotly.js";
 import { resolveParams } from "./params.js";
 import { escapeHtml, fmt } from "./dom.js";
 import { markInput } from "./live.js";
@@ -53,8 +54,9 @@ function paramText(params) {
  * @param {HTMLElement} note one line under the plot (scope, loading, errors)
  */
 export function initPareto(root, note) {
-  const Plotly = window.Plotly;
+  let Plotly = plotlyNow(); // loaded by the first draw (plotly.js): never before the heatmap
   let drawn = null; // the pareto body drawn last
+  let bound = false; // plot events bound (Plotly.purge drops them)
   let colourOf = new Map();
   const svg = document.createElementNS(SVG, "svg");
   svg.setAttribute("class", "pareto-star");
@@ -154,8 +156,22 @@ export function initPareto(root, note) {
   function draw(s) {
     const data = s.pareto;
     if (!data || !s.analysis) {
-      Plotly.purge(root);
+      if (Plotly && drawn) {
+        Plotly.purge(root); // removes the plot's event handlers too: bound again on the next draw
+        bound = false;
+      }
       drawn = null;
+      return;
+    }
+    if (!Plotly) {
+      loadPlotly().then((P) => {
+        Plotly = P;
+        const now = store.get();
+        if (now.pareto) {
+          draw(now);
+          bindEvents();
+        }
+      }, (err) => (note.textContent = `The plot cannot be drawn: ${err.message}`));
       return;
     }
     Plotly.react(root, traces(s, data), layout(s, data), { displaylogo: false, responsive: true });
@@ -203,9 +219,8 @@ export function initPareto(root, note) {
     else note.textContent = `${where} · ★ = current setting · click a point to apply its setting`;
   }
 
-  let bound = false;
   function bindEvents() {
-    if (bound || !root.on) return;
+    if (bound || !root.on || !drawn) return;
     bound = true;
     // zoom, pan, resize: the axes moved under the star
     root.on("plotly_relayout", () => moveCurrent(store.get()));

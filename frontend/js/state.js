@@ -14,6 +14,11 @@
  * @property {string} text
  * @property {number} alpha entmax α in [1, 2]
  * @property {boolean} causal
+ * @property {boolean} truncate analyse a window of a text over the model's positions
+ * @property {number} start the window's first token (of the text's tokens, specials excluded)
+ * @property {{path: string, text: string, start?: number}|null} base the saved view the page was
+ *   opened on (a share, a gallery example, a long text's permanent link): while its text is
+ *   shown, the address is that page plus the view's query (session.js `addressOf`)
  * @property {object|null} analysis the POST /api/analyze body
  * @property {"idle"|"loading"|"ready"|"error"} status
  * @property {Object<string, string>} errors API error messages keyed by the control's field
@@ -44,6 +49,9 @@ const initial = {
   text: "",
   alpha: 1.5,
   causal: false,
+  truncate: false,
+  start: 0,
+  base: null,
   analysis: null,
   status: "idle",
   errors: {},

@@ -1,0 +1,94 @@
+"""The main page's views in headless Chromium: the first visit paints an analysed example before
+any request returns, a share page's address bar is the truth, long texts get a window picker and
+a permanent link, α changes re-analyse at once, and the heatmap zooms."""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from .test_page import TEXT, api, wait_ready
+
+pytestmark = pytest.mark.browser
+
+
+def record_api(page) -> list[str]:
+    """Every /api/ request the page sends from now on, in order ("METHOD path")."""
+    seen: list[str] = []
+    page.on(
+        "request",
+        lambda r: seen.append(f"{r.method} {urllib.parse.urlsplit(r.url).path}")
+        if "/api/" in r.url
+        else None,
+    )
+    return seen
+
+
+def test_first_visit_paints_an_analysed_example_without_a_request(page, server_url):
+    seen = record_api(page)
+    # the page's own requests are held back: what is painted came with the HTML
+    page.route("**/api/**", lambda route: None)
+    page.goto(server_url + "/")
+    page.wait_for_selector(".heatmap-cells", state="visible", timeout=30_000)
+    page.wait_for_function(
+        "() => document.querySelector('.metric-recall .metric-value').textContent !== '–'"
+    )
+    title = page.inner_text("#head-title")
+    assert re.match(r"Layer \d+ · head \d+ · n = \d+", title), title
+    assert page.input_value("#text").strip() != ""  # the example's text, ready to be replaced
+    assert page.locator(".tile").count() > 0  # the head grid
+    assert not any(s.startswith("POST /api/analyze") for s in seen), seen
+    opened = re.search(r"Layer (\d+) · head (\d+)", title).groups()
+    assert not any(s.endswith(f"/heads/{opened[0]}/{opened[1]}") for s in seen), seen
+    page.unroute("**/api/**")
+
+
+def test_a_url_with_a_text_does_not_open_the_example(page, server_url):
+    page.goto(f"{server_url}/?{urllib.parse.urlencode({'text': TEXT})}")
+    wait_ready(page)
+    assert page.input_value("#text") == TEXT
+
+
+def current_query(page) -> dict[str, str]:
+    return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(page.url).query,
+                                       keep_blank_values=True))  # fmt: skip
+
+
+def test_share_page_address_is_what_is_on_screen(page, server_url):
+    state = {"text": TEXT, "alpha": 1.5, "layer": 1, "head": 3, "method": "window"}
+    share = api(server_url, "/api/share", {"state": state})
+    page.goto(server_url + share["url"])
+    wait_ready(page)
+    assert "Layer 1 · head 3" in page.inner_text("#head-title")
+    page.locator(".tile").nth(2).click()  # layer 0, head 2 (tiny model: 4 heads a layer)
+    page.wait_for_function("() => /Layer 0 · head 2/.test(document.querySelector('#head-title').textContent)")
+    page.wait_for_function("() => new URLSearchParams(location.search).get('head') === '2'")
+    assert urllib.parse.urlsplit(page.url).path == share["url"]  # still the share, overridden
+    q = current_query(page)
+    assert (q["layer"], q["head"]) == ("0", "2") and "text" not in q
+    page.reload()
+    wait_ready(page)
+    assert "Layer 0 · head 2" in page.inner_text("#head-title")  # the query wins over the share
+    # a new text leaves the share: the address is the plain page with the text
+    page.fill("#text", "Another text entirely.")
+    page.click("#analyze")
+    page.wait_for_function("() => location.pathname === '/'")
+    page.wait_for_function("() => new URLSearchParams(location.search).get('text') === 'Another text entirely.'")
+
+
+def test_long_text_gets_a_permanent_link(page, server_url):
+    words = " ".join(f"word{k % 50}" for k in range(400))  # > 1,500 characters, < 512 tokens? no
+    text = words[:1800]
+    page.goto(server_url + "/")
+    page.fill("#text", text)
+    page.click("#analyze")
+    wait_ready(page)
+    page.wait_for_function("() => location.pathname.startsWith('/s/')", timeout=15_000)
+    assert "text" not in current_query(page) and "id" not in current_query(page)
+    page.reload()
+    wait_ready(page)
+    assert page.input_value("#text") == text
