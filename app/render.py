@@ -9,9 +9,13 @@ before the deferred module scripts run.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import importlib.resources
 import json
 from collections.abc import Mapping
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import jinja2
@@ -19,10 +23,38 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from markupsafe import Markup, escape
 
+from sparse_core import __version__
+
 from .payloads import MAX_RAW_TOKENS
 
 #: The Plotly bundle, served from the installed ``plotly`` package (app/routes/pages.py).
 PLOTLY_URL = "/static/vendor/plotly.min.js"
+
+
+@lru_cache(maxsize=1)
+def asset_version() -> str:
+    """A short hash of every served asset (frontend/js, static/css, the Plotly version): the
+    versioned URLs ``/v/<hash>/js/...`` change whenever a file does, so they are cached as
+    immutable (app/main.py)."""
+    h = hashlib.sha256(__version__.encode())
+    with contextlib.suppress(Exception):
+        import plotly
+
+        h.update(plotly.__version__.encode())
+    for package, folder in (("sparsescope.frontend", "js"), ("sparsescope.static", "css")):
+        root = Path(str(importlib.resources.files(package).joinpath(folder)))
+        for f in sorted(root.rglob("*")):
+            if f.is_file():
+                h.update(str(f.relative_to(root)).encode())
+                h.update(f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def asset_urls() -> dict[str, str]:
+    """The versioned asset URLs every template gets (``static_url``, ``js_url``, ``plotly_url``)."""
+    base = f"/v/{asset_version()}"
+    return {"static_url": f"{base}/static", "js_url": f"{base}/js",
+            "plotly_url": f"{base}/plotly.min.js"}  # fmt: skip
 #: The vendored KaTeX under static/vendor/katex-<version>/ (see its README.md).
 KATEX_VERSION = "0.19.1"
 #: The lecture's sentence (CS224N lecture 9, "Self-Attention and Transformers").
@@ -88,9 +120,7 @@ def render_page(
         device=runtime["device"],
         version=runtime["version"],
         artefact=runtime["artefact"],
-        static_url="/static",
-        js_url="/js",
-        plotly_url=PLOTLY_URL,
+        **asset_urls(),
         json_island=json_island,
         islands=Markup("\n").join(json_island(k, v) for k, v in (islands or {}).items()),
         **context,
@@ -114,7 +144,7 @@ def main_page(
         "max_tokens": service.model.max_positions,
         "default_alpha": DEFAULT_ALPHA,
         "api": "/api",
-        "plotly": PLOTLY_URL,
+        "plotly": asset_urls()["plotly_url"],
     }
     return render_page(request, "index.html", config=config, islands=islands, headers=headers)
 

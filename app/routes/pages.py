@@ -65,10 +65,22 @@ def index(request: Request) -> HTMLResponse:
     return main_page(request, islands=islands)
 
 
+def _plotly_path() -> str:
+    return str(importlib.resources.files("plotly").joinpath("package_data", "plotly.min.js"))
+
+
 @router.get(PLOTLY_URL)
 def plotly_js() -> FileResponse:
     """The Plotly bundle shipped inside the installed ``plotly`` Python package (no CDN)."""
-    path = importlib.resources.files("plotly").joinpath("package_data", "plotly.min.js")
     return FileResponse(
-        str(path), media_type="text/javascript", headers={"Cache-Control": "public, max-age=86400"}
+        _plotly_path(),
+        media_type="text/javascript",
+        headers={"Cache-Control": "public, max-age=86400"},
     )
+
+
+@router.get("/v/{version}/plotly.min.js")
+def plotly_js_versioned(version: str) -> FileResponse:
+    """The same bundle under the pages' versioned URL (render.asset_urls): immutable. Any
+    version answers (a page rendered before an upgrade still gets a Plotly)."""
+    return FileResponse(_plotly_path(), media_type="text/javascript", headers=IMMUTABLE)
