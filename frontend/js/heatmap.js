@@ -27,6 +27,8 @@ const FONT_BOLD = `600 ${FONT}`;
 const LABEL_PX = 14; // vertical room one label needs
 const MAX_LABEL = 110; // widest label margin (CSS px)
 const MAX_SIZE = 880; // largest matrix side (CSS px)
+const MAX_CELL = 28; // largest cell (CSS px): a short text stays small enough to leave room
+const BELOW_HEATMAP = 14; // CSS px kept under the matrix (the hint and the token strip may scroll)
 const STAR_MIN = 9; // cells at least this big (CSS px) get ★ / × marks, smaller ones dots
 const DOT_MIN = 3; // cells at least this big get dots
 const GRID_MIN = 10; // cells at least this big get grid lines
@@ -63,14 +65,26 @@ export function initHeatmap(root, legend) {
     ctx.font = FONT;
     const widest = Math.max(...labels.map((t) => ctx.measureText(t).width), 10);
     const margin = Math.ceil(Math.min(widest, MAX_LABEL)) + 10;
-    const avail = Math.max(200, root.clientWidth - margin - 12);
+    const avail = Math.max(160, Math.min(root.clientWidth - margin - 12, fitHeight() - margin));
     let cell = Math.min(avail, MAX_SIZE) / m;
-    if (cell >= 4) cell = Math.min(40, Math.floor(cell)); // whole pixels: crisp grid lines
+    if (cell >= 4) cell = Math.min(MAX_CELL, Math.floor(cell)); // whole pixels: crisp grid lines
     const size = cell * m;
     const pos = new Int32Array(head.n).fill(-1); // token -> visible index
     vis.forEach((t, a) => (pos[t] = a));
     return { vis, pos, m, labels, left: margin, top: margin, cell, size,
       width: margin + size + 8, height: margin + size + 8, step: Math.ceil(LABEL_PX / cell) };
+  }
+
+  /**
+   * The height the matrix may take: on a wide window, what is left of the window below the
+   * heatmap's top (in the page, not scrolled) less the hint and the token strip, so that the
+   * heatmap, the metrics and the Pareto plot are on one screen; on a narrow one (one column,
+   * scrolling), the width decides.
+   */
+  function fitHeight() {
+    if (window.innerWidth < 700) return Infinity;
+    const top = root.getBoundingClientRect().top + window.scrollY;
+    return Math.max(300, window.innerHeight - top - BELOW_HEATMAP);
   }
 
   function resize() {
@@ -381,6 +395,9 @@ export function initHeatmap(root, legend) {
       if (!next || next.width !== before) resize();
     });
   }).observe(root.parentElement);
+  window.addEventListener("resize", () => {
+    if (lay) resize();
+  });
 }
 
 function row(key, value) {

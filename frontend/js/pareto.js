@@ -79,11 +79,19 @@ export function initPareto(root, note) {
     return [Math.max(0, lo - 0.04) - 0.01, 1.01];
   }
 
+  /** Plot and legend: what is left of a wide window below the plot's top (one screen), else 470. */
+  function plotHeight() {
+    if (window.innerWidth < 1100) return 470;
+    const top = root.getBoundingClientRect().top + window.scrollY;
+    return Math.round(Math.min(520, Math.max(380, window.innerHeight - top - 40)));
+  }
+
   function layout(s, data) {
     return {
       font: FONT,
-      margin: { l: 56, r: 12, t: 24, b: 40 },
-      height: 470,
+      margin: { l: 48, r: 10, t: 10, b: 36 },
+      height: plotHeight(),
+      uirevision: "pareto", // methods hidden from the legend stay hidden across updates
       xaxis: {
         title: { text: "sparsity", standoff: 6 },
         range: xRange(data, s),
@@ -96,7 +104,8 @@ export function initPareto(root, note) {
         zeroline: false,
         gridcolor: "#eef0f3",
       },
-      legend: { orientation: "h", x: 0, y: -0.14, yanchor: "top", font: { ...FONT, size: 11 } },
+      legend: { orientation: "h", x: 0, y: -0.16, yanchor: "top", font: { ...FONT, size: 11 },
+        itemclick: "toggle", itemdoubleclick: "toggleothers" },
       hovermode: "closest",
       plot_bgcolor: "#ffffff",
       paper_bgcolor: "#ffffff",
@@ -109,7 +118,9 @@ export function initPareto(root, note) {
       ],
       annotations: [
         {
-          x: data.gold_sparsity, y: 1, xref: "x", yref: "paper", yanchor: "bottom", showarrow: false,
+          // at the foot of its line: the top edge is under Plotly's toolbar
+          x: data.gold_sparsity, y: 0.01, xref: "x", yref: "paper", yanchor: "bottom",
+          xanchor: "right", showarrow: false, textangle: -90,
           text: "gold sparsity", font: { ...FONT, size: 11, color: "#6b7280" },
         },
       ],
@@ -142,6 +153,7 @@ export function initPareto(root, note) {
       out.push(trace(idx, {
         mode: "markers",
         showlegend: false,
+        visible: s.paretoPoints === true, // frontiers only unless asked: ten methods tangle
         marker: { color: colour, size: 6, opacity: 0.35 },
       }));
       out.push(trace(front, {
@@ -240,6 +252,8 @@ export function initPareto(root, note) {
     if (changed.has("pareto") || changed.has("analysis")) {
       draw(s);
       bindEvents();
+    } else if (changed.has("paretoPoints") && drawn) {
+      draw(s);
     } else if (["result", "meanMetrics", "scope", "method"].some((k) => changed.has(k))) {
       moveCurrent(s);
     }

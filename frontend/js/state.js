@@ -29,6 +29,7 @@
  * @property {Object<string, number|boolean|string>} params current slider values (add-ons included)
  * @property {{mask: Uint8Array, metrics: object}|null} result the current method's mask and metrics
  * @property {"head"|"mean"} scope Pareto plot scope
+ * @property {boolean} paretoPoints show every sweep point, not only the frontiers
  * @property {"gold"|"recall"} gridColour head grid colouring
  * @property {boolean} hideSpecial hide [CLS]/[SEP] rows and columns
  * @property {number|null} lockedRow the query row locked by a click (the selection)
@@ -62,6 +63,7 @@ const initial = {
   params: {},
   result: null,
   scope: "head",
+  paretoPoints: false,
   gridColour: "gold",
   hideSpecial: false,
   lockedRow: null,
