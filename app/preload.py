@@ -40,6 +40,8 @@ def preload(
     layer: int | None,
     head: int | None,
     *,
+    model: str | None = None,
+    start: int = 0,
     pareto: bool = True,
 ) -> bytes | None:
     """The ``preload`` island (JSON bytes) of this view, or None when it cannot be made now (no
@@ -47,7 +49,7 @@ def preload(
     if not service.ready:
         return None
     try:
-        entry = service.analyze_entry(text, alpha, causal, truncate)
+        entry = service.analyze_entry(text, alpha, causal, truncate, model=model, start=start)
         body = entry.body
         layer = layer if layer is not None and 0 <= layer < body["layers"] else 0
         head = head if head is not None and 0 <= head < body["heads"] else 0
@@ -69,6 +71,14 @@ def preload(
         return None
 
 
+def preload_view(service: AnalysisService, view: dict[str, Any]) -> bytes | None:
+    """:func:`preload` of a view in the ShareState shape."""
+    return preload(
+        service, view["text"], view["alpha"], view["causal"], view.get("truncate", False),
+        view.get("layer"), view.get("head"), model=view.get("model"), start=view.get("start", 0),
+    )  # fmt: skip
+
+
 def state_with_query(state: dict[str, Any], query: Any) -> dict[str, Any]:
     """A saved view with the overrides of a page's query string (``/s/{id}?layer=4&head=1``):
     the address bar of a share or gallery page is the truth (frontend/js/url.js)."""
@@ -84,6 +94,9 @@ def state_with_query(state: dict[str, Any], query: Any) -> dict[str, Any]:
             v = query.get(key, "")
             if v.isdigit() and len(v) <= 4:
                 out[key] = int(v)
+        v = query.get("start", "")
+        if v.isdigit() and len(v) <= 7:
+            out["start"], out["truncate"] = int(v), True
     except ValueError:
         pass
     return out

@@ -13,7 +13,7 @@ from ..deps import ServiceDep, Slug
 from ..gallery import get_example, load_gallery
 from ..render import error_page, main_page, render_page
 from ..schemas import GalleryOut
-from ..preload import PRELOAD_ID, preload, state_with_query
+from ..preload import PRELOAD_ID, preload_view, state_with_query
 from ..shares import ISLAND_ID, warm_analysis
 
 router = APIRouter(tags=["gallery"])
@@ -66,8 +66,7 @@ def gallery_example(slug: Slug, request: Request, service: ServiceDep) -> HTMLRe
     }  # fmt: skip
     islands = {ISLAND_ID: data}
     view = state_with_query(data["state"], request.query_params)
-    pre = preload(service, view["text"], view["alpha"], view["causal"], view["truncate"],
-                  view["layer"], view["head"])  # fmt: skip
+    pre = preload_view(service, view)
     if pre is not None:
         islands[PRELOAD_ID] = pre
     return main_page(request, islands=islands)

@@ -15,7 +15,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse
 
 from ..gallery import get_example
-from ..preload import PRELOAD_ID, preload, state_with_query
+from ..preload import PRELOAD_ID, preload_view, state_with_query
 from ..render import PLOTLY_URL, main_page
 from ..shares import ISLAND_ID
 
@@ -42,15 +42,7 @@ def home_islands(request: Request) -> dict:
                     "credit": ex.credit},
     }  # fmt: skip
     islands: dict = {ISLAND_ID: view}
-    data = preload(
-        request.app.state.service,
-        state["text"],
-        state["alpha"],
-        state["causal"],
-        state["truncate"],
-        state["layer"],
-        state["head"],
-    )
+    data = preload_view(request.app.state.service, state)
     if data is not None:
         islands[PRELOAD_ID] = data
     return islands

@@ -20,7 +20,7 @@ from ..deps import ServiceDep, ShareId, StoreDep
 from ..errors import Gone, NotFound, UnknownModel, documented, http_of
 from ..middleware import CSP
 from ..render import error_page, lecture_page, main_page, render_page
-from ..preload import PRELOAD_ID, preload, state_with_query
+from ..preload import PRELOAD_ID, preload_view, state_with_query
 from ..schemas import ShareCreated, ShareIn, ShareOut
 from ..shares import (
     ISLAND_ID,
@@ -98,8 +98,7 @@ def shared_page(
     islands = {ISLAND_ID: {**share_body(rec, state), "analysis": analysis}}
     if state.lecture_step is None:  # the query overrides the saved view: preload what is shown
         view = state_with_query(state.model_dump(mode="json"), request.query_params)
-        pre = preload(service, view["text"], view["alpha"], view["causal"], view["truncate"],
-                      view["layer"], view["head"])  # fmt: skip
+        pre = preload_view(service, view)
         if pre is not None:
             islands[PRELOAD_ID] = pre
     page = lecture_page if state.lecture_step is not None else main_page

@@ -14,6 +14,7 @@ import { initGrid } from "./grid.js";
 import { initHeatmap } from "./heatmap.js";
 import { initInputBar } from "./inputbar.js";
 import { initLive } from "./live.js";
+import { initWindowPicker } from "./window.js";
 import { initPareto } from "./pareto.js";
 import { initPos } from "./pos.js";
 import { adoptPreloaded, analyze, initSession, reopen } from "./session.js";
@@ -39,6 +40,7 @@ function savedView() {
       causal: state.causal,
       truncate: Boolean(state.truncate),
       start: state.start ?? 0,
+      model: state.model ?? null,
       layer: state.layer ?? 0,
       head: state.head ?? 0,
       method: state.method,
@@ -96,7 +98,7 @@ function initStatus(maxTokens) {
         `${a.n} tokens`,
         `α = ${a.alpha}`,
         a.causal ? "causal" : "bidirectional",
-        ...(a.truncated ? ["truncated to the model's positions"] : []),
+        ...(a.truncated ? [`tokens ${a.window_start ?? 0}–${a.window_end ?? a.n} of ${a.total_tokens ?? "?"}`] : []),
         a.artefact
           ? `Sparsefinder artefact ${a.artefact}`
           : "no Sparsefinder artefact for this α (sf-* methods off)",
@@ -115,6 +117,10 @@ function main() {
   initHeadTitle();
   initStatus(config.max_tokens);
   initInputBar(() => analyze());
+  initWindowPicker(byId("window-picker"), (start) => {
+    store.set({ start, truncate: true });
+    analyze();
+  });
   initGrid(byId("grid"), byId("grid-legend"));
   initMethodPanel(byId("method-panel"), byId("metrics"));
   initHeatmap(byId("heatmap"), byId("heatmap-legend"));

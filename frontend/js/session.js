@@ -209,6 +209,7 @@ export async function analyze(keep = {}) {
 /** The `POST /api/analyze` body of the state: a window (`start`) only for a long text. */
 export function requestOf(s) {
   const req = { text: s.text, alpha: s.alpha, causal: s.causal };
+  if (s.model) req.model = s.model;
   if (s.start) Object.assign(req, { truncate: true, start: s.start });
   else if (s.truncate) req.truncate = true;
   return req;
@@ -240,24 +241,24 @@ export async function reopen(id, keep) {
 
 /**
  * A text too long for the address bar gets a permanent link: the view is saved like a share
- * (`POST /api/share`) and the address becomes `/s/{id}?…` (the query overriding the saved view),
- * instead of a cache id that dies with the server's cache. One share per text and window.
+ * (`POST /api/share`) and the address becomes `/s/{id}?…` (the query overriding the saved view,
+ * the window included), instead of a cache id that dies with the server's cache. One per text.
  */
 const saving = new Map(); // text + window -> Promise<base>
 function keepLink(a) {
   const s = store.get();
   if (!s.text || s.text.length <= MAX_TEXT_IN_URL) return;
-  if (s.base && s.base.text === s.text && (s.base.start ?? 0) === (s.start ?? 0)) return;
-  const key = `${s.start ?? 0}:${s.text}`;
+  if (s.base && s.base.text === s.text) return;
+  const key = s.text; // one link per text: the window is in its query (`start`)
   if (!saving.has(key)) {
     const state = shareStateOf(s, a);
-    const p = api.share(state).then((body) => ({ path: body.url, text: s.text, start: s.start ?? 0 }));
+    const p = api.share(state).then((body) => ({ path: body.url, text: s.text }));
     p.catch(() => saving.delete(key));
     saving.set(key, p);
   }
   saving.get(key).then((base) => {
     const now = store.get();
-    if (now.text === base.text && (now.start ?? 0) === base.start) {
+    if (now.text === base.text) {
       store.set({ base });
       writeUrl();
     }
@@ -272,6 +273,7 @@ function shareStateOf(s, a) {
     lecture_step: null, view: {},
   };
   if (s.start) state.start = s.start;
+  if (s.model) state.model = s.model;
   return state;
 }
 
@@ -282,7 +284,7 @@ function shareStateOf(s, a) {
  * @param {import("./state.js").State} s
  */
 export function addressOf(s) {
-  if (s.base && s.base.text === s.text && (s.base.start ?? 0) === (s.start ?? 0)) {
+  if (s.base && s.base.text === s.text) {
     return `${s.base.path}?${encodeState(s, { withText: false })}`;
   }
   return `/?${encodeState(s)}`;

@@ -27,6 +27,8 @@ export function shareState(s) {
     alpha: s.alpha,
     causal: Boolean(s.causal),
     truncate: Boolean(s.analysis?.truncated),
+    ...(s.analysis?.truncated && s.start ? { start: s.start } : {}),
+    ...(s.model ? { model: s.model } : {}),
     layer: s.layer,
     head: s.head,
     method: s.method,

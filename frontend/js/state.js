@@ -14,6 +14,7 @@
  * @property {string} text
  * @property {number} alpha entmax α in [1, 2]
  * @property {boolean} causal
+ * @property {string|null} model the served model's id (null: the server's default)
  * @property {boolean} truncate analyse a window of a text over the model's positions
  * @property {number} start the window's first token (of the text's tokens, specials excluded)
  * @property {{path: string, text: string, start?: number}|null} base the saved view the page was
@@ -52,6 +53,7 @@ const initial = {
   causal: false,
   truncate: false,
   start: 0,
+  model: null,
   base: null,
   analysis: null,
   status: "idle",

@@ -27,6 +27,7 @@ export function encodeState(s, { withText = true } = {}) {
   if (!withText);
   else if (s.text && s.text.length <= MAX_TEXT_IN_URL) q.set("text", s.text);
   else if (s.analysis) q.set("id", s.analysis.id);
+  if (s.model) q.set("model", s.model);
   q.set("alpha", String(s.alpha));
   if (s.causal || !withText) q.set("causal", s.causal ? "1" : "0");
   if (s.truncate) q.set("start", String(s.start ?? 0));
@@ -66,6 +67,7 @@ export function decodeState(search) {
   if (q.has("method") || [...q.keys()].some((k) => k.startsWith("p."))) out.params = {};
   if (q.has("text")) out.text = q.get("text");
   if (q.has("id")) out.id = q.get("id");
+  if (q.has("model")) out.model = q.get("model");
   const alpha = Number(q.get("alpha"));
   if (q.has("alpha") && Number.isFinite(alpha)) out.alpha = alpha;
   if (q.has("causal")) out.causal = q.get("causal") === "1";

@@ -92,3 +92,64 @@ def test_long_text_gets_a_permanent_link(page, server_url):
     page.reload()
     wait_ready(page)
     assert page.input_value("#text") == text
+
+
+def analysis_alpha(page) -> str:
+    return page.inner_text("#status")
+
+
+def test_alpha_and_causal_changes_reanalyse_at_once(page, server_url):
+    page.goto(f"{server_url}/?{urllib.parse.urlencode({'text': TEXT, 'alpha': '1.5'})}")
+    wait_ready(page)
+    posts = []
+    page.on("request", lambda r: posts.append(json.loads(r.post_data))
+            if r.url.endswith("/api/analyze") else None)  # fmt: skip
+    page.check('input[name=alpha][value="2"]')  # no Analyze click
+    page.wait_for_function("() => document.getElementById('status').textContent.includes('α = 2')")
+    page.wait_for_function("() => new URLSearchParams(location.search).get('alpha') === '2'")
+    page.check("#causal")
+    page.wait_for_function("() => document.getElementById('status').textContent.includes('causal')")
+    # the free field: typing 1.25 sends one request (debounced), not one per keystroke
+    page.check('input[name=alpha][value="free"]')
+    page.fill("#alpha-free", "")
+    page.type("#alpha-free", "1.25", delay=30)
+    page.wait_for_function("() => document.getElementById('status').textContent.includes('α = 1.25')")
+    assert [p["alpha"] for p in posts][:2] == [2, 2] and posts[1]["causal"] is True
+    assert 1.25 in [p["alpha"] for p in posts]
+    assert not any(p["alpha"] == 1.2 for p in posts), posts  # the keystrokes in between
+    assert page.is_checked('input[name=alpha][value="free"]')
+
+
+def test_long_text_window_picker(page, server_url):
+    long = " ".join(f"token{k}" for k in range(700))  # well over the tiny model's positions
+    page.goto(server_url + "/")
+    page.fill("#text", long)
+    page.click("#analyze")
+    picker = page.locator("#window-picker")
+    picker.wait_for(state="visible", timeout=30_000)
+    assert "Long text" in picker.inner_text()
+    wait_ready(page)
+    buttons = picker.locator("[data-window-start]")
+    assert buttons.count() >= 2
+    assert buttons.first.get_attribute("aria-pressed") == "true"
+    assert "tokens 0–" in page.inner_text("#status")
+    second = buttons.nth(1)
+    start = second.get_attribute("data-window-start")
+    second.click()
+    pressed = (
+        "(s) => document.querySelector(`[data-window-start='${s}']`)"
+        "?.getAttribute('aria-pressed') === 'true'"
+    )
+    page.wait_for_function(pressed, arg=start)
+    # the server starts a window at a word's beginning: at or a little before the button's
+    shown = int(re.search(r"tokens (\d+)–", page.inner_text("#status")).group(1))
+    assert 0 < shown <= int(start)
+    # the link is permanent and names the window; reloading it shows the same window
+    page.wait_for_function("() => location.pathname.startsWith('/s/')", timeout=15_000)
+    page.wait_for_function(
+        "(s) => new URLSearchParams(location.search).get('start') === s", arg=str(shown)
+    )
+    page.reload()
+    wait_ready(page)
+    page.wait_for_function(pressed, arg=start)
+    assert f"tokens {shown}–" in page.inner_text("#status")
