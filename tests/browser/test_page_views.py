@@ -153,3 +153,34 @@ def test_long_text_window_picker(page, server_url):
     wait_ready(page)
     page.wait_for_function(pressed, arg=start)
     assert f"tokens {shown}–" in page.inner_text("#status")
+
+
+def test_heatmap_zooms_pans_and_resets(page, server_url):
+    text = " ".join(f"w{k % 37}" for k in range(120))  # 120+ tokens: small cells
+    page.goto(f"{server_url}/?{urllib.parse.urlencode({'text': text})}")
+    wait_ready(page)
+    pixels = "() => document.querySelector('.heatmap-cells').toDataURL()"
+    zoom = "() => Number(document.getElementById('heatmap').dataset.zoom)"
+    before = page.evaluate(pixels)
+    box = page.locator(".heatmap-overlay").bounding_box()
+    cx, cy = box["x"] + box["width"] * 0.6, box["y"] + box["height"] * 0.6
+    page.mouse.move(cx, cy)
+    for _ in range(4):
+        page.mouse.wheel(0, -240)
+    page.wait_for_function(f"() => ({zoom})() > 2")
+    zoomed = page.evaluate(pixels)
+    assert zoomed != before
+    # drag pans (and the release does not lock a row)
+    locked_before = page.locator(".chip.locked").count()
+    page.mouse.down()
+    page.mouse.move(cx - 80, cy - 60, steps=6)
+    page.mouse.up()
+    assert page.evaluate(pixels) != zoomed
+    assert page.locator(".chip.locked").count() == locked_before
+    # keyboard: 0 resets, + zooms in
+    page.focus(".heatmap-overlay")
+    page.keyboard.press("0")
+    assert page.evaluate(zoom) == 1
+    assert page.evaluate(pixels) == before
+    page.keyboard.press("+")
+    assert page.evaluate(zoom) > 1
