@@ -18,6 +18,24 @@ import { resolveParams } from "./params.js";
 import * as store from "./state.js";
 import { MAX_TEXT_IN_URL, encodeState } from "./url.js";
 
+/** Listeners told of every head prepared (the head grid draws its thumbnail). */
+const headListeners = new Set();
+
+/**
+ * Call `fn(analysisId, layer, head, data)` whenever a head's payload has been prepared.
+ * @param {(id: string, layer: number, head: number, data: object) => void} fn
+ */
+export function onHeadLoaded(fn) {
+  headListeners.add(fn);
+}
+
+function told(id, layer, head) {
+  return (data) => {
+    for (const fn of headListeners) fn(id, layer, head, data);
+    return data;
+  };
+}
+
 /** Prepared heads kept at most: about 8 M cells in all (e.g. all 72 heads at n = 128). */
 const CACHE_CELLS = 8_000_000;
 const heads = new Map(); // "id/layer/head" -> Promise<HeadData>
@@ -58,9 +76,9 @@ export function loadHead(layer, head) {
     heads.set(key, hit);
     return hit;
   }
-  const p = withAnalysis((an) => api.getHead(an.id, layer, head)).then((payload) =>
-    prepareHead(payload, a.causal),
-  );
+  const p = withAnalysis((an) => api.getHead(an.id, layer, head))
+    .then((payload) => prepareHead(payload, a.causal))
+    .then(told(a.id, layer, head));
   p.catch(() => heads.delete(key));
   heads.set(key, p);
   const limit = Math.max(2, Math.floor(CACHE_CELLS / (a.n * a.n)));
@@ -131,7 +149,10 @@ function adopt(a, keep, seed = null) {
   const spec = methods.find((m) => m.name === want.method) ?? methods[0] ?? null;
   const sameMethod = spec !== null && spec.name === want.method;
   heads.clear();
-  if (seed) heads.set(`${a.id}/${seed.layer}/${seed.head}`, Promise.resolve(seed.data));
+  if (seed) {
+    heads.set(`${a.id}/${seed.layer}/${seed.head}`, Promise.resolve(seed.data));
+    queueMicrotask(() => told(a.id, seed.layer, seed.head)(seed.data));
+  }
   store.set({
     analysis: a,
     alpha: a.alpha,
