@@ -176,7 +176,7 @@ function init() {
   const heatHead = panelHead("heatmap");
   if (heatHead) {
     const f = figureButtons("heatmap", hasHead, {
-      png: async () => download(await heatmapPng(document.getElementById("heatmap")), `${baseName(get())}-heatmap.png`),
+      png: async () => download(await heatmapPng(document.getElementById("heatmap"), get()), `${baseName(get())}-heatmap.png`),
       svg: async () => download(svgBlob(heatmapSvg(get())), `${baseName(get())}-heatmap.svg`),
     });
     heatHead.append(f.group);
