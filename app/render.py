@@ -55,6 +55,8 @@ def asset_urls() -> dict[str, str]:
     base = f"/v/{asset_version()}"
     return {"static_url": f"{base}/static", "js_url": f"{base}/js",
             "plotly_url": f"{base}/plotly.min.js"}  # fmt: skip
+
+
 #: The vendored KaTeX under static/vendor/katex-<version>/ (see its README.md).
 KATEX_VERSION = "0.19.1"
 #: The lecture's sentence (CS224N lecture 9, "Self-Attention and Transformers").

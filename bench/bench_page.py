@@ -289,8 +289,8 @@ def first_paint(browser, base: str, repeats: int) -> list[dict]:
                 ctx = browser.new_context(viewport={"width": 1440, "height": 900})
                 page = ctx.new_page()
                 if variant.startswith("Plotly in"):
-                    page.route(lambda u: u.split("?")[0].rstrip("/") == (base + url).rstrip("/"),
-                               plotly_in_head)  # fmt: skip
+                    target = (base + url).rstrip("/")
+                    page.route(lambda u, t=target: u.split("?")[0].rstrip("/") == t, plotly_in_head)
                 page.goto(base + url)
                 cold.append(page.evaluate(PAINT_JS))
                 page.reload()

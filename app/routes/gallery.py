@@ -11,9 +11,9 @@ from fastapi.responses import HTMLResponse
 
 from ..deps import ServiceDep, Slug
 from ..gallery import get_example, load_gallery
+from ..preload import PRELOAD_ID, preload_view, state_with_query
 from ..render import error_page, main_page, render_page
 from ..schemas import GalleryOut
-from ..preload import PRELOAD_ID, preload_view, state_with_query
 from ..shares import ISLAND_ID, warm_analysis
 
 router = APIRouter(tags=["gallery"])

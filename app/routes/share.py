@@ -19,8 +19,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from ..deps import ServiceDep, ShareId, StoreDep
 from ..errors import Gone, NotFound, UnknownModel, documented, http_of
 from ..middleware import CSP
-from ..render import error_page, lecture_page, main_page, render_page
 from ..preload import PRELOAD_ID, preload_view, state_with_query
+from ..render import error_page, lecture_page, main_page, render_page
 from ..schemas import ShareCreated, ShareIn, ShareOut
 from ..shares import (
     ISLAND_ID,

@@ -135,7 +135,8 @@ def test_pareto_point_click_applies_its_setting(page, server_url):
             const [x0, x1] = gd.layout.xaxis.range;
             const [y0, y1] = gd.layout.yaxis.range;
             const box = gd.getBoundingClientRect();
-            const pts = gd.data.filter((t) => t.visible !== false).flatMap((t) => t.x.map((x, j) => ({
+            const pts = gd.data.filter((t) => t.visible !== false)
+              .flatMap((t) => t.x.map((x, j) => ({
               x: box.left + size.l + (x - x0) / (x1 - x0) * size.w,
               y: box.top + size.t + (1 - (t.y[j] - y0) / (y1 - y0)) * size.h,
               index: t.customdata[j],

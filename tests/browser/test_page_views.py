@@ -21,9 +21,11 @@ def record_api(page) -> list[str]:
     seen: list[str] = []
     page.on(
         "request",
-        lambda r: seen.append(f"{r.method} {urllib.parse.urlsplit(r.url).path}")
-        if "/api/" in r.url
-        else None,
+        lambda r: (
+            seen.append(f"{r.method} {urllib.parse.urlsplit(r.url).path}")
+            if "/api/" in r.url
+            else None
+        ),
     )
     return seen
 
@@ -65,7 +67,9 @@ def test_share_page_address_is_what_is_on_screen(page, server_url):
     wait_ready(page)
     assert "Layer 1 · head 3" in page.inner_text("#head-title")
     page.locator(".tile").nth(2).click()  # layer 0, head 2 (tiny model: 4 heads a layer)
-    page.wait_for_function("() => /Layer 0 · head 2/.test(document.querySelector('#head-title').textContent)")
+    page.wait_for_function(
+        "() => /Layer 0 · head 2/.test(document.querySelector('#head-title').textContent)"
+    )
     page.wait_for_function("() => new URLSearchParams(location.search).get('head') === '2'")
     assert urllib.parse.urlsplit(page.url).path == share["url"]  # still the share, overridden
     q = current_query(page)
@@ -77,7 +81,9 @@ def test_share_page_address_is_what_is_on_screen(page, server_url):
     page.fill("#text", "Another text entirely.")
     page.click("#analyze")
     page.wait_for_function("() => location.pathname === '/'")
-    page.wait_for_function("() => new URLSearchParams(location.search).get('text') === 'Another text entirely.'")
+    page.wait_for_function(
+        "() => new URLSearchParams(location.search).get('text') === 'Another text entirely.'"
+    )
 
 
 def test_long_text_gets_a_permanent_link(page, server_url):
@@ -113,7 +119,9 @@ def test_alpha_and_causal_changes_reanalyse_at_once(page, server_url):
     page.check('input[name=alpha][value="free"]')
     page.fill("#alpha-free", "")
     page.type("#alpha-free", "1.25", delay=30)
-    page.wait_for_function("() => document.getElementById('status').textContent.includes('α = 1.25')")
+    page.wait_for_function(
+        "() => document.getElementById('status').textContent.includes('α = 1.25')"
+    )
     assert [p["alpha"] for p in posts][:2] == [2, 2] and posts[1]["causal"] is True
     assert 1.25 in [p["alpha"] for p in posts]
     assert not any(p["alpha"] == 1.2 for p in posts), posts  # the keystrokes in between
@@ -184,3 +192,36 @@ def test_heatmap_zooms_pans_and_resets(page, server_url):
     assert page.evaluate(pixels) == before
     page.keyboard.press("+")
     assert page.evaluate(zoom) > 1
+
+
+@pytest.mark.parametrize("size", [(1440, 900), (1280, 720)])
+def test_heatmap_metrics_and_pareto_on_one_screen(browser, server_url, size):
+    ctx = browser.new_context(viewport={"width": size[0], "height": size[1]})
+    page = ctx.new_page()
+    page.goto(f"{server_url}/?{urllib.parse.urlencode({'text': TEXT})}")
+    wait_ready(page)
+    page.wait_for_selector("#pareto .scatterlayer .trace", timeout=60_000)
+    boxes = page.evaluate(
+        """() => Object.fromEntries(['.heatmap-cells', '#metrics', '#pareto .plot-container']
+            .map((q) => { const r = document.querySelector(q).getBoundingClientRect();
+                          return [q, [r.left, r.top, r.right, r.bottom]]; }))"""
+    )
+    ctx.close()
+    h = boxes[".heatmap-cells"]
+    assert h[3] <= size[1] and h[2] <= size[0], boxes  # the whole matrix
+    assert boxes["#metrics"][3] <= size[1], boxes
+    assert boxes["#pareto .plot-container"][1] + 200 <= size[1], boxes  # most of the plot
+    assert h[2] <= boxes["#metrics"][0]  # beside each other, not stacked
+
+
+@pytest.mark.parametrize("path", ["/", "/gallery", "/gallery/coreference"])
+def test_no_sideways_scroll_on_a_phone(browser, server_url, path):
+    ctx = browser.new_context(viewport={"width": 390, "height": 844})
+    page = ctx.new_page()
+    page.goto(server_url + path)
+    page.wait_for_load_state("networkidle")
+    width = page.evaluate("document.documentElement.scrollWidth")
+    nav = page.locator(".top-nav a").first.bounding_box()
+    ctx.close()
+    assert width <= 390
+    assert nav is not None and nav["width"] > 0  # the pages stay reachable
