@@ -94,6 +94,8 @@ def state_with_query(state: dict[str, Any], query: Any) -> dict[str, Any]:
             v = query.get(key, "")
             if v.isdigit() and len(v) <= 4:
                 out[key] = int(v)
+        if query.get("model"):
+            out["model"] = query["model"][:300]
         v = query.get("start", "")
         if v.isdigit() and len(v) <= 7:
             out["start"], out["truncate"] = int(v), True

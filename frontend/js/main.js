@@ -95,9 +95,10 @@ function initStatus(maxTokens) {
     else if (s.analysis) {
       const a = s.analysis;
       status.textContent = [
+        a.model,
         `${a.n} tokens`,
         `α = ${a.alpha}`,
-        a.causal ? "causal" : "bidirectional",
+        a.decoder ? "causal (a decoder)" : a.causal ? "causal" : "bidirectional",
         ...(a.truncated ? [`tokens ${a.window_start ?? 0}–${a.window_end ?? a.n} of ${a.total_tokens ?? "?"}`] : []),
         a.artefact
           ? `Sparsefinder artefact ${a.artefact}`
@@ -105,8 +106,10 @@ function initStatus(maxTokens) {
       ].join(" · ");
     } else status.textContent = maxTokens ? `The model takes up to ${maxTokens} tokens.` : "";
   };
+  const modelName = document.getElementById("model-name");
   store.subscribe((s, changed) => {
     if (changed.has("status") || changed.has("analysis")) render(s);
+    if (changed.has("analysis") && s.analysis && modelName) modelName.textContent = s.analysis.model;
   });
   render(store.get());
 }
@@ -116,7 +119,7 @@ function main() {
   initToggles();
   initHeadTitle();
   initStatus(config.max_tokens);
-  initInputBar(() => analyze());
+  initInputBar(() => analyze(), config.models ?? []);
   initWindowPicker(byId("window-picker"), (start) => {
     store.set({ start, truncate: true });
     analyze();

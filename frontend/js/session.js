@@ -42,7 +42,7 @@ const heads = new Map(); // "id/layer/head" -> Promise<HeadData>
 let analyzing = null; // the analyze request in flight
 
 /** Fields the input bar shows errors for; the others go under the bar. */
-const INPUT_FIELDS = new Set(["text", "alpha", "causal"]);
+const INPUT_FIELDS = new Set(["text", "alpha", "causal", "model"]);
 
 function errorFor(err) {
   const field = err.field && INPUT_FIELDS.has(err.field) ? err.field : "_";
@@ -159,6 +159,7 @@ function adopt(a, keep, seed = null) {
     causal: a.causal,
     truncate: Boolean(a.truncated),
     start: a.truncated ? (a.window_start ?? want.start ?? 0) : 0,
+    model: a.model,
     status: "ready",
     headData: null,
     result: null,
@@ -192,6 +193,7 @@ function adopt(a, keep, seed = null) {
 export function adoptPreloaded(pre, view, keep) {
   const a = pre?.analysis;
   if (!a || a.alpha !== view.alpha || a.causal !== view.causal) return false;
+  if (view.model && a.model !== view.model) return false;
   const clamp = (v, n) => (Number.isInteger(v) && v >= 0 && v < n ? v : 0);
   const layer = clamp(view.layer, a.layers);
   const head = clamp(view.head, a.heads);
@@ -322,8 +324,8 @@ function writeUrl() {
   }, 200);
 }
 
-const URL_KEYS = ["text", "alpha", "causal", "analysis", "layer", "head", "method", "params",
-  "lockedRow", "cluster", "scope", "gridColour", "hideSpecial", "start", "base"];
+const URL_KEYS = ["text", "model", "alpha", "causal", "analysis", "layer", "head", "method",
+  "params", "lockedRow", "cluster", "scope", "gridColour", "hideSpecial", "start", "base"];
 
 /** Subscribe the session to the store. */
 export function initSession() {

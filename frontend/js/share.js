@@ -28,7 +28,7 @@ export function shareState(s) {
     causal: Boolean(s.causal),
     truncate: Boolean(s.analysis?.truncated),
     ...(s.analysis?.truncated && s.start ? { start: s.start } : {}),
-    ...(s.model ? { model: s.model } : {}),
+    model: s.analysis?.model ?? s.model ?? null,
     layer: s.layer,
     head: s.head,
     method: s.method,

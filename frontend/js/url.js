@@ -1,7 +1,7 @@
 /**
  * The page state <-> the address bar, so the URL is always a shareable link.
  *
- *     ?text=...&alpha=1.5&causal=1&layer=2&head=3&method=sf-kmeans&p.clusters=4&p.top_k=1
+ *     ?text=...&model=gpt2&alpha=1.5&causal=1&layer=2&head=3&method=sf-kmeans&p.clusters=4&p.top_k=1
  *      &p.window=3&p.globals=1&row=5&cluster=2&scope=mean&grid=recall&hide=1
  *
  * `p.<name>` are the current method's slider values (add-ons included), `row` the locked query
@@ -71,6 +71,7 @@ export function decodeState(search) {
   const alpha = Number(q.get("alpha"));
   if (q.has("alpha") && Number.isFinite(alpha)) out.alpha = alpha;
   if (q.has("causal")) out.causal = q.get("causal") === "1";
+  if (q.get("model")) out.model = q.get("model");
   for (const key of ["layer", "head"]) {
     const v = index(q.get(key));
     if (v !== null) out[key] = v;
