@@ -67,7 +67,6 @@ export function decodeState(search) {
   if (q.has("method") || [...q.keys()].some((k) => k.startsWith("p."))) out.params = {};
   if (q.has("text")) out.text = q.get("text");
   if (q.has("id")) out.id = q.get("id");
-  if (q.has("model")) out.model = q.get("model");
   const alpha = Number(q.get("alpha"));
   if (q.has("alpha") && Number.isFinite(alpha)) out.alpha = alpha;
   if (q.has("causal")) out.causal = q.get("causal") === "1";
