@@ -40,6 +40,8 @@ except ImportError as err:  # pragma: no cover - the message is the point
         "sparsescope.widget needs anywidget: pip install 'sparsescope[notebook]'"
     ) from err
 
+import torch
+
 from sparse_core.errors import SparsescopeError
 from sparse_core.methods import METHODS
 
@@ -52,6 +54,8 @@ log = logging.getLogger(__name__)
 __all__ = ["AttentionWidget", "bundle", "BundleError"]
 
 ENTRY = "widget/widget.js"
+#: thumbnail side in pooled cells, at most (THUMB of frontend/js/grid.js)
+THUMB = 24
 
 # ----------------------------------------------------------------------------- the ESM bundle
 
@@ -202,6 +206,9 @@ class AttentionWidget(anywidget.AnyWidget):
     #: the current setting's recall on every head ({method, params, recall: [L·H floats]}),
     #: which the grid's "recall" colouring shows (the page computes it in the browser, sweep.js)
     _recall = traitlets.Dict().tag(sync=True)
+    #: every head's graph max-pooled to k × k (k = min(n, 24)) for the grid's thumbnails
+    #: ({analysis, k, probs: [L·H lists of k·k]}); the page draws them as heads load
+    _thumbs = traitlets.Dict().tag(sync=True)
 
     def __init__(
         self,
@@ -365,6 +372,27 @@ class AttentionWidget(anywidget.AnyWidget):
                 self.params = self._clean(self.method, {})
         self._send_head()
         self._send_recall()
+        self._send_thumbs()
+
+    def _send_thumbs(self) -> None:
+        """Max-pool every head's probabilities into k × k blocks (the bounds of the page's
+        thumbImage, frontend/js/grid.js), rounded to 4 decimals."""
+        probs = self._entry.out.probs.float()  # (L, H, n, n)
+        n = probs.shape[-1]
+        k = min(n, THUMB)
+
+        def bounds(a: int) -> tuple[int, int]:
+            lo = (a * n) // k
+            return lo, max(lo + 1, ((a + 1) * n) // k)
+
+        rows = torch.stack([probs[:, :, slice(*bounds(a)), :].amax(2) for a in range(k)], 2)
+        pooled = torch.stack([rows[..., slice(*bounds(b))].amax(-1) for b in range(k)], -1)
+        flat = pooled.flatten(2).flatten(0, 1)  # (L·H, k·k)
+        self._thumbs = {
+            "analysis": self._entry.id,
+            "k": k,
+            "probs": [[round(v, 4) for v in row] for row in flat.tolist()],
+        }
 
     def _send_recall(self) -> None:
         from sparse_core.methods import evaluate

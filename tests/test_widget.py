@@ -94,6 +94,29 @@ def test_recall_of_every_head_follows_the_setting(widget):
     assert widget._recall["recall"][k] == pytest.approx(widget.metrics()["recall"], abs=1e-6)
 
 
+def test_thumbnails_max_pool_every_heads_graph(widget):
+    t = widget._thumbs
+    a = widget.analysis
+    k = min(a["n"], 24)
+    assert t["analysis"] == a["id"] and t["k"] == k
+    assert len(t["probs"]) == a["layers"] * a["heads"] and len(t["probs"][0]) == k * k
+    # n <= 24: one cell per block, so the thumbnail is the head's probabilities themselves
+    probs = widget._entry.out.probs
+    for idx in (0, len(t["probs"]) - 1):
+        want = probs[idx // a["heads"], idx % a["heads"]].flatten().tolist()
+        assert t["probs"][idx] == pytest.approx(want, abs=1e-4)
+    # a longer text: block (a, b) is the max over rows [a·n/k, (a+1)·n/k) and likewise columns
+    widget.text = " ".join(["word"] * 40)
+    n, t = widget.analysis["n"], widget._thumbs
+    assert n > 24 and t["k"] == 24
+    p = widget._entry.out.probs[0, 0]
+    for a_, b_ in [(0, 0), (5, 17), (23, 23)]:
+        rows = slice(a_ * n // 24, max(a_ * n // 24 + 1, (a_ + 1) * n // 24))
+        cols = slice(b_ * n // 24, max(b_ * n // 24 + 1, (b_ + 1) * n // 24))
+        want = float(p[rows, cols].max())
+        assert t["probs"][0][a_ * 24 + b_] == pytest.approx(want, abs=1e-4)
+
+
 def test_new_text_or_alpha_reanalyses_and_keeps_the_head(widget):
     widget.layer, widget.head = 1, 1
     first = widget.analysis["id"]

@@ -60,7 +60,7 @@ PIXELS = """() => {
 }"""
 
 
-SYNCED = ("layer", "head", "method", "params", "_analysis", "_head", "_recall")
+SYNCED = ("layer", "head", "method", "params", "_analysis", "_head", "_recall", "_thumbs")
 
 
 def _state(w) -> dict:
@@ -82,6 +82,15 @@ def test_the_esm_draws_the_heatmap_and_redraws_on_a_new_head(browser, widget):
         n_tiles = widget.analysis["layers"] * widget.analysis["heads"]
         assert page.locator("#host .tile").count() == n_tiles
         assert page.locator("#host select#method option").count() >= 5
+        # every tile shows its head's graph as a thumbnail (the page's thumbImage)
+        assert page.locator("#host .tile.has-thumb").count() == n_tiles
+        k = widget._thumbs["k"]
+        assert (
+            page.evaluate(
+                "() => [...document.querySelectorAll('#host canvas.tile-thumb')].map(c => c.width)"
+            )
+            == [k] * n_tiles
+        )
         first = page.evaluate(PIXELS)
         assert first[0] > 0 and first[1] > 0
         # the view's metrics (the JS twin) are Python's (sparse_core.methods.evaluate)

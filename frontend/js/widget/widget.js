@@ -8,6 +8,7 @@
  * - `_head`: the open head's payload (what GET …/heads/{layer}/{head} answers), set by Python
  *   whenever `layer` / `head` / the analysis change;
  * - `_recall`: the current setting's recall on every head, for the grid's "recall" colouring;
+ * - `_thumbs`: every head's graph pooled to k × k, drawn into the grid's tiles (thumbImage);
  * - `layer`, `head`, `method`, `params`: synced both ways (a tile click or a slider here sets the
  *   trait; setting the trait in Python redraws here). A slider being dragged is sent to Python at
  *   most every {@link PARAMS_MS} ms (the last value always goes).
@@ -19,7 +20,7 @@
 
 import { initMethodPanel } from "../controls.js";
 import { el } from "../dom.js";
-import { initGrid } from "../grid.js";
+import { initGrid, thumbImage } from "../grid.js";
 import { prepareHead } from "../head.js";
 import { initHeatmap } from "../heatmap.js";
 import { initLive } from "../live.js";
@@ -109,6 +110,26 @@ export function render({ model, el: host }) {
     } finally {
       pulling = false;
     }
+    drawThumbs();
+  }
+
+  let thumbsDrawn = "";
+  /** Every tile's thumbnail from `_thumbs`, once per analysis (the page draws them as heads load). */
+  function drawThumbs() {
+    const t = model.get("_thumbs");
+    const a = store.get().analysis;
+    if (!t || !a || t.analysis !== a.id || thumbsDrawn === a.id) return;
+    grid.querySelectorAll(".tile").forEach((tile, idx) => {
+      const canvas = tile.querySelector("canvas.tile-thumb");
+      const probs = t.probs[idx];
+      if (!canvas || !probs) return;
+      canvas.width = canvas.height = t.k;
+      const data = { n: t.k, probs: Float32Array.from(probs) };
+      canvas.getContext("2d").putImageData(thumbImage(data, t.k), 0, 0);
+      canvas.hidden = false;
+      tile.classList.add("has-thumb");
+    });
+    thumbsDrawn = a.id;
   }
 
   /** `_recall` as the grid's headRecall, when it is for the store's analysis and setting. */
@@ -179,6 +200,7 @@ export function render({ model, el: host }) {
     "change:_analysis",
     "change:_head",
     "change:_recall",
+    "change:_thumbs",
     ...SYNCED.map((k) => `change:${k}`),
   ];
   for (const ev of events) model.on(ev, pull);
