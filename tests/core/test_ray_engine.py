@@ -35,6 +35,8 @@ TEXTS = [
     "Boats still pass the place where the wheel once turned in the cold water.",
 ]
 METHODS = ["window", "bigbird", "sf-distance", "sf-kmeans"]
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # Ray Data's own
+
 CFG = FitConfig(epochs=1, cluster_counts=(2, 4), kmeans_restarts=1, valid_fraction=0.25)
 
 
@@ -86,6 +88,7 @@ def same_points(a: dict, b: dict) -> None:
 
 
 @needs_ray
+@pytest.mark.slow
 def test_pareto_equals_local(cluster, tiny, artefact, tmp_path):
     from sparse_core.ray_engine import SHARD_DIR, shard_size, sweep_corpus_ray
 
@@ -103,6 +106,7 @@ def test_pareto_equals_local(cluster, tiny, artefact, tmp_path):
 
 
 @needs_ray
+@pytest.mark.slow
 def test_pareto_resumes_after_interruption(cluster, tiny, artefact, tmp_path):
     from sparse_core.ray_engine import SHARD_DIR, sweep_corpus_ray
 
@@ -130,6 +134,7 @@ def test_pareto_resumes_after_interruption(cluster, tiny, artefact, tmp_path):
 
 
 @needs_ray
+@pytest.mark.slow
 def test_fit_equals_local_and_passes_the_checks(cluster, tiny, artefact, tmp_path):
     from sparse_core.ray_engine import SHARD_DIR, extract_ray
     from sparse_core.sparsefinder import load_artefact, save_artefact
@@ -166,6 +171,7 @@ def corpus_file(tmp_path):
 
 
 @needs_ray
+@pytest.mark.slow
 def test_cli_pareto_and_fit_on_ray(cluster, tiny, tmp_path, monkeypatch, capsys):
     from sparsescope.cli import main
 
