@@ -8,7 +8,8 @@ The local engine runs the model on every input in one process (``fit``) or a few
   of consecutive inputs (:func:`shard_size`) and become a Ray Dataset, one row per shard;
 - ``Dataset.map_batches`` runs a callable class in an actor pool: each actor loads the model once
   (``load_model(model_path)``: the path, or the shipped default, must exist on every node) on its
-  GPU (``num_gpus=1`` per actor when the cluster has GPUs) or on CPU (``num_cpus=threads``);
+  GPU (``num_gpus=1`` per actor when the cluster has GPUs, a share of one when ``workers`` exceeds
+  the GPUs) or on CPU (``num_cpus=threads``);
 - ``pareto``: each actor sweeps every grid point on its shard where the graphs are
   (:func:`sparse_core.pareto.sweep_inputs`) and returns the shard's :class:`Totals` (per-head
   sums, a few kB to MB); ``fit``: each actor extracts its shard's queries, keys and graph edges
@@ -166,13 +167,18 @@ class _Worker:
         self.model = load_model(model_path, device=device)
 
     def __call__(self, batch: dict) -> dict:
+        from safetensors.torch import save
+
         shards, payloads = [], []
         for k, texts in zip(batch["shard"], batch["texts"], strict=True):
+            cpu = time.process_time()
+            t = self.work([str(t) for t in texts])
+            t["cpu_s"] = torch.tensor([time.process_time() - cpu], dtype=torch.float64)
             shards.append(int(k))
-            payloads.append(self.work([str(t) for t in texts]))
+            payloads.append(save(t))
         return {"shard": np.array(shards, dtype=np.int64), "payload": payloads}
 
-    def work(self, texts: list[str]) -> bytes:  # pragma: no cover - overridden
+    def work(self, texts: list[str]) -> dict[str, torch.Tensor]:  # pragma: no cover
         raise NotImplementedError
 
 
@@ -183,12 +189,12 @@ class SweepWorker(_Worker):
         super().__init__(model_path, device, threads)
         self.artefact, self.grids, self.alpha, self.causal = artefact, grids, alpha, causal
 
-    def work(self, texts: list[str]) -> bytes:
+    def work(self, texts: list[str]) -> dict[str, torch.Tensor]:
         from .pareto import sweep_inputs
 
         tot = sweep_inputs(self.model, texts, self.artefact, self.grids, alpha=self.alpha,
                            causal=self.causal)  # fmt: skip
-        return totals_to_bytes(tot)
+        return totals_to_tensors(tot)
 
 
 class ExtractWorker(_Worker):
@@ -198,25 +204,23 @@ class ExtractWorker(_Worker):
         super().__init__(model_path, device, threads)
         self.alpha, self.extract_batch = alpha, extract_batch
 
-    def work(self, texts: list[str]) -> bytes:
+    def work(self, texts: list[str]) -> dict[str, torch.Tensor]:
         from .sparsefinder_fit import extract
 
         data = extract(self.model, texts, self.alpha, batch_size=self.extract_batch)
-        return graphs_to_bytes(data)
+        return graphs_to_tensors(data)
 
 
 # ----------------------------------------------------------------------------- payloads
 
 
-def totals_to_bytes(tot) -> bytes:
-    from safetensors.torch import save
-
+def totals_to_tensors(tot) -> dict[str, torch.Tensor]:
     t = {f"sums/{nm}/{m}": torch.from_numpy(np.ascontiguousarray(v))
          for nm, acc in tot.sums.items() for m, v in acc.items()}  # fmt: skip
     if tot.gold is not None:
         t["gold"] = torch.from_numpy(np.ascontiguousarray(tot.gold))
     t["counts"] = torch.tensor([tot.texts, tot.tokens], dtype=torch.int64)
-    return save(t)
+    return t
 
 
 def totals_from_tensors(t: dict[str, torch.Tensor], grids: dict):
@@ -233,27 +237,31 @@ def totals_from_tensors(t: dict[str, torch.Tensor], grids: dict):
     return tot
 
 
-def graphs_to_bytes(data) -> bytes:
-    from safetensors.torch import save
-
+def graphs_to_tensors(data) -> dict[str, torch.Tensor]:
     t = {"lengths": torch.tensor(data.lengths, dtype=torch.int64),
          "causal": torch.tensor([int(data.causal)], dtype=torch.int64)}  # fmt: skip
     for i in range(len(data)):
         t[f"q/{i}"] = data.queries[i].contiguous()
         t[f"k/{i}"] = data.keys[i].contiguous()
         t[f"e/{i}"] = data.edges[i].contiguous()
-    return save(t)
+    return t
 
 
 # ----------------------------------------------------------------------------- the driver
 
 
 def _actors(ray, workers: int | None, threads: int, todo: int) -> tuple[int, dict, str]:
-    """(pool size, resources per actor, model device) for this cluster."""
+    """(pool size, resources per actor, model device) for this cluster.
+
+    With GPUs: one actor per GPU by default; ``workers`` more actors than GPUs share them
+    (``num_gpus`` = GPUs / workers each), since the sweep part of the work runs on the actor's
+    CPUs. Without: ``CPUs // threads`` actors of ``threads`` CPUs each."""
     res = ray.cluster_resources()
     gpus = int(res.get("GPU", 0))
     if gpus > 0:
-        n, per, device = workers or gpus, {"num_gpus": 1}, "cuda"
+        n = workers or gpus
+        per = {"num_gpus": min(1.0, gpus / n), "num_cpus": threads}
+        device = "cuda"
     else:
         cpus = max(1, int(res.get("CPU", 1)))
         n, per, device = workers or max(1, cpus // threads), {"num_cpus": threads}, "cpu"
@@ -360,9 +368,11 @@ def sweep_corpus_ray(
     finally:
         if started:
             require_ray().shutdown()
-    tot = Totals(grids)
+    tot, cpu = Totals(grids), 0.0
     for k in range(len(shards)):  # shard order: the merge does not depend on arrival order
-        tot.merge(totals_from_tensors(store.read(k), grids))
+        t = store.read(k)
+        cpu += float(t["cpu_s"][0])
+        tot.merge(totals_from_tensors(t, grids))
     store.remove()
     sweep = CorpusSweep(
         model=model.model_id,
@@ -374,7 +384,7 @@ def sweep_corpus_ray(
         values=tot.means(),
         per_head=tot,
         meta={"tokens": tot.tokens, "sweep_seconds": time.perf_counter() - t0, "engine": "ray",
-              "shards": len(shards), "shard_size": size},
+              "shards": len(shards), "shard_size": size, "worker_cpu_seconds": round(cpu, 1)},
     )  # fmt: skip
     if fidelity_texts > 0:  # a handful of masked passes: on the driver, as the local engine
         t1 = time.perf_counter()
@@ -398,11 +408,13 @@ def extract_ray(
     checkpoint_dir: str | os.PathLike = ".",
     num_cpus: int | None = None,
     on_shard: Callable[[int], None] | None = None,
+    stats: dict | None = None,
 ):
     """:func:`sparse_core.sparsefinder_fit.extract` on Ray: the same :class:`GraphData`.
 
     Shards are a multiple of ``batch_size`` inputs, so every actor pads and batches exactly the
-    inputs the local engine batches together."""
+    inputs the local engine batches together. ``stats`` (a dict) receives the shard count and
+    size and the workers' CPU seconds (summed over shards, resumed ones included)."""
     from .sparsefinder_fit import GraphData
 
     size = shard_size(len(texts), multiple=max(1, batch_size))
@@ -419,9 +431,10 @@ def extract_ray(
     finally:
         if started:
             require_ray().shutdown()
-    data = GraphData([], [], [], [])
+    data, cpu = GraphData([], [], [], []), 0.0
     for k in range(len(shards)):
         t = store.read(k)
+        cpu += float(t["cpu_s"][0])
         data.causal = bool(t["causal"][0])
         for i, n in enumerate(t["lengths"].tolist()):
             data.queries.append(t[f"q/{i}"])
@@ -429,4 +442,8 @@ def extract_ray(
             data.edges.append(t[f"e/{i}"])
             data.lengths.append(int(n))
     store.remove()
+    if stats is not None:
+        stats.update(shards=len(shards), shard_size=size, worker_cpu_seconds=round(cpu, 1))
+    log.info("extracted %d inputs in %d shards, %.1f worker CPU seconds", len(data), len(shards),
+             cpu)  # fmt: skip
     return data
