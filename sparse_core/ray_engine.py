@@ -76,7 +76,9 @@ def connect(num_cpus: int | None = None) -> bool:
     if ray.is_initialized():
         return False
     address = os.environ.get("RAY_ADDRESS") or None
-    kw = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    # Ray's own INFO/WARNING lines (token auth on a local cluster, progress-bar notes) stay out
+    # of the command's output; its errors still show
+    kw = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
     if address:
         log.info("connecting to the Ray cluster at %s", address)
         ray.init(address=address, **kw)
@@ -85,7 +87,7 @@ def connect(num_cpus: int | None = None) -> bool:
         ray.init(num_cpus=num_cpus, **kw)
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False  # the engine shows its own tqdm bar over inputs
-    logging.getLogger("ray.data").setLevel(logging.WARNING)
+    logging.getLogger("ray.data").setLevel(logging.ERROR)
     return True
 
 
