@@ -54,6 +54,12 @@ class Invalid(SparsescopeError):
     """A nested value that does not match its schema (a share's state), like a request body."""
 
 
+class UnknownModel(Invalid):
+    """A model id that names no served model (the message lists the served ones)."""
+
+    default_field = "model"
+
+
 # ----------------------------------------------------------------------------- the table
 
 

@@ -27,7 +27,9 @@ def json_bytes(body: bytes) -> Response:
 @router.post("/analyze", response_model=Analysis, responses=ERRORS)
 def analyze(req: AnalyzeRequest, service: ServiceDep) -> Response:
     """Run the model on a text (or answer from the cache): tokens, per-head summary, methods."""
-    entry = service.analyze_entry(req.text, req.alpha, req.causal, req.truncate)
+    entry = service.analyze_entry(
+        req.text, req.alpha, req.causal, req.truncate, model=req.model, start=req.start
+    )
     return json_bytes(entry.body_json)
 
 
