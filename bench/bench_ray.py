@@ -20,7 +20,7 @@ all-MiniLM-L6-v2; its methods are those that need no Sparsefinder artefact. The 
 printed with every figure::
 
     python bench/bench_ray.py --texts 16
-    python bench/bench_ray.py --texts 8 --shape roberta-base --skip-fit
+    python bench/bench_ray.py --texts 8 --workers 1 --shape roberta-base --stages 2
 """
 
 from __future__ import annotations
@@ -73,6 +73,34 @@ def timed(fn) -> tuple[float, float, object]:
     return time.perf_counter() - t, time.process_time() - c, res
 
 
+def stages(model, art, texts, names) -> dict:
+    """CPU seconds per input of the extraction and of each method's sweep, and the gold sparsity
+    (the sweep's cost grows with the graph's edges)."""
+    import statistics
+
+    import torch
+
+    from sparse_core import methods as M
+    from sparse_core import pareto as PA
+    from sparse_core.bitsets import Gold
+
+    got: dict[str, list[float]] = {"extraction": [], "gold_sparsity": []}
+    with torch.inference_mode():
+        for text in texts:
+            t = time.process_time()
+            out = model.run(text, truncate=True)
+            got["extraction"].append(time.process_time() - t)
+            ctx = M.PredictContext.from_run(out, art)
+            gold = Gold(out.graph, out.causal)
+            got["gold_sparsity"].append(float(gold.sparsity().mean()))
+            for name in M.available(art, names):
+                method = M.METHODS[name]
+                t = time.process_time()
+                PA.sweep_points(ctx, method, method.grid(out.n, art), gold)
+                got.setdefault(name, []).append(time.process_time() - t)
+    return {k: round(statistics.mean(v), 3) for k, v in got.items()}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--corpus", type=Path, default=CORPUS)
@@ -82,6 +110,13 @@ def main() -> int:
     p.add_argument("--shape", choices=("minilm", "roberta-base"), default="minilm")
     p.add_argument("--skip-fit", action="store_true")
     p.add_argument("--skip-pareto", action="store_true")
+    p.add_argument(
+        "--stages",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also split the per-input cost (extraction, each method) on N inputs",
+    )
     args = p.parse_args()
 
     import ray
@@ -143,8 +178,8 @@ def main() -> int:
             ray.shutdown()
         row(name, wall, cpu, n, first[0] if first else None)
 
+    names = None if art is not None else ["window", "strided", "fixed", "bigbird", "longformer"]
     if not args.skip_pareto:
-        names = None if art is not None else ["window", "strided", "fixed", "bigbird", "longformer"]
         counts = [min(len(e.ids), model.config.max_positions)
                   for e in model.tokenizer.encode_batch(texts)]  # fmt: skip
         from sparse_core.methods import available
@@ -170,6 +205,9 @@ def main() -> int:
 
         for n in sizes:
             on_ray(fit_ray, n, "fit extraction ray")
+    if args.stages:
+        res["stages_cpu_s_per_input"] = stages(model, art, texts[: args.stages], names)
+        print(json.dumps({"stages": res["stages_cpu_s_per_input"]}), flush=True)
     shutil.rmtree(tmp, ignore_errors=True)
     print(json.dumps(res, indent=1))
     return 0
