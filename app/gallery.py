@@ -113,7 +113,9 @@ class Warmer:
 
     def warm_sweep(self, service: AnalysisService, ex: Example) -> None:
         s = ex.state
-        body = service.analyze(s.text, s.alpha, s.causal, s.truncate, model=s.model, start=s.start)  # cached (or re-run)
+        body = service.analyze(
+            s.text, s.alpha, s.causal, s.truncate, model=s.model, start=s.start
+        )  # cached (or re-run)
         service.pareto(body["id"], *head_of(ex, body["layers"], body["heads"]))
         self.ready.add(ex.slug)
 

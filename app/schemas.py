@@ -290,7 +290,9 @@ class ShareState(BaseModel):
     alpha: float = Field(1.5, ge=1.0, le=2.0, description="entmax alpha in [1, 2]")
     causal: bool = Field(False, description="decoder-style mask (j <= i)")
     truncate: bool = Field(False, description="analyse only a window of the model's positions")
-    start: int = Field(0, ge=0, le=10_000_000, description="with truncate: the window's first token")
+    start: int = Field(
+        0, ge=0, le=10_000_000, description="with truncate: the window's first token"
+    )
     model: str | None = Field(
         None, max_length=300, description="the model's id (null: the server's default model)"
     )

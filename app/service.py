@@ -267,6 +267,9 @@ class AnalysisService:
             raise EmptyTextError()
         _check_unicode(text)
         start = _check_start(start)
+        if truncate and start:  # the window it names (clamped, at a word): one id per window
+            with _api_wording():
+                start = slot.model.encode(text, truncate=True, start=start).window_start
         key = self.key(text, alpha, causal, truncate, slot.id, start)
         entry = self.cache.get(key)
         if entry is not None:
@@ -282,9 +285,7 @@ class AnalysisService:
         release_free_memory()  # the forward's temporaries, evicted analyses (not under the lock)
         return entry
 
-    def _run(
-        self, slot: ModelSlot, text: str, alpha: float, causal: bool, truncate: bool, start=0
-    ):
+    def _run(self, slot: ModelSlot, text: str, alpha: float, causal: bool, truncate: bool, start=0):
         with _api_wording():
             return slot.model.run(text, alpha=alpha, causal=causal, truncate=truncate, start=start)
 

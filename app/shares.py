@@ -90,7 +90,11 @@ def warm_analysis(service: AnalysisService, state: ShareState) -> str | None:
         return None
     try:
         body = service.analyze(
-            state.text, state.alpha, state.causal, state.truncate, model=state.model,
+            state.text,
+            state.alpha,
+            state.causal,
+            state.truncate,
+            model=state.model,
             start=state.start,
         )
     except SparsescopeError as exc:

@@ -258,7 +258,12 @@ def test_shared_page_carries_the_state_in_an_island(client):
     r = client.get(f"/s/{sid}")
     assert r.status_code == 200 and "text/html" in r.headers["content-type"]
     data = island_of(r.text)
-    assert data["id"] == sid and data["state"] == {**STATE, "truncate": False, "start": 0, "model": TINY_ID}
+    assert data["id"] == sid and data["state"] == {
+        **STATE,
+        "truncate": False,
+        "start": 0,
+        "model": TINY_ID,
+    }
     assert r.headers["x-robots-tag"] == "noindex"
     assert "frame-ancestors 'none'" in r.headers["content-security-policy"]
 
