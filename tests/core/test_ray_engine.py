@@ -107,6 +107,22 @@ def test_pareto_equals_local(cluster, tiny, artefact, tmp_path):
 
 @needs_ray
 @pytest.mark.slow
+def test_pareto_equals_local_for_a_decoder(cluster, tmp_path):
+    from sparse_core.model import load_model
+    from sparse_core.ray_engine import sweep_corpus_ray
+    from sparse_core.testing import write_tiny_checkpoint
+
+    path = write_tiny_checkpoint(tmp_path / "tiny-gpt2", "gpt2", seed=1)
+    model = load_model(path, device="cpu")
+    kw = dict(methods=["window", "strided"], progress=False)
+    local = PA.sweep_corpus(model, TEXTS[:4], None, **kw)
+    got = sweep_corpus_ray(model, TEXTS[:4], None, model_path=path, checkpoint_dir=tmp_path, **kw)
+    assert got.causal is local.causal is True  # a decoder is always causal
+    same_points(got.to_json(), local.to_json())
+
+
+@needs_ray
+@pytest.mark.slow
 def test_pareto_resumes_after_interruption(cluster, tiny, artefact, tmp_path):
     from sparse_core.ray_engine import SHARD_DIR, sweep_corpus_ray
 
