@@ -92,9 +92,9 @@ def connect(num_cpus: int | None = None) -> bool:
 
 
 def shard_size(n_inputs: int, multiple: int = 2) -> int:
-    """Inputs per shard: ~64 shards for a large corpus, 2 to 32 inputs each, a multiple of
-    ``multiple`` (the fit's extraction batch, so shards batch their inputs as the local engine
-    does). Depends on the input count only, so a resumed run cuts the same shards."""
+    """Inputs per shard: ~64 shards up to 2,048 inputs, then 32 inputs each (at least 2), a
+    multiple of ``multiple`` (the fit's extraction batch, so shards batch their inputs as the
+    local engine does). Depends on the input count only: a resumed run cuts the same shards."""
     size = max(2, min(32, math.ceil(n_inputs / 64)))
     return multiple * math.ceil(size / multiple)
 
@@ -114,6 +114,16 @@ def _digest(*parts) -> str:
 
 def _texts_digest(texts: Sequence[str]) -> str:
     return _digest(*texts)
+
+
+def _model_digest(model_path) -> str:
+    """The model directory's files (name, size, modification time): a re-saved model with the
+    same name does not reuse the old one's shards."""
+    if model_path is None or not Path(model_path).is_dir():
+        return str(model_path)
+    files = sorted(Path(model_path).iterdir())
+    return _digest(*[[f.name, f.stat().st_size, f.stat().st_mtime_ns] for f in files
+                     if f.is_file()])  # fmt: skip
 
 
 def _artefact_digest(artefact) -> str:
@@ -356,8 +366,9 @@ def sweep_corpus_ray(
     counts = [min(c, model.config.max_positions) for c in counts]
     grids = corpus_grids(names, max(counts), min(counts), artefact)
     size = shard_size(len(texts))
-    run = _digest("pareto", model.model_id, float(alpha), bool(causal), grids, size,
-                  _artefact_digest(artefact), _texts_digest(texts))  # fmt: skip
+    run = _digest("pareto", model.model_id, _model_digest(model_path), float(alpha),
+                  bool(causal), grids, size, _artefact_digest(artefact),
+                  _texts_digest(texts))  # fmt: skip
     store = ShardStore(Path(checkpoint_dir) / SHARD_DIR / f"pareto-{run}")
     shards = _cut(texts, size)
     started = connect(num_cpus)
@@ -420,7 +431,8 @@ def extract_ray(
     from .sparsefinder_fit import GraphData
 
     size = shard_size(len(texts), multiple=max(1, batch_size))
-    run = _digest("fit", model_id, float(alpha), batch_size, size, _texts_digest(texts))
+    run = _digest("fit", model_id, _model_digest(model_path), float(alpha), batch_size, size,
+                  _texts_digest(texts))  # fmt: skip
     store = ShardStore(Path(checkpoint_dir) / SHARD_DIR / f"fit-{run}")
     shards = _cut(texts, size)
     started = connect(num_cpus)
