@@ -29,6 +29,7 @@ from sparse_core import __version__, pareto, pos
 from sparse_core.errors import EmptyTextError, SparsescopeError, TextTooLongError
 from sparse_core.methods import METHODS, PredictContext, available, evaluate
 
+from .batching import KeyLocks, worker_for
 from .cache import Entry, LruCache, tensor_nbytes
 from .errors import NotFound
 from .memory import release_free_memory
@@ -79,6 +80,7 @@ class AnalysisService:
         self.cache = LruCache(settings.cache_entries, settings.cache_bytes)
         self.stats = Stats()
         self._method_lists: dict[tuple[int, str | None], list[dict]] = {}
+        self._inflight = KeyLocks()
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -173,7 +175,9 @@ class AnalysisService:
         if entry is not None:
             self.stats.hits += 1
             return entry
-        with self.slot.lock:  # one analysis at a time; a racing twin finds it cached
+        # analyses of different texts run together (app/batching.py); a racing twin of this one
+        # waits for it and finds it cached
+        with self._inflight.hold(key):
             entry = self.cache.get(key)
             if entry is not None:
                 self.stats.hits += 1
@@ -184,15 +188,20 @@ class AnalysisService:
         return entry
 
     def _run(self, text: str, alpha: float, causal: bool, truncate: bool):
-        with _api_wording():
+        with self.slot.lock, _api_wording():  # the model worker's lock: one forward at a time
             return self.model.run(text, alpha=alpha, causal=causal, truncate=truncate)
 
     def _analyze(self, key: str, text: str, alpha: float, causal: bool, truncate: bool) -> Entry:
         t: dict[str, float] = {}
         t0 = time.perf_counter()
         with _api_wording():  # the words the model will see, tagged beside the forward
-            words = self.tagger.start(text, self.model.encode(text, truncate=truncate))
-        out = self._run(text, alpha, causal, truncate)
+            enc = self.model.encode(text, truncate=truncate)
+            # the model worker batches it with others (app/batching.py); Busy when it is full
+            pending = worker_for(self.slot, self.settings).submit_text(
+                text, alpha, causal, truncate, len(enc.ids)
+            )
+            words = self.tagger.start(text, enc)
+            out = pending.result()
         t["model"] = time.perf_counter() - t0
         self.stats.runs += 1
         art, art_name = self.slot.artefact_for(alpha)

@@ -101,6 +101,8 @@ class SparseModel:
         if not isinstance(text, str) or not text.strip():
             raise EmptyTextError()
         enc = self.tokens.read(self.tokenizer.encode(text), text)
+        if all(enc.special):  # only characters the tokenizer drops (zero-width, control)
+            raise EmptyTextError()
         limit = self.max_positions
         if len(enc.ids) > limit:
             if not truncate:
