@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 
 #: Low-priority jobs (background warm-ups) that may wait at once.
 MAX_LOW_JOBS = 64
+#: Tokens of low-priority work run in one round at most.
+LOW_BATCH_TOKENS = 512
 #: Tokens a second assumed before the first batch is measured (for Retry-After only).
 START_RATE = 200.0
 
@@ -199,17 +201,12 @@ class ModelWorker:
         return sum(j.n for j in self._normal) + sum(j.n for j in self._low)
 
     def _take(self) -> list[Job]:
-        """User jobs up to ``batch_tokens`` (at least one), oldest first; else one low job."""
+        """User jobs up to ``batch_tokens`` (at least one), oldest first; else low-priority
+        jobs up to :data:`LOW_BATCH_TOKENS` (a user request arriving meanwhile waits at most
+        for that small round)."""
         if self._normal:
-            taken, total = [], 0
-            for job in self._normal:
-                if taken and total + job.n > self.batch_tokens:
-                    break
-                taken.append(job)
-                total += job.n
-            del self._normal[: len(taken)]
-            return taken
-        return [self._low.pop(0)] if self._low else []
+            return _first(self._normal, self.batch_tokens)
+        return _first(self._low, min(self.batch_tokens, LOW_BATCH_TOKENS))
 
     def _run_round(self, jobs: list[Job]) -> None:
         live = []
@@ -273,6 +270,18 @@ class ModelWorker:
         return self.model.run_batch(
             [j.text for j in jobs], alpha=first.alpha, causal=first.causal, truncate=first.truncate
         )
+
+
+def _first(queue: list[Job], budget: int) -> list[Job]:
+    """Remove and return the oldest jobs of ``queue`` within ``budget`` tokens (at least one)."""
+    taken, total = [], 0
+    for job in queue:
+        if taken and total + job.n > budget:
+            break
+        taken.append(job)
+        total += job.n
+    del queue[: len(taken)]
+    return taken
 
 
 class KeyLocks:
