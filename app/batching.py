@@ -54,10 +54,12 @@ class Job:
     ctx: JobContext
     future: Future = field(default_factory=Future)
     queued: float = field(default_factory=time.monotonic)
+    start: int = 0  # a window of a long text (truncate): run alone
 
     @property
     def group(self) -> tuple:
-        return (repr(float(self.alpha)), bool(self.causal), bool(self.truncate), self.n)
+        alone = id(self) if self.start else 0
+        return (repr(float(self.alpha)), bool(self.causal), bool(self.truncate), self.n, alone)
 
 
 @dataclass
@@ -106,17 +108,21 @@ class ModelWorker:
 
     # -- asking --------------------------------------------------------------------------------
 
-    def run(self, text: str, alpha: float, causal: bool, truncate: bool, n: int) -> Any:
+    def run(
+        self, text: str, alpha: float, causal: bool, truncate: bool, n: int, start: int = 0
+    ) -> Any:
         """The model's output for this text (``n`` tokens), run in a batch; blocks until done.
 
         Raises :class:`Busy` when the queue is full, :class:`ClientGone` when the request's
         client disconnected before its turn.
         """
-        return self.submit_text(text, alpha, causal, truncate, n).result()
+        return self.submit_text(text, alpha, causal, truncate, n, start=start).result()
 
-    def submit_text(self, text: str, alpha: float, causal: bool, truncate: bool, n: int) -> Future:
+    def submit_text(
+        self, text: str, alpha: float, causal: bool, truncate: bool, n: int, start: int = 0
+    ) -> Future:
         """Queue this text (as :meth:`run`) and return the future of its output at once."""
-        job = Job(text, alpha, causal, truncate, n, current_job())
+        job = Job(text, alpha, causal, truncate, n, current_job(), start=start)
         self.submit(job)
         return job.future
 
@@ -263,7 +269,10 @@ class ModelWorker:
     # -- the model -----------------------------------------------------------------------------
 
     def _model_run(self, job: Job) -> Any:
-        return self.model.run(job.text, alpha=job.alpha, causal=job.causal, truncate=job.truncate)
+        kw = {"start": job.start} if job.start else {}
+        return self.model.run(
+            job.text, alpha=job.alpha, causal=job.causal, truncate=job.truncate, **kw
+        )
 
     def _model_run_batch(self, jobs: list[Job]) -> list[Any]:
         first = jobs[0]

@@ -39,6 +39,7 @@ class Entry:
     body_json: bytes  # ... serialised once
     pos: list[str | None]
     nbytes: int = 0
+    model_id: str = ""  # the served model it was analysed on
     derived: dict = field(default_factory=dict)  # ("pareto",) / ("head", l, h) ... -> data
     lock: threading.Lock = field(default_factory=threading.Lock)
     key_locks: dict = field(default_factory=dict)  # derived key -> its lock

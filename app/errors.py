@@ -76,6 +76,12 @@ class RateLimited(Refused):
     """This client has sent more than its rate allows (app/limits.py): a 429."""
 
 
+class UnknownModel(Invalid):
+    """A model id that names no served model (the message lists the served ones)."""
+
+    default_field = "model"
+
+
 # ----------------------------------------------------------------------------- the table
 
 

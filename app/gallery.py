@@ -107,13 +107,15 @@ class Warmer:
 
     def warm_head(self, service: AnalysisService, ex: Example) -> None:
         s = ex.state
-        body = service.analyze(s.text, s.alpha, s.causal, s.truncate)
+        body = service.analyze(s.text, s.alpha, s.causal, s.truncate, model=s.model, start=s.start)
         self.analyses[ex.slug] = body["id"]
         service.head(body["id"], *head_of(ex, body["layers"], body["heads"]))
 
     def warm_sweep(self, service: AnalysisService, ex: Example) -> None:
         s = ex.state
-        body = service.analyze(s.text, s.alpha, s.causal, s.truncate)  # cached (or re-run)
+        body = service.analyze(
+            s.text, s.alpha, s.causal, s.truncate, model=s.model, start=s.start
+        )  # cached (or re-run)
         service.pareto(body["id"], *head_of(ex, body["layers"], body["heads"]))
         self.ready.add(ex.slug)
 

@@ -101,6 +101,7 @@ def analysis_body(
     causal: bool,
     artefact_name: str | None,
     pos: list[str | None],
+    decoder: bool = False,
     summary: list[dict],
     methods: list[dict],
 ) -> dict:
@@ -114,7 +115,11 @@ def analysis_body(
         "device": device,
         "alpha": alpha,
         "causal": bool(causal),
+        "decoder": bool(decoder),
         "truncated": bool(out.truncated),
+        "total_tokens": _total(out),
+        "window_start": int(out.window_start),
+        "window_end": int(out.window_start) + sum(1 for sp in out.special if not sp),
         "artefact": artefact_name,
         "tokens": [
             {"text": tok, "start": s, "end": e, "pos": p, "special": sp}
@@ -123,6 +128,13 @@ def analysis_body(
         "summary": summary,
         "methods": methods,
     }
+
+
+def _total(out) -> int:
+    """The text's tokens without specials (all of them, not only the window's)."""
+    if out.total_tokens is not None:
+        return int(out.total_tokens)
+    return sum(1 for sp in out.special if not sp)
 
 
 # ----------------------------------------------------------------------------- one head

@@ -108,6 +108,7 @@ def main_page(
         "layers": service.model.config.num_layers,
         "heads": service.model.config.num_heads,
         "max_tokens": service.model.max_positions,
+        "models": service.models()["models"],
         "default_alpha": DEFAULT_ALPHA,
         "api": "/api",
         "plotly": PLOTLY_URL,
@@ -124,6 +125,7 @@ def lecture_page(
     """The lecture page. Its state (step, text, alpha, causal, layer, head) is read from the
     query string by the page itself; the server hands over only the defaults."""
     config = {
+        "models": request.app.state.service.models()["models"],
         "default_text": LECTURE_TEXT,
         "default_alpha": DEFAULT_ALPHA,
         "max_raw_tokens": MAX_RAW_TOKENS,

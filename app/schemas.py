@@ -37,7 +37,8 @@ class ErrorOut(BaseModel):
 
 class Health(BaseModel):
     status: Literal["ok"] = "ok"
-    model: str
+    model: str = Field(description="the default model's id")
+    models: list[str] = Field(default_factory=list, description="every served model's id")
     device: Literal["cpu", "cuda"]
     artefact: str | None = Field(None, description="the Sparsefinder artefact in use at alpha 1.5")
     version: str
@@ -91,7 +92,21 @@ class AnalyzeRequest(BaseModel):
     )
     alpha: float = Field(1.5, description="entmax alpha in [1, 2]: 1 softmax, 1.5, 2 sparsemax")
     causal: bool = Field(False, description="mask future keys (decoder-style)")
-    truncate: bool = Field(False, description="keep the first positions of a too long text")
+    truncate: bool = Field(
+        False, description="analyse a window of the model's positions of a too long text"
+    )
+    start: int = Field(
+        0,
+        ge=0,
+        le=10_000_000,
+        description="with truncate: the window's first token (of the text's tokens, specials "
+        "excluded; moved back to the start of its word and so that the window is full)",
+    )
+    model: str | None = Field(
+        None,
+        max_length=300,
+        description="a served model's id (GET /api/models); null: the default model",
+    )
 
     @field_validator("text")
     @classmethod
@@ -104,6 +119,27 @@ class AnalyzeRequest(BaseModel):
                 "analyse a part of it"
             )
         return text
+
+
+class ModelInfo(BaseModel):
+    id: str = Field(description="what analyses, shares and URLs name the model by")
+    architecture: str = Field(examples=["BERT", "GPT-2", "Llama"])
+    model_type: str = Field(description="transformers' model_type", examples=["bert", "gpt2"])
+    layers: int
+    heads: int = Field(description="query heads per layer")
+    kv_heads: int = Field(description="key/value heads per layer (fewer: grouped-query)")
+    decoder: bool = Field(description="a decoder is always causal")
+    max_tokens: int = Field(description="token limit: the model's positions, capped by a setting")
+    device: Literal["cpu", "cuda"]
+    artefacts: list[float] = Field(
+        description="alphas with a Sparsefinder artefact for this model (the sf-* methods); "
+        "empty: `sparsescope fit --model ID` makes one"
+    )
+
+
+class ModelsOut(BaseModel):
+    default: str = Field(description="the model used when a request names none")
+    models: list[ModelInfo]
 
 
 class TokenOut(BaseModel):
@@ -131,15 +167,21 @@ class HeadSummary(BaseModel):
 class Analysis(BaseModel):
     """``POST /api/analyze`` and ``GET /api/analyses/{id}``."""
 
-    id: str = Field(description="hex hash of (text, alpha, causal, truncate, model, artefact)")
+    id: str = Field(
+        description="hex hash of (text, alpha, causal, truncate, start, model, artefact)"
+    )
     n: int
     layers: int
     heads: int
     model: str
     device: Literal["cpu", "cuda"]
     alpha: float
-    causal: bool
-    truncated: bool
+    causal: bool = Field(description="future keys masked (always, on a decoder)")
+    decoder: bool = Field(False, description="the model is a decoder (causal locked on)")
+    truncated: bool = Field(description="only a window of the text's tokens was analysed")
+    total_tokens: int = Field(0, description="the whole text's tokens, specials excluded")
+    window_start: int = Field(0, description="first analysed token of the text (specials excluded)")
+    window_end: int = Field(0, description="one past the last analysed token of the text")
     artefact: str | None = Field(
         None, description="the Sparsefinder artefact used (null: sf-* methods are unavailable)"
     )
@@ -267,7 +309,13 @@ class ShareState(BaseModel):
     text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS, description="the analysed text")
     alpha: float = Field(1.5, ge=1.0, le=2.0, description="entmax alpha in [1, 2]")
     causal: bool = Field(False, description="decoder-style mask (j <= i)")
-    truncate: bool = Field(False, description="analyse only the model's first positions")
+    truncate: bool = Field(False, description="analyse only a window of the model's positions")
+    start: int = Field(
+        0, ge=0, le=10_000_000, description="with truncate: the window's first token"
+    )
+    model: str | None = Field(
+        None, max_length=300, description="the model's id (null: the server's default model)"
+    )
     layer: int | None = Field(0, ge=0, le=1023, description="open layer (null: none chosen)")
     head: int | None = Field(0, ge=0, le=1023, description="open head (null: none chosen)")
     method: MethodName = Field("window", description="the method whose mask is shown")

@@ -1,8 +1,9 @@
-"""The analysis service: texts analysed on one model slot, cached, and what is derived from them.
+"""The analysis service: texts analysed on the served models, cached, and what is derived from them.
 
-The model is loaded once, in :meth:`AnalysisService.start` (the app's lifespan, or ``sparsescope
-serve`` before the server starts), never at import. An analysis is cached under
-``id = sha256(text, alpha, causal, truncate, model, artefact)[:24]`` in a cache bounded in entries
+The models are loaded once, in :meth:`AnalysisService.start` (the app's lifespan, or ``sparsescope
+serve`` before the server starts), never at import; each lives in a :class:`ModelSlot` keyed by its
+id, the first being the default. An analysis is cached under ``id = sha256(text, alpha, causal,
+truncate, start, model, artefact)[:24]`` in a cache bounded in entries
 and bytes (app/cache.py). What is heavy and not always needed (the Pareto sweep, per-head
 payloads, metrics tables) is derived on request and kept with the entry.
 
@@ -28,10 +29,11 @@ import torch
 from sparse_core import __version__, pareto, pos
 from sparse_core.errors import EmptyTextError, SparsescopeError, TextTooLongError
 from sparse_core.methods import METHODS, PredictContext, available, evaluate
+from sparse_core.sparsefinder import load_artefact
 
 from .batching import KeyLocks, worker_for
 from .cache import Entry, LruCache, tensor_nbytes
-from .errors import NotFound
+from .errors import NotFound, UnknownModel
 from .memory import release_free_memory
 from .payloads import (
     MAX_RAW_TOKENS,
@@ -65,15 +67,25 @@ class Stats:
 
 
 class AnalysisService:
-    """Answers every API question about analysed texts, on the model of :attr:`slot`.
+    """Answers every API question about analysed texts, on the models of :attr:`slots`.
 
-    ``slot_options`` (``model``, ``artefact``, ``use_artefact``, ``loader``) are handed to the
-    :class:`~sparsescope.slot.ModelSlot` (tests pass a tiny model).
+    One :class:`~sparsescope.slot.ModelSlot` per model of ``settings.model_names()`` (the first
+    is the default), or the ``slots`` given. ``slot_options`` (``model``, ``artefact``,
+    ``use_artefact``, ``loader``) are handed to the first slot (tests pass a tiny model).
     """
 
-    def __init__(self, settings: Settings, **slot_options: Any) -> None:
+    def __init__(
+        self, settings: Settings, *, slots: list[ModelSlot] | None = None, **slot_options: Any
+    ) -> None:
         self.settings = settings
-        self.slot = ModelSlot(settings, **slot_options)
+        if slots is None:
+            names = settings.model_names()
+            slots = [ModelSlot(settings, name=names[0], **slot_options)]
+            slots += [ModelSlot(settings, name=nm) for nm in names[1:]]
+        elif slot_options:
+            raise TypeError("give either slots or the options of one slot, not both")
+        self._slots = list(slots)
+        self.slots: dict[str, ModelSlot] = {}
         self.tagger = Tagger()
         self._start_lock = threading.Lock()
         self._started = False
@@ -85,15 +97,20 @@ class AnalysisService:
     # -- lifecycle -----------------------------------------------------------------------------
 
     @property
+    def slot(self) -> ModelSlot:
+        """The default model's slot (the first served)."""
+        return self._slots[0]
+
+    @property
     def ready(self) -> bool:
-        return self.slot.ready
+        return all(s.ready for s in self._slots)
 
     @property
     def model(self):
         return self.slot.model
 
     def start(self) -> None:
-        """Load the model (and the artefact), then warm up with one short text.
+        """Load the models (and the ``--artefact`` one), then warm up with one short text.
 
         Once: ``sparsescope serve`` starts the service before the server (so that a load error
         is one line on stderr) and the app's lifespan starts it again, which does nothing.
@@ -104,16 +121,63 @@ class AnalysisService:
             if self.settings.threads is not None or not self.slot.ready:
                 # process-wide, like the model; a model handed in (tests) leaves it alone
                 torch.set_num_threads(self.settings.torch_threads())
-            self.slot.load()
+            slots: dict[str, ModelSlot] = {}
+            for s in self._slots:
+                s.load()
+                if s.id in slots:
+                    raise SparsescopeError(
+                        f"two served models have the id {s.id!r} (a directory's id is its name); "
+                        "serve each model once, or rename one directory",
+                        field="model",
+                    )
+                slots[s.id] = s
+            self.slots = slots
+            if self.settings.artefact_path is not None:
+                self._explicit_artefact()
             if self.settings.warmup:
                 t0 = time.perf_counter()
                 self.warmup()
                 log.info("warm-up done in %.1f s", time.perf_counter() - t0)
             self._started = True
 
+    def _explicit_artefact(self) -> None:
+        """``--artefact``: used for the served model it was fitted for, at its own alpha."""
+        art = load_artefact(self.settings.artefact_path)
+        slot = self.slots.get(art.model_id)
+        if slot is None:
+            raise SparsescopeError(
+                f"artefact {self.settings.artefact_path} was fitted for model {art.model_id}, "
+                f"which is not served (served: {', '.join(self.slots)})",
+                field="artefact_path",
+            )
+        if slot._use_artefact:
+            slot.use_explicit_artefact(art)
+
+    def slot_for(self, model: str | None) -> ModelSlot:
+        """The slot of model ``model`` (its id, or the name it was served by; None: the
+        default); an unknown one is an error naming the served ids."""
+        if model is None:
+            return self.slot
+        slots = self.slots or {s.id: s for s in self._slots if s.ready}
+        found = slots.get(model)
+        if found is None:
+            found = next((s for s in self._slots if s.name is not None and s.name == model), None)
+        if found is None:
+            shown = model if len(model) <= 80 else model[:80] + "…"
+            raise UnknownModel(
+                f"model {shown!r} is not served here; served models: {', '.join(slots)} "
+                "(start the server with --model NAME_OR_DIR for another)",
+                field="model",
+            )
+        return found
+
+    def models(self) -> dict:
+        """``GET /api/models``: every served model, the default first."""
+        return {"default": self.slot.id, "models": [s.info() for s in self._slots]}
+
     def warmup(self) -> None:
         """Run the whole pipeline once (tagger load, first forward) without caching it."""
-        out = self._run("Warm up the model.", 1.5, False, False)
+        out = self._run(self.slot, "Warm up the model.", 1.5, False, False)
         self.tagger.tags(out)
         summary_rows(out, self.slot.artefact_for(1.5)[0])
         self.stats.warmups += 1
@@ -123,20 +187,22 @@ class AnalysisService:
         return {
             "status": "ok",
             "model": self.slot.id,
+            "models": [s.id for s in self._slots],
             "device": self.model.device,
             "artefact": name,
             "version": __version__,
         }
 
-    def methods(self, n: int, alpha: float = 1.5) -> list[dict]:
+    def methods(self, n: int, alpha: float = 1.5, model: str | None = None) -> list[dict]:
         """The method registry as sliders for a text of ``n`` tokens analysed at ``alpha`` (the
         sf-* methods' choices are those of the artefact used there)."""
-        limit = self.model.max_positions
+        slot = self.slot_for(model)
+        limit = slot.model.max_positions
         if isinstance(n, bool) or not 1 <= n <= limit:
             raise SparsescopeError(
                 f"n must be in [1, {limit}] (the model's positions), got {n}", field="n"
             )
-        return self._method_list(n, self.slot.artefact_for(_check_alpha(alpha))[0])
+        return self._method_list(n, slot.artefact_for(_check_alpha(alpha))[0])
 
     def _method_list(self, n: int, artefact: Any) -> list[dict]:
         """:func:`~sparsescope.payloads.methods_json`, remembered per (n, artefact name): what
@@ -152,25 +218,61 @@ class AnalysisService:
 
     # -- analyze -------------------------------------------------------------------------------
 
-    def key(self, text: str, alpha: float, causal: bool, truncate: bool) -> str:
-        _, art_name = self.slot.artefact_for(alpha)
+    def key(
+        self,
+        text: str,
+        alpha: float,
+        causal: bool,
+        truncate: bool,
+        model: str | None = None,
+        start: int = 0,
+    ) -> str:
+        slot = self.slot_for(model)
+        _, art_name = slot.artefact_for(alpha)
+        start = int(start) if truncate else 0  # a text that fits has one window
         blob = json.dumps(
-            [text, repr(float(alpha)), bool(causal), bool(truncate), self.slot.id, art_name],
+            [text, repr(float(alpha)), bool(causal), bool(truncate), slot.id, art_name]
+            + ([start] if start else []),
             ensure_ascii=False,
         )
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:ID_HEX]
 
-    def analyze(self, text: str, alpha: float, causal: bool, truncate: bool) -> dict:
+    def analyze(
+        self,
+        text: str,
+        alpha: float,
+        causal: bool,
+        truncate: bool,
+        model: str | None = None,
+        start: int = 0,
+    ) -> dict:
         """The analyze body (a dict) of this request, from the cache when it was seen before."""
-        return self.analyze_entry(text, alpha, causal, truncate).body
+        return self.analyze_entry(text, alpha, causal, truncate, model=model, start=start).body
 
-    def analyze_entry(self, text: str, alpha: float, causal: bool, truncate: bool) -> Entry:
-        """The cached :class:`Entry` of this request, analysing the text on a cache miss."""
+    def analyze_entry(
+        self,
+        text: str,
+        alpha: float,
+        causal: bool,
+        truncate: bool,
+        model: str | None = None,
+        start: int = 0,
+    ) -> Entry:
+        """The cached :class:`Entry` of this request, analysing the text on a cache miss.
+
+        ``model``: a served model's id (None: the default). ``start``: with ``truncate``, the
+        first token of the window of a text longer than the model's positions.
+        """
         alpha = _check_alpha(alpha)
+        slot = self.slot_for(model)
         if not text.strip():
             raise EmptyTextError()
         _check_unicode(text)
-        key = self.key(text, alpha, causal, truncate)
+        start = _check_start(start)
+        if truncate and start:  # the window it names (clamped, at a word): one id per window
+            with _api_wording():
+                start = slot.model.encode(text, truncate=True, start=start).window_start
+        key = self.key(text, alpha, causal, truncate, slot.id, start)
         entry = self.cache.get(key)
         if entry is not None:
             self.stats.hits += 1
@@ -182,29 +284,39 @@ class AnalysisService:
             if entry is not None:
                 self.stats.hits += 1
                 return entry
-            entry = self._analyze(key, text, alpha, causal, truncate)
+            entry = self._analyze(slot, key, text, alpha, causal, truncate, start)
             self.cache.put(entry)
         release_free_memory()  # the forward's temporaries, evicted analyses (not under the lock)
         return entry
 
-    def _run(self, text: str, alpha: float, causal: bool, truncate: bool):
-        with self.slot.lock, _api_wording():  # the model worker's lock: one forward at a time
-            return self.model.run(text, alpha=alpha, causal=causal, truncate=truncate)
+    def _run(self, slot: ModelSlot, text: str, alpha: float, causal: bool, truncate: bool, start=0):
+        with slot.lock, _api_wording():  # the model worker's lock: one forward at a time
+            return slot.model.run(text, alpha=alpha, causal=causal, truncate=truncate, start=start)
 
-    def _analyze(self, key: str, text: str, alpha: float, causal: bool, truncate: bool) -> Entry:
+    def _analyze(
+        self,
+        slot: ModelSlot,
+        key: str,
+        text: str,
+        alpha: float,
+        causal: bool,
+        truncate: bool,
+        start: int = 0,
+    ) -> Entry:
+        model = slot.model
         t: dict[str, float] = {}
         t0 = time.perf_counter()
         with _api_wording():  # the words the model will see, tagged beside the forward
-            enc = self.model.encode(text, truncate=truncate)
+            enc = model.encode(text, truncate=truncate, start=start)
             # the model worker batches it with others (app/batching.py); Busy when it is full
-            pending = worker_for(self.slot, self.settings).submit_text(
-                text, alpha, causal, truncate, len(enc.ids)
+            pending = worker_for(slot, self.settings).submit_text(
+                text, alpha, causal, truncate, len(enc.ids), start=start
             )
             words = self.tagger.start(text, enc)
             out = pending.result()
         t["model"] = time.perf_counter() - t0
         self.stats.runs += 1
-        art, art_name = self.slot.artefact_for(alpha)
+        art, art_name = slot.artefact_for(alpha)
         t0 = time.perf_counter()
         tags = self.tagger.tags(out, words)
         t["pos"] = time.perf_counter() - t0  # what is left of the tagging after the forward
@@ -217,10 +329,11 @@ class AnalysisService:
         body = analysis_body(
             key,
             out,
-            model_id=self.slot.id,
-            device=self.model.device,
+            model_id=slot.id,
+            device=model.device,
             alpha=alpha,
-            causal=causal,
+            causal=bool(out.causal),
+            decoder=bool(model.config.is_decoder),
             artefact_name=art_name,
             pos=tags,
             summary=summary,
@@ -230,12 +343,13 @@ class AnalysisService:
         t["body"] = time.perf_counter() - t0
         self.stats.timings = t
         log.info(
-            "analysed %d tokens: %s",
+            "analysed %d tokens on %s: %s",
             out.n,
+            slot.id,
             ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in t.items()),
         )
         out.hidden = torch.empty(0)  # no route needs the hidden states: not cached
-        entry = Entry(key, out, art, art_name, ctx, body, body_json, tags)
+        entry = Entry(key, out, art, art_name, ctx, body, body_json, tags, model_id=slot.id)
         entry.nbytes = tensor_nbytes([out, ctx], exclude=[art]) + 2 * len(body_json)
         return entry
 
@@ -283,7 +397,7 @@ class AnalysisService:
                 f"has {entry.out.n} (use a shorter text for the lecture view)",
                 field="id",
             )
-        d_model = self.model.config.hidden_size
+        d_model = self.slot_for(entry.model_id or None).model.config.hidden_size
         return dumps(raw_body(entry.out, layer, head, d_model=d_model))
 
     def pareto(self, analysis_id: str, layer: int | None, head: int | None) -> bytes:
@@ -402,10 +516,19 @@ def _api_wording() -> Iterator[None]:
     except TextTooLongError as exc:
         raise SparsescopeError(
             f"text is {exc.length} tokens long but the model takes at most {exc.limit} "
-            f"(special tokens included); shorten it, or send truncate=true to analyse the "
-            f"first {exc.limit} tokens",
+            f"(special tokens included); shorten it, or send truncate=true to analyse a "
+            f"window of {exc.limit} tokens (start: its first token, default 0)",
             field="text",
         ) from None
+
+
+def _check_start(start: int) -> int:
+    if isinstance(start, bool) or not isinstance(start, int) or start < 0:
+        raise SparsescopeError(
+            f"start must be a token index >= 0 (the first token of the window), got {start!r}",
+            field="start",
+        )
+    return start
 
 
 def _check_alpha(alpha: float) -> float:

@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sparse_core.errors import SparsescopeError
 
@@ -39,8 +39,20 @@ class Settings(BaseModel):
     host: str = Field("127.0.0.1", description="interface to bind; 127.0.0.1 = this machine only")
     port: int = Field(8000, ge=1, le=65535, description="TCP port")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="where the model runs")
-    model_path: str | None = Field(None, description="a local BERT checkpoint; None = default")
+    models: tuple[str, ...] = Field(
+        (),
+        description="models to serve, the first the default: local Hugging Face directories or "
+        "names in the local Hugging Face cache (SPARSESCOPE_MODELS: comma-separated); empty: "
+        "model_path, else the shipped all-MiniLM-L6-v2",
+    )
+    model_path: str | None = Field(None, description="one model to serve; None = default")
+    max_tokens: int = Field(512, ge=8, le=1 << 16, description="token limit (capped by the model)")
     artefact_path: str | None = Field(None, description="a Sparsefinder artefact; None = shipped")
+    artefact_dir: Path | None = Field(
+        None,
+        description="where Sparsefinder artefacts of any model are found (matched by model id "
+        "and alpha); None = <data_dir>/artefacts",
+    )
     data_dir: Path = Field(default_factory=_default_data_dir, description="user data folder")
     cache_entries: int = Field(32, ge=1, description="analyses kept in the LRU cache")
     cache_bytes: int = Field(1 << 30, ge=1 << 20, description="memory bound of that cache")
@@ -97,6 +109,31 @@ class Settings(BaseModel):
         if self.host in LOOPBACK_HOSTS:
             return list(LOOPBACK_NAMES)
         return None
+
+    @field_validator("models", mode="before")
+    @classmethod
+    def _split_models(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(v.strip() for v in value.split(",") if v.strip())
+        return value
+
+    @field_validator("models")
+    @classmethod
+    def _distinct_models(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        seen = [v for i, v in enumerate(value) if v in value[:i]]
+        if seen:
+            raise ValueError(f"each model once; {seen[0]!r} is given twice")
+        return value
+
+    def model_names(self) -> list[str | None]:
+        """The models to serve, the default first (None: the shipped default model)."""
+        if self.models:
+            return list(self.models)
+        return [self.model_path]
+
+    def artefacts_dir(self) -> Path:
+        """Where artefacts fitted for any model are looked up (and ``fit`` may write them)."""
+        return self.artefact_dir if self.artefact_dir is not None else self.data_dir / "artefacts"
 
     def torch_threads(self) -> int:
         """The torch thread count to use: ``threads``, else half the cores (at least 1)."""

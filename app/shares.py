@@ -89,7 +89,14 @@ def warm_analysis(service: AnalysisService, state: ShareState) -> str | None:
     if not service.ready:
         return None
     try:
-        body = service.analyze(state.text, state.alpha, state.causal, state.truncate)
+        body = service.analyze(
+            state.text,
+            state.alpha,
+            state.causal,
+            state.truncate,
+            model=state.model,
+            start=state.start,
+        )
     except SparsescopeError as exc:
         log.info("shared text not analysed: %s", exc)
         return None
@@ -105,5 +112,7 @@ def lecture_query(state: ShareState) -> str:
     """The lecture page's own URL state (frontend/js/lecture/state.js) of a lecture share."""
     q: dict[str, str | int | float] = {"step": state.lecture_step or 0, "text": state.text}
     q.update(alpha=state.alpha, causal="1" if state.causal else "0")
+    if state.model is not None:
+        q["model"] = state.model
     q.update({k: v for k, v in (("layer", state.layer), ("head", state.head)) if v is not None})
     return urlencode(q)

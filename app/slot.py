@@ -1,16 +1,19 @@
 """One loaded model and what belongs to it: its id, its Sparsefinder artefacts, its run lock.
 
-The service reaches "the model" only through a :class:`ModelSlot`, so that a registry of models
-(several slots keyed by model id) can take its place without touching the analysis code.
+The service holds one :class:`ModelSlot` per served model (``sparsescope serve --model A --model
+B``), keyed by the model's id; analyses name their model and reach it only through its slot.
 
 Sparsefinder's projections are learned on one model's graphs at one alpha (Treviso et al. 2022,
 §3), so the slot looks up, per alpha, the artefact fitted for its model at that alpha: the one
-given with ``--artefact`` (used only at its own alpha), else the shipped one, else none (the sf-*
-methods are then unavailable and the page says so).
+given with ``--artefact`` (used only for its own model, at its own alpha), else one in the
+artefact directory (``settings.artefacts_dir()``, where ``sparsescope fit --out`` may write),
+else the shipped one (the default model at alpha 1.5), else none (the sf-* methods are then
+unavailable and the page says how to fit one).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -19,7 +22,7 @@ from typing import Any
 
 from sparse_core import load_model
 from sparse_core.errors import ArtefactError
-from sparse_core.sparsefinder import artefact_name, load_artefact
+from sparse_core.sparsefinder import artefact_name, load_artefact, shipped_dir
 
 from .settings import Settings
 
@@ -33,20 +36,23 @@ class ModelSlot:
     """A model loaded once (:meth:`load`), its artefact lookup and the lock of its forwards.
 
     ``model``/``artefact`` preloaded (tests: a tiny model); otherwise :meth:`load` loads
-    ``settings.model_path`` (None: the default model) on ``settings.device``, or calls
-    ``loader(settings)``. ``use_artefact=False`` runs without Sparsefinder.
+    ``name`` (a directory or a cached model name; None: the default model) on
+    ``settings.device``, or calls ``loader(settings)``. ``use_artefact=False`` runs without
+    Sparsefinder.
     """
 
     def __init__(
         self,
         settings: Settings,
         *,
+        name: str | None = None,
         model: Any = None,
         artefact: Any = None,
         use_artefact: bool = True,
         loader: Callable[[Settings], Any] | None = None,
     ) -> None:
         self.settings = settings
+        self.name = name
         self._model = model
         self._loader = loader
         self._use_artefact = use_artefact
@@ -81,16 +87,16 @@ class ModelSlot:
                 if self._loader is not None:
                     self._model = self._loader(self.settings)
                 else:
-                    self._model = load_model(self.settings.model_path, self.settings.device)
+                    self._model = load_model(
+                        self.name, self.settings.device, max_tokens=self.settings.max_tokens
+                    )
                 log.info("model %s ready in %.1f s", self._model.model_id, time.perf_counter() - t0)
-            if (
-                self._use_artefact
-                and self.settings.artefact_path is not None
-                and self._explicit_artefact is None
-            ):
-                art = load_artefact(self.settings.artefact_path, model_id=self.id)
-                self._check(art)
-                self._explicit_artefact = art
+
+    def use_explicit_artefact(self, art: Any) -> None:
+        """Use ``art`` (the ``--artefact`` one, already loaded) at its own alpha."""
+        self._check(art)
+        self._explicit_artefact = art
+        self._artefacts.clear()
 
     def _check(self, art) -> None:
         cfg = self.model.config
@@ -106,20 +112,62 @@ class ModelSlot:
         if key in self._artefacts:
             return self._artefacts[key]
         art = self._explicit_artefact
-        if art is not None:
-            ok = abs(float(art.alpha) - float(alpha)) <= 1e-9
-            found = (art, artefact_label(art)) if ok else (None, None)
+        if art is not None and abs(float(art.alpha) - float(alpha)) <= 1e-9:
+            found = (art, artefact_label(art))
         else:
-            try:
-                art = load_artefact(None, model_id=self.id, alpha=alpha)
-                self._check(art)
-                found = (art, artefact_label(art))
-            except (ArtefactError, OSError) as exc:
-                log.info("no Sparsefinder artefact for alpha %g: %s", alpha, exc)
-                found = (None, None)
+            found = (None, None)
+            for where in (self.settings.artefacts_dir(), None):
+                if where is not None and not any(where.glob("sparsefinder-*.safetensors")):
+                    continue
+                try:
+                    art = load_artefact(where, model_id=self.id, alpha=alpha)
+                    self._check(art)
+                    found = (art, artefact_label(art))
+                    break
+                except (ArtefactError, OSError) as exc:
+                    log.info("no Sparsefinder artefact for %s at alpha %g: %s", self.id, alpha, exc)
         if len(self._artefacts) < MAX_ALPHAS:
             self._artefacts[key] = found
         return found
+
+    def artefact_alphas(self) -> list[float]:
+        """The alphas at which an artefact fitted for this model is found (for /api/models)."""
+        if not self._use_artefact:
+            return []
+        found: set[float] = set()
+        if self._explicit_artefact is not None:
+            found.add(round(float(self._explicit_artefact.alpha), 9))
+        for folder in (self.settings.artefacts_dir(), shipped_dir()):
+            try:
+                metas = [f for f in folder.iterdir() if f.name.endswith(".json")]
+            except OSError:
+                continue
+            for js in metas:
+                try:
+                    meta = json.loads(js.read_text(encoding="utf-8"))
+                    if str(meta["model_id"]) == self.id:
+                        found.add(round(float(meta["alpha"]), 9))
+                except (OSError, ValueError, KeyError, TypeError):
+                    continue
+        return sorted(found)
+
+    def info(self) -> dict[str, Any]:
+        """What ``GET /api/models`` says of this model."""
+        m = self.model
+        cfg = m.config
+        arch = getattr(m, "arch", None)
+        return {
+            "id": self.id,
+            "architecture": getattr(arch, "label", None) or type(m).__name__,
+            "model_type": getattr(arch, "model_type", None) or "bert",
+            "layers": cfg.num_layers,
+            "heads": cfg.num_heads,
+            "kv_heads": getattr(cfg, "num_kv_heads", cfg.num_heads),
+            "decoder": bool(getattr(cfg, "is_decoder", False)),
+            "max_tokens": m.max_positions,
+            "device": m.device,
+            "artefacts": self.artefact_alphas(),
+        }
 
 
 def artefact_label(art) -> str | None:

@@ -61,7 +61,7 @@ import sys
 if sys.argv[1] == "tiny":
     import sparse_core
     from sparse_core.testing import tiny_model
-    sparse_core.load_model = lambda path=None, device="auto": tiny_model(seed=0)
+    sparse_core.load_model = lambda path=None, device="auto", **_: tiny_model(seed=0)
 from sparsescope.cli import main
 sys.exit(main(["serve", "--port", sys.argv[2]]))
 """

@@ -36,7 +36,7 @@ from .sources import (
     default_model_path,
     resolve,
 )
-from .tokens import Encoding, TokenReader, load_tokenizer, truncate_encoding
+from .tokens import Encoding, TokenReader, content_span, load_tokenizer, window_encoding
 
 log = logging.getLogger(__name__)
 
@@ -96,10 +96,18 @@ class SparseModel:
         return self.config.max_positions
 
     # ------------------------------------------------------------------ tokens
-    def encode(self, text: str, *, truncate: bool = False) -> Encoding:
-        """Tokenise ``text`` with the model's special tokens; check it is non-empty and fits."""
+    def encode(self, text: str, *, truncate: bool = False, start: int = 0) -> Encoding:
+        """Tokenise ``text`` with the model's special tokens; check it is non-empty and fits.
+
+        A text over the model's positions is an error unless ``truncate``: then the window of
+        the text's tokens from ``start`` (counted without specials; 0 = the first ones) is kept.
+        """
         if not isinstance(text, str) or not text.strip():
             raise EmptyTextError()
+        if isinstance(start, bool) or not isinstance(start, int) or start < 0:
+            raise SparsescopeError(
+                f"start must be a token index >= 0, got {start!r}", field="start"
+            )
         enc = self.tokens.read(self.tokenizer.encode(text), text)
         if all(enc.special):  # only characters the tokenizer drops (zero-width, control)
             raise EmptyTextError()
@@ -107,20 +115,31 @@ class SparseModel:
         if len(enc.ids) > limit:
             if not truncate:
                 raise TextTooLongError(len(enc.ids), limit)
-            enc = _truncate(enc, limit)
+            if limit < 1:
+                raise SparsescopeError(f"a token limit of {limit} leaves no room for the text")
+            return window_encoding(enc, limit, start)
+        head, tail = content_span(enc)
+        enc.total_tokens = len(enc.ids) - head - tail
         return enc
 
     # ------------------------------------------------------------------ runs
     @torch.inference_mode()
     def run(
-        self, text: str, alpha: AlphaLike = 1.5, causal: bool = False, truncate: bool = False
+        self,
+        text: str,
+        alpha: AlphaLike = 1.5,
+        causal: bool = False,
+        truncate: bool = False,
+        *,
+        start: int = 0,
     ) -> RunOutput:
         """Analyse one text: tokens, per-head queries/keys, entmax probabilities and graph.
 
-        Decoders are always causal (``causal`` is then ignored and the output says True).
+        Decoders are always causal (``causal`` is then ignored and the output says True). A
+        text over the model's positions with ``truncate``: the window from token ``start``.
         """
         a = normalize_alpha(alpha, self.config.num_layers, self.config.num_heads)
-        enc = self.encode(text, truncate=truncate)
+        enc = self.encode(text, truncate=truncate, start=start)
         causal = bool(causal) or self.config.is_decoder
         ids = torch.tensor([enc.ids], device=self._device)  # (1, n)
         res = self._forward(ids, None, a, causal, None, record=True)
@@ -242,6 +261,8 @@ class SparseModel:
             alpha=a,
             causal=causal,
             truncated=enc.truncated,
+            total_tokens=enc.total_tokens,
+            window_start=enc.window_start,
             display=enc.display,
             continuation=enc.continuation,
             model_id=self.model_id,
@@ -303,12 +324,6 @@ def _model_config(hf, arch: Architecture, layers: list[A.LayerInfo], max_tokens:
         pad_token_id=int(pad) if isinstance(pad, int) else 0,
         hf=hf,
     )
-
-
-def _truncate(enc: Encoding, limit: int) -> Encoding:
-    if limit < 1:
-        raise SparsescopeError(f"a token limit of {limit} leaves no room for the text")
-    return truncate_encoding(enc, limit)
 
 
 def _resolve_device(device: str | torch.device) -> torch.device:

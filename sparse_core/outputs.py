@@ -61,6 +61,9 @@ class RunOutput:
     alpha: float | Tensor = 1.5
     causal: bool = False
     truncated: bool = False
+    #: the text's tokens without specials, and the first one in this output (a window)
+    total_tokens: int | None = None
+    window_start: int = 0
     extra: dict = field(default_factory=dict)
     display: list[str] = field(default_factory=list)  # tokens as a person reads them
     continuation: list[bool] = field(default_factory=list)  # continues the previous word

@@ -50,6 +50,10 @@ class Encoding:
     truncated: bool = False
     display: list[str] = field(default_factory=list)
     continuation: list[bool] = field(default_factory=list)
+    #: the text's tokens (specials excluded) before a window or truncation, and the index of
+    #: the first one kept: tokens ``window_start .. window_start + kept`` of ``total_tokens``
+    total_tokens: int | None = None
+    window_start: int = 0
 
 
 def load_tokenizer(path: Path):
@@ -220,18 +224,48 @@ def _trim(text: str, s: int, e: int) -> tuple[int, int]:
 def truncate_encoding(enc: Encoding, limit: int) -> Encoding:
     """Keep the first tokens and the closing special token (SEP, EOS) if there is one,
     ``limit`` tokens in all."""
-    tail = 1 if enc.special and enc.special[-1] else 0
-    keep = limit - tail
+    return window_encoding(enc, limit, 0)
+
+
+def content_span(enc: Encoding) -> tuple[int, int]:
+    """``(head, tail)``: how many special tokens open and close the encoding (CLS … SEP)."""
+    sp = enc.special
+    head = 0
+    while head < len(sp) and sp[head]:
+        head += 1
+    tail = 0
+    while tail < len(sp) - head and sp[len(sp) - 1 - tail]:
+        tail += 1
+    return head, tail
+
+
+def window_encoding(enc: Encoding, limit: int, start: int) -> Encoding:
+    """A window of ``limit`` tokens in all: the opening special tokens, the text's tokens from
+    index ``start`` (counted without specials, clamped so that the window is full), and the
+    closing ones. The window of a long text is what a model of ``limit`` positions can see;
+    ``total_tokens``/``window_start`` say where it lies in the whole text."""
+    head, tail = content_span(enc)
+    total = len(enc.ids) - head - tail
+    width = max(0, limit - head - tail)
+    if width == 0:
+        head, tail, width = min(head, limit), 0, max(0, limit - min(head, limit))
+    first = max(0, min(int(start), max(0, total - width)))
+    while first > 0 and enc.continuation and enc.continuation[head + first]:
+        first -= 1  # a window starts at a word's first token, not inside the word
+    lo, hi = head + first, head + first + min(width, total)
+    end = len(enc.ids) - tail
 
     def cut(xs: list) -> list:
-        return xs[:keep] + xs[len(xs) - tail :]
+        return xs[:head] + xs[lo:hi] + xs[end:] if xs else xs
 
     return Encoding(
         cut(enc.ids),
         cut(enc.tokens),
         cut(enc.offsets),
         cut(enc.special),
-        True,
+        hi - lo < total,
         cut(enc.display),
         cut(enc.continuation),
+        total_tokens=total,
+        window_start=first,
     )

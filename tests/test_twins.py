@@ -63,7 +63,7 @@ TEXTS = [
     ("The chef who ran to the store was out of food.", None, [(0, 2), (1, 0)]),
     ("The chef who ran to the store was out of food, so he went back home again.", None, [(1, 2)]),
 ]
-#: an alpha the random artefact is not fitted for: the sf-*, Reformer and Routing settings are
+#: an alpha the random artefact is not fitted for: the sf-* settings are
 #: rejected by Python and must be refused by the JS too
 NO_ARTEFACT = ("The chef ran to the store.", 2.0, [(0, 3)])
 
@@ -353,7 +353,7 @@ def _drift(tmp_path: Path, module: str, old: str, new: str) -> Path:
         ("metrics.js", "const validCount = causal ? (n * (n + 1)) / 2 : n * n;",
          "const validCount = n * n;", "metrics.sparsity"),
         # a method missing from the JS registry
-        ("methods.js", '  routing: (h, p) => (needProj(h), routing(h, p.n_clusters)),\n', "",
+        ("methods.js", '  routing: (h, p) => routing(h, p.n_clusters),\n', "",
          "registry: missing predictor for routing"),
         # "yes" read as false
         ("params.js", 'const TRUE_WORDS = ["true", "1", "yes", "on"];',

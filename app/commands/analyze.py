@@ -22,7 +22,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--alpha", type=float, default=1.5, help="entmax alpha in [1, 2] (default 1.5)")
     p.add_argument("--causal", action="store_true", help="mask future keys (decoder-style)")
     p.add_argument("--truncate", action="store_true", help="keep the first 512 tokens")
-    p.add_argument("--model", default=None, help="a local BERT checkpoint directory")
+    p.add_argument(
+        "--model",
+        default=None,
+        metavar="NAME_OR_DIR",
+        help="a local Hugging Face directory or a name in the local Hugging Face cache "
+        "(default: the shipped all-MiniLM-L6-v2)",
+    )
     p.add_argument("--artefact", default=None, help="a Sparsefinder artefact (default: shipped)")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
     p.add_argument(
@@ -53,6 +59,7 @@ def analyze(
 
     out = model.run(text, alpha=alpha, causal=causal, truncate=truncate)
     ctx = PredictContext.from_run(out, artefact)
+    causal = bool(out.causal)  # a decoder is causal whatever was asked
     gold = sparsity(out.graph, causal=causal)  # (L, H)
     per_method = {}
     for name in available(artefact, methods):
@@ -82,6 +89,7 @@ def analyze(
         "device": model.device,
         "alpha": alpha,
         "causal": causal,
+        "decoder": bool(model.config.is_decoder),
         "truncated": out.truncated,
         "n": out.n,
         "tokens": out.tokens,

@@ -45,7 +45,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--artefact", default=None, help="a Sparsefinder artefact (default: shipped)")
-    p.add_argument("--model", default=None, help="a local BERT checkpoint directory")
+    p.add_argument(
+        "--model",
+        default=None,
+        metavar="NAME_OR_DIR",
+        help="a local Hugging Face directory or a name in the local Hugging Face cache "
+        "(default: the shipped all-MiniLM-L6-v2)",
+    )
     p.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
     p.set_defaults(run=run)
 

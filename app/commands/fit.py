@@ -51,7 +51,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--out", default=".", help="output directory (default: current directory)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--model", default=None, help="a local BERT checkpoint directory")
+    p.add_argument(
+        "--model",
+        default=None,
+        metavar="NAME_OR_DIR",
+        help="the model to fit for: a local Hugging Face directory or a name in the local Hugging "
+        "Face cache (default: the shipped all-MiniLM-L6-v2)",
+    )
     p.add_argument(
         "--device", default="auto", help="auto, cpu or cuda for the model (training runs on cpu)"
     )
@@ -166,4 +172,8 @@ def run(args: argparse.Namespace) -> int:
             f"(gold sparsity {v['gold_sparsity']:.4f})"
         )
     print(f"wrote {st} and {js}")
+    print(
+        f"the web app uses it for {m['model_id']} at alpha {m['alpha']:g} when served with "
+        f"--artefact-dir {out} (or when it lies in <data dir>/artefacts)"
+    )
     return 0

@@ -74,7 +74,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     p.add_argument("--out", default="pareto-out", help="output directory (default: pareto-out)")
     p.add_argument("--artefact", default=None, help="a Sparsefinder artefact (default: shipped)")
-    p.add_argument("--model", default=None, help="a local BERT checkpoint directory")
+    p.add_argument(
+        "--model",
+        default=None,
+        metavar="NAME_OR_DIR",
+        help="a local Hugging Face directory or a name in the local Hugging Face cache "
+        "(default: the shipped all-MiniLM-L6-v2)",
+    )
     p.add_argument(
         "--workers", type=int, default=None,
         help="processes (default: 2 when there are 2+ CPUs and 8+ inputs, else 1)",

@@ -24,8 +24,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default=None, help="interface to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=None, help="TCP port (default 8000)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None, help="default auto")
-    p.add_argument("--model", default=None, help="a local BERT checkpoint directory")
+    p.add_argument(
+        "--model",
+        action="append",
+        default=None,
+        metavar="NAME_OR_DIR",
+        help="a model to serve: a local Hugging Face directory or a name in the local Hugging "
+        "Face cache (never downloaded); repeat for several, the first is the default "
+        "(default: the shipped sentence-transformers/all-MiniLM-L6-v2)",
+    )
+    p.add_argument(
+        "--max-tokens", type=int, default=None, help="token limit per text (default 512)"
+    )
     p.add_argument("--artefact", default=None, help="a Sparsefinder artefact (default: shipped)")
+    p.add_argument(
+        "--artefact-dir",
+        default=None,
+        help="folder of Sparsefinder artefacts of any model, matched by model id and alpha "
+        "(default: <data dir>/artefacts; `sparsescope fit --out` writes there)",
+    )
     p.add_argument("--data-dir", default=None, help="folder for user data (e.g. share links)")
     p.set_defaults(run=run)
 
@@ -37,8 +54,10 @@ def settings_from_args(args: argparse.Namespace):
         host=args.host,
         port=args.port,
         device=args.device,
-        model_path=args.model,
+        models=tuple(args.model) if args.model else None,
+        max_tokens=args.max_tokens,
         artefact_path=args.artefact,
+        artefact_dir=args.artefact_dir,
         data_dir=args.data_dir,
     )
 
@@ -69,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
                 "any Host header is answered: set SPARSESCOPE_ALLOWED_HOSTS to this server's "
                 "names (docs/api.md, Limits)"
             )
-    print(f"sparsescope: serving on http://{settings.host}:{settings.port}", flush=True)
+    names = ", ".join(getattr(service, "slots", None) or ["the model"])
+    print(f"sparsescope: serving {names} on http://{settings.host}:{settings.port}", flush=True)
     try:
         uvicorn.run(
             create_app(settings, service),

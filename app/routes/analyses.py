@@ -35,7 +35,10 @@ async def analyze(req: AnalyzeRequest, request: Request, service: ServiceDep) ->
     """
     request.app.state.limits.analyses.take(client_of(request))
     entry = await model_call(
-        request, service.analyze_entry, req.text, req.alpha, req.causal, req.truncate
+        request,
+        lambda: service.analyze_entry(
+            req.text, req.alpha, req.causal, req.truncate, model=req.model, start=req.start
+        ),
     )
     return json_bytes(entry.body_json)
 

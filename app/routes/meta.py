@@ -1,4 +1,4 @@
-"""``GET /healthz`` and ``GET /api/methods``."""
+"""``GET /healthz``, ``GET /api/models`` and ``GET /api/methods``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 
 from ..deps import ServiceDep
 from ..errors import documented
-from ..schemas import Health, MethodsOut
+from ..schemas import Health, MethodsOut, ModelsOut
 
 router = APIRouter()
 
@@ -21,6 +21,13 @@ async def healthz(service: ServiceDep) -> dict:
     return service.health()
 
 
+@router.get("/api/models", response_model=ModelsOut, tags=["meta"])
+def models(service: ServiceDep) -> dict:
+    """The served models (the default first): id, architecture, layers, heads (query and
+    key/value), encoder or decoder, token limit, device, and the alphas with learned artefacts."""
+    return service.models()
+
+
 @router.get(
     "/api/methods",
     response_model=MethodsOut,
@@ -30,7 +37,10 @@ async def healthz(service: ServiceDep) -> dict:
 def methods(
     service: ServiceDep,
     n: Annotated[int, Query(description="text length in tokens (resolves defaults)")] = 128,
+    model: Annotated[
+        str | None, Query(max_length=300, description="a served model's id; omit: the default")
+    ] = None,
 ) -> dict:
     """Every method with its parameter sliders, defaults resolved for a text of n tokens (and
     sf-kmeans' cluster counts those of the artefact used at the default alpha 1.5)."""
-    return {"methods": service.methods(n)}
+    return {"methods": service.methods(n, model=model)}

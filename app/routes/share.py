@@ -17,7 +17,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from ..deps import ServiceDep, ShareId, StoreDep
-from ..errors import Gone, NotFound, documented, http_of
+from ..errors import Gone, NotFound, UnknownModel, documented, http_of
 from ..limits import client_of
 from ..middleware import CSP
 from ..render import error_page, lecture_page, main_page, render_page
@@ -67,6 +67,8 @@ def create_share(
     limits = request.app.state.limits
     limits.shares.take(client_of(request))
     state = check_state(body.state)
+    # a share names its model: the default of today may not be the default of tomorrow
+    state = state.model_copy(update={"model": service.slot_for(state.model).id})
     rec = store.create(state.model_dump(mode="json"))
     # warmed at low priority through a small bounded queue (else on first open): a burst of
     # shares never piles up model work
@@ -94,6 +96,10 @@ def shared_page(
     try:
         rec, state = load_share(store, share_id)
     except (NotFound, Gone) as exc:
+        return _cannot_open(request, exc, PAGE_HEADERS)
+    try:
+        service.slot_for(state.model)
+    except UnknownModel as exc:
         return _cannot_open(request, exc, PAGE_HEADERS)
     # warm (or hit) the cache now: the page's own POST /api/analyze then answers at once
     analysis = warm_analysis(service, state)
@@ -127,8 +133,11 @@ def embed_page(
     )
 
 
-def _cannot_open(request: Request, exc: NotFound | Gone, headers: dict[str, str]) -> HTMLResponse:
-    """The page for a share link that cannot be opened (404 unknown, 410 outdated)."""
+def _cannot_open(
+    request: Request, exc: NotFound | Gone | UnknownModel, headers: dict[str, str]
+) -> HTMLResponse:
+    """The page for a share link that cannot be opened (404 unknown, 410 outdated, 422 made
+    with a model this server does not serve)."""
     return error_page(
         request,
         http_of(exc).status,

@@ -112,13 +112,13 @@ const enc = encodeURIComponent;
 
 /**
  * `POST /api/analyze`.
- * @param {{text: string, alpha: number, causal: boolean, truncate?: boolean}} req
+ * @param {{text: string, alpha: number, causal: boolean, model?: string|null, truncate?: boolean}} req
  */
 export function analyze(req) {
   return request("/api/analyze", {
     method: "POST",
     headers: { "Content-Type": "application/json", Accept: "application/json" },
-    body: JSON.stringify({ truncate: false, ...req }),
+    body: JSON.stringify({ truncate: false, ...req, model: req.model ?? null }),
   });
 }
 

@@ -1,6 +1,6 @@
 /**
- * The input bar: text, α (softmax 1 / entmax 1.5 / sparsemax 2 / a free value in [1, 2]), the
- * causal toggle and Analyze. API errors (`{"detail", "field"}`) are shown next to the control
+ * The input bar: text, the model (when the server serves several), α (softmax 1 / entmax 1.5 /
+ * sparsemax 2 / a free value in [1, 2]), the causal toggle (locked on for a decoder) and Analyze. API errors (`{"detail", "field"}`) are shown next to the control
  * named by `field` (text, alpha, causal), other ones under the bar.
  */
 
@@ -12,9 +12,40 @@ const PRESETS = ["1", "1.5", "2"];
 /**
  * Wire the input bar's elements (from the template) to the store.
  * @param {() => void} onAnalyze called after the inputs were written to the store
+ * @param {Array<{id: string, architecture: string, decoder: boolean, max_tokens: number,
+ *   artefacts: number[]}>} models the served models (config island; the default first)
  */
-export function initInputBar(onAnalyze) {
+export function initInputBar(onAnalyze, models = []) {
   const text = byId("text");
+  const picker = document.getElementById("model");
+  const byModel = new Map(models.map((m) => [m.id, m]));
+  if (picker) {
+    picker.replaceChildren(
+      ...models.map((m) => {
+        const o = document.createElement("option");
+        o.value = m.id;
+        o.textContent = `${m.id} (${m.architecture}${m.decoder ? ", decoder" : ""})`;
+        return o;
+      }),
+    );
+    picker.closest(".field").hidden = models.length < 2;
+    picker.addEventListener("change", () => {
+      store.set({ model: picker.value, causal: causal.checked });
+      lockCausal(picker.value);
+      form.requestSubmit();
+    });
+  }
+
+  /** A decoder is always causal: the switch shows it on, locked, with the reason. */
+  function lockCausal(id) {
+    const m = byModel.get(id ?? models[0]?.id);
+    const locked = !!m?.decoder;
+    causal.disabled = locked;
+    causal.closest("label").title = locked
+      ? `${m.id} is a decoder: it never attends to later tokens, so its attention is always causal`
+      : "";
+    if (locked) causal.checked = true;
+  }
   const free = byId("alpha-free");
   const causal = byId("causal");
   const form = byId("input-bar");
@@ -34,9 +65,12 @@ export function initInputBar(onAnalyze) {
     if (!preset) free.value = String(s.alpha);
     free.disabled = !!preset;
     causal.checked = s.causal;
+    if (picker && models.length) picker.value = byModel.has(s.model) ? s.model : models[0].id;
+    lockCausal(s.model);
   }
 
   function showErrors(errors) {
+    if (picker && errors.model) picker.closest(".field").hidden = false;
     for (const slot of slots) {
       const msg = errors[slot.dataset.errorFor] ?? "";
       slot.textContent = msg;
@@ -54,7 +88,8 @@ export function initInputBar(onAnalyze) {
   });
   form.addEventListener("submit", (ev) => {
     ev.preventDefault();
-    store.set({ text: text.value, alpha: alpha(), causal: causal.checked });
+    const model = picker && models.length > 1 ? picker.value : store.get().model;
+    store.set({ text: text.value, alpha: alpha(), causal: causal.checked, model });
     onAnalyze();
   });
   text.addEventListener("keydown", (ev) => {
@@ -62,7 +97,7 @@ export function initInputBar(onAnalyze) {
   });
 
   store.subscribe((s, changed) => {
-    if (changed.has("text") || changed.has("alpha") || changed.has("causal")) show(s);
+    if (["text", "alpha", "causal", "model"].some((k) => changed.has(k))) show(s);
     if (changed.has("errors")) showErrors(s.errors);
     if (changed.has("status")) {
       form.classList.toggle("busy", s.status === "loading");

@@ -31,6 +31,7 @@ function sharedView() {
     text: state.text,
     alpha: state.alpha,
     causal: state.causal,
+    model: state.model ?? null,
     layer: state.layer ?? 0,
     head: state.head ?? 0,
     method: state.method,
@@ -79,9 +80,10 @@ function initStatus(maxTokens) {
     else if (s.analysis) {
       const a = s.analysis;
       status.textContent = [
+        a.model,
         `${a.n} tokens`,
         `α = ${a.alpha}`,
-        a.causal ? "causal" : "bidirectional",
+        a.decoder ? "causal (a decoder)" : a.causal ? "causal" : "bidirectional",
         ...(a.truncated ? ["truncated to the model's positions"] : []),
         a.artefact
           ? `Sparsefinder artefact ${a.artefact}`
@@ -89,8 +91,10 @@ function initStatus(maxTokens) {
       ].join(" · ");
     } else status.textContent = maxTokens ? `The model takes up to ${maxTokens} tokens.` : "";
   };
+  const modelName = document.getElementById("model-name");
   store.subscribe((s, changed) => {
     if (changed.has("status") || changed.has("analysis")) render(s);
+    if (changed.has("analysis") && s.analysis && modelName) modelName.textContent = s.analysis.model;
   });
   render(store.get());
 }
@@ -100,7 +104,7 @@ function main() {
   initToggles();
   initHeadTitle();
   initStatus(config.max_tokens);
-  initInputBar(() => analyze());
+  initInputBar(() => analyze(), config.models ?? []);
   initGrid(byId("grid"), byId("grid-legend"));
   initMethodPanel(byId("method-panel"), byId("metrics"));
   initHeatmap(byId("heatmap"), byId("heatmap-legend"));

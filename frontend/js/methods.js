@@ -252,8 +252,9 @@ export const PREDICTORS = Object.freeze({
     }),
   longformer: (h, p) =>
     patterns.longformer(h.n, { width: 0, nGlobals: p.n_globals, seed: h.seed, causal: h.causal }),
-  reformer: (h, p) => (needProj(h), reformer(h, p.n_buckets, p.rounds)),
-  routing: (h, p) => (needProj(h), routing(h, p.n_clusters)),
+  // Reformer and Routing need no artefact: without one their groups come from the raw q, k
+  reformer: (h, p) => reformer(h, p.n_buckets, p.rounds),
+  routing: (h, p) => routing(h, p.n_clusters),
   "sf-distance": (h, p) => (needProj(h), sfDistance(h, p.t)),
   "sf-quantization": (h, p) => (needProj(h), sfQuantization(h, p.n_buckets)),
   "sf-kmeans": (h, p) => (needProj(h), sfKmeans(h, p.n_clusters, p.top_k)),

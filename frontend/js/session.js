@@ -24,7 +24,7 @@ const heads = new Map(); // "id/layer/head" -> Promise<HeadData>
 let analyzing = null; // the analyze request in flight
 
 /** Fields the input bar shows errors for; the others go under the bar. */
-const INPUT_FIELDS = new Set(["text", "alpha", "causal"]);
+const INPUT_FIELDS = new Set(["text", "alpha", "causal", "model"]);
 
 function errorFor(err) {
   const field = err.field && INPUT_FIELDS.has(err.field) ? err.field : "_";
@@ -39,7 +39,9 @@ async function withAnalysis(fn) {
   } catch (err) {
     if (!(err instanceof api.ApiError) || err.status !== 404 || err.field !== "id") throw err;
     const s = store.get();
-    const again = await api.analyze({ text: s.text, alpha: s.alpha, causal: s.causal });
+    const again = await api.analyze({
+      text: s.text, alpha: s.alpha, causal: s.causal, model: s.model,
+    });
     store.set({ analysis: again });
     return fn(again);
   }
@@ -135,6 +137,7 @@ function adopt(a, keep) {
     analysis: a,
     alpha: a.alpha,
     causal: a.causal,
+    model: a.model,
     status: "ready",
     headData: null,
     result: null,
@@ -158,7 +161,7 @@ function adopt(a, keep) {
  */
 export async function analyze(keep = {}) {
   const s = store.get();
-  const req = { text: s.text, alpha: s.alpha, causal: s.causal };
+  const req = { text: s.text, alpha: s.alpha, causal: s.causal, model: s.model };
   store.set({ status: "loading", errors: {} });
   const mine = (analyzing = api.analyze(req));
   let a;
@@ -203,7 +206,7 @@ function writeUrl() {
   }, 200);
 }
 
-const URL_KEYS = ["text", "alpha", "causal", "analysis", "layer", "head", "method", "params",
+const URL_KEYS = ["text", "model", "alpha", "causal", "analysis", "layer", "head", "method", "params",
   "lockedRow", "cluster", "scope", "gridColour", "hideSpecial"];
 
 /** Subscribe the session to the store. */

@@ -27,6 +27,7 @@ export function shareState(s) {
     alpha: s.alpha,
     causal: Boolean(s.causal),
     truncate: Boolean(s.analysis?.truncated),
+    model: s.analysis?.model ?? s.model ?? null,
     layer: s.layer,
     head: s.head,
     method: s.method,

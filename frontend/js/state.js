@@ -14,6 +14,7 @@
  * @property {string} text
  * @property {number} alpha entmax α in [1, 2]
  * @property {boolean} causal
+ * @property {string|null} model the served model's id (null: the server's default)
  * @property {object|null} analysis the POST /api/analyze body
  * @property {"idle"|"loading"|"ready"|"error"} status
  * @property {Object<string, string>} errors API error messages keyed by the control's field
@@ -44,6 +45,7 @@ const initial = {
   text: "",
   alpha: 1.5,
   causal: false,
+  model: null,
   analysis: null,
   status: "idle",
   errors: {},

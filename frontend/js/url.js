@@ -1,7 +1,7 @@
 /**
  * The page state <-> the address bar, so the URL is always a shareable link.
  *
- *     ?text=...&alpha=1.5&causal=1&layer=2&head=3&method=sf-kmeans&p.clusters=4&p.top_k=1
+ *     ?text=...&model=gpt2&alpha=1.5&causal=1&layer=2&head=3&method=sf-kmeans&p.clusters=4&p.top_k=1
  *      &p.window=3&p.globals=1&row=5&cluster=2&scope=mean&grid=recall&hide=1
  *
  * `p.<name>` are the current method's slider values (add-ons included), `row` the locked query
@@ -21,6 +21,7 @@ export function encodeState(s) {
   const q = new URLSearchParams();
   if (s.text && s.text.length <= MAX_TEXT_IN_URL) q.set("text", s.text);
   else if (s.analysis) q.set("id", s.analysis.id);
+  if (s.model) q.set("model", s.model);
   q.set("alpha", String(s.alpha));
   if (s.causal) q.set("causal", "1");
   if (s.analysis) {
@@ -57,6 +58,7 @@ export function decodeState(search) {
   const alpha = Number(q.get("alpha"));
   if (q.has("alpha") && Number.isFinite(alpha)) out.alpha = alpha;
   if (q.has("causal")) out.causal = q.get("causal") === "1";
+  if (q.get("model")) out.model = q.get("model");
   for (const key of ["layer", "head"]) {
     const v = index(q.get(key));
     if (v !== null) out[key] = v;

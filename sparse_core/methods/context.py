@@ -60,6 +60,14 @@ class PredictContext:
         """Whether projected queries and keys exist (an artefact fits this model and α)."""
         return self.proj_q is not None
 
+    def hash_space(self) -> tuple[Tensor, Tensor]:
+        """(queries, keys) (L, H, n, ·) that Reformer and Routing group: the projected ones
+        (SPEC §3: the same footing as Sparsefinder) when an artefact fits, else the model's own
+        queries and keys, so that both baselines work for every model without training."""
+        if self.proj_q is not None:
+            return self.proj_q, self.proj_k
+        return self.out.queries.float(), self.out.keys.float()
+
     def seeds(self) -> Tensor:
         """(L, H) int64: ``grids.head_seed`` (``layer * 1000 + head``) of every head."""
         li = torch.arange(self.layers)[:, None]

@@ -1,5 +1,7 @@
 """Content-based baselines (SPEC §3; paper §5, App. C.2): Reformer's LSH buckets and the Routing
-Transformer's balanced clusters, in Sparsefinder's projected space (``sparse_core.baselines``).
+Transformer's balanced clusters, in Sparsefinder's projected space (``sparse_core.baselines``)
+when an artefact fits the model and alpha, else in the space of the model's own queries and
+keys (``PredictContext.hash_space``): neither needs training, so both work for every model.
 
 Both assign tokens to groups and predict an edge where a query and a key share a group, so the
 assignments are what the engine and the page work from: :func:`reformer_buckets` and
@@ -31,9 +33,7 @@ def reformer_buckets(ctx: PredictContext, n_buckets: int, rounds: int = 1) -> Te
     """(L, H, rounds, n) LSH buckets of the text (seed 0), memoised per (B, rounds)."""
     b = ctx.memo(
         ("reformer", n_buckets, rounds),
-        lambda: baselines.reformer_buckets(ctx.proj_q, ctx.proj_k, n_buckets, rounds, 0).to(
-            torch.uint8
-        ),
+        lambda: baselines.reformer_buckets(*ctx.hash_space(), n_buckets, rounds, 0).to(torch.uint8),
     )
     return b.long()
 
@@ -42,14 +42,14 @@ def routing_members(ctx: PredictContext, n_clusters: int) -> tuple[Tensor, Tenso
     """(queries, keys) (L, H, C, n) bool of the balanced Routing clusters, memoised per C."""
     return ctx.memo(
         ("routing", n_clusters),
-        lambda: baselines.routing_members(ctx.proj_q, ctx.proj_k, n_clusters),
+        lambda: baselines.routing_members(*ctx.hash_space(), n_clusters),
     )
 
 
 class ReformerMethod(Method):
     """Reformer (Kitaev et al. 2020): edge iff i and j share an LSH bucket in some round."""
 
-    name, label, needs_artefact = "reformer", "Reformer (LSH)", True
+    name, label = "reformer", "Reformer (LSH)"
     payload_empty = {"reformer": {}}
 
     def own_params(self, n, artefact=None):
@@ -87,7 +87,7 @@ class RoutingMethod(Method):
     """Routing Transformer (Roy et al. 2021), balanced: each of C spherical k-means centroids
     takes its top ⌊n/C⌋ + 1 queries and keys; edge iff one centroid took query i and key j."""
 
-    name, label, needs_artefact = "routing", "Routing Transformer", True
+    name, label = "routing", "Routing Transformer"
     payload_empty = {"routing": {}}
 
     def own_params(self, n, artefact=None):

@@ -202,7 +202,7 @@ def sweep_corpus(
     sweep = CorpusSweep(
         model=model.model_id,
         alpha=float(alpha),
-        causal=bool(causal),
+        causal=bool(causal) or bool(model.config.is_decoder),  # a decoder is always causal
         texts=tot.texts,
         gold_sparsity=float((tot.gold / tot.texts).mean()),
         grids=grids,

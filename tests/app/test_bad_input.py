@@ -107,6 +107,17 @@ TABLE: list[Bad] = [
     Bad("chunked body over the cap", "post", A, 413, None, ("at most 1048576 bytes",),
         content=b"chunked", headers=JSON),  # content: see _chunks
     Bad("wrong method", "put", A, 405, None, ("PUT is not allowed on /api/analyze",), {}),
+    Bad("unknown model", "post", A, 422, "model",
+        ("model 'no-such-model' is not served here", "served models: "),
+        {"text": "hi", "model": "no-such-model"}),
+    Bad("model a number", "post", A, 422, "model", ("model must be a valid string",),
+        {"text": "hi", "model": 3}),
+    Bad("start negative", "post", A, 422, "start", ("start must be greater than or equal to 0",),
+        {"text": "hi", "truncate": True, "start": -1}),
+    Bad("models wrong method", "post", "/api/models", 405, None,
+        ("POST is not allowed on /api/models",)),
+    Bad("methods unknown model", "get", "/api/methods?model=gpt-9", 422, "model",
+        ("model 'gpt-9' is not served here",)),
     # --------------------------------------------------------------------- GET /healthz, methods
     Bad("healthz wrong method", "delete", "/healthz", 405, None,
         ("DELETE is not allowed on /healthz",)),

@@ -116,11 +116,12 @@ def test_serve_flags(fake_serve, tmp_path):
     assert main(argv) == 0
     _, settings, _ = fake_serve["app"]
     assert (fake_serve["host"], fake_serve["port"]) == ("0.0.0.0", 9002)
-    assert (settings.device, settings.model_path, settings.artefact_path) == (
+    assert (settings.device, settings.models, settings.artefact_path) == (
         "cpu",
-        "/m",
+        ("/m",),
         "/a.safetensors",
     )
+    assert settings.model_names() == ["/m"]
     assert settings.data_dir == tmp_path
 
 

@@ -33,6 +33,7 @@ HOSTILE = ["<script>alert(1)</script>", '"><img src=x onerror=alert(1)>', "</scr
 ISLAND_RE = re.compile(
     rf'<script type="application/json" id="{ISLAND_ID}">(.*?)</script>', re.DOTALL
 )
+TINY_ID = "tiny-random-2x4-seed0"  # the tiny_model fixture
 STATE = {
     "text": "The chef who ran to the store was out of food.",
     "alpha": 1.5,
@@ -82,14 +83,14 @@ def test_round_trip(client):
     assert got.status_code == 200, got.text
     out = got.json()
     assert set(out) == {"id", "state", "created"} and out["id"] == body["id"]
-    assert out["state"] == {**STATE, "truncate": False}
+    assert out["state"] == {**STATE, "truncate": False, "start": 0, "model": TINY_ID}
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", out["created"])
 
 
 def test_minimal_state_gets_defaults(client):
     sid = share(client, {"text": "hello"})
     state = client.get(f"/api/share/{sid}").json()["state"]
-    assert state == ShareState(text="hello").model_dump(mode="json")
+    assert state == ShareState(text="hello", model=TINY_ID).model_dump(mode="json")
 
 
 @pytest.mark.parametrize(
@@ -259,7 +260,12 @@ def test_shared_page_carries_the_state_in_an_island(client):
     r = client.get(f"/s/{sid}")
     assert r.status_code == 200 and "text/html" in r.headers["content-type"]
     data = island_of(r.text)
-    assert data["id"] == sid and data["state"] == {**STATE, "truncate": False}
+    assert data["id"] == sid and data["state"] == {
+        **STATE,
+        "truncate": False,
+        "start": 0,
+        "model": TINY_ID,
+    }
     assert r.headers["x-robots-tag"] == "noindex"
     assert "frame-ancestors 'none'" in r.headers["content-security-policy"]
 
@@ -290,6 +296,7 @@ def test_a_lecture_share_opens_the_lecture_at_its_step(client):
         "text": STATE["text"],
         "alpha": "1.5",
         "causal": "1",
+        "model": TINY_ID,
         "layer": "1",
         "head": "2",
     }

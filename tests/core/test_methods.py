@@ -52,7 +52,7 @@ def test_registry_order_and_labels():
     assert list(M.METHODS) == ORDER
     for name, m in M.METHODS.items():
         assert m.name == name and m.label
-        assert m.needs_artefact == (name in ("reformer", "routing") or name.startswith("sf-"))
+        assert m.needs_artefact == name.startswith("sf-")  # Reformer, Routing: no training
 
 
 @pytest.mark.parametrize("name", ORDER)
@@ -250,8 +250,30 @@ def test_needs_artefact(tiny_model):
     ctx = M.PredictContext.from_run(tiny_model.run(TEXT), None)
     with pytest.raises(SparsescopeError, match="sf-distance needs a Sparsefinder artefact"):
         M.METHODS["sf-distance"].predict(ctx)
-    assert M.available(None) == ["window", "fixed", "strided", "bigbird", "longformer"]
+    assert M.available(None) == [
+        "window",
+        "fixed",
+        "strided",
+        "bigbird",
+        "longformer",
+        "reformer",
+        "routing",
+    ]
     assert set(PA.summary(ctx.out, None)) == set(M.available(None))
+
+
+def test_reformer_and_routing_group_the_models_own_vectors_without_an_artefact(tiny_model, ctx):
+    """No training needed: without an artefact they hash/cluster the raw queries and keys;
+    with one, the projected ones (SPEC §3), which gives other groups."""
+    raw = M.PredictContext.from_run(tiny_model.run(TEXT), None)
+    q, k = raw.hash_space()
+    assert torch.equal(q, raw.out.queries.float()) and torch.equal(k, raw.out.keys.float())
+    pq, pk = ctx.hash_space()
+    assert pq.shape[-1] == ctx.artefact.rank and torch.equal(pq, ctx.proj_q)
+    for name in ("reformer", "routing"):
+        mask = M.METHODS[name].predict(raw)
+        assert mask.shape == raw.out.graph.shape and mask.any()
+        assert M.METHODS[name].predict(raw).equal(mask)  # deterministic (seeded rotations)
 
 
 # ----------------------------------------------------------------------------- evaluation
@@ -328,7 +350,12 @@ def test_head_data_recomputes_every_mask(ctx):
 def test_head_data_without_an_artefact(tiny_model):
     ctx = M.PredictContext.from_run(tiny_model.run(TEXT), None)
     d = M.head_data(ctx, 1, 3)
-    assert d == {"seed": 1003, "reformer": {}, "routing": {}, "proj": None, "centroids": {}}
+    assert (d["seed"], d["proj"], d["centroids"]) == (1003, None, {})
+    # Reformer and Routing group the model's own queries and keys: their groups still come
+    buckets = M.reformer_buckets(ctx, 4, 2)[1, 3].tolist()
+    assert d["reformer"]["4"][:2] == buckets
+    q, _ = M.routing_members(ctx, 2)
+    assert d["routing"]["2"]["queries"] == [r.nonzero().flatten().tolist() for r in q[1, 3]]
 
 
 class DiagonalMethod(M.Method):

@@ -46,6 +46,7 @@ function readConfig() {
   return {
     default_text: cfg.default_text ?? "The chef who ran to the store was out of food.",
     default_alpha: cfg.default_alpha ?? 1.5,
+    models: Array.isArray(cfg.models) ? cfg.models : [],
   };
 }
 
@@ -66,6 +67,7 @@ function readShared() {
       alpha: String(s.alpha ?? defaults.alpha),
       causal: s.causal ? "1" : "0",
     });
+    if (s.model) q.set("model", String(s.model));
     if (s.layer != null && s.head != null) {
       q.set("layer", String(s.layer));
       q.set("head", String(s.head));
@@ -213,9 +215,13 @@ function pickFocus(tokens) {
 async function load() {
   const seq = ++loadSeq;
   document.body.dataset.loading = "1";
-  const req = { text: state.text, alpha: state.alpha, causal: state.causal, truncate: true };
-  const analysis = await once(`analyze\u0000${req.alpha}\u0000${req.causal}\u0000${req.text}`, () =>
-    api.analyze(req),
+  const req = {
+    text: state.text, alpha: state.alpha, causal: state.causal, truncate: true,
+    model: state.model,
+  };
+  const analysis = await once(
+    `analyze\u0000${req.model}\u0000${req.alpha}\u0000${req.causal}\u0000${req.text}`,
+    () => api.analyze(req),
   );
   let { layer, head } = state;
   if (layer === null || head === null || layer >= analysis.layers || head >= analysis.heads) {
@@ -362,6 +368,7 @@ async function shareSlide() {
       alpha: state.alpha,
       causal: state.causal,
       truncate: true,
+      model: data?.analysis?.model ?? state.model,
       layer: state.layer,
       head: state.head,
       lecture_step: state.step,
@@ -372,6 +379,28 @@ async function shareSlide() {
   }
   out.focus();
   out.select();
+}
+
+/** The model picker (shown when the server serves several models): a change re-runs the lecture
+ * on that model; a decoder is always causal. */
+function bindModelPicker() {
+  const select = /** @type {HTMLSelectElement} */ ($("model-select"));
+  const models = config.models ?? [];
+  select.closest("label").hidden = models.length < 2;
+  select.replaceChildren(
+    ...models.map((m) => {
+      const o = document.createElement("option");
+      o.value = m.id;
+      o.textContent = `${m.id.split("/").pop()} (${m.architecture})`;
+      return o;
+    }),
+  );
+  select.value = models.some((m) => m.id === state.model) ? state.model : (models[0]?.id ?? "");
+  select.addEventListener("change", () => {
+    select.blur();
+    const m = models.find((x) => x.id === select.value);
+    update({ model: select.value, layer: null, head: null, ...(m?.decoder ? { causal: true } : {}) });
+  });
 }
 
 function bindChrome() {
@@ -388,6 +417,7 @@ function bindChrome() {
     /** @type {HTMLSelectElement} */ (ev.target).blur();
     update({ layer, head });
   });
+  bindModelPicker();
   const input = /** @type {HTMLInputElement} */ ($("text-input"));
   input.value = state.text;
   $("text-form").addEventListener("submit", (ev) => {
@@ -401,6 +431,7 @@ function bindChrome() {
     const next = parseState(location.search, defaults);
     const same =
       next.text === state.text && next.alpha === state.alpha && next.causal === state.causal &&
+      next.model === state.model &&
       next.layer === state.layer && next.head === state.head;
     state = next;
     input.value = state.text;

@@ -13,6 +13,7 @@ export const STEPS = 9;
  * @property {string} text   the sentence
  * @property {number} alpha  entmax α in [1, 2]
  * @property {boolean} causal decoder-style mask (j ≤ i)
+ * @property {string|null} model a served model's id (null: the server's default)
  * @property {number|null} layer chosen layer (null: pick one from the analysis)
  * @property {number|null} head  chosen head (null: pick one)
  */
@@ -43,6 +44,7 @@ export function parseState(search, defaults) {
     causal: !["0", "false", "no", "off"].includes((q.get("causal") ?? "1").toLowerCase()),
     layer: intOrNull("layer"),
     head: intOrNull("head"),
+    model: q.get("model") || null,
   };
 }
 
@@ -58,6 +60,7 @@ export function toSearch(s, defaults) {
   if (s.text !== defaults.text) q.set("text", s.text);
   if (s.alpha !== defaults.alpha) q.set("alpha", String(s.alpha));
   if (!s.causal) q.set("causal", "0");
+  if (s.model) q.set("model", s.model);
   if (s.layer !== null && s.head !== null) {
     q.set("layer", String(s.layer));
     q.set("head", String(s.head));

@@ -1,0 +1,133 @@
+"""Two models on one server, in a real headless Chromium: the page's model picker switches to a
+decoder (causal locked on) and back, a share link of the decoder reopens on it after a restart
+of the server, and the lecture runs on the model its URL names."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from sparse_core.testing import write_tiny_checkpoint
+
+from .conftest import free_port
+from .test_page import TEXT, wait_ready
+
+pytestmark = pytest.mark.browser
+
+
+class LiveServer:
+    """sparsescope on ``models`` (directories), uvicorn in a thread, until :meth:`stop`."""
+
+    def __init__(self, data_dir, *models) -> None:
+        import uvicorn
+
+        from sparsescope.main import create_app
+        from sparsescope.service import AnalysisService
+        from sparsescope.settings import Settings
+
+        settings = Settings(data_dir=data_dir, models=tuple(str(m) for m in models), warmup=False)
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        self.server = uvicorn.Server(
+            uvicorn.Config(
+                create_app(settings, AnalysisService(settings)),
+                host="127.0.0.1",
+                port=port,
+                log_level="warning",
+            )
+        )
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 60
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the test server did not start within 60 s")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def model_dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("models")
+    return (
+        write_tiny_checkpoint(root / "tiny-enc", "bert", seed=1),
+        write_tiny_checkpoint(root / "tiny-dec", "gpt2", seed=2),
+    )
+
+
+def status(page) -> str:
+    return page.locator("#status").inner_text()
+
+
+def test_picker_switches_models_and_a_share_reopens_after_restart(page, tmp_path, model_dirs):
+    data = tmp_path / "data"
+    live = LiveServer(data, *model_dirs)
+    try:
+        page.goto(live.url + "/")
+        picker = page.locator("#model")
+        picker.wait_for(state="visible")
+        assert picker.locator("option").all_inner_texts() == [
+            "tiny-enc (BERT)",
+            "tiny-dec (GPT-2, decoder)",
+        ]
+        page.fill("#text", TEXT)
+        page.click("#analyze")
+        wait_ready(page)
+        assert "tiny-enc" in status(page) and "bidirectional" in status(page)
+        assert not page.is_disabled("#causal")
+
+        picker.select_option("tiny-dec")
+        page.wait_for_function(
+            "() => document.getElementById('status').textContent.includes('tiny-dec')",
+            timeout=30_000,
+        )
+        wait_ready(page)
+        assert "causal (a decoder)" in status(page)
+        assert page.is_disabled("#causal") and page.is_checked("#causal")
+        assert "decoder" in page.locator("label.switch").get_attribute("title")
+        page.wait_for_function("() => location.search.includes('model=tiny-dec')")
+
+        page.click(".share-button")
+        page.wait_for_function(
+            "() => /\\/s\\/[A-Za-z0-9_-]{12}$/.test(document.querySelector('.share-url').value)",
+            timeout=30_000,
+        )
+        shared = page.locator(".share-url").input_value()
+        sid = shared.rsplit("/", 1)[1]
+
+        picker.select_option("tiny-enc")
+        page.wait_for_function(
+            "() => document.getElementById('status').textContent.includes('tiny-enc')",
+            timeout=30_000,
+        )
+        wait_ready(page)
+        assert not page.is_disabled("#causal")
+        page.wait_for_function("() => location.search.includes('model=tiny-enc')")
+    finally:
+        live.stop()
+
+    # a new server process on the same data directory, with the models the other way round
+    live = LiveServer(data, model_dirs[1], model_dirs[0])
+    try:
+        page.goto(f"{live.url}/s/{sid}")
+        wait_ready(page)
+        page.wait_for_function(
+            "() => document.getElementById('status').textContent.includes('tiny-dec')",
+            timeout=30_000,
+        )
+        assert page.locator("#model").input_value() == "tiny-dec"
+        assert page.is_disabled("#causal")
+
+        page.goto(f"{live.url}/lecture?step=2&model=tiny-enc&causal=0")
+        page.wait_for_function(
+            "() => document.getElementById('settings').textContent.includes('tiny-enc')",
+            timeout=30_000,
+        )
+        assert page.locator("#model-select").input_value() == "tiny-enc"
+    finally:
+        live.stop()
