@@ -131,9 +131,7 @@ class ModelWorker:
             if job.ctx.priority == LOW:
                 if len(self._low) >= self.low_jobs:
                     self.stats.refused += 1
-                    raise Busy(
-                        "the background queue is full; this work was skipped", retry_after=5
-                    )
+                    raise Busy("the background queue is full; this work was skipped", retry_after=5)
                 self._low.append(job)
             else:
                 if job.ctx.admit:

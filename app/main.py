@@ -18,9 +18,9 @@ from starlette.staticfiles import StaticFiles
 
 from sparse_core import __version__
 
+from .batching import drop_low_work
 from .errors import documented, install_error_handlers
 from .gallery import Warmer, load_gallery
-from .batching import drop_low_work
 from .limits import Limits
 from .middleware import BodySizeLimit, CatchBugs, HeadAsGet, HostAllowlist, SecurityHeaders
 from .render import template_env

@@ -115,7 +115,9 @@ class ShareStore:
         with self._lock:
             row = (
                 self._connection()
-                .execute("SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(state AS BLOB))), 0) FROM shares")
+                .execute(
+                    "SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(state AS BLOB))), 0) FROM shares"
+                )
                 .fetchone()
             )
         return int(row[0]), int(row[1])
@@ -155,8 +157,7 @@ class ShareStore:
                 f"cannot save the share: the disk of {DATA_DIR_WORDS} is full; shares can "
                 "still be opened, and new ones saved once its operator frees space"
             )
-        if primary in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN,
-                       sqlite3.SQLITE_PERM, sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):  # fmt: skip
+        if primary in _UNWRITABLE:
             return ShareStoreUnavailable(
                 f"cannot save the share: {DATA_DIR_WORDS} cannot be written right now "
                 f"({_sqlite_reason(primary)}); shares can still be opened; try again later"
@@ -345,6 +346,17 @@ class ShareStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+#: SQLite's primary result codes of a database that cannot be written now (a 503, not a 507).
+_UNWRITABLE = (
+    sqlite3.SQLITE_READONLY,
+    sqlite3.SQLITE_IOERR,
+    sqlite3.SQLITE_CANTOPEN,
+    sqlite3.SQLITE_PERM,
+    sqlite3.SQLITE_BUSY,
+    sqlite3.SQLITE_LOCKED,
+)
 
 
 def _sqlite_reason(primary: int | None) -> str:

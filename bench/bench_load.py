@@ -24,6 +24,8 @@ A lecture hall at once (issue 13; figures in docs/benchmarks.md, "A lecture hall
     python -m bench.bench_load hall --only b --clients 16 --seconds 120
     python -m bench.bench_load hall --only c --shares 30
 
+    python -m bench.bench_load hall --only f --rounds 3   # the forwards alone, in process
+
 (a) 48 simultaneous short analyses, batched vs one by one (two servers, alternating bursts);
 (b) 16 clients of mixed traffic with p50/p99 per route (429/503 counted) and RSS at start,
 middle and end; (c) 30 long-text shares at once, then a short analysis, and the shutdown time.
@@ -480,7 +482,8 @@ def scenario_mixed(tiny: bool, clients: int, seconds: float) -> None:
                         if rng.random() < 0.2:
                             call(http, "pareto", "GET", f"/api/analyses/{aid}/pareto")
                         if rng.random() < 0.1:
-                            call(http, "share", "POST", "/api/share", json={"state": {"text": text}})
+                            share = {"state": {"text": text}}
+                            call(http, "share", "POST", "/api/share", json=share)
                         call(http, "healthz", "GET", "/healthz")
 
             threads = [threading.Thread(target=client, args=(c,), daemon=True)
@@ -525,12 +528,52 @@ def scenario_shares(tiny: bool, shares: int) -> None:
     print(f"  RSS {rss0 / 1024:.0f} -> {rss1 / 1024:.0f} MiB; shutdown took {down:.1f} s")
 
 
+def scenario_forwards(clients: int, rounds: int) -> None:
+    """(f) The forwards alone, in process, one torch thread: ``clients`` short texts run one by
+    one vs as the worker groups them (equal token counts, one run_batch each) vs one padded
+    run_batch of all; the modes alternate, ``rounds`` times each (medians)."""
+    import torch
+
+    from sparse_core import load_model
+    from sparsescope.batching import Job, ModelWorker
+    from sparsescope.limits import JobContext
+
+    torch.set_num_threads(1)
+    model = load_model(None, "cpu")
+    timing: dict[str, list[float]] = {"one by one": [], "worker groups": [], "padded batch": []}
+    groups_seen = 0
+    for r in range(rounds + 1):
+        texts = short_texts(clients, seed=50 + r)
+        worker = ModelWorker(model, window_s=0)
+        jobs = [Job(t, 1.5, False, False, len(model.encode(t).ids), JobContext()) for t in texts]
+        t0 = time.perf_counter()
+        for t in texts:
+            model.run(t)
+        one = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        worker._run_round(jobs)  # what the worker does with a round of these jobs
+        grouped = time.perf_counter() - t0
+        groups_seen = worker.stats.batches
+        t0 = time.perf_counter()
+        model.run_batch(texts, truncate=False)
+        padded = time.perf_counter() - t0
+        if r > 0:
+            timing["one by one"].append(one)
+            timing["worker groups"].append(grouped)
+            timing["padded batch"].append(padded)
+    print(f"(f) forwards of {clients} short texts, one torch thread ({groups_seen} groups):")
+    base = statistics.median(timing["one by one"])
+    for k, v in timing.items():
+        m = statistics.median(v)
+        print(f"  {k:13s} {m:6.2f} s  ({base / m:4.2f}x)")
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "hall":
         ap = argparse.ArgumentParser(description="issue 13: a lecture hall at once")
         ap.add_argument("hall")
         ap.add_argument("--tiny", action="store_true")
-        ap.add_argument("--only", choices=("a", "b", "c"), nargs="+", default=["a", "b", "c"])
+        ap.add_argument("--only", choices=("a", "b", "c", "f"), nargs="+", default=["a", "b", "c"])
         ap.add_argument("--rounds", type=int, default=3, help="(a) bursts per mode")
         ap.add_argument("--burst", type=int, default=48, help="(a) simultaneous analyses")
         ap.add_argument("--clients", type=int, default=16, help="(b) clients")
@@ -544,6 +587,8 @@ def main() -> None:
             scenario_mixed(args.tiny, args.clients, args.seconds)
         if "c" in args.only:
             scenario_shares(args.tiny, args.shares)
+        if "f" in args.only:
+            scenario_forwards(args.burst, args.rounds)
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tiny", action="store_true", help="the tiny random model (fast)")

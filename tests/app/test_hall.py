@@ -17,7 +17,7 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from sparsescope.batching import Job, ModelWorker, worker_for
+from sparsescope.batching import Job, ModelWorker
 from sparsescope.limits import LOW, NORMAL, JobContext, RateLimiter
 from sparsescope.main import create_app
 from sparsescope.schemas import MAX_ANALYZE_CHARS
@@ -195,7 +195,8 @@ def test_a_disconnected_http_client_s_analysis_is_dropped(tmp_path, tiny_model):
         s = socket.create_connection(("127.0.0.1", port), timeout=WAIT_S)
         s.sendall(
             b"POST /api/analyze HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
-            + f"\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
+            + f"\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+            + body
         )
         return s
 
