@@ -462,3 +462,63 @@ def test_a_slow_request_head_is_cut_off(tmp_path):
         slow.close()
         assert closed, "the trickling connection was never closed"
         assert httpx.get(server.url + "/healthz", timeout=WAIT_S).status_code == 200
+
+
+@pytest.mark.slow
+def test_kill_9_during_batched_work_loses_no_acknowledged_share(tmp_path):
+    """Analyses keep the model worker batching while shares are written; SIGKILL mid-stream:
+    every share the server acknowledged (200) is in the database afterwards."""
+    import os
+    import signal
+
+    import httpx
+
+    from bench.bench_load import live_server, short_texts
+
+    data = tmp_path / "data"
+    acked: dict[str, str] = {}
+    lock = threading.Lock()
+    stop = threading.Event()
+    with live_server(data, tiny=True, start_timeout=120) as server:
+
+        def analyses(k: int) -> None:
+            with httpx.Client(base_url=server.url, timeout=WAIT_S) as c:
+                for text in short_texts(200, seed=k):
+                    if stop.is_set():
+                        return
+                    try:
+                        c.post("/api/analyze", json={"text": text})
+                    except httpx.HTTPError:
+                        return
+
+        def shares(k: int) -> None:
+            with httpx.Client(base_url=server.url, timeout=WAIT_S) as c:
+                for i in range(80):  # within the per-address share burst (100)
+                    if stop.is_set():
+                        return
+                    text = f"kill {k} {i}"
+                    try:
+                        r = c.post("/api/share", json={"state": {"text": text}})
+                    except httpx.HTTPError:
+                        return
+                    if r.status_code == 200:
+                        with lock:
+                            acked[r.json()["id"]] = text
+
+        threads = [threading.Thread(target=analyses, args=(k,), daemon=True) for k in range(4)]
+        threads += [threading.Thread(target=shares, args=(k,), daemon=True) for k in range(2)]
+        for t in threads:
+            t.start()
+        wait_for(lambda: len(acked) >= 20, "20 acknowledged shares")
+        os.kill(server.pid, signal.SIGKILL)
+        server.proc.wait(timeout=WAIT_S)
+        stop.set()
+        for t in threads:
+            t.join(timeout=WAIT_S)
+    conn = sqlite3.connect(data / DB_NAME)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    stored = dict(conn.execute("SELECT id, state FROM shares").fetchall())
+    conn.close()
+    missing = set(acked) - set(stored)
+    assert not missing, f"{len(missing)} acknowledged shares lost"
+    assert all(json.loads(stored[sid])["text"] == text for sid, text in acked.items())
