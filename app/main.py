@@ -11,9 +11,11 @@ import importlib.resources
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
 from starlette.staticfiles import StaticFiles
 
 from sparse_core import __version__
@@ -23,7 +25,7 @@ from .errors import documented, install_error_handlers
 from .gallery import Warmer, load_gallery
 from .limits import Limits
 from .middleware import BodySizeLimit, CatchBugs, HeadAsGet, HostAllowlist, SecurityHeaders
-from .render import template_env
+from .render import asset_version, template_env
 from .routes import analyses, docs, gallery, lecture, meta, pages, share
 from .service import AnalysisService
 from .settings import Settings, get_settings
@@ -46,6 +48,15 @@ ROUTERS = (
 def _package_dir(package: str, *parts: str) -> str:
     """A folder inside an installed package (works from a wheel install, not only a checkout)."""
     return str(importlib.resources.files(package).joinpath(*parts))
+
+
+class ImmutableFiles(StaticFiles):
+    """Static files under a versioned URL: cached for a year and never revalidated."""
+
+    def file_response(self, *args: Any, **kwargs: Any) -> Response:
+        response = super().file_response(*args, **kwargs)
+        response.headers["Cache-Control"] = "public, max-age=31536000, immutable"
+        return response
 
 
 def create_app(settings: Settings | None = None, service: AnalysisService | None = None) -> FastAPI:
@@ -92,6 +103,18 @@ def create_app(settings: Settings | None = None, service: AnalysisService | None
         # every route's 422 is our {detail, field} body (app/errors.py), not FastAPI's default
         # HTTPValidationError list: the OpenAPI schema describes what is really sent
         app.include_router(router, responses=documented(422))
+    # versioned asset URLs (render.asset_urls): the hash changes with any file, so a year, immutable
+    version = asset_version()
+    app.mount(
+        f"/v/{version}/static",
+        ImmutableFiles(directory=_package_dir("sparsescope.static"), check_dir=False),
+        name="static-versioned",
+    )
+    app.mount(
+        f"/v/{version}/js",
+        ImmutableFiles(directory=_package_dir("sparsescope.frontend", "js"), check_dir=False),
+        name="js-versioned",
+    )
     # after the routes, so /static/vendor/plotly.min.js (a route) wins over the mount
     app.mount(
         "/static",

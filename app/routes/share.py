@@ -20,6 +20,7 @@ from ..deps import ServiceDep, ShareId, StoreDep
 from ..errors import Gone, NotFound, UnknownModel, documented, http_of
 from ..limits import client_of
 from ..middleware import CSP
+from ..preload import PRELOAD_ID, preload_view, state_with_query
 from ..render import error_page, lecture_page, main_page, render_page
 from ..schemas import ShareCreated, ShareIn, ShareOut
 from ..shares import (
@@ -108,6 +109,11 @@ def shared_page(
         if len(query) <= MAX_REDIRECT_QUERY:
             return RedirectResponse(f"/lecture?{query}", status_code=303, headers=PAGE_HEADERS)
     islands = {ISLAND_ID: {**share_body(rec, state), "analysis": analysis}}
+    if state.lecture_step is None:  # the query overrides the saved view: preload what is shown
+        view = state_with_query(state.model_dump(mode="json"), request.query_params)
+        pre = preload_view(service, view)
+        if pre is not None:
+            islands[PRELOAD_ID] = pre
     page = lecture_page if state.lecture_step is not None else main_page
     return page(request, islands=islands, headers=PAGE_HEADERS)
 

@@ -314,7 +314,7 @@ def test_embed_page(client):
     assert "frame-ancestors *" in csp and "'none'" not in csp.split("frame-ancestors")[1]
     assert "script-src 'self'" in csp
     assert "x-frame-options" not in r.headers
-    assert '<script type="module" src="/js/embed.js"></script>' in r.text
+    assert re.search(r'<script type="module" src="/v/[0-9a-f]{12}/js/embed\.js"></script>', r.text)
     assert 'id="embed-heatmap"' in r.text and f'href="/s/{sid}"' in r.text
     assert island_of(r.text)["state"]["layer"] == STATE["layer"]
     # only /embed may be framed
