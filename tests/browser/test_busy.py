@@ -38,4 +38,5 @@ def test_a_busy_server_is_retried_with_a_notice(page, server_url, tmp_path):
     shot = os.environ.get("SPARSESCOPE_SCREENSHOT_DIR", str(tmp_path))
     page.screenshot(path=os.path.join(shot, "busy-notice.png"))
     wait_ready(page)  # the retry went through: the analysis is shown
-    assert refused and notice.is_hidden()
+    notice.wait_for(state="hidden", timeout=10_000)  # and the notice is gone once the wait ends
+    assert refused
