@@ -28,7 +28,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from sparse_core.errors import SparsescopeError
 
 from .schemas import ErrorOut
-from .store import ShareStoreError
+from .store import ShareStoreError, ShareStoreFull, ShareStoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,28 @@ class TooLarge(SparsescopeError):
 
 class Invalid(SparsescopeError):
     """A nested value that does not match its schema (a share's state), like a request body."""
+
+
+class ClientGone(SparsescopeError):
+    """The client disconnected before its queued model work ran; the work was dropped. (The
+    499 is never read by anyone: it only ends the request.)"""
+
+
+class Refused(SparsescopeError):
+    """Not now: try again after ``retry_after`` seconds (sent as the body's ``retry_after`` and
+    the ``Retry-After`` header). ``field`` is null: nothing in the request was wrong."""
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message, field=None)
+        self.retry_after = max(1, math.ceil(retry_after))
+
+
+class Busy(Refused):
+    """The model's work queue is full (app/limits.py): a 503."""
+
+
+class RateLimited(Refused):
+    """This client has sent more than its rate allows (app/limits.py): a 429."""
 
 
 class UnknownModel(Invalid):
@@ -82,6 +104,11 @@ HTTP: dict[type[Exception], Http] = {
     ShareStoreError: Http(
         500, "the share database cannot be used right now; the server's log says why"
     ),
+    ShareStoreFull: Http(507),  # messages without server paths (app/store.py)
+    ShareStoreUnavailable: Http(503),
+    ClientGone: Http(499),
+    Busy: Http(503),
+    RateLimited: Http(429),
 }
 
 
@@ -92,6 +119,9 @@ MEANING = {
     410: "a saved state this version cannot open",
     413: "request body too large",
     422: "the request does not match the schema",
+    429: "too many requests from this client: retry after `retry_after` seconds",
+    503: "the server is busy (or cannot write): retry after `retry_after` seconds",
+    507: "share storage is full",
 }
 
 
@@ -117,9 +147,20 @@ def _utf8(s: str | None) -> str | None:
     return None if s is None else s.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def error_response(status: int, detail: str, field: str | None = None, **headers: str):
-    """The ``{detail, field}`` body every error is sent with."""
-    body = {"detail": _utf8(detail), "field": _utf8(field)}
+def error_response(
+    status: int,
+    detail: str,
+    field: str | None = None,
+    *,
+    retry_after: int | None = None,
+    **headers: str,
+):
+    """The ``{detail, field}`` body every error is sent with (``retry_after`` too, and its
+    ``Retry-After`` header, when the client should try again later)."""
+    body: dict[str, Any] = {"detail": _utf8(detail), "field": _utf8(field)}
+    if retry_after is not None:
+        body["retry_after"] = int(retry_after)
+        headers = {**headers, "Retry-After": str(int(retry_after))}
     return JSONResponse(body, status_code=status, headers=headers)
 
 
@@ -128,11 +169,10 @@ def domain_error_response(exc: SparsescopeError) -> JSONResponse:
     row = http_of(exc) or HTTP[SparsescopeError]
     if row.detail is not None:
         log.error("%s: %s", type(exc).__name__, exc)
-    headers = {}
     retry_after = getattr(exc, "retry_after", None)
     if retry_after is not None:
-        headers["Retry-After"] = str(max(0, math.ceil(retry_after)))
-    return error_response(row.status, row.detail or str(exc), exc.field, **headers)
+        retry_after = max(0, math.ceil(retry_after))
+    return error_response(row.status, row.detail or str(exc), exc.field, retry_after=retry_after)
 
 
 _REASONS = {
@@ -212,6 +252,12 @@ def install_error_handlers(app: FastAPI) -> None:
             # FastAPI's "There was an error parsing the body": bytes that are not UTF-8 text are
             # malformed JSON like any other, hence the contract's 422
             detail = "the request body is not valid JSON (it is not UTF-8 text); send a JSON object"
+            return error_response(422, detail, None)
+        elif exc.status_code == 400 and isinstance(exc.__cause__, RecursionError):
+            detail = (
+                "the request body is nested too deeply to be read (arrays or objects inside "
+                "each other hundreds of levels deep); no request of this API needs that"
+            )
             return error_response(422, detail, None)
         return error_response(exc.status_code, detail, None, **(exc.headers or {}))
 

@@ -1,10 +1,12 @@
-"""Pure ASGI middleware: bugs answered as a plain 500, a request-body size cap (413), and
-security headers on every response."""
+"""Pure ASGI middleware: bugs answered as a plain 500, a request-body size cap (413) and read
+timeout (408), security headers on every response, a Host-header allowlist (400) and HEAD
+answered wherever GET is."""
 
 from __future__ import annotations
 
 import logging
 
+import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .errors import BUG_DETAIL, error_response
@@ -100,9 +102,10 @@ class BodySizeLimit(HttpMiddleware):
     a chunked upload without Content-Length is bounded too.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, timeout_s: float | None = None) -> None:
         super().__init__(app)
         self.max_bytes = max_bytes
+        self.timeout_s = timeout_s
 
     async def _reject(self, scope: Scope, receive: Receive, send: Send, size: int | None) -> None:
         got = f"{size} bytes" if size is not None else f"more than {self.max_bytes} bytes"
@@ -127,18 +130,27 @@ class BodySizeLimit(HttpMiddleware):
                     return
         chunks: list[bytes] = []
         size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_bytes:
-                await self._reject(scope, receive, send, None)
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
+        # a body trickled in slower than this is refused (408) instead of holding the server
+        with anyio.move_on_after(self.timeout_s) as scope_timer:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > self.max_bytes:
+                    await self._reject(scope, receive, send, None)
+                    return
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    break
+        if scope_timer.cancelled_caught:
+            detail = (
+                f"the request body did not arrive within {self.timeout_s:g} s "
+                f"({size} bytes came); send it at once"
+            )
+            await error_response(408, detail, None, connection="close")(scope, receive, send)
+            return
         body = b"".join(chunks)
         replayed = False
 
@@ -150,3 +162,60 @@ class BodySizeLimit(HttpMiddleware):
             return await receive()
 
         await self.app(scope, replay, send)
+
+
+class HostAllowlist(HttpMiddleware):
+    """Answer 400 to a request whose ``Host`` header is not one of ``names`` (DNS rebinding: a
+    web page of another site, its name pointed at 127.0.0.1, must not drive this server).
+
+    ``names`` are host names without port; ``None`` lets every host through.
+    """
+
+    def __init__(self, app: ASGIApp, names: list[str] | None) -> None:
+        super().__init__(app)
+        self.names = None if names is None else {n.lower() for n in names}
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.names is not None:
+            host = ""
+            for key, value in scope.get("headers", []):
+                if key == b"host":
+                    host = value.decode("latin-1")
+                    break
+            name = _host_name(host)
+            if name not in self.names:
+                detail = (
+                    f"this server does not answer to the host name {name[:100]!r}; it answers "
+                    f"to {', '.join(sorted(self.names))} (SPARSESCOPE_ALLOWED_HOSTS)"
+                )
+                await error_response(400, detail, None)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _host_name(host: str) -> str:
+    """``"LocalHost:8000"`` -> ``"localhost"``; ``"[::1]:80"`` -> ``"[::1]"``."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        end = host.find("]")
+        return host[: end + 1] if end > 0 else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+class HeadAsGet(HttpMiddleware):
+    """``HEAD`` wherever ``GET`` works: the request runs as a GET, its headers are sent and its
+    body is not (FastAPI's routes answer 405 to HEAD otherwise)."""
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_head(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                if message.get("more_body", False):
+                    return
+                message = {"type": "http.response.body", "body": b"", "more_body": False}
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, send_head)

@@ -9,9 +9,13 @@ before the deferred module scripts run.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import importlib.resources
 import json
 from collections.abc import Mapping
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import jinja2
@@ -19,10 +23,40 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from markupsafe import Markup, escape
 
+from sparse_core import __version__
+
 from .payloads import MAX_RAW_TOKENS
 
 #: The Plotly bundle, served from the installed ``plotly`` package (app/routes/pages.py).
 PLOTLY_URL = "/static/vendor/plotly.min.js"
+
+
+@lru_cache(maxsize=1)
+def asset_version() -> str:
+    """A short hash of every served asset (frontend/js, static/css, the Plotly version): the
+    versioned URLs ``/v/<hash>/js/...`` change whenever a file does, so they are cached as
+    immutable (app/main.py)."""
+    h = hashlib.sha256(__version__.encode())
+    with contextlib.suppress(Exception):
+        import plotly
+
+        h.update(plotly.__version__.encode())
+    for package, folder in (("sparsescope.frontend", "js"), ("sparsescope.static", "css")):
+        root = Path(str(importlib.resources.files(package).joinpath(folder)))
+        for f in sorted(root.rglob("*")):
+            if f.is_file():
+                h.update(str(f.relative_to(root)).encode())
+                h.update(f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def asset_urls() -> dict[str, str]:
+    """The versioned asset URLs every template gets (``static_url``, ``js_url``, ``plotly_url``)."""
+    base = f"/v/{asset_version()}"
+    return {"static_url": f"{base}/static", "js_url": f"{base}/js",
+            "plotly_url": f"{base}/plotly.min.js"}  # fmt: skip
+
+
 #: The vendored KaTeX under static/vendor/katex-<version>/ (see its README.md).
 KATEX_VERSION = "0.19.1"
 #: The lecture's sentence (CS224N lecture 9, "Self-Attention and Transformers").
@@ -55,11 +89,15 @@ def json_for_html(data: Any) -> str:
 def json_island(element_id: str, data: Any) -> Markup:
     """``<script type="application/json" id="...">JSON</script>`` for a template.
 
-    In the page: ``JSON.parse(document.getElementById(id).textContent)``.
+    In the page: ``JSON.parse(document.getElementById(id).textContent)``. ``data`` given as
+    ``bytes`` is JSON text already (a cached payload): it is escaped the same way, not re-encoded.
     """
-    return Markup(
-        f'<script type="application/json" id="{escape(element_id)}">{json_for_html(data)}</script>'
-    )
+    if isinstance(data, bytes | bytearray):
+        text = bytes(data).decode("utf-8")
+        text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    else:
+        text = json_for_html(data)
+    return Markup(f'<script type="application/json" id="{escape(element_id)}">{text}</script>')
 
 
 def render_page(
@@ -84,9 +122,7 @@ def render_page(
         device=runtime["device"],
         version=runtime["version"],
         artefact=runtime["artefact"],
-        static_url="/static",
-        js_url="/js",
-        plotly_url=PLOTLY_URL,
+        **asset_urls(),
         json_island=json_island,
         islands=Markup("\n").join(json_island(k, v) for k, v in (islands or {}).items()),
         **context,
@@ -111,7 +147,7 @@ def main_page(
         "models": service.models()["models"],
         "default_alpha": DEFAULT_ALPHA,
         "api": "/api",
-        "plotly": PLOTLY_URL,
+        "plotly": asset_urls()["plotly_url"],
     }
     return render_page(request, "index.html", config=config, islands=islands, headers=headers)
 

@@ -75,13 +75,21 @@ class MethodsOut(BaseModel):
 # ----------------------------------------------------------------------------- analyze
 
 
+#: The longest text POST /api/analyze reads (422 beyond it): 500,000 characters (about 100,000
+#: words, a short book), half of spaCy's ``max_length`` (1,000,000) and within the 1 MiB body cap.
+MAX_ANALYZE_CHARS = 500_000
+
+
 class AnalyzeRequest(BaseModel):
     """``POST /api/analyze``. alpha is checked against [1, 2] by the service (a 400 naming it)."""
 
     # strict: JSON types as declared (no "true" -> True, false -> 0, "1.5" -> 1.5)
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    text: str = Field(description="the text to analyse (not empty; at most the model's positions)")
+    text: str = Field(
+        description="the text to analyse (not empty; at most the model's positions, or any "
+        f"length up to {MAX_ANALYZE_CHARS:,} characters with truncate)",
+    )
     alpha: float = Field(1.5, description="entmax alpha in [1, 2]: 1 softmax, 1.5, 2 sparsemax")
     causal: bool = Field(False, description="mask future keys (decoder-style)")
     truncate: bool = Field(
@@ -99,6 +107,18 @@ class AnalyzeRequest(BaseModel):
         max_length=300,
         description="a served model's id (GET /api/models); null: the default model",
     )
+
+    @field_validator("text")
+    @classmethod
+    def _not_over_the_limit(cls, text: str) -> str:
+        # a validator, not max_length: pydantic's length check fails on a lone surrogate first,
+        # which the service reports in its own words
+        if len(text) > MAX_ANALYZE_CHARS:
+            raise ValueError(
+                f"must be at most {MAX_ANALYZE_CHARS:,} characters long, got {len(text):,}; "
+                "analyse a part of it"
+            )
+        return text
 
 
 class ModelInfo(BaseModel):

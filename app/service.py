@@ -31,6 +31,7 @@ from sparse_core.errors import EmptyTextError, SparsescopeError, TextTooLongErro
 from sparse_core.methods import METHODS, PredictContext, available, evaluate
 from sparse_core.sparsefinder import load_artefact
 
+from .batching import KeyLocks, worker_for
 from .cache import Entry, LruCache, tensor_nbytes
 from .errors import NotFound, UnknownModel
 from .memory import release_free_memory
@@ -91,6 +92,7 @@ class AnalysisService:
         self.cache = LruCache(settings.cache_entries, settings.cache_bytes)
         self.stats = Stats()
         self._method_lists: dict[tuple[int, str | None], list[dict]] = {}
+        self._inflight = KeyLocks()
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -275,7 +277,9 @@ class AnalysisService:
         if entry is not None:
             self.stats.hits += 1
             return entry
-        with slot.lock:  # one analysis at a time per model; a racing twin finds it cached
+        # analyses of different texts run together (app/batching.py); a racing twin of this one
+        # waits for it and finds it cached
+        with self._inflight.hold(key):
             entry = self.cache.get(key)
             if entry is not None:
                 self.stats.hits += 1
@@ -286,7 +290,7 @@ class AnalysisService:
         return entry
 
     def _run(self, slot: ModelSlot, text: str, alpha: float, causal: bool, truncate: bool, start=0):
-        with _api_wording():
+        with slot.lock, _api_wording():  # the model worker's lock: one forward at a time
             return slot.model.run(text, alpha=alpha, causal=causal, truncate=truncate, start=start)
 
     def _analyze(
@@ -303,8 +307,13 @@ class AnalysisService:
         t: dict[str, float] = {}
         t0 = time.perf_counter()
         with _api_wording():  # the words the model will see, tagged beside the forward
-            words = self.tagger.start(text, model.encode(text, truncate=truncate, start=start))
-        out = self._run(slot, text, alpha, causal, truncate, start)
+            enc = model.encode(text, truncate=truncate, start=start)
+            # the model worker batches it with others (app/batching.py); Busy when it is full
+            pending = worker_for(slot, self.settings).submit_text(
+                text, alpha, causal, truncate, len(enc.ids), start=start
+            )
+            words = self.tagger.start(text, enc)
+            out = pending.result()
         t["model"] = time.perf_counter() - t0
         self.stats.runs += 1
         art, art_name = slot.artefact_for(alpha)

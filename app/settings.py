@@ -18,6 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sparse_core.errors import SparsescopeError
 
 ENV_PREFIX = "SPARSESCOPE_"
+#: Interfaces that only this machine reaches, and the names it reaches them by.
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]", "testserver")
 
 
 def _default_data_dir() -> Path:
@@ -55,12 +58,57 @@ class Settings(BaseModel):
     cache_bytes: int = Field(1 << 30, ge=1 << 20, description="memory bound of that cache")
     max_body_bytes: int = Field(1 << 20, ge=1024, description="larger request bodies get 413")
     warmup: bool = Field(True, description="run one short text at start-up so requests are warm")
+    # -- a lecture hall at once (docs/api.md "Limits"; app/limits.py, app/batching.py) --------
+    batch_window_ms: float = Field(
+        5.0, ge=0, le=1000, description="an idle model worker gathers analyses this long"
+    )
+    batch_tokens: int = Field(4096, ge=1, description="at most this many tokens in one forward")
+    queue_tokens: int = Field(
+        16384, ge=1, description="tokens of analyses that may wait for the model; then 503"
+    )
+    queue_jobs: int = Field(512, ge=1, description="analyses that may wait for the model; then 503")
+    rate_per_s: float = Field(
+        10.0, ge=0, description="analyses a second per client address, after the burst; 0: off"
+    )
+    rate_burst: int = Field(240, ge=1, description="analyses one client address may send at once")
+    share_rate_per_s: float = Field(
+        1.0, ge=0, description="new shares a second per client address, after the burst; 0: off"
+    )
+    share_rate_burst: int = Field(100, ge=1, description="new shares one address may make at once")
+    share_max_count: int = Field(100_000, ge=1, description="shares kept at most; then 507")
+    share_max_bytes: int = Field(
+        256 << 20, ge=1 << 16, description="bytes of shared states kept at most; then 507"
+    )
+    share_warmups: int = Field(
+        4, ge=0, description="share warm-ups queued at most (low priority); more are skipped"
+    )
+    allowed_hosts: str | None = Field(
+        None,
+        description="comma-separated Host names the server answers (400 otherwise); '*' any; "
+        "None: loopback names when bound to loopback, else any",
+    )
+    timeout_keep_alive: int = Field(5, ge=1, description="seconds an idle connection is kept")
+    header_timeout: float = Field(
+        10.0, gt=0, description="seconds a client has to send a request's head, then its body"
+    )
+    max_connections: int = Field(
+        1000, ge=1, description="open connections at most (uvicorn limit_concurrency); then 503"
+    )
     threads: int | None = Field(
         None,
         ge=1,
         description="torch CPU threads; None: half the cores (at least 1), since the POS tagger "
         "runs beside the forward and a busy machine's spinning threads slow every forward",
     )
+
+    def host_allowlist(self) -> list[str] | None:
+        """Host names the server answers (None: any)."""
+        if self.allowed_hosts is not None:
+            names = [h.strip().lower() for h in self.allowed_hosts.split(",") if h.strip()]
+            return None if not names or "*" in names else names
+        if self.host in LOOPBACK_HOSTS:
+            return list(LOOPBACK_NAMES)
+        return None
 
     @field_validator("models", mode="before")
     @classmethod

@@ -11,7 +11,12 @@ loss; one fsync per share is cheap at the rate people share links.)
 
 Never losing data. Opening never truncates or rewrites an existing file: a file that is not a
 SQLite database, is damaged (``PRAGMA quick_check``), belongs to another program or was written by
-a newer schema raises :class:`ShareStoreError` naming the file, and the file is left untouched.
+a newer schema raises :class:`ShareStoreError` naming the file, and the file is left untouched
+(byte for byte: the schema is checked before any writing ``PRAGMA`` such as ``journal_mode``).
+
+Bounds and faults. The store holds at most ``max_shares`` shares and ``max_bytes`` bytes of state
+(:class:`ShareStoreFull`, a 507, beyond them); a full disk is the same 507, a read-only data
+directory or database a :class:`ShareStoreUnavailable` (503). Reading keeps working in both cases.
 
 Threads. FastAPI runs plain ``def`` routes in a thread pool, so one connection is shared under a
 lock (``check_same_thread=False``); several server processes on one file are serialised by SQLite's
@@ -50,6 +55,20 @@ class ShareStoreError(SparsescopeError):
     """The share database cannot be opened or written (names the file and what is wrong)."""
 
 
+class ShareStoreFull(ShareStoreError):
+    """No room for another share: the store's bounds (count, bytes) or the disk are full. Its
+    message names no server path (it is shown to the client); the log has the file."""
+
+
+class ShareStoreUnavailable(ShareStoreError):
+    """The database cannot be written right now (a read-only data directory or file, an I/O
+    error); reading may still work. Its message names no server path either."""
+
+
+#: Where the clients' messages point the operator (the path itself is only logged).
+DATA_DIR_WORDS = "the server's data directory (--data-dir / SPARSESCOPE_DATA_DIR)"
+
+
 @dataclass(frozen=True)
 class ShareRecord:
     """One saved share: its id, the state as JSON text and the UTC creation time (ISO 8601)."""
@@ -75,16 +94,75 @@ def is_valid_id(share_id: str) -> bool:
 class ShareStore:
     """The share database at ``path`` (created with its parent folders on first use)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(
+        self, path: str | Path, *, max_shares: int | None = None, max_bytes: int | None = None
+    ) -> None:
         self.path = Path(path).expanduser()
+        self.max_shares = max_shares
+        self.max_bytes = max_bytes
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._open()
+        self._shares, self._bytes = self._usage()
 
     @classmethod
-    def in_dir(cls, data_dir: str | Path) -> ShareStore:
+    def in_dir(cls, data_dir: str | Path, **bounds: int | None) -> ShareStore:
         """The store of a data directory: ``<data_dir>/shares.sqlite3``."""
-        return cls(Path(data_dir).expanduser() / DB_NAME)
+        return cls(Path(data_dir).expanduser() / DB_NAME, **bounds)
+
+    def _usage(self) -> tuple[int, int]:
+        """(shares, bytes of state) in the file now."""
+        with self._lock:
+            row = (
+                self._connection()
+                .execute(
+                    "SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(state AS BLOB))), 0) FROM shares"
+                )
+                .fetchone()
+            )
+        return int(row[0]), int(row[1])
+
+    @property
+    def usage(self) -> dict[str, int | None]:
+        """What the store holds and may hold (``None``: unbounded)."""
+        return {
+            "shares": self._shares,
+            "bytes": self._bytes,
+            "max_shares": self.max_shares,
+            "max_bytes": self.max_bytes,
+        }
+
+    def _check_room(self, size: int) -> None:
+        if self.max_shares is not None and self._shares + 1 > self.max_shares:
+            raise ShareStoreFull(
+                f"share storage is full: it holds {self._shares} shares, the most this server "
+                f"keeps (SPARSESCOPE_SHARE_MAX_COUNT); no new share can be saved until its "
+                "operator raises the bound or removes old shares"
+            )
+        if self.max_bytes is not None and self._bytes + size > self.max_bytes:
+            raise ShareStoreFull(
+                f"share storage is full: {self._bytes} of at most {self.max_bytes} bytes "
+                f"(SPARSESCOPE_SHARE_MAX_BYTES) are used and this share needs {size}; no new "
+                "share can be saved until its operator raises the bound or removes old shares"
+            )
+
+    def _write_failure(self, exc: sqlite3.Error) -> ShareStoreError:
+        """A failed write as the client may see it (full: 507; read-only, I/O: 503); the log
+        names the file."""
+        code = getattr(exc, "sqlite_errorcode", None)
+        primary = code & 0xFF if isinstance(code, int) else None
+        log.error("share database %s: cannot save a share: %s", self.path, exc)
+        if primary == sqlite3.SQLITE_FULL or "full" in str(exc).lower():
+            return ShareStoreFull(
+                f"cannot save the share: the disk of {DATA_DIR_WORDS} is full; shares can "
+                "still be opened, and new ones saved once its operator frees space"
+            )
+        if primary in _UNWRITABLE:
+            return ShareStoreUnavailable(
+                f"cannot save the share: {DATA_DIR_WORDS} cannot be written right now "
+                f"({_sqlite_reason(primary)}); shares can still be opened; try again later"
+            )
+        return self._fail(f"cannot save the share: {exc}")
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -106,8 +184,11 @@ class ShareStore:
         except sqlite3.Error as exc:
             raise self._fail(f"cannot be opened: {exc}") from None
         try:
-            self._configure(conn)
+            # read-only checks first: a file that is not ours is refused before anything (the
+            # journal mode included) is written to it
+            self._check(conn)
             self._ensure_schema(conn)
+            self._configure(conn)
         except sqlite3.Error as exc:
             conn.close()
             raise self._fail(
@@ -135,14 +216,17 @@ class ShareStore:
                 "or point --data-dir / SPARSESCOPE_DATA_DIR somewhere else"
             )
 
-    def _configure(self, conn: sqlite3.Connection) -> None:
-        conn.execute("PRAGMA busy_timeout = 10000")
+    def _check(self, conn: sqlite3.Connection) -> None:
+        conn.execute("PRAGMA busy_timeout = 10000")  # a connection setting: the file is not written
         problem = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
         if problem != "ok":
             raise self._fail(
                 f"is damaged (quick_check: {problem}); it was left untouched: move it aside "
                 "(or restore a backup) and start again"
             )
+
+    def _configure(self, conn: sqlite3.Connection) -> None:
+        """WAL and FULL sync, once the file is known to be ours (:meth:`_ensure_schema`)."""
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":  # e.g. a file system without shared memory
             log.warning("share database %s: WAL unavailable, journal mode is %s", self.path, mode)
@@ -204,8 +288,10 @@ class ShareStore:
             else json.dumps(state, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         )
         created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        size = len(state_json.encode("utf-8", "surrogatepass"))
         with self._lock:
             conn = self._connection()
+            self._check_room(size)
             for _ in range(_ID_ATTEMPTS):
                 share_id = new_share_id()
                 try:
@@ -220,8 +306,13 @@ class ShareStore:
                     continue
                 except sqlite3.Error as exc:
                     if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise self._fail(f"cannot save the share: {exc}") from None
+                        try:
+                            conn.execute("ROLLBACK")
+                        except sqlite3.Error:  # the failed COMMIT may have rolled back already
+                            pass
+                    raise self._write_failure(exc) from None
+                self._shares += 1
+                self._bytes += size
                 return ShareRecord(share_id, state_json, created)
         raise self._fail(f"no free id after {_ID_ATTEMPTS} draws")  # pragma: no cover
 
@@ -255,3 +346,25 @@ class ShareStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+#: SQLite's primary result codes of a database that cannot be written now (a 503, not a 507).
+_UNWRITABLE = (
+    sqlite3.SQLITE_READONLY,
+    sqlite3.SQLITE_IOERR,
+    sqlite3.SQLITE_CANTOPEN,
+    sqlite3.SQLITE_PERM,
+    sqlite3.SQLITE_BUSY,
+    sqlite3.SQLITE_LOCKED,
+)
+
+
+def _sqlite_reason(primary: int | None) -> str:
+    return {
+        sqlite3.SQLITE_READONLY: "it is read-only",
+        sqlite3.SQLITE_IOERR: "an I/O error",
+        sqlite3.SQLITE_CANTOPEN: "a file cannot be opened",
+        sqlite3.SQLITE_PERM: "permission denied",
+        sqlite3.SQLITE_BUSY: "the database is locked by another process",
+        sqlite3.SQLITE_LOCKED: "the database is locked",
+    }.get(primary, "a database error")

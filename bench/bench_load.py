@@ -16,11 +16,25 @@ through the real CLI (``python -m sparsescope.cli serve --port P``, no ``--host`
 default 127.0.0.1; every request goes to 127.0.0.1, each one bounded by ``--timeout``.
 ``tests/app/test_load.py`` and ``tests/app/test_slow_clients.py`` use :class:`LiveServer` and
 :func:`run_load` from here.
+
+A lecture hall at once (issue 13; figures in docs/benchmarks.md, "A lecture hall"):
+
+    python -m bench.bench_load hall                # (a), (b) and (c) on the real model
+    python -m bench.bench_load hall --only a --rounds 3 --burst 48
+    python -m bench.bench_load hall --only b --clients 16 --seconds 120
+    python -m bench.bench_load hall --only c --shares 30
+
+    python -m bench.bench_load hall --only f --rounds 3   # the forwards alone, in process
+
+(a) 48 simultaneous short analyses, batched vs one by one (two servers, alternating bursts);
+(b) 16 clients of mixed traffic with p50/p99 per route (429/503 counted) and RSS at start,
+middle and end; (c) 30 long-text shares at once, then a short analysis, and the shutdown time.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -335,7 +349,247 @@ def summary(res: LoadResult) -> dict[str, Any]:
     return out
 
 
+# ----------------------------------------------------------------------------- a lecture hall
+
+
+def short_texts(count: int, seed: int) -> list[str]:
+    """``count`` distinct short texts (6 to 14 words: a sentence a student types)."""
+    rng = random.Random(seed)
+    out: list[str] = []
+    while len(out) < count:
+        text = " ".join(rng.choices(WORDS, k=rng.randint(6, 14))).capitalize() + "."
+        if text not in out:
+            out.append(text)
+    return out
+
+
+def long_text(seed: int, words: int = 400) -> str:
+    rng = random.Random(seed)
+    return " ".join(rng.choices(WORDS, k=words)).capitalize() + "."
+
+
+def burst(url: str, bodies: list[dict], path: str = "/api/analyze", timeout: float = 600):
+    """Post every body at the same moment (one thread each); (statuses, latencies, wall)."""
+    results: list[tuple[int, float]] = [(0, 0.0)] * len(bodies)
+    gate = threading.Barrier(len(bodies) + 1)
+
+    def one(i: int) -> None:
+        with httpx.Client(base_url=url, timeout=timeout) as http:
+            gate.wait()
+            t0 = time.perf_counter()
+            try:
+                r = http.post(path, json=bodies[i])
+                results[i] = (r.status_code, time.perf_counter() - t0)
+            except httpx.HTTPError:
+                results[i] = (-1, time.perf_counter() - t0)
+
+    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(len(bodies))]
+    for t in threads:
+        t.start()
+    gate.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    return [c for c, _ in results], [d for _, d in results], wall
+
+
+def scenario_batch(tiny: bool, rounds: int, clients: int) -> None:
+    """(a) ``clients`` simultaneous short analyses: batched (the default worker) vs one by one
+    (``SPARSESCOPE_BATCH_TOKENS=1``, no gathering window), ``rounds`` bursts of fresh texts each,
+    the two servers alternating."""
+    modes = {
+        "batched": {},
+        "one by one": {"SPARSESCOPE_BATCH_TOKENS": "1", "SPARSESCOPE_BATCH_WINDOW_MS": "0"},
+    }
+    walls: dict[str, list[float]] = {m: [] for m in modes}
+    lats: dict[str, list[float]] = {m: [] for m in modes}
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        servers = {
+            m: stack.enter_context(
+                live_server(Path(tmp) / str(i), tiny=tiny, env=env, start_timeout=600)
+            )
+            for i, (m, env) in enumerate(modes.items())
+        }
+        for r in range(rounds + 1):  # round 0 warms both up (not counted)
+            for m, server in servers.items():
+                texts = short_texts(clients, seed=1000 * r + (0 if m == "batched" else 500))
+                codes, lat, wall = burst(server.url, [{"text": t} for t in texts])
+                bad = [c for c in codes if c != 200]
+                if bad:
+                    print(f"  {m}: {len(bad)} answers were not 200: {sorted(set(bad))}")
+                if r > 0:
+                    walls[m].append(wall)
+                    lats[m] += lat
+    print(f"(a) {clients} simultaneous short analyses, {rounds} rounds (median wall):")
+    for m in modes:
+        w, lt = statistics.median(walls[m]), lats[m]
+        print(
+            f"  {m:10s} wall {w:6.2f} s ({clients / w:5.1f} analyses/s), latency p50 "
+            f"{1000 * percentile(lt, 0.5):7.0f} ms, p99 {1000 * percentile(lt, 0.99):7.0f} ms"
+        )
+    ratio = statistics.median(walls["one by one"]) / statistics.median(walls["batched"])
+    print(f"  throughput batched / one by one: {ratio:.2f}x")
+
+
+def scenario_mixed(tiny: bool, clients: int, seconds: float) -> None:
+    """(b) ``clients`` clients for ``seconds`` of mixed traffic: short and long analyses, heads,
+    metrics, Pareto, shares. p50/p99 per route, 429/503 counted, RSS at start/middle/end."""
+    shorts, longs = short_texts(64, seed=7), [long_text(s, 300) for s in range(8)]
+    lat: dict[str, list[float]] = {}
+    codes: dict[str, dict[int, int]] = {}
+    lock = threading.Lock()
+    with tempfile.TemporaryDirectory() as tmp:
+        with live_server(Path(tmp), tiny=tiny, start_timeout=600) as server:
+            layers, heads, methods = _shape(server, 600)
+            rss = {"start": server.rss_kib()}
+            stop = time.monotonic() + seconds
+
+            def note(kind: str, r: httpx.Response | None, dt: float) -> None:
+                with lock:
+                    code = -1 if r is None else r.status_code
+                    codes.setdefault(kind, {}).setdefault(code, 0)
+                    codes[kind][code] += 1
+                    if code == 200:
+                        lat.setdefault(kind, []).append(dt)
+
+            def call(http: httpx.Client, kind: str, method: str, url: str, **kw):
+                t0 = time.perf_counter()
+                try:
+                    r = http.request(method, url, **kw)
+                except httpx.HTTPError:
+                    r = None
+                note(kind, r, time.perf_counter() - t0)
+                return r
+
+            def client(c: int) -> None:
+                rng = random.Random(c)
+                with httpx.Client(base_url=server.url, timeout=600) as http:
+                    while time.monotonic() < stop:
+                        is_long = rng.random() < 0.15
+                        text = rng.choice(longs if is_long else shorts)
+                        kind = "analyze long" if is_long else "analyze short"
+                        r = call(http, kind, "POST", "/api/analyze", json={"text": text})
+                        if r is None or r.status_code != 200:
+                            time.sleep(1)
+                            continue
+                        aid = r.json()["id"]
+                        li, hi = rng.randrange(layers), rng.randrange(heads)
+                        call(http, "head", "GET", f"/api/analyses/{aid}/heads/{li}/{hi}")
+                        m = rng.choice(methods)
+                        call(http, "metrics", "GET", f"/api/analyses/{aid}/metrics/{li}/{hi}",
+                             params={"method": m})  # fmt: skip
+                        if rng.random() < 0.2:
+                            call(http, "pareto", "GET", f"/api/analyses/{aid}/pareto")
+                        if rng.random() < 0.1:
+                            share = {"state": {"text": text}}
+                            call(http, "share", "POST", "/api/share", json=share)
+                        call(http, "healthz", "GET", "/healthz")
+
+            threads = [threading.Thread(target=client, args=(c,), daemon=True)
+                       for c in range(clients)]  # fmt: skip
+            for t in threads:
+                t.start()
+            time.sleep(seconds / 2)
+            rss["middle"] = server.rss_kib()
+            for t in threads:
+                t.join()
+            rss["end"] = server.rss_kib()
+    print(f"(b) {clients} clients x {seconds:g} s of mixed traffic:")
+    for kind in sorted(codes):
+        xs = lat.get(kind, [])
+        p = (f"p50 {1000 * percentile(xs, 0.5):7.0f} ms, p99 {1000 * percentile(xs, 0.99):7.0f} ms"
+             if xs else "no 200s")  # fmt: skip
+        print(f"  {kind:14s} {dict(sorted(codes[kind].items()))}  {p}")
+    print("  RSS: " + ", ".join(f"{k} {v / 1024:.0f} MiB" for k, v in rss.items()))
+
+
+def scenario_shares(tiny: bool, shares: int) -> None:
+    """(c) ``shares`` long-text shares at once, then one short analysis: how long it waits, the
+    memory, and how long shutdown takes."""
+    with tempfile.TemporaryDirectory() as tmp:
+        with live_server(Path(tmp), tiny=tiny, start_timeout=600) as server:
+            rss0 = server.rss_kib()
+            bodies = [{"state": {"text": long_text(100 + i, 1500)[:19000], "truncate": True}}
+                      for i in range(shares)]  # fmt: skip
+            codes, _, wall = burst(server.url, bodies, path="/api/share")
+            t0 = time.perf_counter()
+            r = httpx.post(server.url + "/api/analyze", json={"text": "A short question."},
+                           timeout=600)  # fmt: skip
+            short = time.perf_counter() - t0
+            rss1 = server.rss_kib()
+            t0 = time.perf_counter()
+            server.proc.terminate()
+            server.proc.wait(timeout=120)
+            down = time.perf_counter() - t0
+    print(f"(c) {shares} long-text shares at once, then a short analysis:")
+    print(f"  shares: {dict((c, codes.count(c)) for c in sorted(set(codes)))} in {wall:.2f} s")
+    print(f"  the short analysis: {r.status_code} in {1000 * short:.0f} ms")
+    print(f"  RSS {rss0 / 1024:.0f} -> {rss1 / 1024:.0f} MiB; shutdown took {down:.1f} s")
+
+
+def scenario_forwards(clients: int, rounds: int) -> None:
+    """(f) The forwards alone, in process, one torch thread: ``clients`` short texts run one by
+    one vs as the worker groups them (equal token counts, one run_batch each) vs one padded
+    run_batch of all; the modes alternate, ``rounds`` times each (medians)."""
+    import torch
+
+    from sparse_core import load_model
+    from sparsescope.batching import Job, ModelWorker
+    from sparsescope.limits import JobContext
+
+    torch.set_num_threads(1)
+    model = load_model(None, "cpu")
+    timing: dict[str, list[float]] = {"one by one": [], "worker groups": [], "padded batch": []}
+    groups_seen = 0
+    for r in range(rounds + 1):
+        texts = short_texts(clients, seed=50 + r)
+        worker = ModelWorker(model, window_s=0)
+        jobs = [Job(t, 1.5, False, False, len(model.encode(t).ids), JobContext()) for t in texts]
+        t0 = time.perf_counter()
+        for t in texts:
+            model.run(t)
+        one = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        worker._run_round(jobs)  # what the worker does with a round of these jobs
+        grouped = time.perf_counter() - t0
+        groups_seen = worker.stats.batches
+        t0 = time.perf_counter()
+        model.run_batch(texts, truncate=False)
+        padded = time.perf_counter() - t0
+        if r > 0:
+            timing["one by one"].append(one)
+            timing["worker groups"].append(grouped)
+            timing["padded batch"].append(padded)
+    print(f"(f) forwards of {clients} short texts, one torch thread ({groups_seen} groups):")
+    base = statistics.median(timing["one by one"])
+    for k, v in timing.items():
+        m = statistics.median(v)
+        print(f"  {k:13s} {m:6.2f} s  ({base / m:4.2f}x)")
+
+
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "hall":
+        ap = argparse.ArgumentParser(description="issue 13: a lecture hall at once")
+        ap.add_argument("hall")
+        ap.add_argument("--tiny", action="store_true")
+        ap.add_argument("--only", choices=("a", "b", "c", "f"), nargs="+", default=["a", "b", "c"])
+        ap.add_argument("--rounds", type=int, default=3, help="(a) bursts per mode")
+        ap.add_argument("--burst", type=int, default=48, help="(a) simultaneous analyses")
+        ap.add_argument("--clients", type=int, default=16, help="(b) clients")
+        ap.add_argument("--seconds", type=float, default=120, help="(b) seconds of traffic")
+        ap.add_argument("--shares", type=int, default=30, help="(c) long-text shares")
+        args = ap.parse_args()
+        print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}", flush=True)
+        if "a" in args.only:
+            scenario_batch(args.tiny, args.rounds, args.burst)
+        if "b" in args.only:
+            scenario_mixed(args.tiny, args.clients, args.seconds)
+        if "c" in args.only:
+            scenario_shares(args.tiny, args.shares)
+        if "f" in args.only:
+            scenario_forwards(args.burst, args.rounds)
+        return
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tiny", action="store_true", help="the tiny random model (fast)")
     ap.add_argument("--clients", type=int, default=8)

@@ -12,6 +12,15 @@ analysis, before the page prefetched it (payload fetched from the server). The s
 in-process (uvicorn thread) on a free loopback port; Chromium is Debian's /usr/bin/chromium.
 ``--write`` puts the table into docs/benchmarks.md, "## Page latency", in the subsection of the
 model (replacing a previous run of the same model; other sections stay).
+
+    python bench/bench_page.py --first-paint --write   # first paint, warm server, real model
+
+``--first-paint``: a warm server (the gallery precomputed, as ``serve`` does at start-up) and, for
+the first visit ``/`` and every gallery example ``/gallery/{slug}``, the time from navigation to
+the frame that shows the first heatmap (the page's ``heatmap-first-paint`` mark, heatmap.js), in
+a fresh browser context (empty HTTP cache) and on a reload (cache warm). Side by side, in the same
+run: the same pages with Plotly put back as a ``<script defer>`` in ``<head>`` (how the page
+loaded it before Plotly became lazy). Written under "## First paint".
 """
 
 from __future__ import annotations
@@ -82,14 +91,14 @@ OPEN_JS = """async (tiles) => {
 }"""
 
 
-def start_server(model, artefact) -> str:
+def start_server(model, artefact, warmup: bool = False) -> str:
     import uvicorn
 
     from sparsescope.main import create_app
     from sparsescope.service import AnalysisService
     from sparsescope.settings import Settings
 
-    settings = Settings(data_dir=Path(tempfile.mkdtemp()), warmup=False)
+    settings = Settings(data_dir=Path(tempfile.mkdtemp()), warmup=warmup)
     service = AnalysisService(settings, model=model, artefact=artefact)
     port = free_port()
     app = create_app(settings, service)
@@ -232,6 +241,93 @@ def write_section(model_id: str, sub: str) -> Path:
     return path
 
 
+FIRST_SECTION = "## First paint"
+FIRST_INTRO = (
+    "Navigation to the frame that shows the first heatmap (`heatmap-first-paint` mark), warm "
+    "server, headless Chromium; target ≤ 1,500 ms (issue 15, goal 3).\n\n"
+)
+PAINT_JS = """async () => {
+  const t0 = performance.now();
+  while (performance.getEntriesByName('heatmap-first-paint').length === 0) {
+    if (performance.now() - t0 > 60000) return null;
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  return performance.getEntriesByName('heatmap-first-paint')[0].startTime;
+}"""
+
+
+def plotly_in_head(route) -> None:
+    """The page as it was before: Plotly as a deferred script in <head> (it blocks the modules)."""
+    resp = route.fetch()
+    html = resp.text()
+    cfg = html.split('id="config">', 1)[1].split("</script>", 1)[0]
+    import json as _json
+
+    url = _json.loads(cfg)["plotly"]
+    html = html.replace("<script type=\"module\"", f'<script src="{url}" defer></script>\n  '
+                        '<script type="module"', 1)  # fmt: skip
+    route.fulfill(response=resp, body=html)
+
+
+def first_paint(browser, base: str, repeats: int) -> list[dict]:
+    import json as _json
+    import urllib.request
+
+    deadline = time.monotonic() + 900
+    while True:  # the gallery's precomputation (the server's start-up work)
+        with urllib.request.urlopen(base + "/api/gallery") as r:
+            listing = _json.load(r)
+        if listing["precomputed"] or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    pages = ["/"] + [ex["url"] for ex in listing["examples"]]
+    out = []
+    for variant in ("lazy Plotly (now)", "Plotly in <head> (before)"):
+        for url in pages:
+            cold, warm = [], []
+            for _ in range(repeats):
+                ctx = browser.new_context(viewport={"width": 1440, "height": 900})
+                page = ctx.new_page()
+                if variant.startswith("Plotly in"):
+                    target = (base + url).rstrip("/")
+                    page.route(lambda u, t=target: u.split("?")[0].rstrip("/") == t, plotly_in_head)
+                page.goto(base + url)
+                cold.append(page.evaluate(PAINT_JS))
+                page.reload()
+                warm.append(page.evaluate(PAINT_JS))
+                ctx.close()
+            out.append({"variant": variant, "url": url, "cold": cold, "warm": warm})
+            print(f"{variant:28s} {url:32s} cold {statistics.median(cold):7.0f} ms  "
+                  f"warm {statistics.median(warm):7.0f} ms")  # fmt: skip
+    return out
+
+
+def first_report(rows: list[dict], model_id: str, argv: list[str]) -> str:
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    lines = [
+        f"### model `{model_id}`",
+        "",
+        f"{platform.machine()}, {os.cpu_count()} CPU threads, load average {load:.1f} at the end"
+        " of the run. Median of the repeats, ms from navigation. Command:",
+        "",
+        f"    python bench/bench_page.py {' '.join(argv)}".rstrip(),
+        "",
+        "| page | lazy Plotly, empty cache | lazy, cached | Plotly in `<head>`, empty cache "
+        "| in `<head>`, cached |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    by = {(r["variant"], r["url"]): r for r in rows}
+    urls = [r["url"] for r in rows if r["variant"].startswith("lazy")]
+    med = statistics.median
+    for url in urls:
+        a, b = by[("lazy Plotly (now)", url)], by[("Plotly in <head> (before)", url)]
+        lines.append(f"| `{url}` | {med(a['cold']):.0f} | {med(a['warm']):.0f} | "
+                     f"{med(b['cold']):.0f} | {med(b['warm']):.0f} |")  # fmt: skip
+    worst = max(max(r["cold"] + r["warm"]) for r in rows if r["variant"].startswith("lazy"))
+    lines += ["", f"Slowest lazy first paint of any repeat: {worst:.0f} ms."]
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, nargs="+", default=[128, 512])
@@ -239,6 +335,8 @@ def main() -> int:
     ap.add_argument("--cold", type=int, default=3, help="cold head opens (fresh texts) per n")
     ap.add_argument("--tiny", action="store_true", help="tiny random model + random artefact")
     ap.add_argument("--write", action="store_true", help="update docs/benchmarks.md")
+    ap.add_argument("--first-paint", action="store_true", help="first paint of / and the gallery")
+    ap.add_argument("--repeats", type=int, default=3, help="--first-paint: repeats per page")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from playwright.sync_api import sync_playwright
@@ -252,11 +350,23 @@ def main() -> int:
         from sparse_core import load_model
 
         model, artefact = load_model(device="cpu"), None
-    base = start_server(model, artefact)
+    base = start_server(model, artefact, warmup=args.first_paint)
     exe = chromium_path()
     if exe is None:
         print("no Chromium executable (/usr/bin/chromium or SPARSESCOPE_CHROMIUM)", file=sys.stderr)
         return 1
+    if args.first_paint:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
+            rows = first_paint(browser, base, args.repeats)
+            browser.close()
+        text = first_report(rows, model.model_id, sys.argv[1:])
+        print(text)
+        if args.write:
+            global SECTION, INTRO
+            SECTION, INTRO = FIRST_SECTION, FIRST_INTRO
+            print(f"wrote {write_section(model.model_id, text)}")
+        return 0
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
         results = [bench_n(browser, base, model, n, args.steps, args.cold) for n in args.n]

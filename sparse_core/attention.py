@@ -152,8 +152,12 @@ def entmax_attention(
     h_kv, m = key.shape[1], key.shape[2]
     key, value = expand_kv(key, h), expand_kv(value, h)  # (B, H, m, d)
 
-    # scores in float32 even for bf16 / fp16 weights (SPEC §1)
-    scores = torch.matmul(query.float(), key.float().transpose(-1, -2))  # (B, H, n, m)
+    # scores in float32 even for bf16 / fp16 weights (SPEC §1); one text at a time, so that a
+    # text's numbers do not depend on the batch it runs in (bit for bit: the kernels' blocking
+    # follows the batch size)
+    scores = _per_text(
+        lambda q, k: torch.matmul(q.float(), k.float().transpose(-1, -2)), query, key
+    )  # (B, H, n, m)
     scores.mul_(scaling)
     if softcap is not None:
         scores = torch.tanh(scores.div_(softcap)).mul_(softcap)
@@ -186,8 +190,15 @@ def entmax_attention(
         if state.record:
             state.queries[li].copy_(query)  # (B, H, n, d): after rotary, before scaling
             state.keys[li].copy_(key)  # (B, H, m, d): expanded to one per query head
-    ctx = torch.matmul(probs.to(value.dtype), value)  # (B, H, n, d)
+    ctx = _per_text(lambda p, v: torch.matmul(p.to(v.dtype), v), probs, value)  # (B, H, n, d)
     return ctx.transpose(1, 2).contiguous(), probs  # (B, n, H, d)
+
+
+def _per_text(op, x: Tensor, y: Tensor) -> Tensor:
+    """``op(x, y)`` of batched tensors, computed per text (batch row) when B > 1."""
+    if x.shape[0] == 1:
+        return op(x, y)
+    return torch.cat([op(x[i : i + 1], y[i : i + 1]) for i in range(x.shape[0])])
 
 
 def boolean_mask(*args, **kwargs) -> Tensor | None:

@@ -24,7 +24,10 @@ class EmptyTextError(SparsescopeError):
     default_field = "text"
 
     def __init__(self) -> None:
-        super().__init__("text is empty or whitespace only; type some text to analyse")
+        super().__init__(
+            "text is empty or whitespace only (invisible and control characters, such as "
+            "zero-width spaces, count as whitespace); type some text to analyse"
+        )
 
 
 class TextTooLongError(SparsescopeError):

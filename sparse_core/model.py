@@ -109,6 +109,8 @@ class SparseModel:
                 f"start must be a token index >= 0, got {start!r}", field="start"
             )
         enc = self.tokens.read(self.tokenizer.encode(text), text)
+        if all(enc.special):  # only characters the tokenizer drops (zero-width, control)
+            raise EmptyTextError()
         limit = self.max_positions
         if len(enc.ids) > limit:
             if not truncate:

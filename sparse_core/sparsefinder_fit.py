@@ -395,19 +395,25 @@ def fit_artefact(
     config: FitConfig | None = None,
     meta: dict | None = None,
     progress: bool = False,
+    data: GraphData | None = None,
 ) -> Artefact:
     """Fit a Sparsefinder artefact for ``model`` at ``alpha`` on the model inputs ``texts``.
 
     ``meta`` (e.g. the corpus description) is merged into the artefact's metadata, which also
     records sizes, training and validation figures, the k-means settings, grids, seed, library
     version and creation date (``SOURCE_DATE_EPOCH`` if set, for byte-identical re-fits).
+    ``data``: the graphs of ``texts`` already extracted (e.g. ``ray_engine.extract_ray``);
+    None extracts them here.
     """
     cfg = config or FitConfig()
     if not texts:
         raise SparsescopeError("no inputs to fit on")
     if not 1 <= cfg.rank:
         raise SparsescopeError(f"rank must be >= 1, got {cfg.rank}")
-    data = extract(model, texts, alpha, batch_size=cfg.extract_batch, progress=progress)
+    if data is None:
+        data = extract(model, texts, alpha, batch_size=cfg.extract_batch, progress=progress)
+    elif len(data) != len(texts):
+        raise SparsescopeError(f"{len(data)} extracted inputs for {len(texts)} texts")
     train_idx, valid_idx = split_indices(len(texts), cfg.valid_fraction, cfg.seed)
     L, H, _, d = data.queries[0].shape
     W, history = train_projections(data, train_idx, cfg, progress=progress)

@@ -61,6 +61,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--device", default="auto", help="auto, cpu or cuda for the model (training runs on cpu)"
     )
+    p.add_argument(
+        "--engine", default="local", choices=("local", "ray"),
+        help="where the graphs are extracted: local (this process) or ray (the Ray cluster at "
+        "RAY_ADDRESS, else a local one; needs pip install 'sparsescope[ray]'; docs/ray.md)",
+    )  # fmt: skip
     p.set_defaults(run=run)
 
 
@@ -124,6 +129,10 @@ def run(args: argparse.Namespace) -> int:
     from sparse_core.sparsefinder_fit import FitConfig, fit_artefact
 
     _check(args)
+    if args.engine == "ray":
+        from sparse_core.ray_engine import require_ray
+
+        require_ray()  # the one-line error before any work
     model = load_model(args.model, device=args.device)
     normalize_alpha(args.alpha, model.config.num_layers, model.config.num_heads)
     if not 8 <= args.max_tokens <= model.config.max_positions:
@@ -147,7 +156,14 @@ def run(args: argparse.Namespace) -> int:
     )
     meta = {"corpus": corpora, "max_tokens": args.max_tokens, "limit": args.limit}
     t0 = time.perf_counter()
-    art = fit_artefact(model, texts, alpha=args.alpha, config=cfg, meta=meta, progress=True)
+    data = None
+    if args.engine == "ray":  # the extraction on Ray actors; the training as below, here
+        from sparse_core.ray_engine import extract_ray
+
+        data = extract_ray(model.model_id, texts, args.alpha, model_path=args.model,
+                           batch_size=cfg.extract_batch, checkpoint_dir=Path(args.out))  # fmt: skip
+    art = fit_artefact(model, texts, alpha=args.alpha, config=cfg, meta=meta, progress=True,
+                       data=data)  # fmt: skip
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     st, js = save_artefact(art, out)

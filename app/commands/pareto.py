@@ -86,6 +86,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="processes (default: 2 when there are 2+ CPUs and 8+ inputs, else 1)",
     )  # fmt: skip
     p.add_argument("--threads", type=int, default=1, help="torch threads per process (default 1)")
+    p.add_argument(
+        "--engine", default="local", choices=("local", "ray"),
+        help="local (--workers processes here) or ray (actors on the Ray cluster at RAY_ADDRESS, "
+        "else a local one; --workers actors, default one per GPU or CPU; needs pip install "
+        "'sparsescope[ray]'; docs/ray.md)",
+    )  # fmt: skip
     p.set_defaults(run=run)
 
 
@@ -229,6 +235,10 @@ def run(args: argparse.Namespace) -> int:
     from sparse_core.sparsefinder import load_artefact
 
     _check(args)
+    if args.engine == "ray":
+        from sparse_core.ray_engine import require_ray
+
+        require_ray()  # the one-line error before any work
     torch.set_num_threads(args.threads)
     model = load_model(args.model, device="cpu")
     normalize_alpha(args.alpha, model.config.num_layers, model.config.num_heads)
@@ -254,6 +264,12 @@ def run(args: argparse.Namespace) -> int:
             "no inputs left to sweep (check --skip / --held-out / --limit / --min-tokens)"
         )
     workers = args.workers or (2 if (os.cpu_count() or 1) >= 2 and len(texts) >= 8 else 1)
+    if args.engine == "ray":  # the same sweep on Ray actors (None: one per GPU or CPU)
+        from functools import partial
+
+        from sparse_core.ray_engine import sweep_corpus_ray
+
+        sweep_corpus, workers = partial(sweep_corpus_ray, checkpoint_dir=args.out), args.workers
     t0 = time.perf_counter()
     sweep = sweep_corpus(
         model, texts, artefact, alpha=args.alpha, causal=args.causal, methods=names,
@@ -266,6 +282,7 @@ def run(args: argparse.Namespace) -> int:
         "max_tokens": args.max_tokens,
         "workers": workers,
         "threads": args.threads,
+        "engine": args.engine,
         "seconds": round(elapsed, 1),
         "artefact": None if artefact is None else (artefact.meta or {}).get("created"),
     }
@@ -273,7 +290,8 @@ def run(args: argparse.Namespace) -> int:
     body = sweep.to_json()
     print(
         f"{body['texts']} inputs, {len(body['points'])} points, gold sparsity "
-        f"{body['gold_sparsity']:.4f}, in {elapsed:.0f} s ({workers} process(es))"
+        f"{body['gold_sparsity']:.4f}, in {elapsed:.0f} s "
+        f"({args.engine} engine, {workers or 'auto'} worker(s))"
     )
     print("best frontier recall at sparsity >= level:")
     print(frontier_table(body))

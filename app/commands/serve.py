@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import logging
 
+from sparse_core.errors import SparsescopeError
+
 log = logging.getLogger(__name__)
 
 
@@ -63,24 +65,43 @@ def settings_from_args(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from ..connections import bind, uvicorn_options
     from ..main import create_app
     from ..memory import limit_malloc_arenas
     from ..service import AnalysisService
+    from ..store import ShareStore
 
     limit_malloc_arenas()  # before the model and the server start their threads
     settings = settings_from_args(args)
+    # every start-up failure is one line on stderr and exit 2 (app/cli.py), before the model
+    # loads where it can: the port, then the share database (checked, never written if foreign)
+    bind(settings.host, settings.port).close()  # free now; uvicorn binds it again at once
+    ShareStore.in_dir(settings.data_dir).close()
     service = AnalysisService(settings)
-    # load errors surface here, as one line on stderr (app/cli.py); the lifespan's start then
-    # finds the service started and does nothing (one warm-up)
+    # load errors surface here; the lifespan's start then finds the service started and does
+    # nothing (one warm-up)
     service.start()
     if settings.host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("binding %s: anyone who can reach this machine can use the app", settings.host)
+        if settings.host_allowlist() is None:
+            log.warning(
+                "any Host header is answered: set SPARSESCOPE_ALLOWED_HOSTS to this server's "
+                "names (docs/api.md, Limits)"
+            )
     names = ", ".join(getattr(service, "slots", None) or ["the model"])
     print(f"sparsescope: serving {names} on http://{settings.host}:{settings.port}", flush=True)
-    uvicorn.run(
-        create_app(settings, service),
-        host=settings.host,
-        port=settings.port,
-        log_level="info" if args.verbose else "warning",
-    )
+    try:
+        uvicorn.run(
+            create_app(settings, service),
+            host=settings.host,
+            port=settings.port,
+            log_level="info" if args.verbose else "warning",
+            **uvicorn_options(settings),
+        )
+    except SystemExit as exc:  # uvicorn's exit when the app's start-up failed after all
+        if exc.code in (None, 0):
+            return 0
+        raise SparsescopeError(
+            f"the server did not start (uvicorn exit {exc.code}); the log above says why"
+        ) from None
     return 0

@@ -13,22 +13,32 @@ from fastapi.responses import Response
 
 from ..deps import AnalysisId, Head, Layer, ServiceDep
 from ..errors import documented
+from ..limits import client_of, model_call
 from ..schemas import Analysis, AnalyzeRequest, Clusters, HeadPayload, Metrics, Pareto
 
 router = APIRouter(prefix="/api", tags=["analyses"])
 
 ERRORS = documented(400, 404, 413, 422, _404="unknown or evicted analysis id")
+#: The analyze route may also be refused for now (app/limits.py).
+ANALYZE_ERRORS = {**ERRORS, **documented(429, 503)}
 
 
 def json_bytes(body: bytes) -> Response:
     return Response(content=body, media_type="application/json")
 
 
-@router.post("/analyze", response_model=Analysis, responses=ERRORS)
-def analyze(req: AnalyzeRequest, service: ServiceDep) -> Response:
-    """Run the model on a text (or answer from the cache): tokens, per-head summary, methods."""
-    entry = service.analyze_entry(
-        req.text, req.alpha, req.causal, req.truncate, model=req.model, start=req.start
+@router.post("/analyze", response_model=Analysis, responses=ANALYZE_ERRORS)
+async def analyze(req: AnalyzeRequest, request: Request, service: ServiceDep) -> Response:
+    """Run the model on a text (or answer from the cache): tokens, per-head summary, methods.
+
+    429 over the client's rate, 503 when the model's queue is full (both with ``Retry-After``).
+    """
+    request.app.state.limits.analyses.take(client_of(request))
+    entry = await model_call(
+        request,
+        lambda: service.analyze_entry(
+            req.text, req.alpha, req.causal, req.truncate, model=req.model, start=req.start
+        ),
     )
     return json_bytes(entry.body_json)
 

@@ -11,6 +11,7 @@ from fastapi.responses import HTMLResponse
 
 from ..deps import ServiceDep, Slug
 from ..gallery import get_example, load_gallery
+from ..preload import PRELOAD_ID, preload_view, state_with_query
 from ..render import error_page, main_page, render_page
 from ..schemas import GalleryOut
 from ..shares import ISLAND_ID, warm_analysis
@@ -63,4 +64,9 @@ def gallery_example(slug: Slug, request: Request, service: ServiceDep) -> HTMLRe
         "gallery": {"slug": ex.slug, "title": ex.title, "explain": ex.explain,
                     "credit": ex.credit},
     }  # fmt: skip
-    return main_page(request, islands={ISLAND_ID: data})
+    islands = {ISLAND_ID: data}
+    view = state_with_query(data["state"], request.query_params)
+    pre = preload_view(service, view)
+    if pre is not None:
+        islands[PRELOAD_ID] = pre
+    return main_page(request, islands=islands)

@@ -14,8 +14,10 @@ router = APIRouter()
 
 
 @router.get("/healthz", response_model=Health, tags=["meta"])
-def healthz(service: ServiceDep) -> dict:
-    """The server is up and the model is loaded: which model, device, artefact and version."""
+async def healthz(service: ServiceDep) -> dict:
+    """The server is up and the model is loaded: which model, device, artefact and version.
+
+    Async: answered on the event loop, never behind model work in a thread pool."""
     return service.health()
 
 

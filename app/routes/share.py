@@ -13,12 +13,14 @@ import logging
 import re
 from typing import Any
 
-from fastapi import APIRouter, BackgroundTasks, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from ..deps import ServiceDep, ShareId, StoreDep
 from ..errors import Gone, NotFound, UnknownModel, documented, http_of
+from ..limits import client_of
 from ..middleware import CSP
+from ..preload import PRELOAD_ID, preload_view, state_with_query
 from ..render import error_page, lecture_page, main_page, render_page
 from ..schemas import ShareCreated, ShareIn, ShareOut
 from ..shares import (
@@ -40,9 +42,14 @@ ERRORS = documented(
     410,
     413,
     422,
+    429,
+    503,
+    507,
     _404="unknown or malformed share id",
     _413="state over 64 KiB",
     _422="the state does not match ShareState",
+    _503="the data directory cannot be written right now",
+    _507="share storage (or its disk) is full",
 )
 #: Share pages are not for search engines.
 PAGE_HEADERS = {"X-Robots-Tag": "noindex"}
@@ -52,14 +59,21 @@ EMBED_CSP = re.sub(r"frame-ancestors[^;]*", "frame-ancestors *", CSP)
 
 @router.post("/api/share", response_model=ShareCreated, responses=ERRORS)
 def create_share(
-    body: ShareIn, store: StoreDep, service: ServiceDep, tasks: BackgroundTasks
+    body: ShareIn, request: Request, store: StoreDep, service: ServiceDep
 ) -> dict[str, str]:
-    """Save a view of the page; its link ``/s/{id}`` reopens exactly that view."""
+    """Save a view of the page; its link ``/s/{id}`` reopens exactly that view.
+
+    429 over the client's share rate, 507 when share storage is full, 503 when the data
+    directory cannot be written (reading shares keeps working)."""
+    limits = request.app.state.limits
+    limits.shares.take(client_of(request))
     state = check_state(body.state)
     # a share names its model: the default of today may not be the default of tomorrow
     state = state.model_copy(update={"model": service.slot_for(state.model).id})
     rec = store.create(state.model_dump(mode="json"))
-    tasks.add_task(warm_analysis, service, state)
+    # warmed at low priority through a small bounded queue (else on first open): a burst of
+    # shares never piles up model work
+    limits.warmups.submit(lambda: warm_analysis(service, state))
     log.info("share %s created", rec.id)
     return {"id": rec.id, "url": f"/s/{rec.id}", "embed": f"/embed/{rec.id}"}
 
@@ -95,6 +109,11 @@ def shared_page(
         if len(query) <= MAX_REDIRECT_QUERY:
             return RedirectResponse(f"/lecture?{query}", status_code=303, headers=PAGE_HEADERS)
     islands = {ISLAND_ID: {**share_body(rec, state), "analysis": analysis}}
+    if state.lecture_step is None:  # the query overrides the saved view: preload what is shown
+        view = state_with_query(state.model_dump(mode="json"), request.query_params)
+        pre = preload_view(service, view)
+        if pre is not None:
+            islands[PRELOAD_ID] = pre
     page = lecture_page if state.lecture_step is not None else main_page
     return page(request, islands=islands, headers=PAGE_HEADERS)
 

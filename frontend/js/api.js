@@ -2,6 +2,8 @@
  * The JSON API of docs/architecture.md ("Web contract (app/)"), for every page (the explorer,
  * the lecture, the embed view). Every error body is `{"detail": str, "field": str|null}`; it is
  * thrown as an `ApiError` so the page can show the message next to the control that caused it.
+ * A request refused for now (429 rate limit, 503 busy: `retry_after` seconds) is retried on its
+ * own after that wait, up to BUSY_RETRIES times, with "busy, retrying in N s" shown meanwhile.
  */
 
 export class ApiError extends Error {
@@ -18,7 +20,73 @@ export class ApiError extends Error {
   }
 }
 
+/** Retries of a request the server refused for now (429 rate limit, 503 busy) before giving up. */
+export const BUSY_RETRIES = 5;
+/** The longest wait between such retries (seconds), whatever the server's Retry-After says. */
+const MAX_WAIT_S = 30;
+
+let busyListener = showBusy;
+
+/**
+ * Who is told while a refused request waits to be retried: `fn(seconds, detail)` every second of
+ * the wait, then `fn(0, "")` when the wait is over. Default: a small "busy, retrying in N s"
+ * notice at the bottom of the page.
+ * @param {(seconds: number, detail: string) => void} fn
+ */
+export function onBusy(fn) {
+  busyListener = fn;
+}
+
+function showBusy(seconds, detail) {
+  if (typeof document === "undefined") return;
+  let el = document.getElementById("busy-notice");
+  if (seconds <= 0) {
+    if (el) el.hidden = true;
+    return;
+  }
+  if (!el) {
+    el = document.createElement("div");
+    el.id = "busy-notice";
+    el.setAttribute("role", "status");
+    el.style.cssText =
+      "position:fixed;bottom:1rem;left:50%;transform:translateX(-50%);z-index:1000;" +
+      "padding:.5rem 1rem;border-radius:.4rem;background:#333;color:#fff;font:14px sans-serif";
+    document.body.appendChild(el);
+  }
+  el.hidden = false;
+  el.title = detail;
+  el.textContent = `The server is busy, retrying in ${seconds} s…`;
+}
+
+/** Seconds to wait before retrying a 429/503 response (its body's retry_after, else the header). */
+function retryAfter(resp, body) {
+  const fromBody = body && Number.isFinite(body.retry_after) ? body.retry_after : NaN;
+  const fromHeader = Number.parseInt(resp.headers.get("Retry-After") ?? "", 10);
+  const s = Number.isFinite(fromBody) ? fromBody : Number.isFinite(fromHeader) ? fromHeader : 2;
+  return Math.min(MAX_WAIT_S, Math.max(1, Math.ceil(s)));
+}
+
+async function waitRetry(seconds, detail) {
+  for (let left = seconds; left > 0; left -= 1) {
+    busyListener(left, detail);
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
+  busyListener(0, "");
+}
+
 async function request(url, init = {}) {
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      return await requestOnce(url, init);
+    } catch (err) {
+      const busy = err instanceof ApiError && (err.status === 429 || err.status === 503);
+      if (!busy || err.retryAfter == null || attempt >= BUSY_RETRIES) throw err;
+      await waitRetry(err.retryAfter, err.message);
+    }
+  }
+}
+
+async function requestOnce(url, init) {
   let resp;
   try {
     resp = await fetch(url, { headers: { Accept: "application/json" }, ...init });
@@ -33,7 +101,9 @@ async function request(url, init = {}) {
   }
   if (!resp.ok) {
     const detail = body && typeof body.detail === "string" ? body.detail : resp.statusText;
-    throw new ApiError(resp.status, detail || `HTTP ${resp.status}`, body?.field ?? null);
+    const err = new ApiError(resp.status, detail || `HTTP ${resp.status}`, body?.field ?? null);
+    if (resp.status === 429 || resp.status === 503) err.retryAfter = retryAfter(resp, body);
+    throw err;
   }
   return body;
 }

@@ -23,6 +23,8 @@ export function availableMethods(analysis) {
 function show(spec, v) {
   if (spec.kind === "float") return Number(v).toFixed(spec.step && spec.step < 0.1 ? 2 : 1);
   if (spec.name === "window" && Number(v) === 0) return "off";
+  // the band |i − j| ≤ (w − 1) / 2 is symmetric: an even width keeps what w − 1 keeps; say so
+  if (spec.name === "window" && Number(v) % 2 === 0) return `${v}≡${Number(v) - 1}`;
   return String(v);
 }
 

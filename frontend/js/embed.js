@@ -15,6 +15,9 @@ import { byId, fmt, readIsland } from "./dom.js";
 import { prepareHead } from "./head.js";
 import { predict } from "./methods.js";
 import { computeMetrics } from "./metrics.js";
+import { tokenLabel, visibleTokens } from "./tokens.js";
+
+const LABEL_FONT = "11px system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', sans-serif";
 
 /** Canvas pixels per cell: crisp cells up to about 540 px. */
 function cellSize(n) {
@@ -39,41 +42,80 @@ function clamp(v, lo, hi) {
  * @param {Uint8Array|null} mask
  * @param {number|null} row
  */
-function drawHeatmap(canvas, h, mask, row) {
+function drawHeatmap(canvas, h, mask, row, labels, vis) {
   const n = h.n;
-  const s = cellSize(n);
-  canvas.width = n * s;
-  canvas.height = n * s;
+  const m = vis.length;
+  const cs = Math.max(1, Math.floor(480 / m));
+  const ctx0 = canvas.getContext("2d");
+  ctx0.font = LABEL_FONT;
+  const widest = Math.max(10, ...vis.map((t) => ctx0.measureText(labels[t]).width));
+  const margin = Math.ceil(Math.min(widest, 100)) + 8;
+  const w = margin + m * cs + 4;
+  const dpr = window.devicePixelRatio || 1;
+  canvas.width = Math.round(w * dpr);
+  canvas.height = Math.round(w * dpr);
+  canvas.style.width = `${w}px`;
+  canvas.style.height = `${w}px`;
   const ctx = canvas.getContext("2d");
-  const img = ctx.createImageData(n * s, n * s);
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.fillStyle = "#ffffff";
+  ctx.fillRect(0, 0, w, w);
+  const off = document.createElement("canvas");
+  off.width = off.height = m;
+  const img = off.getContext("2d").createImageData(m, m);
   const px = new Uint32Array(img.data.buffer);
-  const w = n * s;
-  for (let i = 0; i < n; i++) {
-    for (let j = 0; j < n; j++) {
-      const p = h.probs[i * n + j];
-      const kept = !mask || mask[i * n + j];
+  for (let a = 0; a < m; a++) {
+    for (let b = 0; b < m; b++) {
+      const x = vis[a] * n + vis[b];
+      const p = h.probs[x];
+      const kept = !mask || mask[x];
       let c = ZERO_PX;
       if (p > 0) c = kept ? PROB_LUT[probIndex(p)] : MISSED_PX;
       else if (mask && kept) c = SHADE_PX;
-      for (let y = i * s; y < (i + 1) * s; y++) px.fill(c, y * w + j * s, y * w + (j + 1) * s);
+      px[a * m + b] = c;
     }
   }
-  ctx.putImageData(img, 0, 0);
-  if (row !== null && row >= 0 && row < n) {
-    ctx.strokeStyle = ACCENT;
-    ctx.lineWidth = Math.max(1, s / 4);
-    ctx.strokeRect(0.5, row * s + 0.5, w - 1, s - 1);
+  off.getContext("2d").putImageData(img, 0, 0);
+  ctx.imageSmoothingEnabled = false;
+  ctx.drawImage(off, margin, margin, m * cs, m * cs);
+  ctx.strokeStyle = "#9ca3af";
+  ctx.strokeRect(margin - 0.5, margin - 0.5, m * cs + 1, m * cs + 1);
+  // token labels: rows (queries) left, columns (keys) on top, every `step`-th when cells are small
+  const step = Math.ceil(13 / cs);
+  ctx.font = LABEL_FONT;
+  ctx.fillStyle = "#4b5563";
+  ctx.textBaseline = "middle";
+  for (let a = 0; a < m; a += step) {
+    const mid = margin + (a + 0.5) * cs;
+    ctx.textAlign = "right";
+    ctx.fillText(labels[vis[a]], margin - 4, mid);
+    ctx.save();
+    ctx.translate(mid, margin - 4);
+    ctx.rotate(-Math.PI / 2);
+    ctx.textAlign = "left";
+    ctx.fillText(labels[vis[a]], 0, 0);
+    ctx.restore();
   }
+  const at = row === null ? -1 : vis.indexOf(row);
+  if (at >= 0) {
+    ctx.strokeStyle = ACCENT;
+    ctx.lineWidth = 2;
+    ctx.strokeRect(margin, margin + at * cs, m * cs, cs);
+  }
+  return { margin, cs, m, w };
 }
 
 /** Hovering a cell names its query and key tokens and their probability. */
-function attachReadout(canvas, h, tokens) {
+function attachReadout(canvas, h, tokens, geo, vis) {
   const out = byId("embed-readout");
   canvas.addEventListener("mousemove", (ev) => {
     const r = canvas.getBoundingClientRect();
-    const i = Math.floor(((ev.clientY - r.top) / r.height) * h.n);
-    const j = Math.floor(((ev.clientX - r.left) / r.width) * h.n);
-    if (i < 0 || j < 0 || i >= h.n || j >= h.n) return;
+    const k = geo.w / r.width; // the canvas may be shown smaller than drawn (max-width)
+    const a = Math.floor(((ev.clientY - r.top) * k - geo.margin) / geo.cs);
+    const b = Math.floor(((ev.clientX - r.left) * k - geo.margin) / geo.cs);
+    if (a < 0 || b < 0 || a >= geo.m || b >= geo.m) return;
+    const i = vis[a];
+    const j = vis[b];
     const p = h.probs[i * h.n + j];
     out.textContent = `${tokens[i]?.text ?? i} → ${tokens[j]?.text ?? j}: p = ${
       p > 0 ? p.toPrecision(3) : "0 (exact zero)"
@@ -108,6 +150,8 @@ async function main() {
     alpha: s.alpha,
     causal: s.causal,
     truncate: s.truncate,
+    ...(s.truncate && s.start ? { start: s.start } : {}),
+    ...(s.model ? { model: s.model } : {}),
   });
   const layer = clamp(s.layer ?? 0, 0, analysis.layers - 1);
   const head = clamp(s.head ?? 0, 0, analysis.heads - 1);
@@ -120,8 +164,10 @@ async function main() {
     mask = null; // e.g. an sf-* method without an artefact: show P alone
   }
   const canvas = byId("embed-heatmap");
-  drawHeatmap(canvas, h, mask, s.token ?? null);
-  attachReadout(canvas, h, analysis.tokens);
+  const labels = analysis.tokens.map((t) => tokenLabel(t.text));
+  const vis = visibleTokens(analysis.tokens, s.view?.hideSpecial === true);
+  const geo = drawHeatmap(canvas, h, mask, s.token ?? null, labels, vis);
+  attachReadout(canvas, h, analysis.tokens, geo, vis);
   showMetrics({ gold_sparsity: h.goldSparsity });
   const summary = `${h.n} tokens · ${h.goldCount} nonzero weights of ${h.n * h.n}`;
   if (mask) {

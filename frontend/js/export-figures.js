@@ -64,6 +64,33 @@ export function describe(s) {
   };
 }
 
+/** Split `text` into lines of at most `width` characters at spaces (a long word is cut). */
+export function wrapLines(text, width, maxLines = 3) {
+  const words = String(text).replace(/\s+/g, " ").trim().split(" ");
+  const lines = [];
+  let line = "";
+  for (const w of words) {
+    if (line && line.length + 1 + w.length > width) {
+      lines.push(line);
+      line = "";
+    }
+    line = line ? `${line} ${w}` : w.slice(0, width);
+  }
+  if (line) lines.push(line);
+  if (lines.length > maxLines) {
+    lines.length = maxLines;
+    lines[maxLines - 1] = `${lines[maxLines - 1].slice(0, width - 1)}…`;
+  }
+  return lines;
+}
+
+/** The legend of the heatmap's colours and marks, as lines of an export. */
+export const HEATMAP_LEGEND = [
+  "rows: queries i · columns: keys j",
+  "blue: p > 0 kept by the pattern (★) · red: p > 0 missed (×)",
+  "sand: predicted by the pattern, p = 0 · white: exact zero, not predicted",
+];
+
 // ------------------------------------------------------------------------------ heatmap
 
 /** Packed colour of cell x: the heatmap's own rule (heatmap.js `drawCells`). */
@@ -90,13 +117,14 @@ export function heatmapSvg(s) {
   const size = cell * m;
   const longest = Math.max(...labels.map((t) => t.length), 3);
   const margin = Math.min(120, Math.ceil(longest * 6.6) + 14);
+  const d = describe(s);
+  const textLines = wrapLines(`“${s.text}”`, 90, 2);
   const left = margin + 10;
-  const top = margin + 56;
-  const width = left + size + 20;
-  const height = top + size + 44;
+  const top = margin + 56 + 16 * textLines.length;
+  const width = Math.max(left + size + 20, 560);
+  const height = top + size + 24 + 15 * HEATMAP_LEGEND.length;
   const step = Math.ceil(14 / cell);
   const out = [];
-  const d = describe(s);
   out.push(
     `<?xml version="1.0" encoding="UTF-8"?>`,
     `<svg xmlns="${SVG_NS}" xmlns:xlink="http://www.w3.org/1999/xlink" width="${num(width)}" height="${num(height)}" viewBox="0 0 ${num(width)} ${num(height)}" font-family="${xmlText(FONT)}">`,
@@ -104,6 +132,7 @@ export function heatmapSvg(s) {
     `<rect width="100%" height="100%" fill="#ffffff"/>`,
     `<text x="10" y="20" font-size="14" font-weight="600" fill="#111827">${xmlText(d.head)}</text>`,
     `<text x="10" y="38" font-size="12" fill="#374151">${xmlText(d.method)}</text>`,
+    ...textLines.map((t, k) => `<text x="10" y="${56 + 16 * k}" font-size="11" fill="#6b7280">${xmlText(t)}</text>`),
   );
   if (vector) {
     // runs of one colour per row: one rect each (white is the background)
@@ -139,12 +168,11 @@ export function heatmapSvg(s) {
     lab.push(`<text transform="translate(${num(left)} ${num(top - 6)}) rotate(-90)" dy="${mid}" dominant-baseline="middle">${t}</text>`);
   }
   out.push(`<g font-size="${num(fs)}" fill="#4b5563">${lab.join("")}</g>`);
-  out.push(
-    `<text x="10" y="${num(height - 14)}" font-size="11" fill="#6b7280">${xmlText(
-      "rows: queries i · columns: keys j · blue: p > 0 kept (★) · red: p > 0 missed (×) · sand: predicted, p = 0 · white: exact zero",
-    )}</text>`,
-    `</svg>`,
-  );
+  HEATMAP_LEGEND.forEach((line, k) => {
+    const y = top + size + 22 + 15 * k;
+    out.push(`<text x="10" y="${num(y)}" font-size="11" fill="#6b7280">${xmlText(line)}</text>`);
+  });
+  out.push(`</svg>`);
   return out.join("\n");
 }
 
@@ -217,18 +245,41 @@ function cellsImage(head, mask, vis, left, top, size) {
  * @param {HTMLElement} root the heatmap's element (holds `.heatmap-cells` and `.heatmap-overlay`)
  * @returns {Promise<Blob>}
  */
-export function heatmapPng(root) {
+export function heatmapPng(root, s = null) {
   const cells = root.querySelector(".heatmap-cells");
   const overlay = root.querySelector(".heatmap-overlay");
   if (!cells || cells.hidden || !cells.width) return Promise.reject(new Error("no heatmap is drawn yet"));
+  // with the state: a title (head, method, metrics), the text and the legend around it
+  const scale = cells.width / (parseFloat(cells.style.width) || cells.width);
+  const d = s?.analysis ? describe(s) : null;
+  const textLines = d ? wrapLines(`“${s.text}”`, 90, 2) : [];
+  const head = d ? (46 + 16 * textLines.length) * scale : 0;
+  const foot = d ? (12 + 15 * HEATMAP_LEGEND.length) * scale : 0;
   const out = document.createElement("canvas");
-  out.width = cells.width;
-  out.height = cells.height;
+  out.width = Math.max(cells.width, d ? Math.round(560 * scale) : 0);
+  out.height = cells.height + head + foot;
   const ctx = out.getContext("2d");
   ctx.fillStyle = "#ffffff";
   ctx.fillRect(0, 0, out.width, out.height);
-  ctx.drawImage(cells, 0, 0);
-  if (overlay) ctx.drawImage(overlay, 0, 0);
+  ctx.drawImage(cells, 0, head);
+  if (overlay) ctx.drawImage(overlay, 0, head);
+  if (d) {
+    ctx.save();
+    ctx.scale(scale, scale);
+    ctx.textBaseline = "alphabetic";
+    ctx.fillStyle = "#111827";
+    ctx.font = `600 14px ${FONT}`;
+    ctx.fillText(d.head, 10, 20);
+    ctx.fillStyle = "#374151";
+    ctx.font = `12px ${FONT}`;
+    ctx.fillText(d.method, 10, 38);
+    ctx.fillStyle = "#6b7280";
+    ctx.font = `11px ${FONT}`;
+    textLines.forEach((t, k) => ctx.fillText(t, 10, 56 + 16 * k));
+    const y0 = (cells.height + head) / scale;
+    HEATMAP_LEGEND.forEach((t, k) => ctx.fillText(t, 10, y0 + 14 + 15 * k));
+    ctx.restore();
+  }
   return canvasBlob(out);
 }
 

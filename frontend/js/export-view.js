@@ -86,6 +86,9 @@ export function viewData(s) {
     labels: Object.fromEntries(a.methods.map((m) => [m.name, m.label])),
     exported: new Date().toISOString(),
     source: `${location.origin}${location.pathname}`,
+    text: s.text,
+    // the live view: the address bar is the view (a share page's own address for long texts)
+    live: location.href,
   };
 }
 
@@ -133,6 +136,17 @@ export function renderView(Plotly, data, root) {
   gs.append(node("dt", "", "gold sparsity"), node("dd", "", fmt(data.goldSparsity)));
   metrics.append(gs);
   head.append(metrics);
+  if (data.text) {
+    const q = node("blockquote", "v-text", data.text);
+    head.append(q);
+  }
+  if (data.live) {
+    const p = node("p", "v-sub");
+    const a = node("a", "", "Open this view live in sparsescope");
+    if (/^https?:\/\//.test(data.live)) a.href = data.live;
+    p.append(a);
+    head.append(p);
+  }
   const heat = node("div", "v-plot v-heatmap");
   const pareto = node("div", "v-plot v-pareto");
   const foot = node("p", "v-foot", `Exported ${data.exported} from ${data.source}. Rows are queries i, columns keys j; blue: p > 0 kept by the method (★), red: p > 0 missed (×), sand: predicted but p = 0, white: exact zero.`);
@@ -233,6 +247,7 @@ h1{font-size:1.3rem;margin:0 0 .2rem}.v-sub{margin:.1rem 0;color:#374151}
 .v-metrics{display:flex;flex-wrap:wrap;gap:.4rem 1.4rem;margin:.6rem 0 1rem}.v-metrics div{display:flex;gap:.35rem}
 .v-metrics dt{color:#6b7280}.v-metrics dd{margin:0;font-weight:650}
 .v-plot{background:#fff;border:1px solid #e5e7eb;border-radius:10px;margin:0 0 1rem;display:inline-block;vertical-align:top;margin-right:1rem}
+.v-text{margin:.6rem 0;padding:.4rem .7rem;border-left:3px solid #cbd5e1;color:#374151;max-height:8rem;overflow:auto;white-space:pre-wrap;max-width:60rem}
 .v-foot,.v-note{color:#6b7280;font-size:.85rem;max-width:60rem;overflow-wrap:anywhere}`;
 
 /**

@@ -114,22 +114,31 @@ function panelHead(id) {
 
 /** A banner for a gallery example (the shared-state island's `gallery` entry). */
 function galleryBanner(bar) {
-  const island = document.getElementById("shared-state");
-  if (!island) return;
-  const g = readIsland("shared-state").gallery;
+  if (!document.getElementById("shared-state")) return;
+  const island = readIsland("shared-state");
+  const g = island.gallery;
   if (!g) return;
+  const home = island.home === true; // the first visit's example
   const close = el("button", { class: "tool tool-small", text: "×", title: "Hide", attrs: { type: "button", "aria-label": "hide the example's note" } });
   const banner = el("aside", { class: "gallery-banner", attrs: { "aria-label": "gallery example" } }, [
     el("div", { class: "gallery-banner-text" }, [
-      el("strong", { text: g.title }),
-      el("p", { text: g.explain }),
-      ...(g.credit ? [el("p", { class: "muted", text: g.credit })] : []),
+      el("strong", { text: home ? `An analysed example: ${g.title}` : g.title }),
+      el("p", { class: "banner-explain", text: home
+        ? `${g.explain} Type or paste your own text above, then Analyze.`
+        : g.explain, title: "click to read it all" }),
+      ...(g.credit && !home ? [el("p", { class: "muted", text: g.credit })] : []),
     ]),
-    el("a", { class: "tool", text: "← Gallery", attrs: { href: "/gallery" } }),
+    el("a", { class: "tool", text: home ? "More examples" : "← Gallery", attrs: { href: "/gallery" } }),
     close,
   ]);
+  const explain = banner.querySelector(".banner-explain");
+  explain.addEventListener("click", () => explain.classList.toggle("open"));
   close.addEventListener("click", () => banner.remove());
-  bar.before(banner);
+  // the banner goes once the text is no longer the example's
+  store.subscribe((s, changed) => {
+    if (changed.has("analysis") && s.analysis && s.text !== island.state.text) banner.remove();
+  });
+  (bar.closest(".status-row") ?? bar).after(banner);
 }
 
 function init() {
@@ -167,7 +176,7 @@ function init() {
   const heatHead = panelHead("heatmap");
   if (heatHead) {
     const f = figureButtons("heatmap", hasHead, {
-      png: async () => download(await heatmapPng(document.getElementById("heatmap")), `${baseName(get())}-heatmap.png`),
+      png: async () => download(await heatmapPng(document.getElementById("heatmap"), get()), `${baseName(get())}-heatmap.png`),
       svg: async () => download(svgBlob(heatmapSvg(get())), `${baseName(get())}-heatmap.svg`),
     });
     heatHead.append(f.group);

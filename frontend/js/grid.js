@@ -4,6 +4,12 @@
  * (absolute scale [0, 1]). Clicking a tile opens that head; the open head is outlined. Arrow keys
  * move between heads.
  *
+ * Each tile draws its head's graph small (a canvas: P pooled by max into at most 24 × 24 cells,
+ * white where every P is exactly 0, blue by √p), as BertViz's model view shows every head's shape,
+ * once the head's data is in the page (the open head at once, the others as they are prefetched);
+ * the tile's frame and label are the chosen metric. Gold sparsity is coloured on this text's
+ * range, or on [0, 1] when the heads do not differ (α = 1: every head dense, the lightest colour).
+ *
  * Recall colours come from `headRecall` in the store (the current setting, computed in the
  * browser for every head, see sweep.js); until a head's value is there, the tile shows the
  * server's summary figure for the method's defaults, marked with a dashed outline.
@@ -11,7 +17,35 @@
 
 import { recallColour, sparsityColour, textOn } from "./colours.js";
 import { el, fmt } from "./dom.js";
+import { PROB_LUT, ZERO_PX, probIndex } from "./colours.js";
+import { onHeadLoaded } from "./session.js";
 import * as store from "./state.js";
+
+/** Thumbnail side, in pooled cells, at most. */
+const THUMB = 24;
+
+/**
+ * The head's graph pooled (max) into a k × k image, k = min(n, THUMB).
+ * @returns {ImageData}
+ */
+export function thumbImage(data, k) {
+  const n = data.n;
+  const img = new ImageData(k, k);
+  const px = new Uint32Array(img.data.buffer);
+  for (let a = 0; a < k; a++) {
+    const i0 = Math.floor((a * n) / k), i1 = Math.max(i0 + 1, Math.floor(((a + 1) * n) / k));
+    for (let b = 0; b < k; b++) {
+      const j0 = Math.floor((b * n) / k), j1 = Math.max(j0 + 1, Math.floor(((b + 1) * n) / k));
+      let best = 0;
+      for (let i = i0; i < i1; i++) {
+        const row = i * n;
+        for (let j = j0; j < j1; j++) if (data.probs[row + j] > best) best = data.probs[row + j];
+      }
+      px[a * k + b] = best > 0 ? PROB_LUT[probIndex(best)] : ZERO_PX;
+    }
+  }
+  return img;
+}
 
 /** Store keys that change the tiles' colours or marks. */
 const REPAINT = ["gridColour", "headRecall", "method", "layer", "head", "headData"];
@@ -39,10 +73,12 @@ export function initGrid(root, legend) {
     for (let l = 0; l < a.layers; l++) {
       rows.push(el("span", { class: "grid-axis", text: String(l) }));
       for (let h = 0; h < a.heads; h++) {
+        const thumb = el("canvas", { class: "tile-thumb", attrs: { width: "1", height: "1", hidden: "" } });
+        const label = el("span", { class: "tile-label" });
         const tile = el("button", {
           class: "tile",
           attrs: { type: "button", "data-layer": String(l), "data-head": String(h) },
-        });
+        }, [thumb, label]);
         tiles.push(tile);
         rows.push(tile);
       }
@@ -55,8 +91,9 @@ export function initGrid(root, legend) {
     const a = s.analysis;
     if (!a) return;
     const gold = a.summary.map((row) => row.gold_sparsity);
-    const lo = Math.min(...gold);
-    const hi = Math.max(...gold);
+    let lo = Math.min(...gold);
+    let hi = Math.max(...gold);
+    if (hi - lo < 0.01) [lo, hi] = [0, 1]; // no spread to show (α = 1: all dense): absolute
     const byRecall = s.gridColour === "recall";
     tiles.forEach((tile, k) => {
       const row = a.summary[k];
@@ -69,7 +106,7 @@ export function initGrid(root, legend) {
         : "#e5e7eb";
       tile.style.background = bg;
       tile.style.color = Number.isFinite(value) ? textOn(bg) : "#6b7280";
-      tile.textContent = Number.isFinite(value) ? fmt(value, 2).replace(/^0/, "") : "–";
+      tile.lastChild.textContent = Number.isFinite(value) ? fmt(value, 2).replace(/^0/, "") : "–";
       tile.classList.toggle("open", row.layer === s.layer && row.head === s.head && !!s.headData);
       tile.classList.toggle("stale", byRecall && !Number.isFinite(live));
       tile.title =
@@ -98,6 +135,24 @@ export function initGrid(root, legend) {
     const head = Math.min(s.analysis.heads - 1, Math.max(0, s.head + mv[1]));
     store.set({ layer, head });
     tiles[layer * s.analysis.heads + head].focus();
+  });
+
+  // small tiles: the thumbnail and the frame's colour carry it; the figure is in the tooltip
+  new ResizeObserver(() => {
+    if (tiles.length) root.classList.toggle("compact", tiles[0].clientWidth < 34);
+  }).observe(root);
+
+  onHeadLoaded((id, layer, head, data) => {
+    const a = store.get().analysis;
+    if (!a || a.id !== id) return;
+    const tile = tiles[layer * a.heads + head];
+    if (!tile) return;
+    const canvas = tile.firstChild;
+    const k = Math.min(data.n, THUMB);
+    canvas.width = canvas.height = k;
+    canvas.getContext("2d").putImageData(thumbImage(data, k), 0, 0);
+    canvas.hidden = false;
+    tile.classList.add("has-thumb");
   });
 
   store.subscribe((s, changed) => {

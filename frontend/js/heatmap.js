@@ -27,6 +27,8 @@ const FONT_BOLD = `600 ${FONT}`;
 const LABEL_PX = 14; // vertical room one label needs
 const MAX_LABEL = 110; // widest label margin (CSS px)
 const MAX_SIZE = 880; // largest matrix side (CSS px)
+const MAX_CELL = 28; // largest cell (CSS px): a short text stays small enough to leave room
+const BELOW_HEATMAP = 14; // CSS px kept under the matrix (the hint and the token strip may scroll)
 const STAR_MIN = 9; // cells at least this big (CSS px) get ★ / × marks, smaller ones dots
 const DOT_MIN = 3; // cells at least this big get dots
 const GRID_MIN = 10; // cells at least this big get grid lines
@@ -50,6 +52,10 @@ export function initHeatmap(root, legend) {
   let hoverCell = null; // {a, b} visible row / column under the pointer
   const off = document.createElement("canvas"); // m × m, one pixel per cell
   let img = null; // its pixels, reused by every repaint
+  let painted = false; // the first heatmap was drawn
+  /** Zoom and pan: `z` ≥ 1, the first visible row `r0` and column `c0` (fractional cells). */
+  let zoom = { z: 1, r0: 0, c0: 0 };
+  let drag = null; // {x, y, r0, c0, moved} while the pointer pans
 
   function layout() {
     const s = store.get();
@@ -62,14 +68,63 @@ export function initHeatmap(root, legend) {
     ctx.font = FONT;
     const widest = Math.max(...labels.map((t) => ctx.measureText(t).width), 10);
     const margin = Math.ceil(Math.min(widest, MAX_LABEL)) + 10;
-    const avail = Math.max(200, root.clientWidth - margin - 12);
+    const avail = Math.max(160, Math.min(root.clientWidth - margin - 12, fitHeight() - margin));
     let cell = Math.min(avail, MAX_SIZE) / m;
-    if (cell >= 4) cell = Math.min(40, Math.floor(cell)); // whole pixels: crisp grid lines
+    if (cell >= 4) cell = Math.min(MAX_CELL, Math.floor(cell)); // whole pixels: crisp grid lines
     const size = cell * m;
     const pos = new Int32Array(head.n).fill(-1); // token -> visible index
     vis.forEach((t, a) => (pos[t] = a));
     return { vis, pos, m, labels, left: margin, top: margin, cell, size,
       width: margin + size + 8, height: margin + size + 8, step: Math.ceil(LABEL_PX / cell) };
+  }
+
+  /** The viewport: effective cell size and where cell (0, 0) sits (may be off the matrix). */
+  function vp() {
+    const ec = lay.cell * zoom.z;
+    return { ec, x0: lay.left - zoom.c0 * ec, y0: lay.top - zoom.r0 * ec };
+  }
+
+  /** The largest zoom: cells of about 44 px, and at least 4× on a long text. */
+  function maxZoom() {
+    return lay ? Math.max(1, 44 / lay.cell, lay.m >= 48 ? 4 : 1) : 1;
+  }
+
+  /** Set the zoom (kept in range) around the matrix point (px, py), CSS px from its corner. */
+  function setZoom(z, px = lay.size / 2, py = lay.size / 2) {
+    if (!lay) return;
+    const zNew = Math.min(maxZoom(), Math.max(1, z));
+    const ec = lay.cell * zoom.z;
+    const u = zoom.c0 + px / ec;
+    const v = zoom.r0 + py / ec;
+    const ecNew = lay.cell * zNew;
+    zoom = { z: zNew, c0: u - px / ecNew, r0: v - py / ecNew };
+    clampPan();
+    paint();
+  }
+
+  function clampPan() {
+    const k = lay.m / zoom.z; // visible cells a side
+    zoom.c0 = Math.min(Math.max(0, zoom.c0), lay.m - k);
+    zoom.r0 = Math.min(Math.max(0, zoom.r0), lay.m - k);
+    if (zoom.z === 1) zoom.c0 = zoom.r0 = 0;
+  }
+
+  function paint() {
+    drawCells();
+    drawOverlay();
+    root.dataset.zoom = zoom.z.toFixed(2);
+  }
+
+  /**
+   * The height the matrix may take: on a wide window, what is left of the window below the
+   * heatmap's top (in the page, not scrolled) less the hint and the token strip, so that the
+   * heatmap, the metrics and the Pareto plot are on one screen; on a narrow one (one column,
+   * scrolling), the width decides.
+   */
+  function fitHeight() {
+    if (window.innerWidth < 700) return Infinity;
+    const top = root.getBoundingClientRect().top + window.scrollY;
+    return Math.max(300, window.innerHeight - top - BELOW_HEATMAP);
   }
 
   function resize() {
@@ -89,8 +144,9 @@ export function initHeatmap(root, legend) {
     off.width = off.height = lay.m;
     img = off.getContext("2d").createImageData(lay.m, lay.m);
     root.style.height = `${lay.height}px`;
-    drawCells();
-    drawOverlay();
+    if (zoom.z > maxZoom()) zoom.z = maxZoom();
+    clampPan();
+    paint();
   }
 
   /** Paint every cell (one pixel per cell, scaled up) and the marks of the gold edges. */
@@ -98,7 +154,7 @@ export function initHeatmap(root, legend) {
     const s = store.get();
     const head = s.headData;
     if (!lay || !head) return;
-    const { vis, m, cell, left, top, size } = lay;
+    const { vis, m, left, top, size } = lay;
     const n = head.n;
     const mask = s.result?.mask ?? null;
     const { probs, gold } = head;
@@ -116,23 +172,40 @@ export function initHeatmap(root, legend) {
     const ctx = cells.getContext("2d");
     ctx.clearRect(0, 0, lay.width, lay.height);
     ctx.imageSmoothingEnabled = false;
-    ctx.drawImage(off, left, top, size, size);
-    if (cell >= GRID_MIN) drawGridLines(ctx);
+    const { ec, x0, y0 } = vp();
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(left, top, size, size);
+    ctx.clip();
+    ctx.drawImage(off, x0, y0, m * ec, m * ec);
+    if (ec >= GRID_MIN) drawGridLines(ctx);
+    if (ec >= DOT_MIN) drawMarks(ctx, head, mask);
+    ctx.restore();
     ctx.strokeStyle = "#9ca3af";
     ctx.lineWidth = 1;
     ctx.strokeRect(left - 0.5, top - 0.5, size + 1, size + 1);
-    if (cell >= DOT_MIN) drawMarks(ctx, head, mask);
+    if (!painted) {
+      // the frame that shows the first heatmap (bench/bench_page.py --first-paint reads it)
+      painted = true;
+      requestAnimationFrame(() => performance.mark("heatmap-first-paint"));
+    }
   }
 
   function drawGridLines(ctx) {
-    const { m, cell, left, top, size } = lay;
+    const { m, left, top, size } = lay;
+    const { ec, x0, y0 } = vp();
     ctx.beginPath();
     for (let a = 1; a < m; a++) {
-      const v = Math.round(a * cell) + 0.5;
-      ctx.moveTo(left + v, top);
-      ctx.lineTo(left + v, top + size);
-      ctx.moveTo(left, top + v);
-      ctx.lineTo(left + size, top + v);
+      const vx = Math.round(x0 + a * ec) + 0.5;
+      const vy = Math.round(y0 + a * ec) + 0.5;
+      if (vx > left && vx < left + size) {
+        ctx.moveTo(vx, top);
+        ctx.lineTo(vx, top + size);
+      }
+      if (vy > top && vy < top + size) {
+        ctx.moveTo(left, vy);
+        ctx.lineTo(left + size, vy);
+      }
     }
     ctx.strokeStyle = "rgba(17, 24, 39, 0.08)";
     ctx.lineWidth = 1;
@@ -141,7 +214,9 @@ export function initHeatmap(root, legend) {
 
   /** ★ / × (big cells) on every visible gold edge, or an amber dot on kept ones (small cells). */
   function drawMarks(ctx, head, mask) {
-    const { pos, cell, left, top } = lay;
+    const { pos } = lay;
+    const { ec: cell, x0: left, y0: top } = vp();
+    const lo = -cell, hiX = lay.left + lay.size + cell, hiY = lay.top + lay.size + cell;
     const n = head.n;
     const caught = new Path2D();
     const missed = new Path2D();
@@ -153,6 +228,7 @@ export function initHeatmap(root, legend) {
       if (a < 0 || b < 0) continue;
       const cx = left + (b + 0.5) * cell;
       const cy = top + (a + 0.5) * cell;
+      if (cx < lo || cy < lo || cx > hiX || cy > hiY) continue; // off the zoomed view
       const kept = mask === null || mask[head.edgeI[e] * n + head.edgeJ[e]] === 1;
       if (!big) {
         if (kept) caught.rect(cx - r, cy - r, 2 * r, 2 * r); // a few px: a square reads as a dot
@@ -180,46 +256,85 @@ export function initHeatmap(root, legend) {
     ctx.stroke(missed);
   }
 
-  /** Token labels, selection and hover highlights. */
+  /** Token labels, selection and hover highlights (and the minimap when zoomed). */
   function drawOverlay() {
     if (!lay) return;
     const s = store.get();
     const ctx = overlay.getContext("2d");
-    const { m, cell, left, top, size, pos } = lay;
+    const { m, left, top, size, pos } = lay;
+    const { ec, x0, y0 } = vp();
     ctx.clearRect(0, 0, lay.width, lay.height);
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(left, top, size, size);
+    ctx.clip();
     const locked = s.lockedRow !== null ? pos[s.lockedRow] ?? -1 : -1;
-    if (locked >= 0) {
+    const hv = s.hoverToken !== null ? pos[s.hoverToken] ?? -1 : -1;
+    if (hv >= 0) {
+      // a hovered token: its edges alone (its row, as a query, and its column, as a key)
+      ctx.fillStyle = "rgba(255, 255, 255, 0.78)";
+      ctx.beginPath();
+      ctx.rect(left, top, size, size);
+      ctx.rect(left + size, y0 + hv * ec, -size, ec); // holes (even-odd): the row…
+      ctx.rect(x0 + hv * ec, top + size, ec, -size); // …and the column
+      ctx.fill("evenodd");
+      outline(ctx, left, y0 + hv * ec, size, ec, colours.CLUSTER, 1.5);
+      outline(ctx, x0 + hv * ec, top, ec, size, colours.CLUSTER, 1.5);
+    } else if (locked >= 0) {
       ctx.fillStyle = "rgba(255, 255, 255, 0.72)";
-      ctx.fillRect(left, top, size, locked * cell);
-      ctx.fillRect(left, top + (locked + 1) * cell, size, (m - locked - 1) * cell);
-      outline(ctx, left, top + locked * cell, size, cell, colours.ACCENT, 2);
+      const ly = y0 + locked * ec;
+      ctx.fillRect(left, top, size, ly - top);
+      ctx.fillRect(left, ly + ec, size, top + size - ly - ec);
     }
+    if (locked >= 0) outline(ctx, left, y0 + locked * ec, size, ec, colours.ACCENT, 2);
+    if (hoverCell) {
+      const { a, b } = hoverCell;
+      ctx.fillStyle = "rgba(17, 24, 39, 0.06)";
+      ctx.fillRect(left, y0 + a * ec, size, ec);
+      ctx.fillRect(x0 + b * ec, top, ec, size);
+      outline(ctx, x0 + b * ec, y0 + a * ec, ec, ec, colours.ACCENT, 2);
+    }
+    ctx.restore();
     const members = s.clusterMembers;
     if (members) {
       ctx.fillStyle = colours.CLUSTER;
       for (let a = 0; a < m; a++) {
         const t = lay.vis[a];
-        if (members.queries[t]) ctx.fillRect(left - 5, top + a * cell, 4, Math.max(cell, 1));
-        if (members.keys[t]) ctx.fillRect(left + a * cell, top - 5, Math.max(cell, 1), 4);
+        const ya = y0 + a * ec, xa = x0 + a * ec;
+        if (members.queries[t] && ya >= top - ec && ya < top + size) ctx.fillRect(left - 5, Math.max(top, ya), 4, Math.max(ec, 1));
+        if (members.keys[t] && xa >= left - ec && xa < left + size) ctx.fillRect(Math.max(left, xa), top - 5, Math.max(ec, 1), 4);
       }
     }
-    const hv = s.hoverToken !== null ? pos[s.hoverToken] ?? -1 : -1;
-    if (hv >= 0) {
-      outline(ctx, left, top + hv * cell, size, cell, colours.CLUSTER, 1.5);
-      outline(ctx, left + hv * cell, top, cell, size, colours.CLUSTER, 1.5);
-    }
-    if (hoverCell) {
-      const { a, b } = hoverCell;
-      ctx.fillStyle = "rgba(17, 24, 39, 0.06)";
-      ctx.fillRect(left, top + a * cell, size, cell);
-      ctx.fillRect(left + b * cell, top, cell, size);
-      outline(ctx, left + b * cell, top + a * cell, cell, cell, colours.ACCENT, 2);
-    }
     drawLabels(ctx, s, locked, hv, members);
+    if (zoom.z > 1) drawMinimap(ctx);
+  }
+
+  /** The whole matrix, small, in the labels' empty corner, with the zoomed view framed. */
+  function minimapBox() {
+    const side = Math.max(40, Math.min(lay.left, lay.top) - 16);
+    return { x: 4, y: 4, side };
+  }
+
+  function drawMinimap(ctx) {
+    const { x, y, side } = minimapBox();
+    ctx.save();
+    ctx.fillStyle = "#ffffff";
+    ctx.fillRect(x - 2, y - 2, side + 4, side + 4);
+    ctx.imageSmoothingEnabled = true;
+    ctx.drawImage(off, x, y, side, side);
+    ctx.strokeStyle = "#9ca3af";
+    ctx.lineWidth = 1;
+    ctx.strokeRect(x - 0.5, y - 0.5, side + 1, side + 1);
+    const k = side / lay.m;
+    const vis = lay.m / zoom.z;
+    outline(ctx, x + zoom.c0 * k, y + zoom.r0 * k, vis * k, vis * k, colours.ACCENT, 2);
+    ctx.restore();
   }
 
   function drawLabels(ctx, s, locked, hv, members) {
-    const { m, cell, left, top, labels, step, vis } = lay;
+    const { m, left, top, size, labels, vis } = lay;
+    const { ec, x0, y0 } = vp();
+    const step = Math.ceil(LABEL_PX / ec);
     const hovA = hoverCell ? hoverCell.a : -1;
     const hovB = hoverCell ? hoverCell.b : -1;
     ctx.textBaseline = "middle";
@@ -230,17 +345,22 @@ export function initHeatmap(root, legend) {
       ctx.font = strong ? FONT_BOLD : FONT;
       ctx.fillStyle = strong ? colours.ACCENT : inCluster ? colours.CLUSTER : "#4b5563";
       const text = labels[a];
-      const mid = (a + 0.5) * cell;
-      if (strong) clearLabel(ctx, text, left - 8, top + mid, "right");
-      ctx.textAlign = "right";
-      ctx.fillText(text, left - 8, top + mid); // row label
-      ctx.save();
-      ctx.translate(left + mid, top - 8);
-      ctx.rotate(-Math.PI / 2);
-      if (strong) clearLabel(ctx, text, 0, 0, "left");
-      ctx.textAlign = "left";
-      ctx.fillText(text, 0, 0); // column label, rotated
-      ctx.restore();
+      const my = y0 + (a + 0.5) * ec;
+      const mx = x0 + (a + 0.5) * ec;
+      if (my >= top && my <= top + size) {
+        if (strong) clearLabel(ctx, text, left - 8, my, "right");
+        ctx.textAlign = "right";
+        ctx.fillText(text, left - 8, my); // row label
+      }
+      if (mx >= left && mx <= left + size) {
+        ctx.save();
+        ctx.translate(mx, top - 8);
+        ctx.rotate(-Math.PI / 2);
+        if (strong) clearLabel(ctx, text, 0, 0, "left");
+        ctx.textAlign = "left";
+        ctx.fillText(text, 0, 0); // column label, rotated
+        ctx.restore();
+      }
     }
   }
 
@@ -260,18 +380,85 @@ export function initHeatmap(root, legend) {
     const rect = overlay.getBoundingClientRect();
     const x = ev.clientX - rect.left - lay.left;
     const y = ev.clientY - rect.top - lay.top;
-    const a = Math.floor(y / lay.cell);
-    const b = Math.floor(x / lay.cell);
-    const inA = a >= 0 && a < lay.m;
-    const inB = b >= 0 && b < lay.m;
+    if (zoom.z > 1) {
+      const mm = minimapBox();
+      const mx = ev.clientX - rect.left - mm.x, my = ev.clientY - rect.top - mm.y;
+      if (mx >= 0 && my >= 0 && mx <= mm.side && my <= mm.side) {
+        return { kind: "minimap", u: (mx / mm.side) * lay.m, v: (my / mm.side) * lay.m };
+      }
+    }
+    const ec = lay.cell * zoom.z;
+    const a = Math.floor(y / ec + zoom.r0);
+    const b = Math.floor(x / ec + zoom.c0);
+    const inA = a >= 0 && a < lay.m && y >= 0 && y < lay.size;
+    const inB = b >= 0 && b < lay.m && x >= 0 && x < lay.size;
     if (inA && inB) return { kind: "cell", a, b };
-    if (inA && x < 0) return { kind: "row", a };
-    if (inB && y < 0) return { kind: "col", b };
+    if (y >= 0 && y < lay.size && x < 0 && a >= 0 && a < lay.m) return { kind: "row", a };
+    if (x >= 0 && x < lay.size && y < 0 && b >= 0 && b < lay.m) return { kind: "col", b };
     return { kind: "none" };
   }
 
+  // zoom: the wheel (Ctrl / pinch anywhere; a plain wheel on a wide window), + / − / 0 keys
+  overlay.addEventListener("wheel", (ev) => {
+    if (!lay || !(ev.ctrlKey || ev.metaKey || window.innerWidth >= 700)) return;
+    const rect = overlay.getBoundingClientRect();
+    const px = ev.clientX - rect.left - lay.left;
+    const py = ev.clientY - rect.top - lay.top;
+    if (px < 0 || py < 0 || px > lay.size || py > lay.size) return;
+    const z = zoom.z * Math.exp(-ev.deltaY * (ev.deltaMode === 1 ? 0.05 : 0.0025));
+    if ((z > zoom.z && zoom.z >= maxZoom()) || (z < zoom.z && zoom.z <= 1)) return; // let it scroll
+    ev.preventDefault();
+    setZoom(z, px, py);
+  }, { passive: false });
+  // pan: drag (a click that does not move still locks a row)
+  overlay.addEventListener("mousedown", (ev) => {
+    if (!lay || ev.button !== 0) return;
+    const h = hit(ev);
+    if (h.kind === "minimap") {
+      centreOn(h.u, h.v);
+      drag = { x: ev.clientX, y: ev.clientY, minimap: true, moved: true };
+      return;
+    }
+    if (zoom.z > 1) drag = { x: ev.clientX, y: ev.clientY, r0: zoom.r0, c0: zoom.c0, moved: false };
+  });
+  window.addEventListener("mousemove", (ev) => {
+    if (!drag || !lay) return;
+    if (drag.minimap) {
+      const rect = overlay.getBoundingClientRect();
+      const mm = minimapBox();
+      centreOn(((ev.clientX - rect.left - mm.x) / mm.side) * lay.m,
+        ((ev.clientY - rect.top - mm.y) / mm.side) * lay.m);
+      return;
+    }
+    const dx = ev.clientX - drag.x, dy = ev.clientY - drag.y;
+    if (!drag.moved && Math.hypot(dx, dy) < 4) return;
+    drag.moved = true;
+    overlay.classList.add("panning");
+    const ec = lay.cell * zoom.z;
+    zoom.c0 = drag.c0 - dx / ec;
+    zoom.r0 = drag.r0 - dy / ec;
+    clampPan();
+    paint();
+  });
+  window.addEventListener("mouseup", () => {
+    if (!drag) return;
+    overlay.classList.remove("panning");
+    if (drag.moved) suppressClick = true; // the click that ends a drag locks nothing
+    drag = null;
+  });
+  let suppressClick = false;
+
+  /** Centre the zoomed view on matrix point (u, v) in cells (the minimap). */
+  function centreOn(u, v) {
+    const k = lay.m / zoom.z;
+    zoom.c0 = u - k / 2;
+    zoom.r0 = v - k / 2;
+    clampPan();
+    paint();
+  }
+
   overlay.addEventListener("mousemove", (ev) => {
-    if (!lay) return;
+    if (!lay || drag?.moved) return;
     const h = hit(ev);
     const s = store.get();
     if (h.kind === "cell") {
@@ -294,6 +481,10 @@ export function initHeatmap(root, legend) {
     store.set({ hoverToken: null });
   });
   overlay.addEventListener("click", (ev) => {
+    if (suppressClick) {
+      suppressClick = false;
+      return;
+    }
     if (!lay) return;
     const h = hit(ev);
     if (h.kind !== "cell" && h.kind !== "row") return;
@@ -303,10 +494,31 @@ export function initHeatmap(root, legend) {
   // keyboard: ↑ / ↓ move the locked query row, Esc clears the selection
   overlay.addEventListener("keydown", (ev) => {
     if (ev.key === "Escape") store.set({ lockedRow: null, cluster: null });
+    if (lay && (ev.key === "+" || ev.key === "=" || ev.key === "-" || ev.key === "0")) {
+      ev.preventDefault();
+      setZoom(ev.key === "0" ? 1 : ev.key === "-" ? zoom.z / 1.5 : zoom.z * 1.5);
+      return;
+    }
+    if (lay && ev.shiftKey && ev.key.startsWith("Arrow")) {
+      // Shift + arrows pan by a quarter of the view
+      ev.preventDefault();
+      const q = lay.m / zoom.z / 4;
+      if (ev.key === "ArrowLeft") zoom.c0 -= q;
+      if (ev.key === "ArrowRight") zoom.c0 += q;
+      if (ev.key === "ArrowUp") zoom.r0 -= q;
+      if (ev.key === "ArrowDown") zoom.r0 += q;
+      clampPan();
+      paint();
+      return;
+    }
     if (!lay || (ev.key !== "ArrowUp" && ev.key !== "ArrowDown")) return;
     ev.preventDefault();
     const at = store.get().lockedRow === null ? -1 : lay.pos[store.get().lockedRow];
     const next = ev.key === "ArrowDown" ? Math.min(lay.m - 1, at + 1) : Math.max(0, at - 1);
+    const k = lay.m / zoom.z;
+    if (next < zoom.r0) zoom.r0 = next;
+    if (next + 1 > zoom.r0 + k) zoom.r0 = next + 1 - k;
+    clampPan();
     store.set({ lockedRow: lay.vis[next] });
   });
 
@@ -355,6 +567,7 @@ export function initHeatmap(root, legend) {
   // ---------------------------------------------------------------- store
 
   store.subscribe((s, changed) => {
+    if (changed.has("analysis") || changed.has("hideSpecial")) zoom = { z: 1, r0: 0, c0: 0 };
     if (changed.has("headData") || changed.has("hideSpecial") || changed.has("analysis")) {
       hoverCell = null;
       tooltip.hidden = true;
@@ -362,6 +575,7 @@ export function initHeatmap(root, legend) {
       return;
     }
     if (changed.has("result")) drawCells();
+    if (changed.has("result") && zoom.z > 1) drawOverlay(); // the minimap shows the mask too
     if (["lockedRow", "hoverToken", "clusterMembers"].some((k) => changed.has(k))) drawOverlay();
   });
   let pending = false;
@@ -375,6 +589,9 @@ export function initHeatmap(root, legend) {
       if (!next || next.width !== before) resize();
     });
   }).observe(root.parentElement);
+  window.addEventListener("resize", () => {
+    if (lay) resize();
+  });
 }
 
 function row(key, value) {

@@ -8,6 +8,8 @@ import { byId } from "./dom.js";
 import * as store from "./state.js";
 
 const PRESETS = ["1", "1.5", "2"];
+/** Quiet time after an α / causal change before it is analysed (ms). */
+const REANALYSE_MS = 250;
 
 /**
  * Wire the input bar's elements (from the template) to the store.
@@ -60,10 +62,12 @@ export function initInputBar(onAnalyze, models = []) {
 
   function show(s) {
     if (document.activeElement !== text) text.value = s.text;
-    const preset = PRESETS.find((v) => Number(v) === s.alpha);
-    for (const r of radios) r.checked = preset ? r.value === preset : r.value === "free";
-    if (!preset) free.value = String(s.alpha);
-    free.disabled = !!preset;
+    if (document.activeElement !== free) { // typing "1.25" passes through 1: keep "other"
+      const preset = PRESETS.find((v) => Number(v) === s.alpha);
+      for (const r of radios) r.checked = preset ? r.value === preset : r.value === "free";
+      if (!preset) free.value = String(s.alpha);
+      free.disabled = !!preset;
+    }
     causal.checked = s.causal;
     if (picker && models.length) picker.value = byModel.has(s.model) ? s.model : models[0].id;
     lockCausal(s.model);
@@ -80,16 +84,39 @@ export function initInputBar(onAnalyze, models = []) {
     }
   }
 
+  /**
+   * α and causal changes re-analyse at once (debounced: typing 1.35 in the free field or a
+   * quick second click sends one request), as the lecture does; the text is the box's.
+   */
+  let timer = 0;
+  function reanalyse() {
+    clearTimeout(timer);
+    timer = setTimeout(() => {
+      const a = alpha();
+      if (!text.value.trim() || !Number.isFinite(a)) return;
+      const s = store.get();
+      if (s.analysis && a === s.alpha && causal.checked === s.causal && text.value === s.text) return;
+      form.requestSubmit();
+    }, REANALYSE_MS);
+  }
+
   form.addEventListener("change", (ev) => {
     if (ev.target.name === "alpha") {
       free.disabled = ev.target.value !== "free";
       if (!free.disabled) free.focus();
     }
+    if (ev.target.name === "alpha" || ev.target === causal || ev.target === free) reanalyse();
+  });
+  free.addEventListener("input", () => {
+    const a = Number(free.value);
+    if (free.value !== "" && a >= 1 && a <= 2) reanalyse(); // out of range: said on change
   });
   form.addEventListener("submit", (ev) => {
     ev.preventDefault();
+    const fresh = text.value !== store.get().text; // a new text starts at its first window
     const model = picker && models.length > 1 ? picker.value : store.get().model;
-    store.set({ text: text.value, alpha: alpha(), causal: causal.checked, model });
+    store.set({ text: text.value, alpha: alpha(), causal: causal.checked, model,
+      ...(fresh ? { start: 0, truncate: false } : {}) });
     onAnalyze();
   });
   text.addEventListener("keydown", (ev) => {

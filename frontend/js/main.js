@@ -14,33 +14,48 @@ import { initGrid } from "./grid.js";
 import { initHeatmap } from "./heatmap.js";
 import { initInputBar } from "./inputbar.js";
 import { initLive } from "./live.js";
+import { initWindowPicker } from "./window.js";
 import { initPareto } from "./pareto.js";
 import { initPos } from "./pos.js";
-import { analyze, initSession, reopen } from "./session.js";
+import { adoptPreloaded, analyze, initSession, reopen } from "./session.js";
 import * as store from "./state.js";
 import { initSweep } from "./sweep.js";
 import { initTokenStrip } from "./tokens.js";
 import { decodeState } from "./url.js";
 
-/** A shared view (`<script type="application/json" id="shared-state">`, see app/routes/share.py). */
-function sharedView() {
+/**
+ * The saved view the page was opened on (`<script type="application/json" id="shared-state">`:
+ * a share link, a gallery example, or the first visit's example; see app/routes/share.py), and
+ * the `base` of its address (session.js `addressOf`); null on a plain `/?…`.
+ */
+function savedView() {
   if (!document.getElementById("shared-state")) return null;
-  const { state } = readIsland("shared-state");
+  const island = readIsland("shared-state");
+  const { state } = island;
   const view = state.view ?? {};
   return {
-    text: state.text,
-    alpha: state.alpha,
-    causal: state.causal,
-    model: state.model ?? null,
-    layer: state.layer ?? 0,
-    head: state.head ?? 0,
-    method: state.method,
-    params: state.params ?? {},
-    lockedRow: state.token ?? null,
-    cluster: state.cluster ?? null,
-    ...(view.scope === "mean" ? { scope: "mean" } : {}),
-    ...(view.grid === "recall" ? { gridColour: "recall" } : {}),
-    ...(view.hideSpecial === true ? { hideSpecial: true } : {}),
+    view: {
+      text: state.text,
+      alpha: state.alpha,
+      causal: state.causal,
+      truncate: Boolean(state.truncate),
+      start: state.start ?? 0,
+      model: state.model ?? null,
+      layer: state.layer ?? 0,
+      head: state.head ?? 0,
+      method: state.method,
+      params: state.params ?? {},
+      lockedRow: state.token ?? null,
+      cluster: state.cluster ?? null,
+      ...(view.scope === "mean" ? { scope: "mean" } : {}),
+      ...(view.grid === "recall" ? { gridColour: "recall" } : {}),
+      ...(view.hideSpecial === true ? { hideSpecial: true } : {}),
+    },
+    // the first visit's example lives at `/?text=…` once changed; a share or gallery page keeps
+    // its own address, the query overriding the saved view
+    base: island.home
+      ? null
+      : { path: location.pathname, text: state.text, start: state.start ?? 0 },
   };
 }
 
@@ -84,7 +99,7 @@ function initStatus(maxTokens) {
         `${a.n} tokens`,
         `α = ${a.alpha}`,
         a.decoder ? "causal (a decoder)" : a.causal ? "causal" : "bidirectional",
-        ...(a.truncated ? ["truncated to the model's positions"] : []),
+        ...(a.truncated ? [`tokens ${a.window_start ?? 0}–${a.window_end ?? a.n} of ${a.total_tokens ?? "?"}`] : []),
         a.artefact
           ? `Sparsefinder artefact ${a.artefact}`
           : "no Sparsefinder artefact for this α (sf-* methods off)",
@@ -105,6 +120,10 @@ function main() {
   initHeadTitle();
   initStatus(config.max_tokens);
   initInputBar(() => analyze(), config.models ?? []);
+  initWindowPicker(byId("window-picker"), (start) => {
+    store.set({ start, truncate: true });
+    analyze();
+  });
   initGrid(byId("grid"), byId("grid-legend"));
   initMethodPanel(byId("method-panel"), byId("metrics"));
   initHeatmap(byId("heatmap"), byId("heatmap-legend"));
@@ -115,9 +134,14 @@ function main() {
   initSweep();
   initSession();
 
-  const { id, params, ...view } = sharedView() ?? decodeState(location.search);
-  store.set(view);
+  // the address bar is the truth: its query overrides the saved view (a share, an example)
+  const saved = savedView();
+  const query = decodeState(location.search);
+  const { id, params, ...view } = saved ? { ...saved.view, ...query } : { params: {}, ...query };
+  store.set({ ...view, base: saved?.base ?? null });
   const keep = { params, lockedRow: view.lockedRow, cluster: view.cluster };
+  const pre = document.getElementById("preload") ? readIsland("preload") : null;
+  if (pre && !query.text && adoptPreloaded(pre, store.get(), keep)) return;
   if (view.text) analyze(keep);
   else if (id) reopen(id, keep);
 }

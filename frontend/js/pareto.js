@@ -12,6 +12,7 @@
  * method and parameters. All hover text is escaped (Plotly renders a subset of HTML in labels).
  */
 
+import { loadPlotly, plotlyNow } from "./plotly.js";
 import { resolveParams } from "./params.js";
 import { escapeHtml, fmt } from "./dom.js";
 import { markInput } from "./live.js";
@@ -53,8 +54,9 @@ function paramText(params) {
  * @param {HTMLElement} note one line under the plot (scope, loading, errors)
  */
 export function initPareto(root, note) {
-  const Plotly = window.Plotly;
+  let Plotly = plotlyNow(); // loaded by the first draw (plotly.js): never before the heatmap
   let drawn = null; // the pareto body drawn last
+  let bound = false; // plot events bound (Plotly.purge drops them)
   let colourOf = new Map();
   const svg = document.createElementNS(SVG, "svg");
   svg.setAttribute("class", "pareto-star");
@@ -77,11 +79,19 @@ export function initPareto(root, note) {
     return [Math.max(0, lo - 0.04) - 0.01, 1.01];
   }
 
+  /** Plot and legend: what is left of a wide window below the plot's top (one screen), else 470. */
+  function plotHeight() {
+    if (window.innerWidth < 1100) return 470;
+    const top = root.getBoundingClientRect().top + window.scrollY;
+    return Math.round(Math.min(520, Math.max(380, window.innerHeight - top - 40)));
+  }
+
   function layout(s, data) {
     return {
       font: FONT,
-      margin: { l: 56, r: 12, t: 24, b: 40 },
-      height: 470,
+      margin: { l: 48, r: 10, t: 10, b: 36 },
+      height: plotHeight(),
+      uirevision: "pareto", // methods hidden from the legend stay hidden across updates
       xaxis: {
         title: { text: "sparsity", standoff: 6 },
         range: xRange(data, s),
@@ -94,7 +104,8 @@ export function initPareto(root, note) {
         zeroline: false,
         gridcolor: "#eef0f3",
       },
-      legend: { orientation: "h", x: 0, y: -0.14, yanchor: "top", font: { ...FONT, size: 11 } },
+      legend: { orientation: "h", x: 0, y: -0.16, yanchor: "top", font: { ...FONT, size: 11 },
+        itemclick: "toggle", itemdoubleclick: "toggleothers" },
       hovermode: "closest",
       plot_bgcolor: "#ffffff",
       paper_bgcolor: "#ffffff",
@@ -107,7 +118,9 @@ export function initPareto(root, note) {
       ],
       annotations: [
         {
-          x: data.gold_sparsity, y: 1, xref: "x", yref: "paper", yanchor: "bottom", showarrow: false,
+          // at the foot of its line: the top edge is under Plotly's toolbar
+          x: data.gold_sparsity, y: 0.01, xref: "x", yref: "paper", yanchor: "bottom",
+          xanchor: "right", showarrow: false, textangle: -90,
           text: "gold sparsity", font: { ...FONT, size: 11, color: "#6b7280" },
         },
       ],
@@ -140,6 +153,7 @@ export function initPareto(root, note) {
       out.push(trace(idx, {
         mode: "markers",
         showlegend: false,
+        visible: s.paretoPoints === true, // frontiers only unless asked: ten methods tangle
         marker: { color: colour, size: 6, opacity: 0.35 },
       }));
       out.push(trace(front, {
@@ -154,8 +168,22 @@ export function initPareto(root, note) {
   function draw(s) {
     const data = s.pareto;
     if (!data || !s.analysis) {
-      Plotly.purge(root);
+      if (Plotly && drawn) {
+        Plotly.purge(root); // removes the plot's event handlers too: bound again on the next draw
+        bound = false;
+      }
       drawn = null;
+      return;
+    }
+    if (!Plotly) {
+      loadPlotly().then((P) => {
+        Plotly = P;
+        const now = store.get();
+        if (now.pareto) {
+          draw(now);
+          bindEvents();
+        }
+      }, (err) => (note.textContent = `The plot cannot be drawn: ${err.message}`));
       return;
     }
     Plotly.react(root, traces(s, data), layout(s, data), { displaylogo: false, responsive: true });
@@ -203,9 +231,8 @@ export function initPareto(root, note) {
     else note.textContent = `${where} · ★ = current setting · click a point to apply its setting`;
   }
 
-  let bound = false;
   function bindEvents() {
-    if (bound || !root.on) return;
+    if (bound || !root.on || !drawn) return;
     bound = true;
     // zoom, pan, resize: the axes moved under the star
     root.on("plotly_relayout", () => moveCurrent(store.get()));
@@ -225,6 +252,8 @@ export function initPareto(root, note) {
     if (changed.has("pareto") || changed.has("analysis")) {
       draw(s);
       bindEvents();
+    } else if (changed.has("paretoPoints") && drawn) {
+      draw(s);
     } else if (["result", "meanMetrics", "scope", "method"].some((k) => changed.has(k))) {
       moveCurrent(s);
     }

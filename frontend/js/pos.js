@@ -60,7 +60,9 @@ export function clusterSetting(s) {
     return { clusters: Number(s.params.n_clusters), topK: Number(s.params.top_k) };
   }
   const available = [...head.centroids.keys()];
-  const clusters = available.includes(s.posClusters) ? s.posClusters : available[0];
+  // default: 8 clusters (the paper's and the docs' setting; 2 tells little), else the nearest
+  const fallback = available.includes(8) ? 8 : available[available.length - 1];
+  const clusters = available.includes(s.posClusters) ? s.posClusters : fallback;
   return { clusters, topK: 1 };
 }
 

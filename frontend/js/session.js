@@ -16,7 +16,25 @@ import { prepareHead } from "./head.js";
 import { markHeadStart } from "./live.js";
 import { resolveParams } from "./params.js";
 import * as store from "./state.js";
-import { encodeState } from "./url.js";
+import { MAX_TEXT_IN_URL, encodeState } from "./url.js";
+
+/** Listeners told of every head prepared (the head grid draws its thumbnail). */
+const headListeners = new Set();
+
+/**
+ * Call `fn(analysisId, layer, head, data)` whenever a head's payload has been prepared.
+ * @param {(id: string, layer: number, head: number, data: object) => void} fn
+ */
+export function onHeadLoaded(fn) {
+  headListeners.add(fn);
+}
+
+function told(id, layer, head) {
+  return (data) => {
+    for (const fn of headListeners) fn(id, layer, head, data);
+    return data;
+  };
+}
 
 /** Prepared heads kept at most: about 8 M cells in all (e.g. all 72 heads at n = 128). */
 const CACHE_CELLS = 8_000_000;
@@ -39,9 +57,7 @@ async function withAnalysis(fn) {
   } catch (err) {
     if (!(err instanceof api.ApiError) || err.status !== 404 || err.field !== "id") throw err;
     const s = store.get();
-    const again = await api.analyze({
-      text: s.text, alpha: s.alpha, causal: s.causal, model: s.model,
-    });
+    const again = await api.analyze({ ...requestOf(s), truncate: Boolean(a.truncated) || !!s.start });
     store.set({ analysis: again });
     return fn(again);
   }
@@ -60,9 +76,9 @@ export function loadHead(layer, head) {
     heads.set(key, hit);
     return hit;
   }
-  const p = withAnalysis((an) => api.getHead(an.id, layer, head)).then((payload) =>
-    prepareHead(payload, a.causal),
-  );
+  const p = withAnalysis((an) => api.getHead(an.id, layer, head))
+    .then((payload) => prepareHead(payload, a.causal))
+    .then(told(a.id, layer, head));
   p.catch(() => heads.delete(key));
   heads.set(key, p);
   const limit = Math.max(2, Math.floor(CACHE_CELLS / (a.n * a.n)));
@@ -126,17 +142,23 @@ async function loadPareto() {
  * Make `a` the page's analysis and restore as much of the view (layer, head, method, params,
  * selection) as fits it; `keep` overrides the current view (a shared link).
  */
-function adopt(a, keep) {
+function adopt(a, keep, seed = null) {
   const want = { ...store.get(), ...keep };
   const clamp = (v, n) => (Number.isInteger(v) && v >= 0 && v < n ? v : 0);
   const methods = availableMethods(a);
   const spec = methods.find((m) => m.name === want.method) ?? methods[0] ?? null;
   const sameMethod = spec !== null && spec.name === want.method;
   heads.clear();
+  if (seed) {
+    heads.set(`${a.id}/${seed.layer}/${seed.head}`, Promise.resolve(seed.data));
+    queueMicrotask(() => told(a.id, seed.layer, seed.head)(seed.data));
+  }
   store.set({
     analysis: a,
     alpha: a.alpha,
     causal: a.causal,
+    truncate: Boolean(a.truncated),
+    start: a.truncated ? (a.window_start ?? want.start ?? 0) : 0,
     model: a.model,
     status: "ready",
     headData: null,
@@ -152,7 +174,33 @@ function adopt(a, keep) {
     cluster: Number.isInteger(want.cluster) ? want.cluster : null,
   });
   openHead().then(() => prefetchHeads(a));
-  loadPareto();
+  const s = store.get();
+  if (seed?.pareto && s.scope === "head" && s.layer === seed.layer && s.head === seed.head) {
+    store.set({ pareto: seed.pareto, paretoStatus: "ready", paretoKey: `${s.layer}/${s.head}` });
+  } else loadPareto();
+  keepLink(a);
+}
+
+/**
+ * Open a view whose data came with the page (the `preload` island, app/preload.py): the analysis,
+ * the open head's payload and maybe its Pareto data, exactly as the API answers them. Nothing is
+ * requested before the heatmap is painted. False when the island does not match the view (e.g.
+ * the query asked for another α): the caller analyses instead.
+ * @param {{analysis: object, layer: number, head: number, payload: object, pareto?: object}} pre
+ * @param {object} view the view the page opens on (store fields)
+ * @param {object} keep view fields to restore (params, selection)
+ */
+export function adoptPreloaded(pre, view, keep) {
+  const a = pre?.analysis;
+  if (!a || a.alpha !== view.alpha || a.causal !== view.causal) return false;
+  if (view.model && a.model !== view.model) return false;
+  const clamp = (v, n) => (Number.isInteger(v) && v >= 0 && v < n ? v : 0);
+  const layer = clamp(view.layer, a.layers);
+  const head = clamp(view.head, a.heads);
+  if (layer !== pre.layer || head !== pre.head) return false;
+  const data = prepareHead(pre.payload, a.causal);
+  adopt(a, keep, { layer, head, data, pareto: pre.pareto ?? null });
+  return true;
 }
 
 /**
@@ -161,9 +209,13 @@ function adopt(a, keep) {
  */
 export async function analyze(keep = {}) {
   const s = store.get();
-  const req = { text: s.text, alpha: s.alpha, causal: s.causal, model: s.model };
+  const req = requestOf(s);
   store.set({ status: "loading", errors: {} });
-  const mine = (analyzing = api.analyze(req));
+  const mine = (analyzing = api.analyze(req).catch((err) => {
+    // a text over the model's positions: analyse its first window, and say so (status line)
+    if (!req.truncate && isTooLong(err)) return api.analyze({ ...req, truncate: true });
+    throw err;
+  }));
   let a;
   try {
     a = await mine;
@@ -175,6 +227,21 @@ export async function analyze(keep = {}) {
   }
   if (analyzing !== null) return; // a newer request superseded this one
   adopt(a, keep);
+}
+
+/** The `POST /api/analyze` body of the state: a window (`start`) only for a long text. */
+export function requestOf(s) {
+  const req = { text: s.text, alpha: s.alpha, causal: s.causal };
+  if (s.model) req.model = s.model;
+  if (s.start) Object.assign(req, { truncate: true, start: s.start });
+  else if (s.truncate) req.truncate = true;
+  return req;
+}
+
+/** The API's "text is N tokens long but the model takes at most M positions" refusal. */
+function isTooLong(err) {
+  return err instanceof api.ApiError && err.status === 400 && err.field === "text" &&
+    /truncate/.test(err.message);
 }
 
 /**
@@ -195,19 +262,70 @@ export async function reopen(id, keep) {
   }
 }
 
+/**
+ * A text too long for the address bar gets a permanent link: the view is saved like a share
+ * (`POST /api/share`) and the address becomes `/s/{id}?…` (the query overriding the saved view,
+ * the window included), instead of a cache id that dies with the server's cache. One per text.
+ */
+const saving = new Map(); // text + window -> Promise<base>
+function keepLink(a) {
+  const s = store.get();
+  if (!s.text || s.text.length <= MAX_TEXT_IN_URL) return;
+  if (s.base && s.base.text === s.text) return;
+  const key = s.text; // one link per text: the window is in its query (`start`)
+  if (!saving.has(key)) {
+    const state = shareStateOf(s, a);
+    const p = api.share(state).then((body) => ({ path: body.url, text: s.text }));
+    p.catch(() => saving.delete(key));
+    saving.set(key, p);
+  }
+  saving.get(key).then((base) => {
+    const now = store.get();
+    if (now.text === base.text) {
+      store.set({ base });
+      writeUrl();
+    }
+  }, () => {}); // no link then: the address keeps the cache id (url.js)
+}
+
+/** A ShareState of the view (share.js has the full one; this one names the window too). */
+function shareStateOf(s, a) {
+  const state = {
+    text: s.text, alpha: s.alpha, causal: Boolean(s.causal), truncate: Boolean(a.truncated),
+    layer: s.layer, head: s.head, method: s.method, params: {}, token: null, cluster: null,
+    lecture_step: null, view: {},
+  };
+  if (s.start) state.start = s.start;
+  if (s.model) state.model = s.model;
+  return state;
+}
+
+/**
+ * The address of the view: on a page opened on a saved view (a share `/s/{id}`, a gallery
+ * example `/gallery/{slug}`) whose text is still the one shown, that page with the view in its
+ * query (which overrides the saved one); else `/?…` with the text in the query.
+ * @param {import("./state.js").State} s
+ */
+export function addressOf(s) {
+  if (s.base && s.base.text === s.text) {
+    return `${s.base.path}?${encodeState(s, { withText: false })}`;
+  }
+  return `/?${encodeState(s)}`;
+}
+
 /** Write the state into the address bar (coalesced: at most once per 200 ms). */
 let urlTimer = 0;
 function writeUrl() {
   if (urlTimer) return;
   urlTimer = setTimeout(() => {
     urlTimer = 0;
-    const q = encodeState(store.get());
-    if (`?${q}` !== location.search) history.replaceState(null, "", `${location.pathname}?${q}`);
+    const url = addressOf(store.get());
+    if (url !== `${location.pathname}${location.search}`) history.replaceState(null, "", url);
   }, 200);
 }
 
-const URL_KEYS = ["text", "model", "alpha", "causal", "analysis", "layer", "head", "method", "params",
-  "lockedRow", "cluster", "scope", "gridColour", "hideSpecial"];
+const URL_KEYS = ["text", "model", "alpha", "causal", "analysis", "layer", "head", "method",
+  "params", "lockedRow", "cluster", "scope", "gridColour", "hideSpecial", "start", "base"];
 
 /** Subscribe the session to the store. */
 export function initSession() {

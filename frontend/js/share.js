@@ -27,6 +27,7 @@ export function shareState(s) {
     alpha: s.alpha,
     causal: Boolean(s.causal),
     truncate: Boolean(s.analysis?.truncated),
+    ...(s.analysis?.truncated && s.start ? { start: s.start } : {}),
     model: s.analysis?.model ?? s.model ?? null,
     layer: s.layer,
     head: s.head,

@@ -15,6 +15,11 @@
  * @property {number} alpha entmax α in [1, 2]
  * @property {boolean} causal
  * @property {string|null} model the served model's id (null: the server's default)
+ * @property {boolean} truncate analyse a window of a text over the model's positions
+ * @property {number} start the window's first token (of the text's tokens, specials excluded)
+ * @property {{path: string, text: string, start?: number}|null} base the saved view the page was
+ *   opened on (a share, a gallery example, a long text's permanent link): while its text is
+ *   shown, the address is that page plus the view's query (session.js `addressOf`)
  * @property {object|null} analysis the POST /api/analyze body
  * @property {"idle"|"loading"|"ready"|"error"} status
  * @property {Object<string, string>} errors API error messages keyed by the control's field
@@ -25,6 +30,7 @@
  * @property {Object<string, number|boolean|string>} params current slider values (add-ons included)
  * @property {{mask: Uint8Array, metrics: object}|null} result the current method's mask and metrics
  * @property {"head"|"mean"} scope Pareto plot scope
+ * @property {boolean} paretoPoints show every sweep point, not only the frontiers
  * @property {"gold"|"recall"} gridColour head grid colouring
  * @property {boolean} hideSpecial hide [CLS]/[SEP] rows and columns
  * @property {number|null} lockedRow the query row locked by a click (the selection)
@@ -45,7 +51,10 @@ const initial = {
   text: "",
   alpha: 1.5,
   causal: false,
+  truncate: false,
+  start: 0,
   model: null,
+  base: null,
   analysis: null,
   status: "idle",
   errors: {},
@@ -56,6 +65,7 @@ const initial = {
   params: {},
   result: null,
   scope: "head",
+  paretoPoints: false,
   gridColour: "gold",
   hideSpecial: false,
   lockedRow: null,

@@ -50,7 +50,14 @@ export function initTokenStrip(root) {
 
   function mark(s) {
     const members = s.clusterMembers;
+    // a hovered token's edges (as BertViz draws lines): the keys it attends to, shaded by p
+    const t = s.hoverToken;
+    const head = s.headData;
+    const probs = t !== null && head && t < head.n ? head.probs.subarray(t * head.n, (t + 1) * head.n) : null;
     chips.forEach((chip, k) => {
+      const p = probs ? probs[k] : 0;
+      chip.style.boxShadow = p > 0 && k !== t ? `inset 0 -${Math.max(2, Math.round(3 + 9 * Math.sqrt(p)))}px 0 rgb(29 78 216 / ${(0.25 + 0.75 * Math.sqrt(p)).toFixed(2)})` : "";
+      chip.classList.toggle("attended", p > 0 && k !== t);
       chip.classList.toggle("hover", s.hoverToken === k);
       chip.classList.toggle("locked", s.lockedRow === k);
       chip.classList.toggle("in-cluster", !!members && (members.queries[k] || members.keys[k]) === 1);
@@ -72,7 +79,7 @@ export function initTokenStrip(root) {
 
   store.subscribe((s, changed) => {
     if (changed.has("analysis")) build(s);
-    else if (["hoverToken", "lockedRow", "clusterMembers", "hideSpecial"].some((k) => changed.has(k))) {
+    else if (["hoverToken", "lockedRow", "clusterMembers", "hideSpecial", "headData"].some((k) => changed.has(k))) {
       mark(s);
     }
   });

@@ -5,9 +5,14 @@
  *      &p.window=3&p.globals=1&row=5&cluster=2&scope=mean&grid=recall&hide=1
  *
  * `p.<name>` are the current method's slider values (add-ons included), `row` the locked query
- * row and `cluster` the selected k-means cluster (the selection). A text longer than
- * `MAX_TEXT_IN_URL` characters is left out and the analysis id is written instead (`id=`): the
- * link then works while the server still caches that analysis.
+ * row and `cluster` the selected k-means cluster (the selection), `start` the first token of the
+ * analysed window of a text over the model's positions. A text longer than `MAX_TEXT_IN_URL`
+ * characters is saved as a permanent link (`/s/{id}?…`, session.js); until that answers, the
+ * analysis id is written instead (`id=`).
+ *
+ * On a page opened on a saved view (`/s/{id}`, `/gallery/{slug}`) the query holds the view
+ * without the text (`withText: false`), every flag written out, and overrides the saved view on
+ * reload (main.js): the address bar is always what is on screen.
  */
 
 export const MAX_TEXT_IN_URL = 1500;
@@ -17,13 +22,15 @@ export const MAX_TEXT_IN_URL = 1500;
  * @param {import("./state.js").State} s
  * @returns {string} without the leading "?"
  */
-export function encodeState(s) {
+export function encodeState(s, { withText = true } = {}) {
   const q = new URLSearchParams();
-  if (s.text && s.text.length <= MAX_TEXT_IN_URL) q.set("text", s.text);
+  if (!withText);
+  else if (s.text && s.text.length <= MAX_TEXT_IN_URL) q.set("text", s.text);
   else if (s.analysis) q.set("id", s.analysis.id);
   if (s.model) q.set("model", s.model);
   q.set("alpha", String(s.alpha));
-  if (s.causal) q.set("causal", "1");
+  if (s.causal || !withText) q.set("causal", s.causal ? "1" : "0");
+  if (s.truncate) q.set("start", String(s.start ?? 0));
   if (s.analysis) {
     q.set("layer", String(s.layer));
     q.set("head", String(s.head));
@@ -32,11 +39,14 @@ export function encodeState(s) {
   for (const [k, v] of Object.entries(s.params)) {
     q.set(`p.${k}`, typeof v === "boolean" ? (v ? "1" : "0") : String(v));
   }
+  const all = !withText; // overriding a saved view: say every flag
   if (s.lockedRow !== null) q.set("row", String(s.lockedRow));
+  else if (all) q.set("row", "");
   if (s.cluster !== null) q.set("cluster", String(s.cluster));
-  if (s.scope !== "head") q.set("scope", s.scope);
-  if (s.gridColour !== "gold") q.set("grid", s.gridColour);
-  if (s.hideSpecial) q.set("hide", "1");
+  else if (all) q.set("cluster", "");
+  if (s.scope !== "head" || all) q.set("scope", s.scope);
+  if (s.gridColour !== "gold" || all) q.set("grid", s.gridColour);
+  if (s.hideSpecial || all) q.set("hide", s.hideSpecial ? "1" : "0");
   return q.toString();
 }
 
@@ -47,12 +57,14 @@ function index(v) {
 
 /**
  * Parse a query string into a partial state (raw params as strings; controls.js coerces them
- * against the method's ParamSpecs once the analysis is known).
+ * against the method's ParamSpecs once the analysis is known). Only the keys the query names
+ * (`params` only with `method` or a `p.` key), so that it can override a saved view.
  * @param {string} search e.g. `location.search`
  */
 export function decodeState(search) {
   const q = new URLSearchParams(search);
-  const out = { params: {} };
+  const out = {};
+  if (q.has("method") || [...q.keys()].some((k) => k.startsWith("p."))) out.params = {};
   if (q.has("text")) out.text = q.get("text");
   if (q.has("id")) out.id = q.get("id");
   const alpha = Number(q.get("alpha"));
@@ -65,10 +77,12 @@ export function decodeState(search) {
   }
   if (q.has("method")) out.method = q.get("method");
   for (const [k, v] of q) if (k.startsWith("p.")) out.params[k.slice(2)] = v;
-  out.lockedRow = index(q.get("row"));
-  out.cluster = index(q.get("cluster"));
-  if (q.get("scope") === "mean") out.scope = "mean";
-  if (q.get("grid") === "recall") out.gridColour = "recall";
-  if (q.get("hide") === "1") out.hideSpecial = true;
+  if (q.has("row")) out.lockedRow = index(q.get("row"));
+  if (q.has("cluster")) out.cluster = index(q.get("cluster"));
+  if (q.has("scope")) out.scope = q.get("scope") === "mean" ? "mean" : "head";
+  if (q.has("grid")) out.gridColour = q.get("grid") === "recall" ? "recall" : "gold";
+  if (q.has("hide")) out.hideSpecial = q.get("hide") === "1";
+  const start = index(q.get("start"));
+  if (start !== null) Object.assign(out, { truncate: true, start });
   return out;
 }

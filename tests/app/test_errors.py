@@ -69,7 +69,11 @@ def test_a_new_refusal_is_a_class_and_one_row(raising_client, monkeypatch):
     box["error"] = RateLimited(1.2)
     r = client.get("/raise")
     assert r.status_code == 429 and r.headers["retry-after"] == "2"
-    assert r.json() == {"detail": "too many requests; retry in 1.2 s", "field": None}
+    assert r.json() == {
+        "detail": "too many requests; retry in 1.2 s",
+        "field": None,
+        "retry_after": 2,
+    }
 
 
 def test_the_most_specific_row_wins():

@@ -147,7 +147,7 @@ def test_gallery_page_lists_every_example(client, raw):
         assert f'href="/gallery/{ex["slug"]}"' in html
         assert f'data-thumb="{ex["slug"]}"' in html
     assert "<script>" not in html  # no inline script (CSP script-src 'self')
-    assert 'src="/js/gallery.js"' in html
+    assert re.search(r'src="/v/[0-9a-f]{12}/js/gallery\.js"', html)
     thumbs = re.search(r'<script type="application/json" id="gallery-thumbs">(.*?)</script>', html)
     assert set(json.loads(thumbs.group(1))) == {ex["slug"] for ex in raw["examples"]}
 
@@ -162,7 +162,7 @@ def test_api_gallery_lists_examples_with_urls(client, raw):
 
 def test_main_page_links_the_gallery(client):
     html = client.get("/").text
-    assert 'href="/gallery"' in html and 'src="/js/export.js"' in html
+    assert 'href="/gallery"' in html and re.search(r'src="/v/[0-9a-f]{12}/js/export\.js"', html)
     assert 'id="view-actions"' in html
 
 

@@ -110,3 +110,40 @@ def test_docs_page_is_offline_and_csp_clean(client):
         if url.endswith(".js"):
             assert "javascript" in got.headers["content-type"], url
     assert "/openapi.json" in client.get("/docs/init.js").text
+
+
+def test_assets_have_versioned_immutable_urls(client):
+    html = client.get("/").text
+    urls = re.findall(r'(?:src|href)="(/v/[0-9a-f]{12}/(?:js|static)/[^"]+)"', html)
+    assert any(u.endswith("/js/main.js") for u in urls) and any(u.endswith("app.css") for u in urls)
+    for url in urls:
+        r = client.get(url)
+        assert r.status_code == 200, url
+        assert r.headers["cache-control"] == "public, max-age=31536000, immutable"
+    # the modules' relative imports resolve under the same version
+    version = urls[0].split("/")[2]
+    assert client.get(f"/v/{version}/js/session.js").headers["cache-control"].endswith("immutable")
+    plotly = json.loads(re.search(r'id="config">(.*?)</script>', html).group(1))["plotly"]
+    assert plotly.startswith(f"/v/{version}/")
+    r = client.get(plotly)
+    assert r.status_code == 200 and r.headers["cache-control"].endswith("immutable")
+
+
+def test_plotly_does_not_block_the_main_page(client):
+    """No <script> for Plotly in the page: the Pareto panel loads it after the first paint."""
+    html = client.get("/").text
+    assert "plotly" not in " ".join(re.findall(r"<script[^>]*>", html)).lower()
+
+
+def test_first_visit_carries_an_analysed_example(client):
+    html = client.get("/").text
+    pre = json.loads(re.search(r'id="preload">(.*?)</script>', html).group(1))
+    shared = json.loads(re.search(r'id="shared-state">(.*?)</script>', html).group(1))
+    assert shared["home"] is True
+    assert pre["analysis"]["n"] == pre["payload"]["n"] > 0
+    assert pre["analysis"]["alpha"] == shared["state"]["alpha"]
+    assert "pareto" in pre and pre["pareto"]["points"]
+    # its id is a live analysis: the page's next requests (other heads) use it
+    assert client.get(f"/api/analyses/{pre['analysis']['id']}").status_code == 200
+    # a URL with a text is the user's own view: no example
+    assert 'id="preload"' not in client.get("/", params={"text": "A cat."}).text

@@ -64,8 +64,13 @@ def _known_ids(params: dict[str, Any] | None) -> st.SearchStrategy[dict[str, Any
 
 @pytest.fixture(scope="module")
 def api_schema(tmp_path_factory, tiny_model, tiny_artefact):
+    # the per-client rate limits off: the fuzzer is one client sending hundreds of requests
     settings_ = Settings(
-        data_dir=tmp_path_factory.mktemp("fuzz-data"), warmup=False, cache_entries=4096
+        data_dir=tmp_path_factory.mktemp("fuzz-data"),
+        warmup=False,
+        cache_entries=4096,
+        rate_per_s=0,
+        share_rate_per_s=0,
     )
     service = AnalysisService(settings_, model=tiny_model, artefact=tiny_artefact)
     app = create_app(settings_, service)

@@ -205,7 +205,7 @@ def _session(client: httpx.AsyncClient, text: str) -> Any:
 
 async def _run_all(app: Any, texts: list[str], concurrent: bool) -> list[dict[str, Any]]:
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://sparsescope") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
         if concurrent:
             return list(await asyncio.gather(*(_session(client, t) for t in texts)))
         return [await _session(client, t) for t in texts]

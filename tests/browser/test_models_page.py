@@ -64,6 +64,18 @@ def status(page) -> str:
     return page.locator("#status").inner_text()
 
 
+def wait_status(page, needle: str) -> None:
+    """Until the status line describes an analysis that mentions ``needle`` (not "Analysing…")."""
+    page.wait_for_function(
+        """(needle) => {
+            const t = document.getElementById('status').textContent;
+            return t.includes(needle) && !t.startsWith('Analysing');
+        }""",
+        arg=needle,
+        timeout=30_000,
+    )
+
+
 def test_picker_switches_models_and_a_share_reopens_after_restart(page, tmp_path, model_dirs):
     data = tmp_path / "data"
     live = LiveServer(data, *model_dirs)
@@ -78,14 +90,12 @@ def test_picker_switches_models_and_a_share_reopens_after_restart(page, tmp_path
         page.fill("#text", TEXT)
         page.click("#analyze")
         wait_ready(page)
-        assert "tiny-enc" in status(page) and "bidirectional" in status(page)
+        wait_status(page, "tiny-enc")
+        assert "bidirectional" in status(page)
         assert not page.is_disabled("#causal")
 
         picker.select_option("tiny-dec")
-        page.wait_for_function(
-            "() => document.getElementById('status').textContent.includes('tiny-dec')",
-            timeout=30_000,
-        )
+        wait_status(page, "tiny-dec")
         wait_ready(page)
         assert "causal (a decoder)" in status(page)
         assert page.is_disabled("#causal") and page.is_checked("#causal")
@@ -101,10 +111,7 @@ def test_picker_switches_models_and_a_share_reopens_after_restart(page, tmp_path
         sid = shared.rsplit("/", 1)[1]
 
         picker.select_option("tiny-enc")
-        page.wait_for_function(
-            "() => document.getElementById('status').textContent.includes('tiny-enc')",
-            timeout=30_000,
-        )
+        wait_status(page, "tiny-enc")
         wait_ready(page)
         assert not page.is_disabled("#causal")
         page.wait_for_function("() => location.search.includes('model=tiny-enc')")
@@ -116,10 +123,7 @@ def test_picker_switches_models_and_a_share_reopens_after_restart(page, tmp_path
     try:
         page.goto(f"{live.url}/s/{sid}")
         wait_ready(page)
-        page.wait_for_function(
-            "() => document.getElementById('status').textContent.includes('tiny-dec')",
-            timeout=30_000,
-        )
+        wait_status(page, "tiny-dec")
         assert page.locator("#model").input_value() == "tiny-dec"
         assert page.is_disabled("#causal")
 

@@ -305,7 +305,10 @@ function makeContext() {
     state,
     figure,
     panel,
-    size: { width: figure.clientWidth, height: figure.clientHeight },
+    size: {
+      width: Math.max(120, figure.clientWidth - fit.width),
+      height: Math.max(120, figure.clientHeight - fit.height),
+    },
     update,
     pareto: () => {
       const { analysis, layer, head } = data;
@@ -320,6 +323,9 @@ function makeContext() {
 
 let renderSeq = 0;
 
+/** How much a step's picture must give up to fit (main.js measures, see {@link render}). */
+let fit = { width: 0, height: 0, roomy: 0 };
+
 /** Render the current slide from the loaded data. */
 async function render() {
   const seq = ++renderSeq;
@@ -333,20 +339,61 @@ async function render() {
   figure.replaceChildren();
   panel.replaceChildren();
   $("slide").classList.toggle("lec-wide", Boolean(step.wide));
+  $("slide").classList.remove("lec-roomy", "lec-roomier");
   if (!data) {
     figure.append(el("p", { class: "notice", text: "Running the model on this sentence…" }));
     return;
   }
-  try {
-    await step.render(makeContext());
-  } catch (err) {
-    showError(err);
+  // Draw, measure, and draw again smaller when something does not fit: a panel whose text
+  // overflows gets a wider column, a picture that overflows is drawn into less room. Nothing is
+  // ever cut off, whatever the screen (a projector at 1280 × 720 included).
+  fit = { width: 0, height: 0, roomy: 0 };
+  for (let attempt = 0; attempt < 5; attempt++) {
+    figure.replaceChildren();
+    panel.replaceChildren();
+    $("slide").classList.toggle("lec-roomy", fit.roomy === 1);
+    $("slide").classList.toggle("lec-roomier", fit.roomy === 2);
+    try {
+      await step.render(makeContext());
+    } catch (err) {
+      showError(err);
+    }
+    if (seq !== renderSeq) return;
+    await document.fonts?.ready;
+    if (seq !== renderSeq) return;
+    refitAll(panel);
+    const [overW, overH] = overflow(figure);
+    if (panel.scrollHeight > panel.clientHeight + 1 && fit.roomy < 2) {
+      fit = { ...fit, roomy: fit.roomy + 1 };
+    } else if (overW > 1 || overH > 1) {
+      fit = {
+        ...fit,
+        width: fit.width + Math.max(0, overW) + 4,
+        height: fit.height + Math.max(0, overH) + 4,
+      };
+    } else break;
   }
-  if (seq !== renderSeq) return;
-  await document.fonts?.ready;
-  if (seq !== renderSeq) return;
-  refitAll(panel);
   document.body.dataset.ready = String(Date.now());
+}
+
+/**
+ * How far the content of `box` (a clipping element) reaches past its box, [x, y] in CSS px:
+ * what scrolls past its right / bottom edge and what a centred child sticks out on the left / top.
+ */
+function overflow(box) {
+  const r = box.getBoundingClientRect();
+  let left = 0;
+  let top = 0;
+  for (const e of box.querySelectorAll("*")) {
+    const b = e.getBoundingClientRect();
+    if (b.width === 0 && b.height === 0) continue;
+    left = Math.max(left, r.left - b.left, b.right - r.right);
+    top = Math.max(top, r.top - b.top, b.bottom - r.bottom);
+  }
+  return [
+    Math.max(box.scrollWidth - box.clientWidth, 2 * left),
+    Math.max(box.scrollHeight - box.clientHeight, top),
+  ];
 }
 
 function showError(err) {

@@ -45,6 +45,8 @@ import { el } from "../dom.js";
 const FONT = '"Source Sans 3", "Segoe UI", system-ui, sans-serif';
 const INK = "#1d232b";
 const MUTED = "#8a94a3";
+/** Smallest text drawn on a canvas (CSS px): the lecture's floor for a projector. */
+export const MIN_FONT = 14;
 
 /**
  * Draw a matrix into a new canvas.
@@ -65,7 +67,7 @@ export function drawMatrix(spec) {
   let colLab = 0;
   const axisPad = spec.rowAxis ? 1 : 0;
   for (let pass = 0; pass < 2; pass++) {
-    font = Math.round(Math.max(12, Math.min(22, cell * 0.6)));
+    font = Math.round(Math.max(MIN_FONT, Math.min(22, cell * 0.6)));
     ctx.font = `${font}px ${FONT}`;
     rowLab = Math.max(...rows.map((s) => ctx.measureText(s).width), 0) + font * 0.7;
     const colW = Math.max(...cols.map((s) => ctx.measureText(s).width), 0);
@@ -91,9 +93,11 @@ export function drawMatrix(spec) {
   canvas.style.height = `${h}px`;
   ctx.scale(dpr, dpr);
 
-  // cells
-  const showText = spec.showText !== false && cell >= 34;
-  const cellFont = Math.round(Math.min(18, cell * 0.34));
+  // cells; a value is printed only where it is legible: at >= MIN_FONT px and narrower than
+  // its cell (hovering any cell shows its value in the tooltip)
+  const cellFont = Math.floor(Math.min(18, cell * 0.42));
+  const showText = spec.showText !== false && cellFont >= MIN_FONT;
+  let printed = 0;
   for (let i = 0; i < n; i++) {
     for (let j = 0; j < m; j++) {
       const c = spec.cell(i, j);
@@ -103,8 +107,10 @@ export function drawMatrix(spec) {
       ctx.fillRect(x, y, cell, cell);
       if (c.hatch) hatch(ctx, x, y, cell);
       if (showText && c.text) {
-        ctx.fillStyle = c.ink ?? (isDark(c.fill) ? "#ffffff" : INK);
         ctx.font = `${cellFont}px ${FONT}`;
+        if (ctx.measureText(c.text).width > cell - 4) continue;
+        printed++;
+        ctx.fillStyle = c.ink ?? (isDark(c.fill) ? "#ffffff" : INK);
         ctx.textAlign = "center";
         ctx.textBaseline = "middle";
         ctx.fillText(c.text, x + cell / 2, y + cell / 2 + 1);
@@ -177,6 +183,9 @@ export function drawMatrix(spec) {
     center: (i, j) => [x0 + (j + 0.5) * cell, y0 + (i + 0.5) * cell],
   };
   if (spec.overlay) spec.overlay(ctx, geom);
+  // the smallest text drawn, for the legibility test (canvas text is not in the DOM)
+  canvas.dataset.minFont = String(printed ? Math.min(font, cellFont) : font);
+  canvas.dataset.values = String(printed);
   return { canvas, geom };
 }
 

@@ -17,9 +17,9 @@ import { frame, PALETTE } from "./plot.js";
 
 /** The idea in one paragraph (prose parts). */
 const WHY = [
-  "A tiny linear map per head is trained so that each query lands close to the keys it attends to (a hinge loss with margin 1). The graph is then predicted ",
+  "A small linear map per head puts each query near the keys it attends to, so the graph is predicted ",
   { b: "before" },
-  " computing any score: by a distance threshold, or by sharing a k-means cluster.",
+  " any score is computed.",
 ];
 
 /**
@@ -137,13 +137,13 @@ export function renderFinder(ctx) {
   stats(ctx.panel, [
     { label: "recall · distance", value: "", id: "sf-recall", tone: "accent" },
     { label: "sparsity · distance", value: "", id: "sf-sparsity" },
+    ...(cents.length
+      ? [
+          { label: "recall · clusters", value: "", id: "sf-kmeans-recall", tone: "accent" },
+          { label: "sparsity · clusters", value: "", id: "sf-kmeans-sparsity" },
+        ]
+      : []),
   ]);
-  if (cents.length) {
-    stats(ctx.panel, [
-      { label: "recall · clusters", value: "", id: "sf-kmeans-recall", tone: "accent" },
-      { label: "sparsity · clusters", value: "", id: "sf-kmeans-sparsity" },
-    ]);
-  }
   prose(ctx.panel, ...WHY, " Click a query (●) to follow it.");
 
   if (cents.length) {

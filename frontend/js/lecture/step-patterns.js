@@ -71,15 +71,15 @@ function draw(ctx, l) {
       name: "strided",
       grid: strided(n, l, causal),
       a1: causal
-        ? String.raw`A^{(1)}_i = \{ j : \max(0, i-l) \le j \le i \}`
-        : String.raw`A^{(1)}_i = \{ j : |i-j| \le l \}`,
-      a2: String.raw`A^{(2)}_i = \{ j : (i-j) \bmod l = 0 \}`,
+        ? String.raw`\mathrm{A1}(i) = \{ j : \max(0, i-l) \le j \le i \}`
+        : String.raw`\mathrm{A1}(i) = \{ j : |i-j| \le l \}`,
+      a2: String.raw`\mathrm{A2}(i) = \{ j : (i-j) \bmod l = 0 \}`,
     },
     {
       name: "fixed",
       grid: fixed(n, l, c, causal),
-      a1: String.raw`A^{(1)}_i = \{ j : \lfloor j/l \rfloor = \lfloor i/l \rfloor \}`,
-      a2: String.raw`A^{(2)}_i = \{ j : j \bmod l \ge l - c \},\ c = ${c}`,
+      a1: String.raw`\mathrm{A1}(i) = \{ j : \lfloor j/l \rfloor = \lfloor i/l \rfloor \}`,
+      a2: String.raw`\mathrm{A2}(i) = \{ j : j \bmod l \ge l - c \},\ c = ${c}`,
     },
   ];
   // a two-hop route from the followed query to the farthest word it cannot reach directly
@@ -129,8 +129,8 @@ function draw(ctx, l) {
       el("figure", { class: "panel-fig" }, [
         el("figcaption", { text: `${p.name}, l = ${l}` }),
         wrap,
-        tex(p.a1, { className: "formula-small" }),
-        tex(p.a2, { className: "formula-small" }),
+        tex(p.a1, { className: "formula-fig" }),
+        tex(p.a2, { className: "formula-fig" }),
       ]),
     );
     const s = computeMetrics(p.grid.mask, ctx.gold, n, causal);

@@ -25,23 +25,27 @@ export function renderTokens(ctx) {
       ]),
     );
   });
-  ctx.figure.append(
-    el("div", { class: "tokens-slide" }, [
-      el("p", {
-        class: "sentence-big",
-        text: `“${ctx.state.text}”`,
-        attrs: { id: "sentence-big" },
-      }),
-      el("p", { class: "flow-arrow", text: "↓ tokenizer (sub-words, plus [CLS] and [SEP])" }),
-      row,
-      el("p", { class: "flow-arrow", text: "↓ each token i becomes a vector xᵢ" }),
-    ]),
-  );
+  const slide = el("div", { class: "tokens-slide" }, [
+    el("p", {
+      class: "sentence-big",
+      text: `“${ctx.state.text}”`,
+      attrs: { id: "sentence-big" },
+    }),
+    el("p", { class: "flow-arrow", text: "↓ tokenizer (sub-words, plus [CLS] and [SEP])" }),
+    row,
+    el("p", { class: "flow-arrow", text: "↓ each token i becomes a vector xᵢ" }),
+  ]);
+  ctx.figure.append(slide);
+  // a long sentence: smaller type until it fits (never below 14 px: the CSS floors it)
+  for (let f = 1; f > 0.45; f *= 0.92) {
+    slide.style.fontSize = `${f.toFixed(3)}rem`;
+    if (slide.scrollHeight <= ctx.size.height && slide.scrollWidth <= ctx.size.width) break;
+  }
   formula(
     ctx.panel,
     String.raw`X = \begin{bmatrix} x_0^\top \\ \vdots \\ x_{n-1}^\top \end{bmatrix} \in \mathbb{R}^{n \times d}`,
   );
-  formula(ctx.panel, String.raw`x_i = E_{w_i} + P_i`, "token embedding + position embedding");
+  formula(ctx.panel, String.raw`x_i = E[w_i] + P[i]`, "token embedding + position embedding");
   prose(
     ctx.panel,
     "Self-attention sees a set of vectors, one per token. It has no notion of order, so a ",
@@ -103,7 +107,7 @@ export function renderVectors(ctx) {
   formula(ctx.panel, String.raw`q_i = W_Q\, x_i \qquad k_j = W_K\, x_j`);
   formula(
     ctx.panel,
-    String.raw`W_Q,\ W_K \in \mathbb{R}^{d_h \times d}, \quad d_h = ${dh}`,
+    String.raw`W_Q,\ W_K:\ d_h \times d \text{ matrices}, \quad d_h = ${dh}`,
     "every head has its own projections",
   );
   prose(

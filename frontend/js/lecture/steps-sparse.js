@@ -51,7 +51,7 @@ export function validCount(n, causal) {
  * @param {StepContext} ctx
  */
 export function renderEntmax(ctx) {
-  formula(ctx.panel, String.raw`\operatorname{softmax}(z)_j = \frac{e^{z_j}}{\sum_k e^{z_k}}`);
+  formula(ctx.panel, String.raw`\operatorname{softmax}(z)_j = \frac{\exp(z_j)}{\sum_k \exp(z_k)}`);
   formula(
     ctx.panel,
     String.raw`\alpha\text{-entmax}(z)_j = \big[(\alpha-1)\,z_j - \tau\big]_+^{1/(\alpha-1)}`,
@@ -130,6 +130,11 @@ export function refreshEntmax(ctx) {
     row.append(el("figure", { class: "panel-fig" }, [el("figcaption", { text: title }), wrap]));
   }
   ctx.figure.append(row);
+  if ([...row.querySelectorAll("canvas")].every((c) => c.dataset.values === "0")) {
+    ctx.figure.append(
+      el("p", { class: "fig-note", text: "Cells too small to print p legibly here: hover a cell for its value." }),
+    );
+  }
   legend(ctx.figure, [
     { color: sequential(0.02, "teal"), label: "small p > 0" },
     { color: sequential(1, "teal"), label: "p = 1" },

@@ -1,0 +1,347 @@
+"""Micro-batching: one worker thread per loaded model runs every forward, several texts at once.
+
+Requests hand their text to :meth:`ModelWorker.run` and wait. The worker, idle, waits for the
+first job, then gathers for ``window_s`` more (or until ``batch_tokens`` are waiting); busy, it
+takes whatever piled up during the last forward (no extra wait). It then runs the jobs in one
+``SparseModel.run_batch`` forward per group of jobs with the same (alpha, causal, truncate,
+token count): texts of equal length need no padding, so each result is exactly (bit for bit) what
+``SparseModel.run`` gives for that text alone; padding would change the floating-point rounding
+(about 1e-6) and make a text's numbers depend on who else was in the batch. Groups run shortest
+first, so short texts do not wait behind long ones gathered in the same round.
+
+The queue is bounded (app/limits.py): at most ``queue_tokens`` tokens and ``queue_jobs`` jobs of
+user requests wait; beyond that :class:`~sparsescope.errors.Busy` (503) with a ``Retry-After``
+estimated from the measured throughput (tokens a second). A single job is always accepted by an
+empty queue, however long. Low-priority work (share warm-ups, the gallery) runs only when no user
+request waits, is bounded by its own job count, and is dropped at shutdown. A job whose client
+has disconnected is dropped before it runs.
+
+The worker takes the model slot's ``lock`` around each forward, so any other user of the lock
+still has the model to itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import Busy, ClientGone
+from .limits import LOW, NORMAL, JobContext, current_job
+
+log = logging.getLogger(__name__)
+
+#: Low-priority jobs (background warm-ups) that may wait at once.
+MAX_LOW_JOBS = 64
+#: Tokens of low-priority work run in one round at most.
+LOW_BATCH_TOKENS = 512
+#: Tokens a second assumed before the first batch is measured (for Retry-After only).
+START_RATE = 200.0
+
+
+@dataclass
+class Job:
+    text: str
+    alpha: float
+    causal: bool
+    truncate: bool
+    n: int
+    ctx: JobContext
+    future: Future = field(default_factory=Future)
+    queued: float = field(default_factory=time.monotonic)
+    start: int = 0  # a window of a long text (truncate): run alone
+
+    @property
+    def group(self) -> tuple:
+        alone = id(self) if self.start else 0
+        return (repr(float(self.alpha)), bool(self.causal), bool(self.truncate), self.n, alone)
+
+
+@dataclass
+class WorkerStats:
+    batches: int = 0
+    forwards: int = 0  # texts run
+    largest_batch: int = 0
+    dropped_gone: int = 0
+    dropped_shutdown: int = 0
+    refused: int = 0
+    sizes: list[int] = field(default_factory=list)  # the last batch sizes (bounded)
+
+
+class ModelWorker:
+    """The one thread that runs ``model``'s forwards (see the module docstring)."""
+
+    def __init__(
+        self,
+        model: Any,
+        lock: threading.Lock | None = None,
+        *,
+        window_s: float = 0.005,
+        batch_tokens: int = 4096,
+        queue_tokens: int = 16384,
+        queue_jobs: int = 512,
+        low_jobs: int = MAX_LOW_JOBS,
+        run_one: Callable[[Job], Any] | None = None,
+        run_many: Callable[[list[Job]], list[Any]] | None = None,
+    ) -> None:
+        self.model = model
+        self.lock = lock or threading.Lock()
+        self.window_s = max(0.0, float(window_s))
+        self.batch_tokens = max(1, int(batch_tokens))
+        self.queue_tokens = max(1, int(queue_tokens))
+        self.queue_jobs = max(1, int(queue_jobs))
+        self.low_jobs = max(0, int(low_jobs))
+        self._run_one = run_one or self._model_run
+        self._run_many = run_many or self._model_run_batch
+        self._cond = threading.Condition()
+        self._normal: list[Job] = []
+        self._low: list[Job] = []
+        self._tokens = 0  # tokens of admitted (normal) jobs not yet finished
+        self._thread: threading.Thread | None = None
+        self._rate = START_RATE  # tokens a second, measured (EWMA)
+        self.stats = WorkerStats()
+
+    # -- asking --------------------------------------------------------------------------------
+
+    def run(
+        self, text: str, alpha: float, causal: bool, truncate: bool, n: int, start: int = 0
+    ) -> Any:
+        """The model's output for this text (``n`` tokens), run in a batch; blocks until done.
+
+        Raises :class:`Busy` when the queue is full, :class:`ClientGone` when the request's
+        client disconnected before its turn.
+        """
+        return self.submit_text(text, alpha, causal, truncate, n, start=start).result()
+
+    def submit_text(
+        self, text: str, alpha: float, causal: bool, truncate: bool, n: int, start: int = 0
+    ) -> Future:
+        """Queue this text (as :meth:`run`) and return the future of its output at once."""
+        job = Job(text, alpha, causal, truncate, n, current_job(), start=start)
+        self.submit(job)
+        return job.future
+
+    def submit(self, job: Job) -> None:
+        with self._cond:
+            if job.ctx.priority == LOW:
+                if len(self._low) >= self.low_jobs:
+                    self.stats.refused += 1
+                    raise Busy("the background queue is full; this work was skipped", retry_after=5)
+                self._low.append(job)
+            else:
+                if job.ctx.admit:
+                    self._admit(job.n)
+                self._normal.append(job)
+                self._tokens += job.n
+            self._start()
+            self._cond.notify_all()
+
+    def _admit(self, n: int) -> None:
+        waiting = len(self._normal)
+        if waiting == 0 and self._tokens == 0:
+            return  # an idle worker takes any one job, however long
+        if self._tokens + n > self.queue_tokens or waiting + 1 > self.queue_jobs:
+            self.stats.refused += 1
+            wait = (self._tokens + n) / max(self._rate, 1.0)
+            raise Busy(
+                f"the server is busy: {waiting} analyses ({self._tokens} tokens) are waiting for "
+                f"the model, the most it queues (SPARSESCOPE_QUEUE_TOKENS); retry in "
+                f"{max(1, round(wait))} s",
+                retry_after=wait,
+            )
+
+    @property
+    def waiting_tokens(self) -> int:
+        return self._tokens
+
+    @property
+    def waiting(self) -> int:
+        return len(self._normal) + len(self._low)
+
+    # -- the worker ----------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._loop, name="sparsescope-model-worker", daemon=True
+            )
+            self._thread.start()
+
+    def drop_low(self) -> int:
+        """Drop the low-priority jobs still queued (the app's shutdown does not wait for them);
+        user jobs already queued still run: their requests are waiting. How many were dropped."""
+        with self._cond:
+            low, self._low = self._low, []
+        for job in low:
+            job.future.set_exception(Busy("the server is shutting down", retry_after=5))
+        self.stats.dropped_shutdown += len(low)
+        return len(low)
+
+    def _loop(self) -> None:
+        idle = True
+        while True:
+            with self._cond:
+                while not self._normal and not self._low:
+                    self._cond.wait()
+                    idle = True
+                if idle and self.window_s > 0:
+                    deadline = time.monotonic() + self.window_s
+                    while self._pending_tokens() < self.batch_tokens:
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            break
+                        self._cond.wait(left)
+                jobs = self._take()
+            idle = False
+            if jobs:
+                self._run_round(jobs)
+
+    def _pending_tokens(self) -> int:
+        return sum(j.n for j in self._normal) + sum(j.n for j in self._low)
+
+    def _take(self) -> list[Job]:
+        """User jobs up to ``batch_tokens`` (at least one), oldest first; else low-priority
+        jobs up to :data:`LOW_BATCH_TOKENS` (a user request arriving meanwhile waits at most
+        for that small round)."""
+        if self._normal:
+            return _first(self._normal, self.batch_tokens)
+        return _first(self._low, min(self.batch_tokens, LOW_BATCH_TOKENS))
+
+    def _run_round(self, jobs: list[Job]) -> None:
+        live = []
+        for job in jobs:
+            if job.ctx.gone.is_set():
+                self.stats.dropped_gone += 1
+                self._done(job, error=ClientGone("the client disconnected before its turn"))
+            else:
+                live.append(job)
+        groups: dict[tuple, list[Job]] = {}
+        for job in live:
+            groups.setdefault(job.group, []).append(job)
+        for group in sorted(groups.values(), key=lambda g: g[0].n):
+            group = [j for j in group if not self._drop_if_gone(j)]
+            if group:
+                self._run_group(group)
+
+    def _drop_if_gone(self, job: Job) -> bool:
+        if job.ctx.gone.is_set():
+            self.stats.dropped_gone += 1
+            self._done(job, error=ClientGone("the client disconnected before its turn"))
+            return True
+        return False
+
+    def _run_group(self, group: list[Job]) -> None:
+        t0 = time.perf_counter()
+        try:
+            with self.lock:
+                outs = [self._run_one(group[0])] if len(group) == 1 else self._run_many(group)
+        except BaseException as exc:  # each waiting request gets the error (a bad text's own)
+            for job in group:
+                self._done(job, error=exc)
+            return
+        dt = time.perf_counter() - t0
+        tokens = sum(j.n for j in group)
+        if dt > 0:
+            self._rate = 0.8 * self._rate + 0.2 * (tokens / dt)
+        self.stats.batches += 1
+        self.stats.forwards += len(group)
+        self.stats.largest_batch = max(self.stats.largest_batch, len(group))
+        self.stats.sizes = [*self.stats.sizes[-255:], len(group)]
+        for job, out in zip(group, outs, strict=True):
+            self._done(job, result=out)
+
+    def _done(self, job: Job, *, result: Any = None, error: BaseException | None = None) -> None:
+        if job.ctx.priority == NORMAL:
+            with self._cond:
+                self._tokens -= job.n
+        if error is not None:
+            job.future.set_exception(error)
+        else:
+            job.future.set_result(result)
+
+    # -- the model -----------------------------------------------------------------------------
+
+    def _model_run(self, job: Job) -> Any:
+        kw = {"start": job.start} if job.start else {}
+        return self.model.run(
+            job.text, alpha=job.alpha, causal=job.causal, truncate=job.truncate, **kw
+        )
+
+    def _model_run_batch(self, jobs: list[Job]) -> list[Any]:
+        first = jobs[0]
+        return self.model.run_batch(
+            [j.text for j in jobs], alpha=first.alpha, causal=first.causal, truncate=first.truncate
+        )
+
+
+def _first(queue: list[Job], budget: int) -> list[Job]:
+    """Remove and return the oldest jobs of ``queue`` within ``budget`` tokens (at least one)."""
+    taken, total = [], 0
+    for job in queue:
+        if taken and total + job.n > budget:
+            break
+        taken.append(job)
+        total += job.n
+    del queue[: len(taken)]
+    return taken
+
+
+class KeyLocks:
+    """One lock per key while someone holds it (the analyses in flight, by cache key)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[str, list] = {}  # key -> [lock, holders]
+
+    @contextmanager
+    def hold(self, key: str) -> Iterator[None]:
+        with self._lock:
+            slot = self._held.setdefault(key, [threading.Lock(), 0])
+            slot[1] += 1
+        try:
+            with slot[0]:
+                yield
+        finally:
+            with self._lock:
+                slot[1] -= 1
+                if slot[1] == 0:
+                    del self._held[key]
+
+
+def worker_for(slot: Any, settings: Any) -> ModelWorker:
+    """The worker of a model slot (created on first use and kept as ``slot.worker``)."""
+    worker = getattr(slot, "worker", None)
+    if worker is None:
+        with _create_lock:
+            worker = getattr(slot, "worker", None)
+            if worker is None:
+                worker = ModelWorker(
+                    slot.model,
+                    slot.lock,
+                    window_s=settings.batch_window_ms / 1000.0,
+                    batch_tokens=settings.batch_tokens,
+                    queue_tokens=settings.queue_tokens,
+                    queue_jobs=settings.queue_jobs,
+                )
+                slot.worker = worker
+    return worker
+
+
+def drop_low_work(service: Any) -> None:
+    """At the app's shutdown: drop the low-priority jobs queued on ``service``'s workers (its
+    ``slot``, or every slot of a registry ``slots``)."""
+    slots = getattr(service, "slots", None)
+    slots = list(slots.values()) if isinstance(slots, dict) else list(slots or [])
+    slots.append(getattr(service, "slot", None))
+    for slot in slots:
+        worker = getattr(slot, "worker", None)
+        if worker is not None and worker.drop_low():
+            log.info("shutdown: low-priority model work dropped")
+
+
+_create_lock = threading.Lock()
