@@ -38,9 +38,13 @@ def wait_pareto(page) -> None:
 
 def download(page, selector: str):
     """Click an export button; the downloaded file's name and bytes."""
-    with page.expect_download(timeout=60_000) as info:
-        page.click(selector)
-    d = info.value
+    try:
+        with page.expect_download(timeout=60_000) as info:
+            page.click(selector)
+        d = info.value
+    except Exception as exc:  # say what the page reported instead of a bare timeout
+        status = page.evaluate("document.querySelector('.export-status')?.textContent")
+        raise AssertionError(f"no download from {selector}; the page says {status!r}") from exc
     with open(d.path(), "rb") as f:
         return d.suggested_filename, f.read()
 
