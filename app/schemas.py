@@ -227,6 +227,12 @@ class Metrics(BaseModel):
     sparsity: float
     exact: float
     precision: float
+    block_sparsity: dict[Literal["16", "32", "64", "128"], float | None] = Field(
+        default_factory=dict,
+        description="tile size B -> share of the B x B tiles (ragged last ones included) that "
+        "the valid region reaches and that hold no predicted pair: what a block-sparse kernel "
+        "can skip (sparse_core.metrics.block_sparsity)",
+    )
 
 
 class ParetoPoint(Metrics):
@@ -238,6 +244,10 @@ class Pareto(BaseModel):
     scope: Literal["head", "mean"]
     layer: int | None = None
     head: int | None = None
+    x: Literal["sparsity", "block"] = Field(
+        "sparsity", description="the frontiers' x-axis: token sparsity or block sparsity"
+    )
+    block: int | None = Field(None, description="the tile size of x = block (else null)")
     gold_sparsity: float
     points: list[ParetoPoint]
     frontiers: dict[str, list[int]] = Field(description="per method, indices into points")

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from sparse_core import __version__, pareto, pos
+from sparse_core.bitsets import METRICS, fold_blocks
 from sparse_core.errors import EmptyTextError, SparsescopeError, TextTooLongError
 from sparse_core.methods import METHODS, PredictContext, available, evaluate
 from sparse_core.sparsefinder import load_artefact
@@ -400,12 +401,17 @@ class AnalysisService:
         d_model = self.slot_for(entry.model_id or None).model.config.hidden_size
         return dumps(raw_body(entry.out, layer, head, d_model=d_model))
 
-    def pareto(self, analysis_id: str, layer: int | None, head: int | None) -> bytes:
-        """Per-text Pareto data for one head, or (both None) the mean over heads, as JSON bytes.
+    def pareto(
+        self, analysis_id: str, layer: int | None, head: int | None, x: str = "sparsity",
+        block: int | None = None,
+    ) -> bytes:  # fmt: skip
+        """Per-text Pareto data for one head, or (both None) the mean over heads, as JSON bytes;
+        frontiers over (x, recall), x the token or the block sparsity (``pareto.check_axis``).
 
         The sweep of every method's grid (``sparse_core.pareto.sweep_text``) runs once per
         analysis, on the first request; each scope is then sliced from it and kept.
         """
+        x, block = pareto.check_axis(x, block)
         if (layer is None) != (head is None):
             self.get(analysis_id)  # an unknown id is the first thing to say
             missing = "head" if head is None else "layer"
@@ -421,8 +427,8 @@ class AnalysisService:
         sweep = self.cache.derive(entry, ("sweep",), lambda: self._sweep(entry))
         return self.cache.derive(
             entry,
-            ("pareto", layer, head),
-            lambda: dumps({**sweep.points(layer, head), "layer": layer, "head": head}),
+            ("pareto", layer, head, x, block),
+            lambda: dumps({**sweep.points(layer, head, x, block), "layer": layer, "head": head}),
         )
 
     def _sweep(self, entry: Entry):
@@ -474,7 +480,8 @@ class AnalysisService:
     def metrics(
         self, analysis_id: str, layer: int, head: int, method: str, params: dict[str, str]
     ) -> dict:
-        """Recall, sparsity, exact and precision of one method setting on one head.
+        """Recall, sparsity, exact, precision and block sparsity (``{"16": …, "128": …}``) of
+        one method setting on one head.
 
         ``params`` come from the query string (strings; missing ones take their defaults) and
         are checked by ``Method.validate``, whose error names the parameter at fault. The (L, H)
@@ -502,7 +509,7 @@ class AnalysisService:
             return {k: v.tolist() for k, v in got.items()}
 
         table = self.cache.derive(entry, key, make)
-        return {k: table[k][layer][head] for k in ("recall", "sparsity", "exact", "precision")}
+        return fold_blocks({k: table[k][layer][head] for k in METRICS})
 
 
 # ----------------------------------------------------------------------------- input checks

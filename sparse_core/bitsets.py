@@ -17,6 +17,13 @@ in, ∩ V). With ``B_h = {(i, j) : |i − j| ≤ h}`` (h = ⌊w/2⌋; w = 0 is n
 
 So one pass per base mask gives every window width; the result equals ``metrics`` on explicit
 masks exactly (tests/core/test_pareto.py).
+
+Block sparsity (``metrics.block_sparsity``, one metric ``block_B`` per tile size B of
+``metrics.BLOCKS``): the base's tiles are OR-reduced from the bitsets (rows in groups of B, then
+16/32-bit chunks, words or word pairs; :func:`tile_occupancy`). A tile of M_w is full iff it is
+full in M or the band reaches it, i.e. the least |i − j| over its valid pairs is ≤ h; so the
+empty tiles of every width are one product of the base's empty counted tiles with the (tiles ×
+widths) table ``distance > h``.
 """
 
 from __future__ import annotations
@@ -26,8 +33,21 @@ from collections.abc import Sequence
 import numpy as np
 from torch import Tensor
 
-METRICS = ("sparsity", "recall", "exact", "precision")
+from .metrics import BLOCKS
+
+#: Block sparsity per tile size, as the engines key it (the JSON bodies fold them into
+#: ``"block_sparsity": {"16": …}``: :func:`fold_blocks`).
+BLOCK_METRICS = tuple(f"block_{b}" for b in BLOCKS)
+METRICS = ("sparsity", "recall", "exact", "precision", *BLOCK_METRICS)
 _ONE = np.uint64(1)
+
+
+def fold_blocks(figures: dict) -> dict:
+    """``{"sparsity": …, "block_16": …, …}`` -> ``{"sparsity": …, "block_sparsity": {"16": …}}``
+    (other keys kept in order; the block figures last)."""
+    out = {k: v for k, v in figures.items() if k not in BLOCK_METRICS}
+    out["block_sparsity"] = {str(b): figures[f"block_{b}"] for b in BLOCKS}
+    return out
 
 
 def words(n: int) -> int:
@@ -76,6 +96,45 @@ def assign_bits(n: int, q_ids: np.ndarray, k_ids: np.ndarray, n_ids: int) -> np.
     return out
 
 
+def tile_occupancy(bits: np.ndarray, n: int) -> dict[int, np.ndarray]:
+    """Which B × B tiles hold a set bit, for every B of :data:`BLOCKS` (ascending, each a
+    multiple of the last): (…, n, W) uint64 -> {B: (…, T, T) bool}, T = ⌈n / B⌉ (ragged last
+    tiles; the padding bits past column n are zero)."""
+    lead, W = bits.shape[:-2], bits.shape[-1]
+    rows, prev, out = bits, 1, {}
+    for b in BLOCKS:
+        T = -(-n // b)
+        f = b // prev
+        R = rows.shape[-2]
+        if R % f:
+            rows = np.concatenate([rows, np.zeros((*lead, f - R % f, W), np.uint64)], axis=-2)
+        rows = np.bitwise_or.reduce(rows.reshape(*lead, -1, f, W), axis=-2)  # (…, T, W)
+        prev = b
+        if b < 64:
+            cols = rows.view(np.uint16 if b == 16 else np.uint32) != 0  # (…, T, W·64/b)
+        else:
+            g = b // 64
+            w = rows
+            if W % g:
+                w = np.concatenate([w, np.zeros((*lead, T, g - W % g), np.uint64)], axis=-1)
+            cols = np.bitwise_or.reduce(w.reshape(*lead, T, -1, g), axis=-1) != 0
+        out[b] = cols[..., :T]
+    return out
+
+
+def tile_geometry(n: int, block: int, causal: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(counted (T, T) bool, dist (T, T) int64): whether a tile holds a valid pair, and the
+    least |i − j| over its valid pairs (``metrics.block_sparsity``'s tiles)."""
+    T = -(-n // block)
+    lo = np.arange(T) * block
+    hi = np.minimum(lo + block, n) - 1
+    r0, r1 = lo[:, None], hi[:, None]
+    c0, c1 = lo[None, :], hi[None, :]
+    if causal:  # pairs j <= i: the tile holds one iff c0 <= r1; least i − j = r0 − c1
+        return np.broadcast_to(c0 <= r1, (T, T)).copy(), np.maximum(0, r0 - c1)
+    return np.ones((T, T), dtype=bool), np.maximum(0, np.maximum(c0 - r1, r0 - c1))
+
+
 # ----------------------------------------------------------------------------- per-text gold
 
 
@@ -105,6 +164,8 @@ class Gold:
         self.shift = (self.e_j & 63).astype(np.uint64)
         self._pos: dict[int, np.ndarray] = {}
         self._geo: dict[tuple, dict] = {}
+        self.tiles = {b: tile_geometry(n, b, self.causal) for b in BLOCKS}
+        self.n_tiles = {b: int(c.sum()) for b, (c, _) in self.tiles.items()}
 
     def sparsity(self) -> np.ndarray:
         """(L, H) float64 gold sparsity ``1 − |G ∩ V| / |V|`` (= ``metrics.sparsity(graph)``)."""
@@ -241,16 +302,35 @@ def to_metrics(gold: Gold, c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Counts (``size`` = |M ∩ V|, ``hit`` = |M ∩ G|, ``covered`` rows) -> SPEC §4 metrics
     (degenerate ratios as in :mod:`sparse_core.metrics`)."""
     size, t, g = c["size"], c["hit"], gold.gold
-    return {
+    out = {
         "sparsity": 1.0 - size / gold.n_valid,
         "recall": np.where(g > 0, t / np.maximum(g, 1), 1.0),
         "exact": c["covered"] / gold.n,
         "precision": np.where(size > 0, t / np.maximum(size, 1), 1.0),
     }
+    for b in BLOCKS:  # ``empty_B``: empty counted tiles (n >= 1: at least one tile counts)
+        out[f"block_{b}"] = c[f"empty_{b}"] / gold.n_tiles[b]
+    return out
+
+
+def empty_tiles(gold: Gold, bits: np.ndarray, hs: np.ndarray) -> dict[str, np.ndarray]:
+    """Empty counted tiles of ``M_h = M ∪ (B_h ∩ V)`` for every half width: bits (P, A, n, W)
+    already ∩ V -> {"empty_B": (P, len(hs), A) int64}."""
+    P, A = bits.shape[:2]
+    occ = tile_occupancy(bits, gold.n)
+    res = {}
+    for b in BLOCKS:
+        counted, dist = gold.tiles[b]
+        free = (counted & ~occ[b]).reshape(P * A, -1).astype(np.float64)  # (P·A, T²)
+        far = (dist.reshape(-1, 1) > hs.reshape(1, -1)).astype(np.float64)  # (T², nq)
+        e = np.rint(free @ far).astype(np.int64).reshape(P, A, -1)
+        res[f"empty_{b}"] = e.transpose(0, 2, 1)
+    return res
 
 
 def count_bits(gold: Gold, bits: np.ndarray, windows: Sequence[int]) -> dict[str, np.ndarray]:
-    """The integer counts behind :func:`evaluate_bits`: size, hit, covered (P, nW, L·H)."""
+    """The integer counts behind :func:`evaluate_bits`: size, hit, covered and the empty tiles
+    ``empty_B`` of each block size (P, nW, L·H)."""
     P, A, n, W = bits.shape
     LH = gold.L * gold.H
     hs = half_widths(windows)
@@ -277,8 +357,11 @@ def count_bits(gold: Gold, bits: np.ndarray, windows: Sequence[int]) -> dict[str
     rhist = np.bincount(rkey.ravel(), minlength=P * LH * (nq + 1)).reshape(P, LH, nq + 1)
     covered = np.cumsum(rhist, axis=-1)[..., :nq]
     inv = geo["inv"]
-    return {
+    out = {
         "size": np.ascontiguousarray(size),
         "hit": hits[..., inv].transpose(0, 2, 1),
         "covered": covered[..., inv].transpose(0, 2, 1),
     }
+    for k, e in empty_tiles(gold, bits, hs).items():  # (P, nq, A)
+        out[k] = np.broadcast_to(e, (P, nq, LH)) if A == 1 else e
+    return out

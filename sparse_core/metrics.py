@@ -7,6 +7,16 @@ valid region (all n² pairs, or the n(n+1)/2 pairs j <= i when causal, diagonal 
     recall(M)    = |M ∩ G| / |G|
     precision(M) = |M ∩ G| / |M ∩ V|
     exact(M)     = |{valid i : G_i ⊆ M_i}| / |{valid i}|
+    block_sparsity_B(M) = |{counted tiles t : t ∩ M ∩ V = ∅}| / |{counted tiles}|
+
+Block sparsity (issue 15): kernels skip B × B tiles, not single pairs (FlashAttention / FlexAttention
+tiles are 128 × 128), so a pattern saves time only in the tiles it leaves empty. The n × n grid is
+cut into T × T tiles, T = ⌈n / B⌉, tile (a, b) holding the rows [aB, min((a+1)B, n)) and the
+columns [bB, min((b+1)B, n)); when B does not divide n the last row and column of tiles are
+ragged (smaller) and count like any other tile. A tile is *counted* iff it holds at least one
+pair of V (every tile without a causal mask; the T(T+1)/2 tiles b <= a with one), and *empty* iff
+it holds no pair of M ∩ V (predicted pairs outside V, e.g. above the diagonal, never fill a
+tile). :data:`BLOCKS` are the tile sizes every metrics payload carries.
 
 Every function takes bool masks with any leading dims ``(..., n, n)`` (typically (L, H, n, n)),
 broadcasts them together and returns a float64 tensor of the leading shape (a 0-d tensor for a
@@ -15,7 +25,8 @@ single (n, n) mask). Degenerate ratios (SPEC leaves them open; project choices):
 - recall with |G| = 0 is 1.0 (nothing to find, nothing missed);
 - precision with |M ∩ V| = 0 is 1.0 (an empty prediction makes no false claim);
 - sparsity with |V| = 0 is 1.0 (cannot happen for n >= 1: the diagonal is always valid);
-- exact with no valid query is 1.0 (vacuously true).
+- exact with no valid query is 1.0 (vacuously true);
+- block sparsity with no counted tile is 1.0 (cannot happen for n >= 1, as for sparsity).
 
 Aggregation (:func:`aggregate`): per (layer, head) mean over texts, each text weighted equally, then
 the overall figure is the plain mean over all (layer, head). :func:`pareto_front` and
@@ -72,6 +83,48 @@ def sparsity(mask: Tensor, causal: bool = False, valid: Tensor | None = None) ->
     v = _valid(mask.shape[-1], causal, valid, mask.device)
     mv, v = torch.broadcast_tensors(mask & v, v)
     return 1.0 - _ratio(_count(mv), _count(v), 0.0)
+
+
+#: The tile sizes of block sparsity in every metrics payload (``"block_sparsity": {"16": …}``).
+BLOCKS = (16, 32, 64, 128)
+
+
+def _tiles(m: Tensor, block: int) -> Tensor:
+    """(..., n, n) bool -> (..., T, T) bool: whether each B × B tile (ragged last ones) holds a
+    True pair."""
+    n = m.shape[-1]
+    T = -(-n // block)
+    pad = T * block - n
+    if pad:
+        m = torch.cat([m, m.new_zeros(*m.shape[:-1], pad)], dim=-1)
+        m = torch.cat([m, m.new_zeros(*m.shape[:-2], pad, T * block)], dim=-2)
+    return m.reshape(*m.shape[:-2], T, block, T, block).any(dim=-1).any(dim=-2)
+
+
+def block_sparsity(
+    mask: Tensor, block: int, causal: bool = False, valid: Tensor | None = None
+) -> Tensor:
+    """Share of the counted B × B tiles (``block`` = B) that hold no pair of M ∩ V (module
+    docstring: ragged last tiles count like the others; a tile counts iff it holds a pair of V).
+
+    ``valid`` (broadcastable to mask) overrides ``causal`` as in :func:`sparsity`. 1.0 where no
+    tile counts. Returns float64 of the leading shape.
+    """
+    _check_mask("mask", mask)
+    if isinstance(block, bool) or not isinstance(block, int) or block < 1:
+        raise ValueError(f"block must be an integer >= 1 (the tile side), got {block!r}")
+    v = _valid(mask.shape[-1], causal, valid, mask.device)
+    mv, v = torch.broadcast_tensors(mask & v, v)
+    counted = _tiles(v, block)
+    full = _tiles(mv, block)
+    return _ratio(_count(counted & ~full), _count(counted), 1.0)
+
+
+def block_sparsities(
+    mask: Tensor, causal: bool = False, valid: Tensor | None = None
+) -> dict[str, Tensor]:
+    """:func:`block_sparsity` at every size of :data:`BLOCKS`: ``{"16": …, …, "128": …}``."""
+    return {str(b): block_sparsity(mask, b, causal, valid) for b in BLOCKS}
 
 
 def recall(pred: Tensor, gold: Tensor) -> Tensor:

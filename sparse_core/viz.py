@@ -277,6 +277,8 @@ def pareto_figure(
 ) -> Figure:
     """Sparsity (x) against recall (y) of every method's sweep, with each method's frontier.
 
+    A body with ``"x": "block"`` (``sparse_core.pareto.check_axis``) is drawn against the block
+    sparsity at its ``"block"`` tile size (no gold line: that is a token sparsity).
     ``points_or_sweep`` is one of: a ``sparse_core.pareto.TextSweep`` (drawn for the mean over
     heads; call ``sweep.points(layer, head)`` and pass that for one head), the
     ``GET /api/analyses/{id}/pareto`` body (``{"points", "frontiers", "gold_sparsity"}``), or a
@@ -295,12 +297,23 @@ def pareto_figure(
     points = list(body.get("points", []))
     fronts = dict(frontiers if frontiers is not None else body.get("frontiers") or {})
     gold = gold_sparsity if gold_sparsity is not None else body.get("gold_sparsity")
+    block = body.get("block") if body.get("x") == "block" else None
+    xname = "sparsity" if block is None else f"block sparsity ({block} × {block} tiles)"
+    if block is not None:
+        gold = None  # the gold line is a token sparsity
+
+    def xv(pt: Mapping[str, Any]) -> float:
+        if block is None:
+            return pt["sparsity"]
+        v = pt["block_sparsity"][str(block)]
+        return math.nan if v is None else v
+
     by_method: dict[str, list[int]] = {}
     for k, pt in enumerate(points):
         by_method.setdefault(str(pt["method"]), []).append(k)
     for name, idx in by_method.items():
         if name not in fronts:
-            front = pareto_front([(points[k]["sparsity"], points[k]["recall"]) for k in idx])
+            front = pareto_front([(xv(points[k]), points[k]["recall"]) for k in idx])
             fronts[name] = [idx[f] for f in front]
     labels = _method_labels()
     order = {name: k for k, name in enumerate(labels)}
@@ -313,14 +326,14 @@ def pareto_figure(
         def hover(ks: Sequence[int], label: str = label) -> list[str]:
             return [
                 f"<b>{label}</b><br>{_label(_params_text(points[k].get('params', {})))}"
-                f"<br>sparsity {points[k]['sparsity']:.3f} · recall {points[k]['recall']:.3f}"
+                f"<br>{xname} {xv(points[k]):.3f} · recall {points[k]['recall']:.3f}"
                 for k in ks
             ]
 
         front = list(fronts.get(name, []))
         traces.append(
             go.Scatter(
-                x=[points[k]["sparsity"] for k in idx],
+                x=[xv(points[k]) for k in idx],
                 y=[points[k]["recall"] for k in idx],
                 mode="markers",
                 name=f"{label} (sweep)",
@@ -333,7 +346,7 @@ def pareto_figure(
         )
         traces.append(
             go.Scatter(
-                x=[points[k]["sparsity"] for k in front],
+                x=[xv(points[k]) for k in front],
                 y=[points[k]["recall"] for k in front],
                 mode="lines+markers",
                 name=label,
@@ -345,14 +358,14 @@ def pareto_figure(
             )
         )
     fig = go.Figure(traces)
-    xs = [pt["sparsity"] for pt in points] + ([gold] if gold is not None else [])
+    xs = [x for x in map(xv, points) if not math.isnan(x)] + ([gold] if gold is not None else [])
     lo = min(xs) if xs else 0.0
     fig.update_layout(
         font=FONT,
         width=760,
         height=520,
         plot_bgcolor="#ffffff",
-        xaxis={"title": {"text": "sparsity"}, "range": [max(0.0, lo - 0.04) - 0.01, 1.01],
+        xaxis={"title": {"text": xname}, "range": [max(0.0, lo - 0.04) - 0.01, 1.01],
                "gridcolor": "#eef0f3", "zeroline": False},
         yaxis={"title": {"text": "recall"}, "range": [-0.02, 1.04], "gridcolor": "#eef0f3",
                "zeroline": False},

@@ -6,13 +6,15 @@ most ``--max-tokens`` tokens in corpus order (``corpus.pack``), drops inputs sho
 (``--held-out``) or the first ``--skip N``, keeps ``--limit N``, and sweeps every method's grid
 (``sparse_core.pareto.sweep_corpus``; grids in ``sparse_core.methods``). Writes
 
-- ``DIR/pareto.json``: ``{"model", "alpha", "causal", "texts", "gold_sparsity", "points":
-  [{"method", "params", "sparsity", "recall", "exact", "precision"}], "frontiers": {method:
-  [indices into points]}}`` (figures: per head the mean over texts, then the mean over heads,
-  SPEC §4; ``--fidelity`` adds ``"fidelity"`` to every point, null off the frontiers);
+- ``DIR/pareto.json``: ``{"model", "alpha", "causal", "texts", "gold_sparsity", "x", "block",
+  "points": [{"method", "params", "sparsity", "recall", "exact", "precision", "block_sparsity":
+  {"16", "32", "64", "128"}}], "frontiers": {method: [indices into points]}}`` (figures: per
+  head the mean over texts, then the mean over heads, SPEC §4; the frontiers are over (x,
+  recall): token sparsity, or with ``--x block`` the block sparsity at ``--block`` (64); with
+  ``--fidelity`` every point of the token-sparsity frontiers gets ``"fidelity"``, others null);
 - ``DIR/pareto.html``: a self-contained Plotly figure (plotly.js inlined, no CDN) of sparsity
-  against recall per method with its frontier and the gold sparsity as a dashed vertical line
-  (the paper's Figures 2 and 4);
+  (or block sparsity) against recall per method with its frontier and the gold sparsity as a
+  dashed vertical line (the paper's Figures 2 and 4);
 - ``DIR/pareto-run.json``: provenance (corpus digest, inputs used, grids, timings);
 - ``DIR/pareto-heads.npz``: per (layer, head) the mean over texts of every point's figures
   (arrays ``"<method>/<metric>"`` of shape (points, L, H), float32) and ``"gold_sparsity"``.
@@ -71,6 +73,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--fidelity-texts", type=int, default=4, metavar="N",
         help="inputs used for --fidelity (default 4: one masked forward pass per point and input)",
+    )  # fmt: skip
+    p.add_argument(
+        "--x", default="sparsity", choices=("sparsity", "block"),
+        help="x-axis of the frontiers and the figure: token sparsity (default) or block "
+        "sparsity (the share of B x B tiles with no predicted pair; what a kernel can skip)",
+    )  # fmt: skip
+    p.add_argument(
+        "--block", type=int, default=None, metavar="B",
+        help="tile size for --x block: 16, 32, 64 (default) or 128",
     )  # fmt: skip
     p.add_argument("--out", default="pareto-out", help="output directory (default: pareto-out)")
     p.add_argument("--artefact", default=None, help="a Sparsefinder artefact (default: shipped)")
@@ -151,6 +162,14 @@ def _check(args) -> None:
         raise SparsescopeError(f"--threads must be in [1, 64], got {args.threads}")
     if args.fidelity_texts < 1:
         raise SparsescopeError(f"--fidelity-texts must be >= 1, got {args.fidelity_texts}")
+    from sparse_core.pareto import check_axis
+
+    if args.block is not None and args.x != "block":
+        raise SparsescopeError("--block needs --x block (the tile size of the block sparsity axis)")
+    try:
+        check_axis(args.x, args.block)
+    except SparsescopeError as exc:
+        raise SparsescopeError(f"--{exc.field}: {exc}") from None
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise SparsescopeError(f"--out must be a directory, but {str(out)!r} is a file")
@@ -189,11 +208,13 @@ def figure(body: dict):
     return fig
 
 
-def write_outputs(sweep, out: Path, extra: dict) -> tuple[Path, Path]:
+def write_outputs(
+    sweep, out: Path, extra: dict, x: str = "sparsity", block: int | None = None
+) -> tuple[Path, Path]:
     import plotly.io as pio
 
     out.mkdir(parents=True, exist_ok=True)
-    body = sweep.to_json()
+    body = sweep.to_json(x, block)
     js = out / "pareto.json"
     js.write_text(json.dumps(body, indent=1, ensure_ascii=False) + "\n")
     html = out / "pareto.html"
@@ -213,13 +234,17 @@ LEVELS = (0.98, 0.95, 0.9, 0.85, 0.8, 0.75, 0.7)
 
 
 def frontier_table(body: dict, levels=LEVELS) -> str:
-    """Best recall of each method's frontier among its points with sparsity >= each level."""
+    """Best recall of each method's frontier among its points with x (sparsity, or block
+    sparsity with ``"x": "block"``) >= each level."""
+    from sparse_core.pareto.points import x_value
+
     pts = body["points"]
+    x, block = body.get("x", "sparsity"), body.get("block")
     lines = ["method           " + " ".join(f"{'>=' + format(lv, 'g'):>7}" for lv in levels)]
     for name, front in body["frontiers"].items():
         row = []
         for lv in levels:
-            best = [pts[k]["recall"] for k in front if pts[k]["sparsity"] >= lv]
+            best = [pts[k]["recall"] for k in front if x_value(pts[k], x, block) >= lv]
             row.append(f"{max(best):7.3f}" if best else f"{'-':>7}")
         lines.append(f"{name:16s} " + " ".join(row))
     return "\n".join(lines)
@@ -286,14 +311,15 @@ def run(args: argparse.Namespace) -> int:
         "seconds": round(elapsed, 1),
         "artefact": None if artefact is None else (artefact.meta or {}).get("created"),
     }
-    js, html = write_outputs(sweep, Path(args.out), extra)
-    body = sweep.to_json()
+    js, html = write_outputs(sweep, Path(args.out), extra, args.x, args.block)
+    body = sweep.to_json(args.x, args.block)
     print(
         f"{body['texts']} inputs, {len(body['points'])} points, gold sparsity "
         f"{body['gold_sparsity']:.4f}, in {elapsed:.0f} s "
         f"({args.engine} engine, {workers or 'auto'} worker(s))"
     )
-    print("best frontier recall at sparsity >= level:")
+    axis = "sparsity" if body["x"] == "sparsity" else f"block sparsity (B = {body['block']})"
+    print(f"best frontier recall at {axis} >= level:")
     print(frontier_table(body))
     print(f"wrote {js}, {html} (and pareto-run.json, pareto-heads.npz)")
     return 0

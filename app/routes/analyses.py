@@ -6,7 +6,7 @@ bodies are serialised once by the service and sent as bytes (their schema is sti
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
@@ -63,9 +63,17 @@ def get_pareto(
     service: ServiceDep,
     layer: Annotated[int | None, Query(description="with head: one head; omit both: mean")] = None,
     head: Annotated[int | None, Query(description="with layer: one head")] = None,
+    x: Annotated[
+        Literal["sparsity", "block"],
+        Query(description="frontiers over token sparsity (default) or block sparsity"),
+    ] = "sparsity",
+    block: Annotated[
+        Literal[16, 32, 64, 128] | None, Query(description="tile size for x=block (default 64)")
+    ] = None,
 ) -> Response:
-    """Sparsity-recall points of every method's sweep grid on this text, and their frontiers."""
-    return json_bytes(service.pareto(analysis_id, layer, head))
+    """Sparsity-recall points of every method's sweep grid on this text, and their frontiers
+    (over token sparsity, or with ``x=block`` the block sparsity at ``block``)."""
+    return json_bytes(service.pareto(analysis_id, layer, head, x, block))
 
 
 @router.get(
@@ -94,7 +102,8 @@ def get_metrics(
     service: ServiceDep,
     method: Annotated[str, Query(description="a method name from /api/methods")],
 ) -> dict:
-    """Recall, sparsity, exact and precision of one method at the given parameters (query
-    string, e.g. ``&window=3&globals=true``; missing ones take their defaults)."""
+    """Recall, sparsity, exact, precision and block sparsity (per tile size) of one method at
+    the given parameters (query string, e.g. ``&window=3&globals=true``; missing ones take
+    their defaults)."""
     params = {k: v for k, v in request.query_params.items() if k != "method"}
     return service.metrics(analysis_id, layer, head, method, params)

@@ -125,8 +125,9 @@ def available(artefact: Artefact | None, names: Sequence[str] | None = None) -> 
 
 
 def evaluate(ctx: PredictContext, method: Method | str, params: dict) -> dict[str, Tensor]:
-    """Per-head metrics of one setting (SPEC §4): recall, sparsity, exact, precision, each (L, H)
-    float64, for the finished mask ``method.predict(ctx, **params)`` against the gold graph."""
+    """Per-head metrics of one setting (SPEC §4): recall, sparsity, exact, precision and the
+    block sparsity ``block_B`` of each tile size B of ``metrics.BLOCKS``, each (L, H) float64,
+    for the finished mask ``method.predict(ctx, **params)`` against the gold graph."""
     m = get_method(method) if isinstance(method, str) else method
     pred = m.predict(ctx, **params)
     gold, causal = ctx.out.graph, ctx.causal
@@ -135,6 +136,7 @@ def evaluate(ctx: PredictContext, method: Method | str, params: dict) -> dict[st
         "sparsity": metrics.sparsity(pred, causal=causal),
         "exact": metrics.exact(pred, gold),
         "precision": metrics.precision(pred, gold, causal=causal),
+        **{f"block_{b}": v for b, v in metrics.block_sparsities(pred, causal=causal).items()},
     }
 
 

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from .. import baselines, patterns
-from ..bitsets import METRICS, Gold, count_bits, to_metrics
+from ..bitsets import BLOCKS, METRICS, Gold, count_bits, pack, tile_occupancy, to_metrics
 from ..rng import BIGBIRD_STREAM, hash_uniform_t
 from .base import Method
 from .context import PredictContext
@@ -70,6 +70,9 @@ def bigbird_metrics(ctx: PredictContext, gold: Gold, pts: Sequence[dict]) -> dic
     columns; at step t it is picked if p_t = x, and moves to p_t if x = t. A key that starts at a
     rank ≥ k that no p_t hits is never touched, so only the keys at ranks {0..k−1} ∪ {p_t} are
     tracked. Draws are prefixes of each other, so one pass with the largest r gives every r.
+    Block sparsity: the draws of every row (``baselines.bigbird_draws``, largest r) give each
+    tile the first step that fills it (:func:`_draw_tiles`); with r draws a tile empty in B is
+    filled iff that step is < r.
     Returns metric -> (P, L·H) float64, equal to ``metrics`` on the explicit masks (tested).
     """
     n, L, H = ctx.n, ctx.layers, ctx.heads
@@ -140,13 +143,42 @@ def bigbird_metrics(ctx: PredictContext, gold: Gold, pts: Sequence[dict]) -> dic
             rhist = np.bincount(rkey, minlength=LH * (k + 2)).reshape(LH, k + 2)
             covered = np.cumsum(rhist, axis=1)  # [:, r]: rows whole with r draws
             size0, hit0 = c0["size"][0, q], c0["hit"][0, q]  # (LH,)
+            tiles = _draw_tiles(ctx, gold, base, k)
             for i in idxs:
                 r = min(pts[i]["random_keys"], n)
                 c = {
                     "size": size0 + int(np.minimum(m, r).sum()),
                     "hit": hit0 + (hits[:, r - 1] if r else 0),
                     "covered": covered[:, r],
-                }
+                    **{f"empty_{b}": free - (drawn[:, r - 1] if r else 0)
+                       for b, (free, drawn) in tiles.items()},
+                }  # fmt: skip
                 for metric, v in to_metrics(gold, c).items():
                     res[metric][i] = v
     return res
+
+
+def _draw_tiles(ctx: PredictContext, gold: Gold, base: np.ndarray, k: int) -> dict:
+    """Per tile size B: (empty counted tiles of ``base``, (LH, k) cumulative count of those the
+    first t + 1 random draws fill), for the draws of every head's rows with ``base`` (n, n)."""
+    n, LH = ctx.n, ctx.layers * ctx.heads
+    draws = baselines.bigbird_draws(
+        torch.from_numpy(base), ctx.causal, ctx.seeds().flatten(), k
+    ).numpy()  # (LH, n, k), −1 past a row's supply
+    occ = tile_occupancy(pack(base)[None], n)
+    out = {}
+    for b in BLOCKS:
+        counted, _ = gold.tiles[b]
+        T = counted.shape[0]
+        free = (counted & ~occ[b][0]).reshape(-1)  # (T²,)
+        first = np.full((LH, T * T + 1), k, dtype=np.int64)  # last column: no draw
+        row_t = ((np.arange(n) // b) * T)[None, :]  # (1, n)
+        heads = np.arange(LH)[:, None]
+        for t in range(k - 1, -1, -1):  # smaller steps overwrite: the first step that fills
+            d = draws[:, :, t]
+            first[heads, np.where(d >= 0, row_t + d // b, T * T)] = t
+        f = first[:, :-1][:, free]  # (LH, F) the step that fills each empty tile (k: none)
+        key = (np.arange(LH)[:, None] * (k + 1) + f).ravel()
+        hist = np.bincount(key, minlength=LH * (k + 1)).reshape(LH, k + 1)
+        out[b] = (int(free.sum()), np.cumsum(hist, axis=1)[:, :k])
+    return out

@@ -19,10 +19,13 @@ sweep_text, summary), ``corpus_sweep`` (Totals, sweep_inputs, CorpusSweep, sweep
 from __future__ import annotations
 
 from .corpus_sweep import CorpusSweep, Totals, corpus_grids, sweep_corpus, sweep_inputs
-from .points import frontier, points_json, rounded, sweep_points
+from .points import DEFAULT_BLOCK, X_AXES, check_axis, frontier, points_json, rounded, sweep_points
 from .text_sweep import TextSweep, summary, sweep_text
 
 __all__ = [
+    "DEFAULT_BLOCK",
+    "X_AXES",
+    "check_axis",
     "CorpusSweep",
     "TextSweep",
     "Totals",

@@ -137,8 +137,9 @@ class CorpusSweep:
     fidelity: dict[str, dict[int, float]] | None = None  # method -> point index -> fidelity
     meta: dict = field(default_factory=dict)
 
-    def to_json(self) -> dict:
-        body = points_json(self.grids, self.values)
+    def to_json(self, x: str = "sparsity", block: int | None = None) -> dict:
+        """The pareto.json body; frontiers over (x, recall) (``points.check_axis``)."""
+        body = points_json(self.grids, self.values, x, block)
         if self.fidelity is not None:
             offset = 0
             for name, grid in self.grids.items():

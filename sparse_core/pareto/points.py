@@ -9,15 +9,23 @@ is ``metrics.pareto_front`` of its (sparsity, recall) points (paper Figures 2 an
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from ..bitsets import METRICS, Gold
+from ..bitsets import BLOCK_METRICS, METRICS, Gold, fold_blocks
+from ..errors import SparsescopeError
 from ..methods import Method, PredictContext, get_method
-from ..metrics import pareto_front
+from ..metrics import BLOCKS, pareto_front
+
+#: The x-axes of a Pareto plot: token sparsity, or block sparsity at one tile size.
+X_AXES = ("sparsity", "block")
+#: The tile size of ``x="block"`` when none is given (FlashAttention's tiles are 128, many
+#: CPU / Triton kernels use 64).
+DEFAULT_BLOCK = 64
 
 
 def sweep_points(
@@ -45,20 +53,55 @@ def rounded(x: float) -> float:
     return round(float(x), 6)
 
 
-def points_json(grids: dict[str, list[dict]], values: dict[str, dict[str, np.ndarray]]) -> dict:
-    """``{"points": [...], "frontiers": {method: [indices]}}`` from per-point figures (P,)."""
+def check_axis(x: str = "sparsity", block: int | None = None) -> tuple[str, int | None]:
+    """Clean a Pareto x-axis: ``("sparsity", None)`` or ``("block", B)`` with B in ``BLOCKS``
+    (``DEFAULT_BLOCK`` when omitted). SparsescopeError naming ``x`` or ``block`` otherwise."""
+    if x not in X_AXES:
+        raise SparsescopeError(
+            f"x must be one of {', '.join(X_AXES)} (token or block sparsity), got {x!r}", field="x"
+        )
+    if block is not None and (isinstance(block, bool) or block not in BLOCKS):
+        raise SparsescopeError(
+            f"block must be one of {', '.join(map(str, BLOCKS))} (the tile side), got {block!r}",
+            field="block",
+        )
+    if x == "sparsity":
+        return x, None
+    return x, DEFAULT_BLOCK if block is None else int(block)
+
+
+def points_json(
+    grids: dict[str, list[dict]],
+    values: dict[str, dict[str, np.ndarray]],
+    x: str = "sparsity",
+    block: int | None = None,
+) -> dict:
+    """``{"x", "block", "points": [...], "frontiers": {method: [indices]}}`` from per-point
+    figures (P,). Each point carries sparsity, recall, exact, precision and ``block_sparsity``
+    (``{"16": …, "128": …}``); the frontiers are over (x, recall) with x the token sparsity or,
+    for ``x="block"``, the block sparsity at ``block`` (:func:`check_axis`)."""
+    x, block = check_axis(x, block)
     points: list[dict] = []
     fronts: dict[str, list[int]] = {}
     for name, grid in grids.items():
         first = len(points)
         for k, p in enumerate(grid):
-            points.append(
-                {"method": name, "params": p, **{m: rounded(values[name][m][k]) for m in METRICS}}
-            )
-        fronts[name] = [first + k for k in frontier(points[first:])]
-    return {"points": points, "frontiers": fronts}
+            figs = {m: rounded(values[name][m][k]) for m in METRICS if m in values[name]}
+            if not all(m in figs for m in BLOCK_METRICS):  # sums saved before block sparsity
+                figs.update({m: None for m in BLOCK_METRICS})
+            points.append({"method": name, "params": p, **fold_blocks(figs)})
+        fronts[name] = [first + k for k in frontier(points[first:], x, block)]
+    return {"x": x, "block": block, "points": points, "frontiers": fronts}
 
 
-def frontier(points: Sequence[dict]) -> list[int]:
-    """``metrics.pareto_front`` over the (sparsity, recall) of point dicts (indices into them)."""
-    return pareto_front([(p["sparsity"], p["recall"]) for p in points])
+def x_value(point: dict, x: str = "sparsity", block: int | None = None) -> float:
+    """A point's x coordinate: its token sparsity, or its block sparsity at ``block``."""
+    if x == "sparsity":
+        return point["sparsity"]
+    v = point["block_sparsity"][str(block or DEFAULT_BLOCK)]
+    return math.nan if v is None else v
+
+
+def frontier(points: Sequence[dict], x: str = "sparsity", block: int | None = None) -> list[int]:
+    """``metrics.pareto_front`` over the (x, recall) of point dicts (indices into them)."""
+    return pareto_front([(x_value(p, x, block), p["recall"]) for p in points])

@@ -33,10 +33,15 @@ class TextSweep:
     grids: dict[str, list[dict]]  # method -> params of each point
     values: dict[str, dict[str, np.ndarray]]  # method -> metric -> (P, L, H)
 
-    def points(self, layer: int | None = None, head: int | None = None) -> dict:
-        """``{"scope", "gold_sparsity", "points", "frontiers"}`` for one head, or (both None) for
-        the mean over heads (SPEC §4: the plain mean of the per-head figures). Frontier entries
-        index ``points``; they are computed on the rounded figures that are returned."""
+    def points(
+        self, layer: int | None = None, head: int | None = None, x: str = "sparsity",
+        block: int | None = None,
+    ) -> dict:  # fmt: skip
+        """``{"scope", "gold_sparsity", "x", "block", "points", "frontiers"}`` for one head, or
+        (both None) for the mean over heads (SPEC §4: the plain mean of the per-head figures).
+        Frontier entries index ``points``; they are computed on the rounded figures that are
+        returned, over (x, recall): token sparsity, or block sparsity at ``block``
+        (``points.check_axis``)."""
         if layer is None:
             gold = float(self.gold_sparsity.mean())
             pick: Callable[[np.ndarray], np.ndarray] = lambda a: a.mean(axis=(1, 2))  # noqa: E731
@@ -44,7 +49,7 @@ class TextSweep:
             gold = float(self.gold_sparsity[layer, head])
             pick = lambda a: a[:, layer, head]  # noqa: E731
         pts = points_json(self.grids, {nm: {m: pick(v[m]) for m in METRICS}
-                                       for nm, v in self.values.items()})  # fmt: skip
+                                       for nm, v in self.values.items()}, x, block)  # fmt: skip
         return {"scope": "mean" if layer is None else "head", "gold_sparsity": rounded(gold), **pts}
 
 

@@ -226,3 +226,77 @@ def test_fidelity_rejects_bad_masks(tiny_model, runs):
         M.output_fidelity(tiny_model, out, torch.ones(5, out.n, out.n, dtype=torch.bool))
     with pytest.raises(ValueError, match="masks must be a torch.bool mask"):
         M.output_fidelity(tiny_model, out, out.probs)
+
+
+# ----------------------------------------------------------------------------- block sparsity
+
+
+def brute_block_sparsity(mask, block: int, valid) -> float:
+    """The docstring's definition, tile by tile with plain Python loops."""
+    n = len(mask)
+    counted = empty = 0
+    for a in range(0, n, block):
+        for b in range(0, n, block):
+            rows, cols = range(a, min(a + block, n)), range(b, min(b + block, n))
+            cells = [(i, j) for i in rows for j in cols]
+            if not any(valid[i][j] for i, j in cells):
+                continue
+            counted += 1
+            empty += not any(mask[i][j] and valid[i][j] for i, j in cells)
+    return 1.0 if counted == 0 else empty / counted
+
+
+def test_block_sparsity_hand_case():
+    # n = 5, B = 2: tiles rows/cols {0,1}, {2,3}, {4} (ragged); 9 tiles, 6 of them causal
+    m = torch.zeros(5, 5, dtype=torch.bool)
+    m[0, 0] = m[4, 4] = True  # two tiles filled
+    m[1, 3] = True  # above the diagonal: fills a tile without a causal mask only
+    assert M.block_sparsity(m, 2).item() == pytest.approx(6 / 9)
+    assert M.block_sparsity(m, 2, causal=True).item() == pytest.approx(4 / 6)
+    assert M.block_sparsity(m, 8).item() == 0.0  # one ragged tile, filled
+    assert M.block_sparsity(torch.zeros(3, 3, dtype=torch.bool), 2).item() == 1.0
+    assert list(M.block_sparsities(m)) == ["16", "32", "64", "128"]
+    with pytest.raises(ValueError, match="block must be an integer >= 1"):
+        M.block_sparsity(m, 0)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    n=st.integers(1, 70), block=st.sampled_from([1, 2, 3, 5, 16, 32, 64]),
+    seed=st.integers(0, 10**6), density=st.floats(0.0, 0.2), causal=st.booleans(),
+    padded=st.booleans(),
+)  # fmt: skip
+def test_block_sparsity_equals_brute_force(n, block, seed, density, causal, padded):
+    g = torch.Generator().manual_seed(seed)
+    m = torch.rand(2, n, n, generator=g) < density
+    valid = P.valid_region(n, causal)
+    if padded:  # a length mask: the last keys and queries are padding
+        k = int(torch.randint(0, n, (1,), generator=g))
+        valid = valid.clone()
+        valid[k:, :] = False
+        valid[:, k:] = False
+        got = M.block_sparsity(m, block, valid=valid)
+    else:
+        got = M.block_sparsity(m, block, causal=causal)
+    assert got.shape == (2,) and got.dtype == torch.float64
+    for t in range(2):
+        want = brute_block_sparsity(m[t].tolist(), block, valid.tolist())
+        assert got[t].item() == pytest.approx(want, abs=1e-15)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 300), seed=st.integers(0, 10**6), causal=st.booleans())
+def test_tile_occupancy_of_bitsets_equals_tiles(n, seed, causal):
+    from sparse_core import bitsets as B
+
+    g = torch.Generator().manual_seed(seed)
+    m = (torch.rand(3, n, n, generator=g) < 0.002) & P.valid_region(n, causal)
+    occ = B.tile_occupancy(B.pack(m), n)
+    for b in M.BLOCKS:
+        assert (occ[b] == M._tiles(m, b).numpy()).all(), b
+        counted, dist = B.tile_geometry(n, b, causal)
+        assert (counted == M._tiles(P.valid_region(n, causal), b).numpy()).all()
+        d = (torch.arange(n)[:, None] - torch.arange(n)[None, :]).abs()
+        for h in (0, 1, b - 1, b, 3 * b + 2):  # tiles the band |i − j| <= h reaches
+            band = (d <= h) & P.valid_region(n, causal)
+            assert ((dist <= h) & counted == M._tiles(band, b).numpy()).all(), (b, h)

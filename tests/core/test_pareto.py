@@ -40,6 +40,7 @@ def explicit(base: torch.Tensor, gold: torch.Tensor, w: int, causal: bool) -> di
         "recall": metrics.recall(m, gold),
         "exact": metrics.exact(m, gold),
         "precision": metrics.precision(m, gold, causal=causal),
+        **{f"block_{b}": v for b, v in metrics.block_sparsities(m, causal=causal).items()},
     }
 
 
@@ -167,20 +168,28 @@ def test_distance_thresholds_exact_at_ties(tiny_model):
 # ----------------------------------------------------------------------------- text sweep
 
 
-def check_points_body(body: dict, scope: str) -> None:
-    assert set(body) == {"scope", "gold_sparsity", "points", "frontiers"}
+POINT_KEYS = {"method", "params", "sparsity", "recall", "exact", "precision", "block_sparsity"}
+
+
+def check_points_body(body: dict, scope: str, x: str = "sparsity", block=None) -> None:
+    assert set(body) == {"scope", "gold_sparsity", "x", "block", "points", "frontiers"}
     assert body["scope"] == scope and 0 <= body["gold_sparsity"] <= 1
+    assert (body["x"], body["block"]) == (x, block)
     pts = body["points"]
     for p in pts:
-        assert set(p) == {"method", "params", "sparsity", "recall", "exact", "precision"}
+        assert set(p) == POINT_KEYS
         assert p["method"] in M.METHODS and isinstance(p["params"], dict)
-        for k in B.METRICS:
+        for k in ("sparsity", "recall", "exact", "precision"):
             assert isinstance(p[k], float) and 0.0 <= p[k] <= 1.0
+        assert list(p["block_sparsity"]) == ["16", "32", "64", "128"]
+        for v in p["block_sparsity"].values():
+            assert isinstance(v, float) and 0.0 <= v <= 1.0
     assert list(body["frontiers"]) == list(dict.fromkeys(p["method"] for p in pts))
+    xs = [p["sparsity"] if x == "sparsity" else p["block_sparsity"][str(block)] for p in pts]
     for name, front in body["frontiers"].items():
         idx = [k for k, p in enumerate(pts) if p["method"] == name]
         assert all(pts[k]["method"] == name for k in front)
-        want = metrics.pareto_front([(pts[k]["sparsity"], pts[k]["recall"]) for k in idx])
+        want = metrics.pareto_front([(xs[k], pts[k]["recall"]) for k in idx])
         assert front == [idx[k] for k in want]
 
 
@@ -194,6 +203,15 @@ def test_sweep_text_points(ctx):
     check_points_body(head, "head")
     mean = sw.points()
     check_points_body(mean, "mean")
+    check_points_body(sw.points(1, 2, "block", 16), "head", "block", 16)
+    check_points_body(sw.points(x="block"), "mean", "block", 64)
+    assert [p for p in sw.points(x="block")["points"]] == mean["points"]  # only frontiers move
+    with pytest.raises(SparsescopeError, match="block must be one of 16, 32, 64, 128") as err:
+        sw.points(x="block", block=48)
+    assert err.value.field == "block"
+    with pytest.raises(SparsescopeError, match="x must be one of sparsity, block") as err:
+        sw.points(x="tokens")
+    assert err.value.field == "x"
     k = 5
     assert mean["points"][k]["recall"] == round(float(sw.values["window"]["recall"][k].mean()), 6)
     small = PA.sweep_text(ctx, methods=["window", "sf-distance"], per_head=False)
@@ -214,13 +232,12 @@ def test_corpus_sweep_json_and_html(tiny_model, tmp_path):
     sweep = PA.sweep_corpus(tiny_model, TEXTS, art, methods=names, progress=False,
                             fidelity_texts=1)  # fmt: skip
     body = sweep.to_json()
-    assert list(body) == ["model", "alpha", "causal", "texts", "gold_sparsity", "points",
-                          "frontiers"]  # fmt: skip
+    assert list(body) == ["model", "alpha", "causal", "texts", "gold_sparsity", "x", "block",
+                          "points", "frontiers"]  # fmt: skip
     assert body["model"] == tiny_model.model_id and body["alpha"] == 1.5
     assert body["causal"] is False and body["texts"] == 3
     for p in body["points"]:
-        assert set(p) == {"method", "params", "sparsity", "recall", "exact", "precision",
-                          "fidelity"}  # fmt: skip
+        assert set(p) == POINT_KEYS | {"fidelity"}
     fronts = body["frontiers"]
     assert list(fronts) == names
     for name, front in fronts.items():
@@ -240,6 +257,16 @@ def test_corpus_sweep_json_and_html(tiny_model, tmp_path):
     rec, _ = metrics.aggregate([x["recall"][3] for x in per_text])
     got = [p for p in body["points"] if p["method"] == "sf-distance"][3]["recall"]
     assert got == round(float(rec.mean()), 6)
+    # block sparsity as the x-axis: same points, frontiers over (block sparsity at 128, recall)
+    blk = sweep.to_json("block", 128)
+    assert (blk["x"], blk["block"]) == ("block", 128)
+    for name, front in blk["frontiers"].items():
+        idx = [k for k, p in enumerate(blk["points"]) if p["method"] == name]
+        pts = blk["points"]
+        want = metrics.pareto_front(
+            [(pts[k]["block_sparsity"]["128"], pts[k]["recall"]) for k in idx]
+        )
+        assert front == [idx[k] for k in want]
     js, html = write_outputs(sweep, tmp_path / "out", {"note": "test"})
     assert json.loads(js.read_text()) == json.loads(json.dumps(body))
     page = html.read_text()
