@@ -341,4 +341,10 @@ def test_a_bad_request_leaves_the_app_serving(art_app, ids) -> None:
     aid = ids["aid"][True]
     assert art_app.get(f"/api/analyses/{aid}/heads/1/3").status_code == 200
     r = art_app.get(f"/api/analyses/{aid}/metrics/1/3", params={"method": "window", "window": 3})
-    assert r.status_code == 200 and set(r.json()) == {"recall", "sparsity", "exact", "precision"}
+    assert r.status_code == 200 and set(r.json()) == {
+        "recall",
+        "sparsity",
+        "exact",
+        "precision",
+        "block_sparsity",
+    }
