@@ -11,12 +11,12 @@ valid region (all n² pairs, or the n(n+1)/2 pairs j <= i when causal, diagonal 
 
 Block sparsity (issue 15): kernels skip B × B tiles, not single pairs (FlashAttention /
 FlexAttention tiles are 128 × 128), so a pattern saves time only in the tiles it leaves empty.
-The n × n grid is cut into T × T tiles, T = ⌈n / B⌉, tile (a, b) holding the rows
-[aB, min((a+1)B, n)) and the columns [bB, min((b+1)B, n)); when B does not divide n the last
-row and column of tiles are ragged (smaller) and count like any other tile. A tile is *counted* iff it holds at least one
-pair of V (every tile without a causal mask; the T(T+1)/2 tiles b <= a with one), and *empty* iff
-it holds no pair of M ∩ V (predicted pairs outside V, e.g. above the diagonal, never fill a
-tile). :data:`BLOCKS` are the tile sizes every metrics payload carries.
+The n × n grid is cut into T × T tiles, T = ⌈n / B⌉, tile (a, b) holding the rows [aB,
+min((a+1)B, n)) and the columns [bB, min((b+1)B, n)); when B does not divide n the last row and
+column of tiles are ragged (smaller) and count like any other tile. A tile is *counted* iff it
+holds at least one pair of V (every tile without a causal mask; the T(T+1)/2 tiles b <= a with
+one), and *empty* iff it holds no pair of M ∩ V (predicted pairs outside V, e.g. above the
+diagonal, never fill a tile). :data:`BLOCKS` are the tile sizes every metrics payload carries.
 
 Every function takes bool masks with any leading dims ``(..., n, n)`` (typically (L, H, n, n)),
 broadcasts them together and returns a float64 tensor of the leading shape (a 0-d tensor for a
