@@ -8,6 +8,8 @@ import sys
 
 from sparse_core.methods import METHODS
 
+from . import add_model_argument
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -22,13 +24,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--alpha", type=float, default=1.5, help="entmax alpha in [1, 2] (default 1.5)")
     p.add_argument("--causal", action="store_true", help="mask future keys (decoder-style)")
     p.add_argument("--truncate", action="store_true", help="keep the first 512 tokens")
-    p.add_argument(
-        "--model",
-        default=None,
-        metavar="NAME_OR_DIR",
-        help="a local Hugging Face directory or a name in the local Hugging Face cache "
-        "(default: the shipped all-MiniLM-L6-v2)",
-    )
+    add_model_argument(p)
     p.add_argument("--artefact", default=None, help="a Sparsefinder artefact (default: shipped)")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
     p.add_argument(

@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from . import add_model_argument
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -45,13 +47,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--artefact", default=None, help="a Sparsefinder artefact (default: shipped)")
-    p.add_argument(
-        "--model",
-        default=None,
-        metavar="NAME_OR_DIR",
-        help="a local Hugging Face directory or a name in the local Hugging Face cache "
-        "(default: the shipped all-MiniLM-L6-v2)",
-    )
+    add_model_argument(p)
     p.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
     p.set_defaults(run=run)
 

@@ -13,6 +13,8 @@ import argparse
 import time
 from pathlib import Path
 
+from . import add_model_argument
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -51,13 +53,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--out", default=".", help="output directory (default: current directory)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument(
-        "--model",
-        default=None,
-        metavar="NAME_OR_DIR",
-        help="the model to fit for: a local Hugging Face directory or a name in the local Hugging "
-        "Face cache (default: the shipped all-MiniLM-L6-v2)",
-    )
+    add_model_argument(p)
     p.add_argument(
         "--device", default="auto", help="auto, cpu or cuda for the model (training runs on cpu)"
     )

@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from . import add_model_argument
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -85,13 +87,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     p.add_argument("--out", default="pareto-out", help="output directory (default: pareto-out)")
     p.add_argument("--artefact", default=None, help="a Sparsefinder artefact (default: shipped)")
-    p.add_argument(
-        "--model",
-        default=None,
-        metavar="NAME_OR_DIR",
-        help="a local Hugging Face directory or a name in the local Hugging Face cache "
-        "(default: the shipped all-MiniLM-L6-v2)",
-    )
+    add_model_argument(p)
     p.add_argument(
         "--workers", type=int, default=None,
         help="processes (default: 2 when there are 2+ CPUs and 8+ inputs, else 1)",

@@ -11,6 +11,8 @@ import logging
 
 from sparse_core.errors import SparsescopeError
 
+from . import add_model_argument
+
 log = logging.getLogger(__name__)
 
 
@@ -24,15 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default=None, help="interface to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=None, help="TCP port (default 8000)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None, help="default auto")
-    p.add_argument(
-        "--model",
-        action="append",
-        default=None,
-        metavar="NAME_OR_DIR",
-        help="a model to serve: a local Hugging Face directory or a name in the local Hugging "
-        "Face cache (never downloaded); repeat for several, the first is the default "
-        "(default: the shipped sentence-transformers/all-MiniLM-L6-v2)",
-    )
+    add_model_argument(p, several=True)
     p.add_argument(
         "--max-tokens", type=int, default=None, help="token limit per text (default 512)"
     )
