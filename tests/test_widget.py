@@ -10,6 +10,7 @@ pytest.importorskip("anywidget")
 
 import traitlets  # noqa: E402
 
+from sparse_core.metrics import BLOCKS  # noqa: E402
 from sparsescope.widget import AttentionWidget, BundleError, _module, bundle  # noqa: E402
 
 TEXT = "The chef who ran to the store was out of food."
@@ -77,7 +78,9 @@ def test_metrics_match_the_registry_and_change_with_the_setting(widget):
     narrow = widget.metrics()
     widget.params = {"window": 27, "globals": True}
     wide = widget.metrics()
-    assert set(narrow) == {"recall", "sparsity", "exact", "precision"}
+    blocks = {f"block_{b}" for b in BLOCKS}  # block sparsity at every tile size (SPEC §4)
+    assert set(narrow) == {"recall", "sparsity", "exact", "precision", *blocks}
+    assert all(0 <= narrow[k] <= 1 for k in blocks)
     assert wide["recall"] == pytest.approx(1.0) and narrow["sparsity"] > wide["sparsity"]
 
 

@@ -20,8 +20,8 @@ CORE = ROOT / "sparse_core"
 CHAIN = [
     ["errors"],
     ["rng", "entmax"],
-    ["model", "patterns", "metrics", "bitsets", "corpus"],
-    ["sparsefinder", "baselines", ""],  # "" is sparse_core/__init__.py
+    ["model", "patterns", "metrics", "corpus"],
+    ["bitsets", "sparsefinder", "baselines", ""],  # "" is sparse_core/__init__.py
     ["sparsefinder_fit"],
     ["methods.spec", "methods.grids", "methods.context"],
     ["methods.base", "methods.distance_bits"],
