@@ -86,7 +86,6 @@ def bigbird_metrics(ctx: PredictContext, gold: Gold, pts: Sequence[dict]) -> dic
     LH = L * H
     res = {metric: np.zeros((len(pts), LH)) for metric in METRICS}
     k = max(min(max(p["random_keys"] for p in pts), n), 1)
-    u = draw_uniforms(ctx.seeds().reshape(-1), n, k)  # (LH, n, k), shared by every window
     g = ctx.out.graph.reshape(-1).numpy()  # flat (LH·n·n,) bool: byte lookups beat bit tests
     heads_off = (np.arange(LH, dtype=np.int64) * n * n)[:, None, None]
     row_off = (np.arange(n, dtype=np.int64) * n)[None, :, None]
@@ -113,10 +112,7 @@ def bigbird_metrics(ctx: PredictContext, gold: Gold, pts: Sequence[dict]) -> dic
         )  # fmt: skip  # (LH·n, nW + 1): [:, q] gold keys inside B at width q
         for q, w in enumerate(windows):
             idxs = [i for i in sub if pts[i]["window"] == w]
-            empty = torch.zeros(n, n, dtype=torch.bool)
-            base = patterns.finish(empty, window=w, globals_=glob, causal=ctx.causal).numpy()
-            cand, m = free_ranks(base, ctx.causal)
-            draws = fisher_yates(cand, m, draw_positions(u, m, n))  # (LH, n, k)
+            m, draws, tiles = width_draws(ctx, gold, w, glob, k)
             drawn = draws >= 0
             is_gold = g[heads_off + row_off + np.where(drawn, draws, 0)] & drawn  # (LH, n, k)
             hits = np.cumsum(is_gold.sum(axis=1), axis=1)  # (LH, k): [:, r − 1] with r draws
@@ -127,7 +123,6 @@ def bigbird_metrics(ctx: PredictContext, gold: Gold, pts: Sequence[dict]) -> dic
             rhist = np.bincount(rkey.ravel(), minlength=LH * (k + 2)).reshape(LH, k + 2)
             covered = np.cumsum(rhist, axis=1)  # [:, r]: rows whole with r draws
             size0, hit0 = c0["size"][0, q], c0["hit"][0, q]  # (LH,)
-            tiles = draw_tiles(gold, base, draws)
             for i in idxs:
                 r = min(pts[i]["random_keys"], n)
                 c = {
@@ -140,6 +135,35 @@ def bigbird_metrics(ctx: PredictContext, gold: Gold, pts: Sequence[dict]) -> dic
                 for metric, v in to_metrics(gold, c).items():
                     res[metric][i] = v
     return res
+
+
+def width_draws(
+    ctx: PredictContext, gold: Gold, w: int, glob: bool, k: int
+) -> tuple[np.ndarray, np.ndarray, dict]:
+    """The text-independent part of one width: (m (n,) free keys per row, the draws (L·H, n, k)
+    of every head, :func:`draw_tiles`). It depends only on (n, causality, w, globals, k, the
+    seeds), so the last few lengths' are kept per process: a corpus sweep that takes its inputs
+    by length (``pareto.sweep_corpus``) draws once per length rather than once per input."""
+    n = ctx.n
+    seeds = ctx.seeds().reshape(-1)
+    key = (n, ctx.causal, w, glob, k, tuple(int(x) for x in seeds.tolist()))
+    got = _DRAWS.get(key)
+    if got is None:
+        empty = torch.zeros(n, n, dtype=torch.bool)
+        base = patterns.finish(empty, window=w, globals_=glob, causal=ctx.causal).numpy()
+        cand, m = free_ranks(base, ctx.causal)
+        draws = fisher_yates(cand, m, draw_positions(draw_uniforms(seeds, n, k), m, n))
+        got = (m, draws, draw_tiles(gold, base, draws))
+        lengths = {kk[0] for kk in _DRAWS}
+        if n not in lengths and len(lengths) >= _DRAW_LENGTHS:
+            _DRAWS.clear()
+        _DRAWS[key] = got
+    return got
+
+
+#: (n, causal, w, globals, k, seeds) -> width_draws(); cleared past this many lengths n
+_DRAWS: dict[tuple, tuple] = {}
+_DRAW_LENGTHS = 2
 
 
 def draw_uniforms(seeds: Tensor, n: int, k: int) -> np.ndarray:
