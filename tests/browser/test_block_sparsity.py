@@ -116,7 +116,7 @@ def test_pareto_x_block_and_csv_export(page, server_url):
     front = served["frontiers"]["window"]
     assert win["x"] == [served["points"][k]["block_sparsity"]["32"] for k in front]
     assert win["y"] == [served["points"][k]["recall"] for k in front]
-    assert "px=block" in page.evaluate("location.search")
+    page.wait_for_function("() => new URLSearchParams(location.search).get('px') === 'block'")
     assert "32 × 32 tiles" in page.inner_text("#pareto-note")
 
     # the CSV export: the current setting's row carries the server's block sparsity at every size
@@ -136,3 +136,23 @@ def test_pareto_x_block_and_csv_export(page, server_url):
     shot = os.environ.get("SPARSESCOPE_SCREENSHOT_DIR")
     if shot:
         page.screenshot(path=os.path.join(shot, "block-pareto.png"), full_page=True)
+
+
+def test_a_share_keeps_the_tile_size_and_the_axis(page, server_url):
+    """The tile size and the Pareto axis travel in a share link's saved view."""
+    open_long_text(page, server_url, {"block": "16", "px": "block"})
+    state = page.evaluate(
+        """async () => {
+            const base = document.querySelector('script[type=module]').src;
+            const { shareState } = await import(new URL('share.js', base).href);
+            const store = await import(new URL('state.js', base).href);
+            return shareState(store.get());
+        }"""
+    )
+    assert state["view"] == {"block": "16", "paretoX": "block"}
+    share = api(server_url, "/api/share", {"state": state})
+    page.goto(server_url + share["url"])
+    wait_ready(page)
+    assert page.get_attribute('[data-toggle="block"][data-value="16"]', "aria-pressed") == "true"
+    assert page.get_attribute('[data-toggle="paretoX"][data-value="block"]', "aria-pressed") == "true"
+    assert "16 × 16" in page.inner_text(".metric-block .metric-name")
