@@ -153,6 +153,7 @@ def test_a_share_keeps_the_tile_size_and_the_axis(page, server_url):
     share = api(server_url, "/api/share", {"state": state})
     page.goto(server_url + share["url"])
     wait_ready(page)
-    assert page.get_attribute('[data-toggle="block"][data-value="16"]', "aria-pressed") == "true"
-    assert page.get_attribute('[data-toggle="paretoX"][data-value="block"]', "aria-pressed") == "true"
+    for key, value in (("block", "16"), ("paretoX", "block")):
+        button = f'[data-toggle="{key}"][data-value="{value}"]'
+        assert page.get_attribute(button, "aria-pressed") == "true", key
     assert "16 × 16" in page.inner_text(".metric-block .metric-name")
