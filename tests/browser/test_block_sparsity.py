@@ -133,6 +133,23 @@ def test_pareto_x_block_and_csv_export(page, server_url):
     assert len(sweep) == len(served["points"])
     on_front = {k for k, r in enumerate(sweep) if r["on_frontier"] == "1"}
     assert on_front == {k for ks in served["frontiers"].values() for k in ks}
+
+    # the mean over heads: the star is the mean block sparsity (computed over every head in JS)
+    page.click('[data-toggle="scope"][data-value="mean"]')
+    page.wait_for_function(
+        """() => document.getElementById('pareto-note').textContent.startsWith(
+                'mean over all heads · x: 32 × 32 tiles · ★')
+            && document.querySelector('.pareto-star').style.visibility === 'visible'""",
+        timeout=30_000,
+    )
+    mean = page.evaluate(STORE + ".then((s) => s.get().meanMetrics.block_sparsity)")
+    per_head = [
+        server_metrics(server_url, analysis["id"], layer, head)["block_sparsity"]
+        for layer in range(analysis["layers"])
+        for head in range(analysis["heads"])
+    ]
+    for b in ("16", "32", "64", "128"):
+        assert mean[b] == pytest.approx(sum(h[b] for h in per_head) / len(per_head), abs=1e-12)
     shot = os.environ.get("SPARSESCOPE_SCREENSHOT_DIR")
     if shot:
         page.screenshot(path=os.path.join(shot, "block-pareto.png"), full_page=True)
