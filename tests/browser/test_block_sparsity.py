@@ -174,3 +174,23 @@ def test_a_share_keeps_the_tile_size_and_the_axis(page, server_url):
         button = f'[data-toggle="{key}"][data-value="{value}"]'
         assert page.get_attribute(button, "aria-pressed") == "true", key
     assert "16 × 16" in page.inner_text(".metric-block .metric-name")
+
+
+def test_embed_shows_the_shared_tile_size(page, server_url, tmp_path):
+    """The embed of a share shows the block sparsity at the shared view's tile size."""
+    analysis = api(server_url, "/api/analyze", {"text": LONG, "alpha": 1.5})
+    state = {
+        "text": LONG, "alpha": 1.5, "causal": False, "layer": 0, "head": 0,
+        "method": "window", "params": {"window": 5, "globals": False}, "view": {"block": "64"},
+    }  # fmt: skip
+    share = api(server_url, "/api/share", {"state": state})
+    page.goto(server_url + share["embed"])
+    want = server_metrics(server_url, analysis["id"], 0, 0)["block_sparsity"]["64"]
+    page.wait_for_function(
+        "(v) => document.querySelector('dd[data-metric=block]').textContent === v",
+        arg=f"{want:.3f}",
+        timeout=30_000,
+    )
+    assert page.inner_text("#embed-block-name") == "block sparsity (64)"
+    shot = os.environ.get("SPARSESCOPE_SCREENSHOT_DIR", str(tmp_path))
+    page.screenshot(path=os.path.join(shot, "block-embed.png"))
