@@ -43,10 +43,11 @@ export const BLOCKS = [16, 32, 64, 128];
  * @returns {Metrics}
  */
 export function computeMetrics(mask, gold, n, causal, blocks = BLOCKS) {
-  const tiles = blocks.map((b) => {
-    const t = Math.ceil(n / b);
-    return { b, t, full: new Uint8Array(t * t), row: 0 };
-  });
+  // one pass marks the filled tiles of the finest grid, side = gcd of the sizes (16 for BLOCKS):
+  // one flag per kept cell whatever the number of sizes; each size is read off it at the end
+  const side = blocks.reduce(gcd, 0) || 1;
+  const tg = Math.ceil(n / side);
+  const fine = new Uint8Array(tg * tg);
   let kept = 0; // |M ∩ V|
   let hit = 0; // |M ∩ G|
   let hitValid = 0; // |M ∩ G ∩ V| (equal to hit for finished masks; counted apart as in Python)
@@ -56,7 +57,7 @@ export function computeMetrics(mask, gold, n, causal, blocks = BLOCKS) {
     const row = i * n;
     const end = causal ? i + 1 : n; // V_i
     let covered = true;
-    for (const tl of tiles) tl.row = Math.floor(i / tl.b) * tl.t; // this row's first tile
+    const base = Math.floor(i / side) * tg; // this row's first fine tile
     for (let j = 0; j < n; j++) {
       const m = mask[row + j];
       const g = gold[row + j];
@@ -69,7 +70,7 @@ export function computeMetrics(mask, gold, n, causal, blocks = BLOCKS) {
       }
       if (m && j < end) {
         kept++;
-        for (const tl of tiles) tl.full[tl.row + Math.floor(j / tl.b)] = 1;
+        fine[base + Math.floor(j / side)] = 1;
       }
     }
     if (covered) exactRows++;
@@ -80,20 +81,35 @@ export function computeMetrics(mask, gold, n, causal, blocks = BLOCKS) {
     sparsity: 1.0 - (validCount > 0 ? kept / validCount : 0.0),
     exact: n > 0 ? exactRows / n : 1.0,
     precision: kept > 0 ? hitValid / kept : 1.0,
-    block_sparsity: blockSparsity(tiles, causal),
+    block_sparsity: blockSparsity(fine, tg, side, n, blocks, causal),
   };
 }
 
+const gcd = (a, b) => (b === 0 ? a : gcd(b, a % b));
+
 /**
- * Block sparsity per tile size from the filled-tile flags (only tiles with a pair of M ∩ V are
- * flagged, so every flagged tile is counted).
- * @param {{b: number, t: number, full: Uint8Array, row: number}[]} tiles
+ * Block sparsity per tile size from the filled tiles of the finest grid (side g, tg × tg tiles;
+ * only tiles with a pair of M ∩ V are flagged, so every flagged tile is counted). A size b is a
+ * multiple of g, so fine tile (p, q) lies inside tile (⌊p·g/b⌋, ⌊q·g/b⌋) of size b, ragged
+ * last tiles included.
+ * @param {Uint8Array} fine filled flags of the fine tiles, row-major
+ * @param {number} tg fine tiles per side
+ * @param {number} g fine tile side
+ * @param {number} n
+ * @param {number[]} blocks
  * @param {boolean} causal
  * @returns {Object<string, number>}
  */
-function blockSparsity(tiles, causal) {
+function blockSparsity(fine, tg, g, n, blocks, causal) {
   const out = {};
-  for (const { b, t, full } of tiles) {
+  for (const b of blocks) {
+    const t = Math.ceil(n / b);
+    const r = b / g;
+    const full = new Uint8Array(t * t);
+    for (let p = 0; p < tg; p++) {
+      const row = Math.floor(p / r) * t;
+      for (let q = 0; q < tg; q++) if (fine[p * tg + q]) full[row + Math.floor(q / r)] = 1;
+    }
     const counted = causal ? (t * (t + 1)) / 2 : t * t;
     let filled = 0;
     for (let k = 0; k < full.length; k++) filled += full[k];
