@@ -75,6 +75,7 @@ export function initPareto(root, note) {
   let drawn = null; // the pareto body drawn last
   let bound = false; // plot events bound (Plotly.purge drops them)
   let colourOf = new Map();
+  const heading = root.closest(".panel")?.querySelector(".panel-head h2") ?? null;
   const svg = document.createElementNS(SVG, "svg");
   svg.setAttribute("class", "pareto-star");
   svg.setAttribute("aria-hidden", "true");
@@ -209,6 +210,7 @@ export function initPareto(root, note) {
     }
     Plotly.react(root, traces(s, data), layout(s, data), { displaylogo: false, responsive: true });
     drawn = data;
+    if (heading) heading.textContent = data.x === "block" ? "Block sparsity – recall" : "Sparsity – recall";
     moveCurrent(s);
   }
 

@@ -117,6 +117,7 @@ def test_pareto_x_block_and_csv_export(page, server_url):
     assert win["x"] == [served["points"][k]["block_sparsity"]["32"] for k in front]
     assert win["y"] == [served["points"][k]["recall"] for k in front]
     page.wait_for_function("() => new URLSearchParams(location.search).get('px') === 'block'")
+    assert page.inner_text("#h-pareto") == "Block sparsity – recall"
     assert "32 × 32 tiles" in page.inner_text("#pareto-note")
 
     # the CSV export: the current setting's row carries the server's block sparsity at every size
