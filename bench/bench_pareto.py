@@ -207,6 +207,8 @@ def main() -> int:
     p.add_argument("--skip-dense", action="store_true")
     p.add_argument("--skip-text", action="store_true", help="skip figures 3-4 and the stages")
     args = p.parse_args()
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, str(args.threads))  # as the sweep's workers (numpy not loaded)
 
     import torch
 
