@@ -142,8 +142,9 @@ def width_draws(
 ) -> tuple[np.ndarray, np.ndarray, dict]:
     """The text-independent part of one width: (m (n,) free keys per row, the draws (L·H, n, k)
     of every head, :func:`draw_tiles`). It depends only on (n, causality, w, globals, k, the
-    seeds), so the last few lengths' are kept per process: a corpus sweep that takes its inputs
-    by length (``pareto.sweep_corpus``) draws once per length rather than once per input."""
+    seeds), so the widths of the last length are kept per process (about 1.5 MB a width at
+    n = 512 with 72 heads): a corpus sweep that takes its inputs by length
+    (``pareto.sweep_corpus``) draws once per length rather than once per input."""
     n = ctx.n
     seeds = ctx.seeds().reshape(-1)
     key = (n, ctx.causal, w, glob, k, tuple(int(x) for x in seeds.tolist()))
@@ -153,17 +154,17 @@ def width_draws(
         base = patterns.finish(empty, window=w, globals_=glob, causal=ctx.causal).numpy()
         cand, m = free_ranks(base, ctx.causal)
         draws = fisher_yates(cand, m, draw_positions(draw_uniforms(seeds, n, k), m, n))
+        if n < 1 << 15:
+            draws = draws.astype(np.int16)
         got = (m, draws, draw_tiles(gold, base, draws))
-        lengths = {kk[0] for kk in _DRAWS}
-        if n not in lengths and len(lengths) >= _DRAW_LENGTHS:
-            _DRAWS.clear()
+        if any(kk[0] != n for kk in _DRAWS):
+            _DRAWS.clear()  # one length at a time: bounded memory in a long-lived server
         _DRAWS[key] = got
     return got
 
 
-#: (n, causal, w, globals, k, seeds) -> width_draws(); cleared past this many lengths n
+#: (n, causal, w, globals, k, seeds) -> width_draws(), for one length n at a time
 _DRAWS: dict[tuple, tuple] = {}
-_DRAW_LENGTHS = 2
 
 
 def draw_uniforms(seeds: Tensor, n: int, k: int) -> np.ndarray:

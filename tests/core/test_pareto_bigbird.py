@@ -54,3 +54,25 @@ def test_bigbird_sweep_equals_explicit_masks_on_a_long_text(tiny_model, causal):
         slow = M.evaluate(ctx, method, p)
         for metric in B.METRICS:
             assert torch.allclose(fast[metric][k], slow[metric], rtol=0, atol=1e-12), (p, metric)
+
+
+def test_draws_kept_per_length_serve_another_text_of_that_length(tiny_model):
+    """The draws of a length are made once and reused for another text of the same length (a
+    different gold graph): the figures still equal explicit masks."""
+    from sparse_core.testing import tiny_model as make
+
+    other = make(seed=3)
+    pts = [{"random_keys": r, "window": w, "globals": True} for r in (2, 9) for w in (0, 5, 41)]
+    BB._DRAWS.clear()
+    first = M.PredictContext.from_run(tiny_model.run(LONG), None)
+    PA.sweep_points(first, "bigbird", pts)
+    kept = dict(BB._DRAWS)
+    assert kept and {key[0] for key in kept} == {first.n}
+    ctx = M.PredictContext.from_run(other.run(LONG), None)
+    assert ctx.n == first.n and not torch.equal(ctx.out.graph, first.out.graph)
+    fast = PA.sweep_points(ctx, "bigbird", pts)
+    assert all(BB._DRAWS[key] is got for key, got in kept.items())  # reused, not redrawn
+    for k, p in enumerate(pts):
+        slow = M.evaluate(ctx, "bigbird", p)
+        for metric in B.METRICS:
+            assert torch.allclose(fast[metric][k], slow[metric], rtol=0, atol=1e-12), (p, metric)
