@@ -5,6 +5,8 @@ per-head figures are summed in :class:`Totals`; the figure of a point is then, p
 over texts (each text weighted equally) and overall the plain mean over heads. ``Totals`` of
 disjoint shards merge by addition (:meth:`Totals.merge`), so texts can be split over processes
 (``workers``) or machines and the result does not depend on the split beyond float rounding.
+:func:`sweep_corpus` takes the inputs in order of length, so that what depends only on n
+(BigBird's draws, ``methods.bigbird.width_draws``) is made once per length.
 """
 
 from __future__ import annotations
