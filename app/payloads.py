@@ -14,9 +14,8 @@ from typing import Any
 
 import torch
 
-from sparse_core.methods import METHODS, head_data
-from sparse_core.metrics import sparsity
-from sparse_core.pareto import summary as methods_summary
+from sparse_core.methods import METHODS, PredictContext, head_data
+from sparse_core.pareto import summary_tables
 
 #: Longest text whose raw vectors are served (a slide cannot show more rows anyway).
 MAX_RAW_TOKENS = 64
@@ -68,14 +67,24 @@ def methods_json(n: int, artefact: Any = None) -> list[dict]:
 
 
 @torch.inference_mode()
-def summary_rows(out, artefact) -> list[dict]:
+def summary_rows(out, artefact, ctx=None) -> list[dict]:
     """Per head (layer-major): gold sparsity and every available method's recall / sparsity at
-    its defaults (``sparse_core.pareto.summary``), rounded to 6 decimals."""
-    gold = sparsity(out.graph, causal=out.causal).tolist()  # (L, H)
-    tables = {
-        name: (m["recall"].tolist(), m["sparsity"].tolist())
-        for name, m in methods_summary(out, artefact).items()
-    }
+    its defaults (``sparse_core.pareto.summary``), rounded to 6 decimals. ``ctx``: the text's
+    ``PredictContext`` when already built (its projections are reused)."""
+    return summaries([ctx if ctx is not None else PredictContext.from_run(out, artefact)])[0]
+
+
+@torch.inference_mode()
+def summaries(ctxs) -> list[list[dict]]:
+    """:func:`summary_rows` of several texts' contexts; texts of one length are computed
+    together (``sparse_core.pareto.summary_tables``), each exactly as alone."""
+    return [_rows(gold, tables) for gold, tables in summary_tables(list(ctxs))]
+
+
+def _rows(gold, tables: dict) -> list[dict]:
+    L, H = gold.shape
+    gold = gold.tolist()
+    cols = {nm: (m["recall"].tolist(), m["sparsity"].tolist()) for nm, m in tables.items()}
     return [
         {
             "layer": li,
@@ -83,11 +92,11 @@ def summary_rows(out, artefact) -> list[dict]:
             "gold_sparsity": round(gold[li][hi], 6),
             "methods": {
                 name: {"recall": round(rec[li][hi], 6), "sparsity": round(spa[li][hi], 6)}
-                for name, (rec, spa) in tables.items()
+                for name, (rec, spa) in cols.items()
             },
         }
-        for li in range(out.layers)
-        for hi in range(out.heads)
+        for li in range(L)
+        for hi in range(H)
     ]
 
 
@@ -155,7 +164,8 @@ def head_body(entry, layer: int, head: int) -> dict:
         "n": out.n,
         "gold_sparsity": entry.body["summary"][layer * out.heads + head]["gold_sparsity"],
         "edges": [[i, j, sig6(v)] for (i, j), v in zip(ij.tolist(), vals, strict=True)],
-        **head_data(entry.ctx, layer, head),
+        # computed on the head alone (PredictContext.view: the same payload, 1/(L·H) the work)
+        **head_data(entry.ctx.view(layer, head), 0, 0),
         "pos": entry.pos,
     }
 

@@ -324,7 +324,7 @@ class AnalysisService:
         t0 = time.perf_counter()
         with torch.inference_mode():
             ctx = PredictContext.from_run(out, art)
-        summary = summary_rows(out, art)
+        summary = summary_rows(out, art, ctx)
         t["summary"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         body = analysis_body(
@@ -424,21 +424,34 @@ class AnalysisService:
             entry = self.get(analysis_id)
         else:
             entry = self._head_entry(analysis_id, layer, head)
-        sweep = self.cache.derive(entry, ("sweep",), lambda: self._sweep(entry))
-        return self.cache.derive(
-            entry,
-            ("pareto", layer, head, x, block),
-            lambda: dumps({**sweep.points(layer, head, x, block), "layer": layer, "head": head}),
-        )
 
-    def _sweep(self, entry: Entry):
+        def make() -> bytes:
+            whole = self.cache.peek(entry, ("sweep",))
+            if layer is None or whole is not None:  # the mean needs every head's sweep
+                sweep = self.cache.derive(entry, ("sweep",), lambda: self._sweep(entry))
+                body = sweep.points(layer, head, x, block)
+            else:  # one head: swept alone (PredictContext.view), 1/(L·H) of the work
+                sweep = self.cache.derive(
+                    entry, ("sweep", layer, head), lambda: self._sweep(entry, layer, head)
+                )
+                body = sweep.points(0, 0, x, block)
+            return dumps({**body, "layer": layer, "head": head})
+
+        return self.cache.derive(entry, ("pareto", layer, head, x, block), make)
+
+    def _sweep(self, entry: Entry, layer: int | None = None, head: int | None = None):
+        """Every method's grid on this text: every head, or (``layer``, ``head``) alone."""
         t0 = time.perf_counter()
         with torch.inference_mode():
-            sweep = pareto.sweep_text(entry.ctx, per_head=True)
+            ctx = entry.ctx if layer is None else entry.ctx.view(layer, head)
+            sweep = pareto.sweep_text(ctx, per_head=True)
         release_free_memory()  # the sweep's bitsets
         self.stats.pareto_runs += 1
         log.info(
-            "Pareto sweep of %d tokens in %.0f ms", entry.out.n, 1000 * (time.perf_counter() - t0)
+            "Pareto sweep of %d tokens (%s) in %.0f ms",
+            entry.out.n,
+            "every head" if layer is None else f"head {layer}.{head}",
+            1000 * (time.perf_counter() - t0),
         )
         return sweep
 
