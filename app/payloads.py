@@ -12,6 +12,7 @@ import json
 import math
 from typing import Any
 
+import numpy as np
 import torch
 
 from sparse_core.methods import METHODS, PredictContext, head_data
@@ -83,21 +84,32 @@ def summaries(ctxs) -> list[list[dict]]:
 
 def _rows(gold, tables: dict) -> list[dict]:
     L, H = gold.shape
-    gold = gold.tolist()
-    cols = {nm: (m["recall"].tolist(), m["sparsity"].tolist()) for nm, m in tables.items()}
+    g = round6(gold)
+    cols = [(nm, round6(m["recall"]), round6(m["sparsity"])) for nm, m in tables.items()]
     return [
         {
-            "layer": li,
-            "head": hi,
-            "gold_sparsity": round(gold[li][hi], 6),
-            "methods": {
-                name: {"recall": round(rec[li][hi], 6), "sparsity": round(spa[li][hi], 6)}
-                for name, (rec, spa) in cols.items()
-            },
+            "layer": k // H,
+            "head": k % H,
+            "gold_sparsity": g[k],
+            "methods": {nm: {"recall": rec[k], "sparsity": spa[k]} for nm, rec, spa in cols},
         }
-        for li in range(L)
-        for hi in range(H)
+        for k in range(L * H)
     ]
+
+
+def round6(values) -> list[float]:
+    """``[round(x, 6) for x in values]`` (flattened), exactly, vectorised: ``rint(x·10⁶) / 10⁶``
+    is the same double wherever x·10⁶ is not within rounding error of a half (there, and for
+    anything outside [−1000, 1000] or not finite, Python's ``round`` decides)."""
+    a = np.asarray(values, dtype=np.float64).ravel()
+    y = a * 1e6
+    k = np.rint(y)
+    out = (k / 1e6).tolist()
+    with np.errstate(invalid="ignore"):
+        unsure = ~(np.abs(np.abs(y - np.floor(y)) - 0.5) > 1e-6) | ~(np.abs(a) <= 1e3)
+    for i in np.flatnonzero(unsure).tolist():
+        out[i] = round(float(a[i]), 6)
+    return out
 
 
 def analysis_body(

@@ -539,3 +539,20 @@ def test_kill_9_during_batched_work_loses_no_acknowledged_share(tmp_path):
     missing = set(acked) - set(stored)
     assert not missing, f"{len(missing)} acknowledged shares lost"
     assert all(json.loads(stored[sid])["text"] == text for sid, text in acked.items())
+
+
+def test_round6_equals_python_round():
+    import numpy as np
+
+    from sparsescope.payloads import round6
+
+    rng = np.random.default_rng(0)
+    k = rng.integers(0, 2_000_000, 20_000)
+    ties = np.concatenate([(k + 0.5) / 1e6, np.nextafter((k + 0.5) / 1e6, 2),
+                           np.nextafter((k + 0.5) / 1e6, -1), k / 1e6])  # fmt: skip
+    xs = np.concatenate([rng.random(50_000), ties, [0.0, 1.0, -0.0, 5e-7, 1.5e-6, 2.5e-6,
+                         0.1234565, 1e300, -3.25, float("nan"), float("inf")]])  # fmt: skip
+    got, want = round6(xs), [round(float(x), 6) for x in xs]
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert (g == w and str(g) == str(w)) or (g != g and w != w), (g, w)
