@@ -125,7 +125,10 @@ def main() -> None:
     for step, (z, p) in sizes.items():
         print(f"    {step:<8} sends {z / 1024:8.1f} KiB gzipped ({p / 1024:8.1f} KiB plain)")
     t = service.stats.timings
-    print("    last analyze, server stages: " + ", ".join(f"{k} {1e3 * v:.0f} ms" for k, v in t.items()))
+    print(
+        "    last analyze, server stages: "
+        + ", ".join(f"{k} {1e3 * v:.0f} ms" for k, v in t.items())
+    )
     print(f"    {load()}")
     tmp.cleanup()
 

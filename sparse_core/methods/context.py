@@ -177,8 +177,4 @@ class PredictContext:
 def _shared(key: Any, value: Any) -> bool:
     """Whether a memo entry holds for every head: a packed pattern that is the same for all
     (``("bits", …)`` of shape (1, n, W))."""
-    return (
-        isinstance(key, tuple)
-        and key[:1] == ("bits",)
-        and getattr(value, "shape", (0,))[0] == 1
-    )
+    return isinstance(key, tuple) and key[:1] == ("bits",) and getattr(value, "shape", (0,))[0] == 1

@@ -17,7 +17,6 @@ from torch import Tensor
 
 from ..bitsets import pack, words
 
-
 #: Distance entries computed at once (``chunk`` heads of n × n): 2 heads at n = 512, more for
 #: shorter texts, whose per-chunk overhead would otherwise dominate (an analyze summary).
 CHUNK_CELLS = 2 * 512 * 512

@@ -92,9 +92,10 @@ def test_one_compression_for_simultaneous_requests_of_a_file():
     calls = []
     body = b"x" * 200_000
 
+    headers = [(b"content-type", b"text/javascript"), (b"etag", b'"v1"')]
+
     async def app(scope, receive, send):
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/javascript"), (b"etag", b'"v1"')]})  # fmt: skip
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
     mw = Compress(app, cache=GzipCache())
