@@ -179,11 +179,14 @@ class AnalysisService:
         return {"default": self.slot.id, "models": [s.info() for s in self._slots]}
 
     def warmup(self) -> None:
-        """Run the whole pipeline once (tagger load, first forward) without caching it."""
-        out = self._run(self.slot, "Warm up the model.", 1.5, False, False)
-        self.tagger.tags(out)
-        summary_rows(out, self.slot.artefact_for(1.5)[0])
-        self.stats.warmups += 1
+        """Run the whole pipeline once (tagger load, each served model's first forward) without
+        caching it, so that no model's first analysis pays the start-up cost."""
+        for k, slot in enumerate(self.slots.values() if self.slots else [self.slot]):
+            out = self._run(slot, "Warm up the model.", 1.5, False, False)
+            if k == 0:
+                self.tagger.tags(out)
+            summary_rows(out, slot.artefact_for(1.5)[0])
+            self.stats.warmups += 1
 
     def health(self) -> dict:
         _, name = self.slot.artefact_for(1.5)

@@ -36,8 +36,11 @@ function show(spec, v) {
 export function initMethodPanel(root, metricsRoot) {
   const picker = el("select", { attrs: { id: "method", "aria-label": "method" } });
   const help = el("p", { class: "help" });
+  // where a model has no Sparsefinder artefact at this α: one line on how to make one
+  const hint = el("p", { class: "help artefact-hint", attrs: { id: "artefact-hint" } });
+  hint.hidden = true;
   const params = el("div", { class: "params" });
-  root.replaceChildren(el("label", { class: "row", text: "Method " }, [picker]), help, params);
+  root.replaceChildren(el("label", { class: "row", text: "Method " }, [picker]), hint, help, params);
   let controls = new Map(); // name -> {spec, input, out}
   let built = "";
 
@@ -117,6 +120,17 @@ export function initMethodPanel(root, metricsRoot) {
     }
     const spec = s.analysis?.methods.find((m) => m.name === s.method);
     help.textContent = spec ? describe(spec) : "";
+    const a = s.analysis;
+    hint.hidden = !a || Boolean(a.artefact);
+    if (a && !a.artefact) {
+      hint.replaceChildren(
+        `Learned methods (sf-*) need an artefact for ${a.model} at α = ${a.alpha}: run `,
+        // one unbreakable piece per argument: the line wraps between them, never inside "--model"
+        el("code", {}, ["sparsescope fit", `--model ${a.model}`, `--alpha ${a.alpha}`, "--out <artefact dir>"]
+          .flatMap((part, k) => [...(k ? [" "] : []), el("span", { class: "nowrap", text: part })])),
+        ", then restart the server.",
+      );
+    }
   }
 
   picker.addEventListener("change", () => {
