@@ -189,6 +189,8 @@ async def _compress(body: bytes, level: int) -> bytes:
 
 def _compressible(content_type: bytes) -> bool:
     ct = content_type.lower()
+    if ct.startswith(b"text/event-stream"):  # a stream must not be gathered
+        return False
     return any(ct.startswith(p) for p in COMPRESSIBLE)
 
 
