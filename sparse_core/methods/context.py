@@ -112,7 +112,8 @@ class PredictContext:
                 b=art.b[ls, hs],
                 centroids={k: c[ls, hs] for k, c in art.centroids.items()},
             )
-        shared = {k: v for k, v in self.cache.items() if _shared(k, v)}
+        # a copy first (one C call): another request may be memoising into this context
+        shared = {k: v for k, v in dict(self.cache).items() if _shared(k, v)}
         return PredictContext(
             sub,
             art,
@@ -162,7 +163,7 @@ class PredictContext:
             art,
             torch.cat([c.proj_q for c in ctxs]) if proj else None,
             torch.cat([c.proj_k for c in ctxs]) if proj else None,
-            {k: v for k, v in first.cache.items() if _shared(k, v)},
+            {k: v for k, v in dict(first.cache).items() if _shared(k, v)},
             torch.cat([c.layer_index() for c in ctxs]),
             first.head_index(),
         )
