@@ -34,7 +34,7 @@ from ..bitsets import (
 from ..rng import BIGBIRD_STREAM, hash_uniform_t
 from .base import Method
 from .context import PredictContext
-from .grids import head_seed, random_counts
+from .grids import random_counts
 from .spec import ParamSpec
 
 
@@ -68,7 +68,7 @@ class BigBirdMethod(Method):
         return bigbird_metrics(ctx, gold, points)
 
     def head_payload(self, ctx, layer, head):
-        return {"seed": head_seed(layer, head)}
+        return {"seed": int(ctx.seeds()[layer, head])}  # the head's own (also in a view)
 
 
 def bigbird_metrics(ctx: PredictContext, gold: Gold, pts: Sequence[dict]) -> dict[str, np.ndarray]:

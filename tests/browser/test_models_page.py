@@ -119,7 +119,7 @@ def test_picker_switches_models_and_a_share_reopens_after_restart(page, tmp_path
         wait_ready(page)
         assert not page.is_disabled("#causal")
         page.wait_for_function("() => location.search.includes('model=tiny-enc')")
-        # leave before the server goes: a background fetch cut by its shutdown is not the page's error
+        # leave before the server goes: a fetch cut by its shutdown is not the page's error
         page.goto("about:blank")
     finally:
         live.stop()
