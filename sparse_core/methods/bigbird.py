@@ -157,14 +157,16 @@ def width_draws(
         if n < 1 << 15:
             draws = draws.astype(np.int16)
         got = (m, draws, draw_tiles(gold, base, draws))
-        if any(kk[0] != n for kk in _DRAWS):
+        if len(_DRAWS) >= _DRAWS_MAX or any(kk[0] != n for kk in _DRAWS):
             _DRAWS.clear()  # one length at a time: bounded memory in a long-lived server
         _DRAWS[key] = got
     return got
 
 
-#: (n, causal, w, globals, k, seeds) -> width_draws(), for one length n at a time
+#: (n, causal, w, globals, k, seeds) -> width_draws(), for one length n at a time and at most
+#: _DRAWS_MAX widths (one-head views of a context have seeds of their own)
 _DRAWS: dict[tuple, tuple] = {}
+_DRAWS_MAX = 128
 
 
 def draw_uniforms(seeds: Tensor, n: int, k: int) -> np.ndarray:
