@@ -85,6 +85,10 @@ class RunState:
     keys: Tensor | None = None  # (L, B, H, n, d) float32, one per query head
     probs: Tensor | None = None  # (L, B, H, n, n) float32
     discover: list[tuple[int, LayerInfo]] | None = None  # filled by the discovery forward
+    #: the true token count of each batch row of a right-padded batch (None: every row is n
+    #: tokens long). Each text's attention is then computed on its own n_i x n_i block only,
+    #: never over the padded length, so its numbers are those of its single run bit for bit.
+    lengths: list[int] | None = None
     _causal_mask: Tensor | None = None
 
     def layer(self, module) -> int:
@@ -151,6 +155,15 @@ def entmax_attention(
         scaling = d**-0.5
     h_kv, m = key.shape[1], key.shape[2]
     key, value = expand_kv(key, h), expand_kv(value, h)  # (B, H, m, d)
+    if (
+        state is not None
+        and state.lengths is not None
+        and state.discover is None
+        and any(k != n for k in state.lengths)
+    ):
+        return _ragged_attention(
+            module, state, query, key, value, attention_mask, float(scaling), softcap
+        )
 
     # scores in float32 even for bf16 / fp16 weights (SPEC §1); one text at a time, so that a
     # text's numbers do not depend on the batch it runs in (bit for bit: the kernels' blocking
@@ -192,6 +205,78 @@ def entmax_attention(
             state.keys[li].copy_(key)  # (B, H, m, d): expanded to one per query head
     ctx = _per_text(lambda p, v: torch.matmul(p.to(v.dtype), v), probs, value)  # (B, H, n, d)
     return ctx.transpose(1, 2).contiguous(), probs  # (B, n, H, d)
+
+
+def _ragged_attention(
+    module,
+    state: RunState,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Tensor | None,
+    scaling: float,
+    softcap: float | None,
+) -> tuple[Tensor, Tensor]:
+    """Attention of a right-padded batch whose texts have different lengths ``state.lengths``.
+
+    Each text i sees only its own first n_i queries and keys: its scores, mask, entmax and
+    P V are computed on the n_i x n_i block exactly as in a single run of that text (the
+    matmuls one text at a time, entmax over the texts of one length at once: a row's result does
+    not depend on how many rows are stacked, only on its length). Padding rows get a zero
+    output and zero probabilities; recordings are written in [:n_i] of each row.
+    Self-attention only (m == n: no cache).
+    """
+    b, h, n, d = query.shape
+    m = key.shape[2]
+    if m != n:
+        raise RuntimeError("a padded batch of different lengths needs self-attention (m == n)")
+    li = state.layer(module)
+    alpha = state.alphas[li] if state.alphas is not None else DEFAULT_ALPHA
+    ctx = query.new_zeros(b, h, n, d)  # (B, H, n, d) in the values' dtype
+    if state.record:
+        probs_all = state.probs[li]  # (B, H, n, n), zeros where nothing is written
+    else:
+        probs_all = query.new_zeros(b, h, n, m, dtype=torch.float32)
+    by_len: dict[int, list[int]] = {}
+    for i, k in enumerate(state.lengths):
+        by_len.setdefault(int(k), []).append(i)
+    for k, rows in by_len.items():
+        scores = torch.cat(
+            [
+                torch.matmul(query[i : i + 1, :, :k].float(), key[i : i + 1, :, :k].float().mT)
+                for i in rows
+            ]
+        )  # (G, H, k, k)
+        scores.mul_(scaling)
+        if softcap is not None:
+            scores = torch.tanh(scores.div_(softcap)).mul_(softcap)
+        idx = torch.tensor(rows, device=query.device)
+        if attention_mask is not None:
+            am = attention_mask
+            if am.shape[0] > 1:
+                am = am.index_select(0, idx)
+            am = am[..., :k, :k]
+            if am.dtype == torch.bool:
+                scores.masked_fill_(~am, float("-inf"))
+            else:
+                scores.add_(am.float()).masked_fill_(am <= torch.finfo(am.dtype).min, -math.inf)
+        allowed = None
+        if state.causal:
+            allowed = state.causal_mask(k, k, scores.device)  # (k, k)
+        if state.restrict is not None:
+            r = state.restrict[li].index_select(0, idx)[..., :k, :k]  # (G, H, k, k)
+            allowed = r if allowed is None else r & allowed
+        if allowed is not None:
+            scores.masked_fill_(~allowed, float("-inf"))
+        probs = entmax(scores, alpha)  # (G, H, k, k)
+        for j, i in enumerate(rows):
+            probs_all[i, :, :k, :k] = probs[j]
+            p = probs[j : j + 1].to(value.dtype)
+            ctx[i : i + 1, :, :k] = torch.matmul(p, value[i : i + 1, :, :k])
+    if state.record:
+        state.queries[li].copy_(query)  # (B, H, n, d): padding rows are not read
+        state.keys[li].copy_(key)
+    return ctx.transpose(1, 2).contiguous(), probs_all
 
 
 def _per_text(op, x: Tensor, y: Tensor) -> Tensor:

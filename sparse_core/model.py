@@ -153,26 +153,47 @@ class SparseModel:
         causal: bool = False,
         truncate: bool = True,
     ) -> list[RunOutput]:
-        """Analyse several texts in one right-padded forward pass; each result equals a single
-        run of its text (up to float rounding)."""
+        """Analyse several texts in one right-padded forward pass; each result is exactly (bit
+        for bit) a single run of its text when torch runs on one thread.
+
+        Texts of different lengths share the forward: the linear layers work row by row (a
+        row's result does not depend on how many rows are computed with it), and each text's
+        attention is computed on its own tokens only (:func:`sparse_core.attention.
+        entmax_attention` with ``RunState.lengths``), never over the padded length. Texts so
+        short that BLAS takes another kernel for them alone (see :func:`rows_kernel_floor`)
+        are run alone. With several torch threads the kernels split rows differently: results
+        then equal single runs up to float rounding (about 1e-6).
+        """
         a = normalize_alpha(alpha, self.config.num_layers, self.config.num_heads)
         encs = [self.encode(t, truncate=truncate) for t in texts]
         if not encs:
             return []
         causal = bool(causal) or self.config.is_decoder
-        n = max(len(e.ids) for e in encs)
-        pad = self.config.pad_token_id
-        ids = torch.tensor([e.ids + [pad] * (n - len(e.ids)) for e in encs])  # (B, n)
-        keep = torch.tensor([[1] * len(e.ids) + [0] * (n - len(e.ids)) for e in encs])  # (B, n)
-        if bool(keep.all()):
+        floor = rows_kernel_floor(self.config.hidden_size, self.net.dtype)
+        together = [b for b, e in enumerate(encs) if len(e.ids) >= floor]
+        outs: list[RunOutput | None] = [None] * len(encs)
+        if len(together) < 2:
+            together = []
+        for b, (t, e) in enumerate(zip(texts, encs, strict=True)):
+            if b not in together:
+                ids = torch.tensor([e.ids], device=self._device)  # (1, n)
+                res = self._forward(ids, None, a, causal, None, record=True)
+                outs[b] = self._output(t, e, res, 0, a, causal)
+        if together:
+            sub = [encs[b] for b in together]
+            n = max(len(e.ids) for e in sub)
+            pad = self.config.pad_token_id
+            ids = torch.tensor([e.ids + [pad] * (n - len(e.ids)) for e in sub])  # (B, n)
+            lengths = [len(e.ids) for e in sub]
             keep = None
-        else:
-            keep = keep.to(self._device)
-        res = self._forward(ids.to(self._device), keep, a, causal, None, record=True)
-        return [
-            self._output(t, e, res, b, a, causal)
-            for b, (t, e) in enumerate(zip(texts, encs, strict=True))
-        ]
+            if any(k != n for k in lengths):
+                keep = torch.tensor([[1] * k + [0] * (n - k) for k in lengths]).to(self._device)
+            res = self._forward(
+                ids.to(self._device), keep, a, causal, None, record=True, lengths=lengths
+            )
+            for j, b in enumerate(together):
+                outs[b] = self._output(texts[b], encs[b], res, j, a, causal)
+        return outs  # type: ignore[return-value]
 
     @torch.inference_mode()
     def forward_masked(self, out: RunOutput, masks: Tensor) -> Tensor:
@@ -199,8 +220,10 @@ class SparseModel:
         restrict: Tensor | None,
         *,
         record: bool,
+        lengths: list[int] | None = None,
     ) -> dict[str, Tensor]:
-        """One forward of ids (B, n); ``keep`` (B, n) marks real tokens (None: all real)."""
+        """One forward of ids (B, n); ``keep`` (B, n) marks real tokens (None: all real);
+        ``lengths`` the true token count of each row of a right-padded batch."""
         c = self.config
         b, n = ids.shape
         state = A.RunState(
@@ -209,13 +232,15 @@ class SparseModel:
             restrict=restrict,
             layer_of=self._layer_of,
             record=record,
+            lengths=lengths if lengths is not None and any(k != n for k in lengths) else None,
         )
         if record:
             f32, dev = torch.float32, self._device
             shape = (c.num_layers, b, c.num_heads, n)
             state.queries = torch.empty(*shape, c.head_dim, dtype=f32, device=dev)
             state.keys = torch.empty(*shape, c.head_dim, dtype=f32, device=dev)
-            state.probs = torch.empty(*shape, n, dtype=f32, device=dev)
+            alloc = torch.empty if state.lengths is None else torch.zeros  # padding stays 0
+            state.probs = alloc(*shape, n, dtype=f32, device=dev)
         kwargs = {"use_cache": False} if c.is_decoder else {}
         with A.running(state):
             hidden = self.net(input_ids=ids, attention_mask=keep, **kwargs).last_hidden_state
@@ -298,6 +323,34 @@ class SparseModel:
                 "sparsescope needs the same heads and head size in every layer"
             )
         return {mid: li for li, (mid, _) in enumerate(found)}, [i for _, i in found]
+
+
+_KERNEL_FLOORS: dict[tuple, int] = {}
+
+
+def rows_kernel_floor(width: int, dtype: torch.dtype = torch.float32) -> int:
+    """The fewest rows from which a linear layer's row results do not depend on the row count.
+
+    BLAS picks its kernel by the matrix shape: on MKL with one thread, 1 to 3 rows go through
+    another kernel than 4 or more, whose results differ in the last bits. A text of fewer
+    tokens than this floor is therefore run alone (its single run is the reference). Probed
+    once per (torch threads, width, dtype) with random matrices of the model's width: the
+    largest k <= 32 whose k-row product differs from the first k rows of a 96-row one, plus 1.
+    """
+    key = (torch.get_num_threads(), int(width), dtype)
+    floor = _KERNEL_FLOORS.get(key)
+    if floor is None:
+        g = torch.Generator().manual_seed(0)
+        w = torch.randn(width, width, generator=g).to(dtype)
+        x = torch.randn(96, width, generator=g).to(dtype)
+        full = torch.nn.functional.linear(x, w)
+        floor = 1
+        for k in range(1, 33):
+            if not torch.equal(torch.nn.functional.linear(x[:k], w), full[:k]):
+                floor = k + 1
+        _KERNEL_FLOORS[key] = floor
+        log.debug("linear rows are independent of the row count from %d rows (%s)", floor, key)
+    return floor
 
 
 def _position_limit(hf, arch: Architecture, max_tokens: int) -> int:

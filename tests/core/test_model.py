@@ -159,14 +159,54 @@ def test_offsets_point_into_the_text(tiny_model):
             assert text[s:e].lower().startswith(tok.removeprefix("##")[:1]) or e > s
 
 
-def test_batch_equals_single(tiny_model):
-    texts = ["A short one.", "A somewhat longer sentence with more words in it."]
-    outs = tiny_model.run_batch(texts, alpha=1.5)
+@pytest.fixture
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
+@pytest.mark.parametrize("alpha", [1.5, "per-head"])
+def test_batch_equals_single(tiny_model, one_thread, causal, alpha):
+    """A right-padded batch of texts of different lengths: every text's probabilities,
+    queries, keys and hidden states are bit for bit its single run's (one torch thread)."""
+    if alpha == "per-head":
+        c = tiny_model.config
+        alpha = torch.linspace(1.0, 2.0, c.num_layers * c.num_heads).view(c.num_layers, -1)
+    texts = ["A short one.", "A somewhat longer sentence with more words in it.", "Hi", "Ok then."]
+    outs = tiny_model.run_batch(texts, alpha=alpha, causal=causal)
     for t, o in zip(texts, outs, strict=True):
-        single = tiny_model.run(t, alpha=1.5)
-        assert torch.equal(o.graph, single.graph)
-        torch.testing.assert_close(o.probs, single.probs, atol=1e-6, rtol=0)
-        torch.testing.assert_close(o.hidden, single.hidden, atol=1e-5, rtol=0)
+        single = tiny_model.run(t, alpha=alpha, causal=causal)
+        assert o.tokens == single.tokens
+        for name in ("probs", "queries", "keys", "hidden", "graph"):
+            assert torch.equal(getattr(o, name), getattr(single, name)), (t, name)
+
+
+def test_real_model_batch_of_different_lengths_equals_single_runs(real_model, one_thread):
+    """The same with the real MiniLM, bidirectional and causal: 12 texts of 4 to 40 tokens."""
+    words = "the chef who ran to the store was out of food so he went back home at last".split()
+    texts = [" ".join(words[i % 5 : i % 5 + 2 + i]) + "." for i in range(12)]
+    assert len({len(real_model.encode(t).ids) for t in texts}) >= 10
+    for causal in (False, True):
+        outs = real_model.run_batch(texts, alpha=1.5, causal=causal)
+        for t, o in zip(texts, outs, strict=True):
+            single = real_model.run(t, alpha=1.5, causal=causal)
+            for name in ("probs", "queries", "keys", "hidden"):
+                assert torch.equal(getattr(o, name), getattr(single, name)), (causal, t, name)
+
+
+def test_rows_kernel_floor_is_where_row_results_stop_depending_on_the_row_count(one_thread):
+    from sparse_core.model import rows_kernel_floor
+
+    floor = rows_kernel_floor(48)
+    assert 1 <= floor <= 33
+    g = torch.Generator().manual_seed(1)
+    w, x = torch.randn(48, 48, generator=g), torch.randn(70, 48, generator=g)
+    full = torch.nn.functional.linear(x, w)
+    for k in range(floor, 40):
+        assert torch.equal(torch.nn.functional.linear(x[:k], w), full[:k])
 
 
 def test_local_checkpoint_directory_loads(tmp_path, tiny_model):
