@@ -2,12 +2,14 @@
 
 Requests hand their text to :meth:`ModelWorker.run` and wait. The worker, idle, waits for the
 first job, then gathers for ``window_s`` more (or until ``batch_tokens`` are waiting); busy, it
-takes whatever piled up during the last forward (no extra wait). It then runs the jobs in one
-``SparseModel.run_batch`` forward per group of jobs with the same (alpha, causal, truncate,
-token count): texts of equal length need no padding, so each result is exactly (bit for bit) what
-``SparseModel.run`` gives for that text alone; padding would change the floating-point rounding
-(about 1e-6) and make a text's numbers depend on who else was in the batch. Groups run shortest
-first, so short texts do not wait behind long ones gathered in the same round.
+takes whatever piled up during the last forward (no extra wait). Jobs with the same (alpha,
+causal, truncate) share ``SparseModel.run_batch`` forwards: texts of different lengths are packed
+one after the other in one row, each with its own positions, and each text's attention is
+computed on its own tokens only, so each result is exactly (bit for bit, one torch thread) what
+``SparseModel.run`` gives for that text alone. A group is cut into forwards of at most
+:data:`FORWARD_TOKENS` (and ``batch_tokens``) tokens, shortest texts first (short texts do not
+wait behind long ones; the first forwards' requests go on with their summaries on the other core
+while the next forward runs).
 
 The queue is bounded (app/limits.py): at most ``queue_tokens`` tokens and ``queue_jobs`` jobs of
 user requests wait; beyond that :class:`~sparsescope.errors.Busy` (503) with a ``Retry-After``
@@ -42,6 +44,10 @@ MAX_LOW_JOBS = 64
 LOW_BATCH_TOKENS = 512
 #: Tokens a second assumed before the first batch is measured (for Retry-After only).
 START_RATE = 200.0
+#: Tokens packed into one forward at most (a round larger than this runs as several forwards,
+#: so that the first forwards' requests summarise their texts on the other core while the
+#: next forward runs).
+FORWARD_TOKENS = 256
 
 
 @dataclass
@@ -59,7 +65,7 @@ class Job:
     @property
     def group(self) -> tuple:
         alone = id(self) if self.start else 0
-        return (repr(float(self.alpha)), bool(self.causal), bool(self.truncate), self.n, alone)
+        return (repr(float(self.alpha)), bool(self.causal), bool(self.truncate), alone)
 
 
 @dataclass
@@ -227,7 +233,9 @@ class ModelWorker:
         groups: dict[tuple, list[Job]] = {}
         for job in live:
             groups.setdefault(job.group, []).append(job)
-        for group in sorted(groups.values(), key=lambda g: g[0].n):
+        size = min(self.batch_tokens, FORWARD_TOKENS)
+        forwards = [f for g in groups.values() for f in _forwards(g, size)]
+        for group in sorted(forwards, key=lambda g: g[0].n):
             group = [j for j in group if not self._drop_if_gone(j)]
             if group:
                 self._run_group(group)
@@ -287,6 +295,23 @@ class ModelWorker:
         return self.model.run_batch(
             [j.text for j in jobs], alpha=first.alpha, causal=first.causal, truncate=first.truncate
         )
+
+
+def _forwards(group: list[Job], budget: int) -> list[list[Job]]:
+    """Cut one group's jobs into forwards of at most ``budget`` tokens (at least one job each),
+    shortest texts first (packed texts need no padding: a forward costs its real tokens)."""
+    out: list[list[Job]] = []
+    cur: list[Job] = []
+    total = 0
+    for job in sorted(group, key=lambda j: j.n):
+        if cur and total + job.n > budget:
+            out.append(cur)
+            cur, total = [], 0
+        cur.append(job)
+        total += job.n
+    if cur:
+        out.append(cur)
+    return out
 
 
 def _first(queue: list[Job], budget: int) -> list[Job]:

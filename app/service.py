@@ -543,34 +543,48 @@ BATCH_KEY = "_summary_batch"
 class SummaryBatch:
     """The outputs of one batched forward, summarised together on first demand.
 
-    The first request of the batch to want its summary computes every sibling's at once
-    (``payloads.summaries``: texts of one length stacked, each head's figures exactly its own
-    text's) and builds their predict contexts; the others wait for it and take theirs. A
-    sibling whose request has gone leaves its part to the garbage collector with this object.
+    The first request of the batch to want its summary computes the summaries of every sibling
+    of its length (and causality) at once (``payloads.summaries``: texts of one length stacked,
+    each head's figures exactly its own text's) and builds their predict contexts; the others
+    of that length wait for it and take theirs, while siblings of other lengths are summarised
+    by their own requests meanwhile. A sibling whose request has gone leaves its part to the
+    garbage collector with this object.
     """
 
     def __init__(self, outs: list) -> None:
-        self._outs: list | None = list(outs)
+        self._waiting: dict[tuple, list] = {}
+        for o in outs:
+            self._waiting.setdefault(_summary_group(o), []).append(o)
         self._done: dict[int, tuple] = {}
-        self._lock = threading.Lock()
+        self._locks = {k: threading.Lock() for k in self._waiting}
 
     def take(self, out, art, stats: Stats | None = None) -> tuple[PredictContext, list[dict]]:
         """``(ctx, summary rows)`` of ``out`` (one of the batch's outputs)."""
-        with self._lock:
-            if self._outs is not None:
-                outs, self._outs = self._outs, None
-                with torch.inference_mode():
-                    ctxs = [PredictContext.from_run(o, art) for o in outs]
-                rows = summaries(ctxs)
-                if stats is not None:
-                    stats.summary_batches += 1
-                self._done = {id(o): (c, r) for o, c, r in zip(outs, ctxs, rows, strict=True)}
-            got = self._done.pop(id(out), None)
+        key = _summary_group(out)
+        lock = self._locks.get(key)
+        got = None
+        if lock is not None:
+            with lock:
+                outs = self._waiting.pop(key, None)
+                if outs is not None:
+                    with torch.inference_mode():
+                        ctxs = [PredictContext.from_run(o, art) for o in outs]
+                    rows = summaries(ctxs)
+                    if stats is not None and len(outs) > 1:
+                        stats.summary_batches += 1
+                    for o, c, r in zip(outs, ctxs, rows, strict=True):
+                        self._done[id(o)] = (c, r)
+                got = self._done.pop(id(out), None)
         if got is None:  # not one of ours after all: alone
             with torch.inference_mode():
                 ctx = PredictContext.from_run(out, art)
             return ctx, summary_rows(out, art, ctx)
         return got
+
+
+def _summary_group(out) -> tuple:
+    """Outputs summarised together: one length and causality (``PredictContext.stack``)."""
+    return (out.n, bool(out.causal))
 
 
 def _tie_batch(jobs: list, outs: list) -> None:

@@ -85,10 +85,12 @@ class RunState:
     keys: Tensor | None = None  # (L, B, H, n, d) float32, one per query head
     probs: Tensor | None = None  # (L, B, H, n, n) float32
     discover: list[tuple[int, LayerInfo]] | None = None  # filled by the discovery forward
-    #: the true token count of each batch row of a right-padded batch (None: every row is n
-    #: tokens long). Each text's attention is then computed on its own n_i x n_i block only,
-    #: never over the padded length, so its numbers are those of its single run bit for bit.
-    lengths: list[int] | None = None
+    #: several texts packed one after the other in one row (B = 1): each text's (start,
+    #: length). Each text's attention is then computed on its own n_i x n_i block only, so its
+    #: numbers are those of its single run bit for bit; with ``record``, ``segment_probs[i]``
+    #: (L, H, n_i, n_i) receives text i's probabilities (``probs`` stays None).
+    segments: list[tuple[int, int]] | None = None
+    segment_probs: list[Tensor] | None = None
     _causal_mask: Tensor | None = None
 
     def layer(self, module) -> int:
@@ -155,13 +157,8 @@ def entmax_attention(
         scaling = d**-0.5
     h_kv, m = key.shape[1], key.shape[2]
     key, value = expand_kv(key, h), expand_kv(value, h)  # (B, H, m, d)
-    if (
-        state is not None
-        and state.lengths is not None
-        and state.discover is None
-        and any(k != n for k in state.lengths)
-    ):
-        return _ragged_attention(
+    if state is not None and state.segments is not None and state.discover is None:
+        return _packed_attention(
             module, state, query, key, value, attention_mask, float(scaling), softcap
         )
 
@@ -207,7 +204,7 @@ def entmax_attention(
     return ctx.transpose(1, 2).contiguous(), probs  # (B, n, H, d)
 
 
-def _ragged_attention(
+def _packed_attention(
     module,
     state: RunState,
     query: Tensor,
@@ -217,45 +214,37 @@ def _ragged_attention(
     scaling: float,
     softcap: float | None,
 ) -> tuple[Tensor, Tensor]:
-    """Attention of a right-padded batch whose texts have different lengths ``state.lengths``.
+    """Attention of several texts packed in one row (``state.segments``: (start, length)).
 
-    Each text i sees only its own first n_i queries and keys: its scores, mask, entmax and
-    P V are computed on the n_i x n_i block exactly as in a single run of that text (the
-    matmuls one text at a time, entmax over the texts of one length at once: a row's result does
-    not depend on how many rows are stacked, only on its length). Padding rows get a zero
-    output and zero probabilities; recordings are written in [:n_i] of each row.
-    Self-attention only (m == n: no cache).
+    Each text i sees only its own n_i queries and keys: its scores, mask, entmax and P V are
+    computed on its n_i x n_i block exactly as in a single run of that text (the matmuls one
+    text at a time, entmax over the texts of one length at once: a row's result does not depend
+    on how many rows are stacked, only on its length). Self-attention only (no cache).
+    Returns the (1, N, H, d) output and, as attention weights, an empty tensor.
     """
     b, h, n, d = query.shape
-    m = key.shape[2]
-    if m != n:
-        raise RuntimeError("a padded batch of different lengths needs self-attention (m == n)")
+    if b != 1 or key.shape[2] != n:
+        raise RuntimeError("packed texts need one row of self-attention (B == 1, m == n)")
     li = state.layer(module)
     alpha = state.alphas[li] if state.alphas is not None else DEFAULT_ALPHA
-    ctx = query.new_zeros(b, h, n, d)  # (B, H, n, d) in the values' dtype
-    if state.record:
-        probs_all = state.probs[li]  # (B, H, n, n), zeros where nothing is written
-    else:
-        probs_all = query.new_zeros(b, h, n, m, dtype=torch.float32)
+    q, k_, v = query[0], key[0], value[0]  # (H, N, d)
+    ctx = torch.empty_like(q)  # (H, N, d); every position belongs to one text
     by_len: dict[int, list[int]] = {}
-    for i, k in enumerate(state.lengths):
+    for i, (_, k) in enumerate(state.segments):
         by_len.setdefault(int(k), []).append(i)
-    for k, rows in by_len.items():
-        scores = torch.cat(
+    for k, texts in by_len.items():
+        starts = [state.segments[i][0] for i in texts]
+        scores = torch.stack(
             [
-                torch.matmul(query[i : i + 1, :, :k].float(), key[i : i + 1, :, :k].float().mT)
-                for i in rows
+                torch.matmul(q[None, :, s : s + k].float(), k_[None, :, s : s + k].float().mT)[0]
+                for s in starts
             ]
-        )  # (G, H, k, k)
+        )  # (G, H, k, k); fmt: skip
         scores.mul_(scaling)
         if softcap is not None:
             scores = torch.tanh(scores.div_(softcap)).mul_(softcap)
-        idx = torch.tensor(rows, device=query.device)
-        if attention_mask is not None:
-            am = attention_mask
-            if am.shape[0] > 1:
-                am = am.index_select(0, idx)
-            am = am[..., :k, :k]
+        if attention_mask is not None:  # the model's own mask, each text's diagonal block
+            am = torch.stack([attention_mask[0, :, s : s + k, s : s + k] for s in starts])
             if am.dtype == torch.bool:
                 scores.masked_fill_(~am, float("-inf"))
             else:
@@ -264,19 +253,19 @@ def _ragged_attention(
         if state.causal:
             allowed = state.causal_mask(k, k, scores.device)  # (k, k)
         if state.restrict is not None:
-            r = state.restrict[li].index_select(0, idx)[..., :k, :k]  # (G, H, k, k)
-            allowed = r if allowed is None else r & allowed
+            raise RuntimeError("restriction masks are not supported for packed texts")
         if allowed is not None:
             scores.masked_fill_(~allowed, float("-inf"))
         probs = entmax(scores, alpha)  # (G, H, k, k)
-        for j, i in enumerate(rows):
-            probs_all[i, :, :k, :k] = probs[j]
-            p = probs[j : j + 1].to(value.dtype)
-            ctx[i : i + 1, :, :k] = torch.matmul(p, value[i : i + 1, :, :k])
+        for j, (i, s) in enumerate(zip(texts, starts, strict=True)):
+            if state.record:
+                state.segment_probs[i][li].copy_(probs[j])
+            p = probs[j : j + 1].to(v.dtype)
+            ctx[:, s : s + k] = torch.matmul(p, v[None, :, s : s + k])[0]
     if state.record:
-        state.queries[li].copy_(query)  # (B, H, n, d): padding rows are not read
+        state.queries[li].copy_(query)  # (1, H, N, d)
         state.keys[li].copy_(key)
-    return ctx.transpose(1, 2).contiguous(), probs_all
+    return ctx.transpose(0, 1).unsqueeze(0).contiguous(), query.new_empty(0)
 
 
 def _per_text(op, x: Tensor, y: Tensor) -> Tensor:

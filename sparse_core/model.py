@@ -153,16 +153,16 @@ class SparseModel:
         causal: bool = False,
         truncate: bool = True,
     ) -> list[RunOutput]:
-        """Analyse several texts in one right-padded forward pass; each result is exactly (bit
-        for bit) a single run of its text when torch runs on one thread.
+        """Analyse several texts in one forward pass; each result is exactly (bit for bit) a
+        single run of its text when torch runs on one thread.
 
-        Texts of different lengths share the forward: the linear layers work row by row (a
-        row's result does not depend on how many rows are computed with it), and each text's
-        attention is computed on its own tokens only (:func:`sparse_core.attention.
-        entmax_attention` with ``RunState.lengths``), never over the padded length. Texts so
-        short that BLAS takes another kernel for them alone (see :func:`rows_kernel_floor`)
-        are run alone. With several torch threads the kernels split rows differently: results
-        then equal single runs up to float rounding (about 1e-6).
+        The texts are packed one after the other in one row, each with its own positions
+        (no padding): the linear layers work row by row (a row's result does not depend on how
+        many rows are computed with it), and each text's attention is computed on its own
+        tokens only (:func:`sparse_core.attention.entmax_attention` with ``RunState.segments``).
+        Texts so short that BLAS takes another kernel for them alone (see
+        :func:`rows_kernel_floor`) are run alone. With several torch threads the kernels split
+        rows differently: results then equal single runs up to float rounding (about 1e-6).
         """
         a = normalize_alpha(alpha, self.config.num_layers, self.config.num_heads)
         encs = [self.encode(t, truncate=truncate) for t in texts]
@@ -171,29 +171,70 @@ class SparseModel:
         causal = bool(causal) or self.config.is_decoder
         floor = rows_kernel_floor(self.config.hidden_size, self.net.dtype)
         together = [b for b, e in enumerate(encs) if len(e.ids) >= floor]
-        outs: list[RunOutput | None] = [None] * len(encs)
         if len(together) < 2:
             together = []
+        outs: list[RunOutput | None] = [None] * len(encs)
         for b, (t, e) in enumerate(zip(texts, encs, strict=True)):
             if b not in together:
                 ids = torch.tensor([e.ids], device=self._device)  # (1, n)
                 res = self._forward(ids, None, a, causal, None, record=True)
                 outs[b] = self._output(t, e, res, 0, a, causal)
         if together:
-            sub = [encs[b] for b in together]
-            n = max(len(e.ids) for e in sub)
-            pad = self.config.pad_token_id
-            ids = torch.tensor([e.ids + [pad] * (n - len(e.ids)) for e in sub])  # (B, n)
-            lengths = [len(e.ids) for e in sub]
-            keep = None
-            if any(k != n for k in lengths):
-                keep = torch.tensor([[1] * k + [0] * (n - k) for k in lengths]).to(self._device)
-            res = self._forward(
-                ids.to(self._device), keep, a, causal, None, record=True, lengths=lengths
-            )
-            for j, b in enumerate(together):
-                outs[b] = self._output(texts[b], encs[b], res, j, a, causal)
+            packed = self._packed([encs[b] for b in together], a, causal)
+            for b, own in zip(together, packed, strict=True):
+                outs[b] = self._output_of(texts[b], encs[b], own, a, causal)
         return outs  # type: ignore[return-value]
+
+    def _packed(self, encs: list[Encoding], alpha: float | Tensor, causal: bool) -> list[dict]:
+        """One forward of the texts packed in one row; per text its recordings (L, H, n, ·)
+        and hidden states (n, D)."""
+        c, dev = self.config, self._device
+        lengths = [len(e.ids) for e in encs]
+        starts = [sum(lengths[:i]) for i in range(len(lengths))]
+        total = sum(lengths)
+        first = int(c.pad_token_id) + 1 if self.arch.position_offset else 0
+        ids = torch.tensor([[t for e in encs for t in e.ids]], device=dev)  # (1, N)
+        positions = torch.cat([torch.arange(first, first + k) for k in lengths])[None].to(dev)
+        state = A.RunState(
+            alphas=self._layer_alphas(alpha),
+            causal=causal and not c.is_decoder,
+            layer_of=self._layer_of,
+            record=True,
+            segments=list(zip(starts, lengths, strict=True)),
+        )
+        f32 = torch.float32
+        shape = (c.num_layers, 1, c.num_heads, total, c.head_dim)
+        state.queries = torch.empty(shape, dtype=f32, device=dev)
+        state.keys = torch.empty(shape, dtype=f32, device=dev)
+        state.segment_probs = [
+            torch.empty(c.num_layers, c.num_heads, k, k, dtype=f32, device=dev) for k in lengths
+        ]
+        kwargs: dict = {"use_cache": False} if c.is_decoder else {}
+        if self._takes_token_types:
+            kwargs["token_type_ids"] = torch.zeros_like(ids)
+        with A.running(state):
+            hidden = self.net(input_ids=ids, position_ids=positions, **kwargs).last_hidden_state
+        return [
+            {
+                "queries": state.queries[:, 0, :, s : s + k],
+                "keys": state.keys[:, 0, :, s : s + k],
+                "probs": p,
+                "hidden": hidden[0, s : s + k],
+            }
+            for s, k, p in zip(starts, lengths, state.segment_probs, strict=True)
+        ]
+
+    @property
+    def _takes_token_types(self) -> bool:
+        """Whether the model adds token-type embeddings (BERT's segment A, zeros, by default;
+        its default buffer is only as long as its positions, so packed rows pass zeros).
+        GPT-2 takes token_type_ids too but adds them only when given: not passed."""
+        import inspect
+
+        return (
+            not self.arch.decoder
+            and "token_type_ids" in inspect.signature(self.net.forward).parameters
+        )
 
     @torch.inference_mode()
     def forward_masked(self, out: RunOutput, masks: Tensor) -> Tensor:
@@ -220,10 +261,8 @@ class SparseModel:
         restrict: Tensor | None,
         *,
         record: bool,
-        lengths: list[int] | None = None,
     ) -> dict[str, Tensor]:
-        """One forward of ids (B, n); ``keep`` (B, n) marks real tokens (None: all real);
-        ``lengths`` the true token count of each row of a right-padded batch."""
+        """One forward of ids (B, n); ``keep`` (B, n) marks real tokens (None: all real)."""
         c = self.config
         b, n = ids.shape
         state = A.RunState(
@@ -232,15 +271,13 @@ class SparseModel:
             restrict=restrict,
             layer_of=self._layer_of,
             record=record,
-            lengths=lengths if lengths is not None and any(k != n for k in lengths) else None,
         )
         if record:
             f32, dev = torch.float32, self._device
             shape = (c.num_layers, b, c.num_heads, n)
             state.queries = torch.empty(*shape, c.head_dim, dtype=f32, device=dev)
             state.keys = torch.empty(*shape, c.head_dim, dtype=f32, device=dev)
-            alloc = torch.empty if state.lengths is None else torch.zeros  # padding stays 0
-            state.probs = alloc(*shape, n, dtype=f32, device=dev)
+            state.probs = torch.empty(*shape, n, dtype=f32, device=dev)
         kwargs = {"use_cache": False} if c.is_decoder else {}
         with A.running(state):
             hidden = self.net(input_ids=ids, attention_mask=keep, **kwargs).last_hidden_state
@@ -266,23 +303,30 @@ class SparseModel:
         self, text: str, enc: Encoding, res: dict, b: int, a: float | Tensor, causal: bool
     ) -> RunOutput:
         m = len(enc.ids)
+        own = {
+            "queries": res["queries"][:, b, :, :m],
+            "keys": res["keys"][:, b, :, :m],
+            "probs": res["probs"][:, b, :, :m, :m],
+            "hidden": res["hidden"][b, :m],
+        }
+        return self._output_of(text, enc, own, a, causal)
 
-        def take(x: Tensor, square: bool) -> Tensor:  # (L, B, H, n, ·) -> (L, H, m, ·)
-            x = x[:, b, :, :m, :m] if square else x[:, b, :, :m]
-            return x.contiguous().cpu()
-
-        probs = take(res["probs"], True)
+    def _output_of(
+        self, text: str, enc: Encoding, own: dict, a: float | Tensor, causal: bool
+    ) -> RunOutput:
+        """The RunOutput of one text from its recordings (L, H, n, ·) and hidden states."""
+        probs = own["probs"].contiguous().cpu()
         return RunOutput(
             text=text,
             tokens=enc.tokens,
             offsets=enc.offsets,
             special=enc.special,
             input_ids=enc.ids,
-            queries=take(res["queries"], False),
-            keys=take(res["keys"], False),
+            queries=own["queries"].contiguous().cpu(),
+            keys=own["keys"].contiguous().cpu(),
             probs=probs,
             graph=probs > 0,
-            hidden=res["hidden"][b, :m].float().cpu(),
+            hidden=own["hidden"].float().cpu(),
             alpha=a,
             causal=causal,
             truncated=enc.truncated,

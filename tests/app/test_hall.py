@@ -80,6 +80,22 @@ def test_batched_runs_equal_single_runs_exactly(tiny_model, one_thread):
         assert out.tokens == alone.tokens
 
 
+def test_texts_of_different_lengths_share_a_forward_exactly(tiny_model, one_thread):
+    """Texts of different lengths are packed into one forward, each bit for bit its single run."""
+    texts = [f"Text {i}: " + " ".join(["word"] * (1 + 2 * i)) + "." for i in range(8)]
+    assert len({len(tiny_model.encode(t).ids) for t in texts}) == 8
+    worker = ModelWorker(tiny_model, window_s=0.5)
+    with ThreadPoolExecutor(len(texts)) as pool:
+        futures = [pool.submit(worker.run, t, 1.5, False, False, len(tiny_model.encode(t).ids))
+                   for t in texts]  # fmt: skip
+        outs = [f.result(timeout=WAIT_S) for f in futures]
+    assert worker.stats.largest_batch >= 4  # different lengths, one forward
+    for text, out in zip(texts, outs, strict=True):
+        alone = tiny_model.run(text, alpha=1.5)
+        for name in ("probs", "queries", "keys", "hidden", "graph"):
+            assert torch.equal(getattr(out, name), getattr(alone, name)), (text, name)
+
+
 @pytest.mark.parametrize("with_artefact", [False, True], ids=["no-artefact", "artefact"])
 def test_api_answers_are_the_same_batched_or_alone(
     tmp_path, tiny_model, tiny_artefact, one_thread, with_artefact

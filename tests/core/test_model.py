@@ -197,6 +197,19 @@ def test_real_model_batch_of_different_lengths_equals_single_runs(real_model, on
                 assert torch.equal(getattr(o, name), getattr(single, name)), (causal, t, name)
 
 
+def test_batch_longer_in_all_than_the_model_positions(one_thread):
+    """Packed texts keep their own positions: 8 texts of ~90 tokens (over 512 together) on a
+    model of 128 positions, each equal to its single run."""
+    from sparse_core.testing import tiny_model as make
+
+    m = make(seed=2, max_positions=128)
+    texts = [" ".join(f"w{i}x{j}" for j in range(30)) for i in range(8)]
+    assert sum(len(m.encode(t).ids) for t in texts) > 4 * 128
+    for t, o in zip(texts, m.run_batch(texts), strict=True):
+        single = m.run(t)
+        assert torch.equal(o.probs, single.probs) and torch.equal(o.hidden, single.hidden)
+
+
 def test_rows_kernel_floor_is_where_row_results_stop_depending_on_the_row_count(one_thread):
     from sparse_core.model import rows_kernel_floor
 
