@@ -7,9 +7,10 @@ causal, truncate) share ``SparseModel.run_batch`` forwards: texts of different l
 one after the other in one row, each with its own positions, and each text's attention is
 computed on its own tokens only, so each result is exactly (bit for bit, one torch thread) what
 ``SparseModel.run`` gives for that text alone. A group is cut into forwards of at most
-:data:`FORWARD_TOKENS` (and ``batch_tokens``) tokens, shortest texts first (short texts do not
-wait behind long ones; the first forwards' requests go on with their summaries on the other core
-while the next forward runs).
+``batch_tokens`` tokens, shortest texts first (short texts do not wait behind long ones). One
+forward per round where it fits: fewer forwards and larger summary stacks (``service.
+SummaryBatch``) cost less CPU than cutting a round to overlap summaries with the next forward
+(measured; on this 2-core machine the CPU, not the overlap, bounds a burst).
 
 The queue is bounded (app/limits.py): at most ``queue_tokens`` tokens and ``queue_jobs`` jobs of
 user requests wait; beyond that :class:`~sparsescope.errors.Busy` (503) with a ``Retry-After``
@@ -44,10 +45,6 @@ MAX_LOW_JOBS = 64
 LOW_BATCH_TOKENS = 512
 #: Tokens a second assumed before the first batch is measured (for Retry-After only).
 START_RATE = 200.0
-#: Tokens packed into one forward at most (a round larger than this runs as several forwards,
-#: so that the first forwards' requests summarise their texts on the other core while the
-#: next forward runs).
-FORWARD_TOKENS = 256
 
 
 @dataclass
@@ -233,8 +230,7 @@ class ModelWorker:
         groups: dict[tuple, list[Job]] = {}
         for job in live:
             groups.setdefault(job.group, []).append(job)
-        size = min(self.batch_tokens, FORWARD_TOKENS)
-        forwards = [f for g in groups.values() for f in _forwards(g, size)]
+        forwards = [f for g in groups.values() for f in _forwards(g, self.batch_tokens)]
         for group in sorted(forwards, key=lambda g: g[0].n):
             group = [j for j in group if not self._drop_if_gone(j)]
             if group:

@@ -96,6 +96,55 @@ def test_texts_of_different_lengths_share_a_forward_exactly(tiny_model, one_thre
             assert torch.equal(getattr(out, name), getattr(alone, name)), (text, name)
 
 
+def test_piped_pos_tagging_equals_one_text_at_a_time():
+    """The tagger pipes the texts waiting together (nlp.pipe): on ~600 texts of 1 to 120 words
+    (punctuation, digits, abbreviations), in batches of 7 and 64, every text's tok2vec output is
+    bit for bit its own call's, so its words and tags are the same."""
+    import random
+
+    import numpy as np
+
+    from sparse_core import pos
+
+    rng = random.Random(13)
+    vocab = (
+        "the chef who ran to store was out of food so he went back home Dr. Smith's cat "
+        "(aged 3) ran fast , ! ? 2 + 4 = 6 I am what New York they're can't e.g. well"
+    ).split()
+    texts = ["Hi", "Ok.", "a", "What?", "I am."] + [
+        " ".join(rng.choices(vocab, k=rng.choice([2, 5, 9, 14, 30, 120]))) for _ in range(600)
+    ]
+    nlp = pos.tagger()
+    alone = [nlp(t) for t in texts]
+    for batch in (7, 64):
+        for a, b in zip(alone, nlp.pipe(texts, batch_size=batch), strict=True):
+            assert np.array_equal(a.tensor, b.tensor), a.text
+            assert [t.pos_ for t in a] == [t.pos_ for t in b], a.text
+    assert pos.word_tags_many(texts[:50], batch_size=64) == [pos.word_tags(t) for t in texts[:50]]
+
+
+def test_tagger_pipes_the_texts_that_wait_together():
+    from sparsescope.tagging import Tagger
+
+    tagger = Tagger()
+    model_like = type("Enc", (), {})
+    texts = [f"The chef number {i} ran to the store." for i in range(12)]
+    encs = []
+    for t in texts:
+        e = model_like()
+        e.offsets, e.special = [(0, len(t))], [False]
+        encs.append(e)
+    blocker = threading.Event()
+    tagger._pool.submit(blocker.wait)  # the tagging thread is busy: the texts pile up
+    futures = [tagger.start(t, e) for t, e in zip(texts, encs, strict=True)]
+    blocker.set()
+    words = [f.result(timeout=WAIT_S) for f in futures]
+    assert tagger.calls == 1  # one pipe for all twelve
+    from sparse_core import pos
+
+    assert words == [pos.word_tags(t) for t in texts]
+
+
 @pytest.mark.parametrize("with_artefact", [False, True], ids=["no-artefact", "artefact"])
 def test_api_answers_are_the_same_batched_or_alone(
     tmp_path, tiny_model, tiny_artefact, one_thread, with_artefact
