@@ -89,7 +89,8 @@ class AnalysisService:
             raise TypeError("give either slots or the options of one slot, not both")
         self._slots = list(slots)
         self.slots: dict[str, ModelSlot] = {}
-        self.tagger = Tagger()
+        # batching off (SPARSESCOPE_BATCH_TOKENS=1: every forward alone): tag one text a call
+        self.tagger = Tagger(pipe=settings.batch_tokens > 1)
         self._start_lock = threading.Lock()
         self._started = False
         self.cache = LruCache(settings.cache_entries, settings.cache_bytes)

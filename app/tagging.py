@@ -5,9 +5,10 @@ runs on the other core (spaCy and torch both release the GIL in their inner loop
 sub-word token then takes the Universal POS tag of the word holding it.
 
 Texts that wait for the tagging thread together are tagged in one ``nlp.pipe`` call (a lecture
-hall's burst: about half the CPU of one call each). spaCy's tok2vec output and the tags of a
-text are the same piped or alone (tested on ~1,800 texts of 1 to 120 words, batches of 7 to 256:
-tests/app/test_hall.py).
+hall's burst: about half the CPU of one call each), unless batching is off
+(``SPARSESCOPE_BATCH_TOKENS=1``: one text a call, as the model's forwards). spaCy's tok2vec
+output and the tags of a text are the same piped or alone (tested on ~1,800 texts of 1 to 120
+words in batches of 7 to 256 while building this, and on ~600 in tests/app/test_hall.py).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ class Tagger:
     """One spaCy tagging call at a time, in its own thread; the texts waiting for it go
     through one ``nlp.pipe`` call together."""
 
-    def __init__(self) -> None:
+    def __init__(self, pipe: bool = True) -> None:
+        self.pipe = pipe  # False: one text a call (the server with batching off)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sparsescope-pos")
         self._lock = threading.Lock()
         self._pending: list[tuple[str, Future]] = []
@@ -47,8 +49,9 @@ class Tagger:
 
     def _drain(self) -> None:
         """Tag what waits (up to :data:`PIPE_TEXTS` texts) in one call."""
+        most = PIPE_TEXTS if self.pipe else 1
         with self._lock:
-            items, self._pending = self._pending[:PIPE_TEXTS], self._pending[PIPE_TEXTS:]
+            items, self._pending = self._pending[:most], self._pending[most:]
         if not items:
             return  # an earlier call took them
         texts = [t for t, _ in items]

@@ -143,6 +143,12 @@ def test_tagger_pipes_the_texts_that_wait_together():
     from sparse_core import pos
 
     assert words == [pos.word_tags(t) for t in texts]
+    alone = Tagger(pipe=False)  # batching off: one text a call
+    alone._pool.submit(blocker.wait)
+    assert [
+        alone.start(t, e).result(timeout=WAIT_S) for t, e in zip(texts, encs, strict=True)
+    ] == words
+    assert alone.calls == len(texts)
 
 
 @pytest.mark.parametrize("with_artefact", [False, True], ids=["no-artefact", "artefact"])
