@@ -84,16 +84,24 @@ def summaries(ctxs) -> list[list[dict]]:
 
 def _rows(gold, tables: dict) -> list[dict]:
     L, H = gold.shape
-    g = round6(gold)
-    cols = [(nm, round6(m["recall"]), round6(m["sparsity"])) for nm, m in tables.items()]
+    names = list(tables)
+    cols = [np.asarray(gold, dtype=np.float64).ravel()]
+    for m in tables.values():
+        cols += [np.asarray(m["recall"], dtype=np.float64).ravel(),
+                 np.asarray(m["sparsity"], dtype=np.float64).ravel()]  # fmt: skip
+    flat = round6(np.stack(cols))  # one call: each value exactly round(x, 6)
+    k = L * H
+    g = flat[:k]
+    per = [(nm, flat[(2 * j + 1) * k : (2 * j + 2) * k], flat[(2 * j + 2) * k : (2 * j + 3) * k])
+           for j, nm in enumerate(names)]  # fmt: skip
     return [
         {
-            "layer": k // H,
-            "head": k % H,
-            "gold_sparsity": g[k],
-            "methods": {nm: {"recall": rec[k], "sparsity": spa[k]} for nm, rec, spa in cols},
+            "layer": i // H,
+            "head": i % H,
+            "gold_sparsity": g[i],
+            "methods": {nm: {"recall": rec[i], "sparsity": spa[i]} for nm, rec, spa in per},
         }
-        for k in range(L * H)
+        for i in range(k)
     ]
 
 
