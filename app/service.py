@@ -547,9 +547,11 @@ class SummaryBatch:
     The first request of the batch to want its summary computes the summaries of every sibling
     of its length (and causality) at once (``payloads.summaries``: texts of one length stacked,
     each head's figures exactly its own text's) and builds their predict contexts; the others
-    of that length wait for it and take theirs, while siblings of other lengths are summarised
-    by their own requests meanwhile. A sibling whose request has gone leaves its part to the
-    garbage collector with this object.
+    of that length wait for it and take theirs. One length group is summarised at a time: the
+    summaries are many small numpy / torch calls, and several threads running them at once
+    mostly contend for the GIL (the server's CPU per analysis in a burst of 48 fell from about
+    30 to 23 ms with one at a time; docs/benchmarks.md). A sibling whose request has gone leaves
+    its part to the garbage collector with this object.
     """
 
     def __init__(self, outs: list) -> None:
@@ -557,7 +559,8 @@ class SummaryBatch:
         for o in outs:
             self._waiting.setdefault(_summary_group(o), []).append(o)
         self._done: dict[int, tuple] = {}
-        self._locks = {k: threading.Lock() for k in self._waiting}
+        one = threading.Lock()  # one length group at a time (see the class docstring)
+        self._locks = {k: one for k in self._waiting}
 
     def take(self, out, art, stats: Stats | None = None) -> tuple[PredictContext, list[dict]]:
         """``(ctx, summary rows)`` of ``out`` (one of the batch's outputs)."""
