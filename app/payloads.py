@@ -18,6 +18,8 @@ from sparse_core.methods import METHODS, head_data
 from sparse_core.metrics import sparsity
 from sparse_core.pareto import summary as methods_summary
 
+from .thumbs import head_thumbs
+
 #: Longest text whose raw vectors are served (a slide cannot show more rows anyway).
 MAX_RAW_TOKENS = 64
 
@@ -127,6 +129,7 @@ def analysis_body(
         ],
         "summary": summary,
         "methods": methods,
+        "thumbs": head_thumbs(out),  # every head's graph, pooled (app/thumbs.py)
     }
 
 

@@ -5,9 +5,11 @@
  * move between heads.
  *
  * Each tile draws its head's graph small (a canvas: P pooled by max into at most 24 × 24 cells,
- * white where every P is exactly 0, blue by √p), as BertViz's model view shows every head's shape,
- * once the head's data is in the page (the open head at once, the others as they are prefetched);
- * the tile's frame and label are the chosen metric. Gold sparsity is coloured on this text's
+ * white where every P is exactly 0, blue by √p), as BertViz's model view shows every head's shape.
+ * Every head is drawn at once from the analysis body's `thumbs` (app/thumbs.py: the same blocks,
+ * √p in seven steps), so a 512-token text shows all 72 heads without fetching their payloads; a
+ * head whose payload is in the page (the open one, those prefetched) is redrawn from its exact
+ * probabilities (the full 256-step ramp). The tile's frame and label are the chosen metric. Gold sparsity is coloured on this text's
  * range, or on [0, 1] when the heads do not differ (α = 1: every head dense, the lightest colour).
  *
  * Recall colours come from `headRecall` in the store (the current setting, computed in the
@@ -47,6 +49,43 @@ export function thumbImage(data, k) {
   return img;
 }
 
+/** Characters of the body's thumbnails (base64url's alphabet): two cells of states 0–7 each. */
+const ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+const CODE = new Int8Array(128).fill(-1);
+for (let c = 0; c < ALPHABET.length; c++) CODE[ALPHABET.charCodeAt(c)] = c;
+/** Pixel of a cell state: 0 white (every p exactly 0), s ≥ 1 the √p ramp at (s − 1) / 6. */
+const STATE_PX = Uint32Array.from({ length: 8 }, (_, s) =>
+  s === 0 ? ZERO_PX : PROB_LUT[Math.round(((s - 1) / 6) * 255)],
+);
+
+/**
+ * One head's thumbnail from the analysis body (`thumbs.cells[idx]`, app/thumbs.py) as a k × k
+ * image; null when the string does not hold k² cells.
+ * @param {string} cells
+ * @param {number} k
+ * @returns {ImageData | null}
+ */
+export function bodyThumbImage(cells, k) {
+  if (typeof cells !== "string" || cells.length !== Math.ceil((k * k) / 2)) return null;
+  const img = new ImageData(k, k);
+  const px = new Uint32Array(img.data.buffer);
+  for (let c = 0; c < k * k; c++) {
+    const code = CODE[cells.charCodeAt(c >> 1) & 127];
+    if (code < 0) return null;
+    px[c] = STATE_PX[c & 1 ? code & 7 : code >> 3];
+  }
+  return img;
+}
+
+/** Put a k × k thumbnail into a tile's canvas and show it. */
+function drawTile(tile, img, k) {
+  const canvas = tile.firstChild;
+  if (canvas.width !== k) canvas.width = canvas.height = k;
+  canvas.getContext("2d").putImageData(img, 0, 0);
+  canvas.hidden = false;
+  tile.classList.add("has-thumb");
+}
+
 /** Store keys that change the tiles' colours or marks. */
 const REPAINT = ["gridColour", "headRecall", "method", "layer", "head", "headData"];
 
@@ -84,6 +123,16 @@ export function initGrid(root, legend) {
       }
     }
     root.replaceChildren(...head, ...rows);
+    const t = a.thumbs;
+    if (t && Array.isArray(t.cells)) {
+      tiles.forEach((tile, idx) => {
+        const img = bodyThumbImage(t.cells[idx], t.k);
+        if (img) {
+          drawTile(tile, img, t.k);
+          tile.dataset.thumb = "body";
+        }
+      });
+    }
     paint(s);
   }
 
@@ -147,12 +196,9 @@ export function initGrid(root, legend) {
     if (!a || a.id !== id) return;
     const tile = tiles[layer * a.heads + head];
     if (!tile) return;
-    const canvas = tile.firstChild;
     const k = Math.min(data.n, THUMB);
-    canvas.width = canvas.height = k;
-    canvas.getContext("2d").putImageData(thumbImage(data, k), 0, 0);
-    canvas.hidden = false;
-    tile.classList.add("has-thumb");
+    drawTile(tile, thumbImage(data, k), k);
+    tile.dataset.thumb = "payload";
   });
 
   store.subscribe((s, changed) => {
