@@ -77,11 +77,48 @@ export function bodyThumbImage(cells, k) {
   return img;
 }
 
-/** Put a k × k thumbnail into a tile's canvas and show it. */
-function drawTile(tile, img, k) {
+/**
+ * A k × k thumbnail pooled again into m × m blocks (the same block edges), keeping each block's
+ * darkest pixel: on the √p ramp the darkest is the largest p, and white (every p 0) only where the
+ * whole block is white. A tile smaller than k device pixels would otherwise drop whole rows and
+ * columns when the browser scales the canvas down (nearest neighbour: `image-rendering: pixelated`).
+ * @param {ImageData} img
+ * @param {number} m
+ * @returns {ImageData}
+ */
+export function fitThumb(img, m) {
+  const k = img.width;
+  if (m >= k) return img;
+  const src = new Uint32Array(img.data.buffer);
+  const out = new ImageData(m, m);
+  const dst = new Uint32Array(out.data.buffer);
+  const lum = (v) => 299 * (v & 255) + 587 * ((v >>> 8) & 255) + 114 * ((v >>> 16) & 255);
+  for (let a = 0; a < m; a++) {
+    const i0 = Math.floor((a * k) / m), i1 = Math.max(i0 + 1, Math.floor(((a + 1) * k) / m));
+    for (let b = 0; b < m; b++) {
+      const j0 = Math.floor((b * k) / m), j1 = Math.max(j0 + 1, Math.floor(((b + 1) * k) / m));
+      let best = src[i0 * k + j0];
+      let dark = lum(best);
+      for (let i = i0; i < i1; i++) {
+        for (let j = j0; j < j1; j++) {
+          const v = src[i * k + j];
+          const l = lum(v);
+          if (l < dark) [best, dark] = [v, l];
+        }
+      }
+      dst[a * m + b] = best;
+    }
+  }
+  return out;
+}
+
+/** Put a k × k thumbnail into a tile's canvas (pooled to `side` pixels if smaller) and show it. */
+function drawTile(tile, img, side) {
+  tile._thumb = img; // the full-size thumbnail, for a later resize
+  const shown = fitThumb(img, side);
   const canvas = tile.firstChild;
-  if (canvas.width !== k) canvas.width = canvas.height = k;
-  canvas.getContext("2d").putImageData(img, 0, 0);
+  if (canvas.width !== shown.width) canvas.width = canvas.height = shown.width;
+  canvas.getContext("2d").putImageData(shown, 0, 0);
   canvas.hidden = false;
   tile.classList.add("has-thumb");
 }
@@ -96,6 +133,17 @@ const REPAINT = ["gridColour", "headRecall", "method", "layer", "head", "headDat
  */
 export function initGrid(root, legend) {
   let tiles = [];
+  let side = Infinity; // device pixels of a tile's thumbnail (measured once it is shown)
+
+  /** Measure the thumbnails' size; redraw them all when it changed (a resize, the first draw). */
+  function refit() {
+    const canvas = tiles.find((t) => t._thumb)?.firstChild;
+    if (!canvas || !canvas.clientWidth) return;
+    const now = Math.max(1, Math.floor(canvas.clientWidth * (window.devicePixelRatio || 1)));
+    if (now === side) return;
+    side = now;
+    for (const tile of tiles) if (tile._thumb) drawTile(tile, tile._thumb, side);
+  }
 
   function build(s) {
     const a = s.analysis;
@@ -123,17 +171,19 @@ export function initGrid(root, legend) {
       }
     }
     root.replaceChildren(...head, ...rows);
+    side = Infinity; // the new tiles are measured again (another model: another head count)
     const t = a.thumbs;
     if (t && Array.isArray(t.cells)) {
       tiles.forEach((tile, idx) => {
         const img = bodyThumbImage(t.cells[idx], t.k);
         if (img) {
-          drawTile(tile, img, t.k);
+          drawTile(tile, img, side);
           tile.dataset.thumb = "body";
         }
       });
     }
     paint(s);
+    refit();
   }
 
   function paint(s) {
@@ -189,6 +239,7 @@ export function initGrid(root, legend) {
   // small tiles: the thumbnail and the frame's colour carry it; the figure is in the tooltip
   new ResizeObserver(() => {
     if (tiles.length) root.classList.toggle("compact", tiles[0].clientWidth < 34);
+    refit();
   }).observe(root);
 
   onHeadLoaded((id, layer, head, data) => {
@@ -197,8 +248,9 @@ export function initGrid(root, legend) {
     const tile = tiles[layer * a.heads + head];
     if (!tile) return;
     const k = Math.min(data.n, THUMB);
-    drawTile(tile, thumbImage(data, k), k);
+    drawTile(tile, thumbImage(data, k), side);
     tile.dataset.thumb = "payload";
+    if (side === Infinity) refit();
   });
 
   store.subscribe((s, changed) => {

@@ -5,8 +5,9 @@ from its payload, has the same blocks."""
 from __future__ import annotations
 
 import pytest
+import torch
 
-from sparsescope.thumbs import decode
+from sparsescope.thumbs import decode, pool_max
 
 pytestmark = pytest.mark.browser
 
@@ -21,9 +22,29 @@ TILES_JS = """() => [...document.querySelectorAll('#grid .tile')].map((tile) => 
   for (let i = 0; i < px.length; i += 4) {
     white.push(px[i] === 255 && px[i + 1] === 255 && px[i + 2] === 255 ? 1 : 0);
   }
-  return { source: tile.dataset.thumb || null, hidden: c.hidden, k: c.width,
+  return { source: tile.dataset.thumb || null, hidden: c.hidden, m: c.width,
            layer: Number(tile.dataset.layer), head: Number(tile.dataset.head), white };
 })"""
+
+
+def expected_white(cells: str, k: int, m: int) -> list[int]:
+    """The whiteness of a thumbnail drawn m × m from a body string of k × k block states: the
+    page pools the states again by max (its darkest pixel) when the tile is under k pixels."""
+    grid = torch.tensor(decode(cells, k * k), dtype=torch.float32).view(k, k)
+    return [1 if v == 0 else 0 for v in pool_max(grid, m).flatten().tolist()]
+
+
+def check_tiles(tiles, body, source: str) -> None:
+    k = body["thumbs"]["k"]
+    for t in tiles:
+        where = (t["layer"], t["head"])
+        m = t["m"]
+        assert t["source"] == source and not t["hidden"] and 1 <= m <= k, where
+        # every query attends somewhere: every row of the thumbnail is coloured somewhere
+        assert all(0 in t["white"][a * m : (a + 1) * m] for a in range(m)), where
+        # and white exactly where the body says every p of the block is 0
+        cells = body["thumbs"]["cells"][t["layer"] * body["heads"] + t["head"]]
+        assert t["white"] == expected_white(cells, k, m), where
 
 
 def test_every_head_thumbnail_is_drawn_from_the_body_without_head_payloads(page, server_url):
@@ -51,15 +72,18 @@ def test_every_head_thumbnail_is_drawn_from_the_body_without_head_payloads(page,
     mine = [u for u in asked if f"/analyses/{body['id']}/" in u]
     assert len(mine) <= 1, mine  # at most the open head was asked for, and it has not arrived
     assert len(tiles) == count
-    for t in tiles:
-        where = (t["layer"], t["head"])
-        assert t["source"] == "body" and not t["hidden"] and t["k"] == k, where
-        rows = [t["white"][a * k : (a + 1) * k] for a in range(k)]
-        # every query attends somewhere: every row block of the thumbnail is coloured somewhere
-        assert all(0 in row for row in rows), where
-        # and white exactly where the body says every p of the block is 0
-        states = decode(body["thumbs"]["cells"][t["layer"] * body["heads"] + t["head"]], k * k)
-        assert t["white"] == [1 if s == 0 else 0 for s in states], where
+    assert {t["m"] for t in tiles} == {k}  # tiles wider than k pixels: drawn k × k
+    check_tiles(tiles, body, "body")
+
+    # a narrow grid (tiles under k pixels): every thumbnail pooled again, no row or column lost
+    page.add_style_tag(content="#grid { width: 70px !important; }")
+    page.wait_for_function(
+        "(k) => [...document.querySelectorAll('#grid canvas.tile-thumb')].every("
+        "(c) => c.width < k)",
+        arg=k,
+        timeout=10_000,
+    )
+    check_tiles(page.evaluate(TILES_JS), body, "body")
 
     # the payloads arrive: the open head is redrawn from its exact probabilities, same blocks
     for route in held:
@@ -68,6 +92,4 @@ def test_every_head_thumbnail_is_drawn_from_the_body_without_head_payloads(page,
     page.wait_for_selector("#grid .tile[data-thumb='payload']", timeout=30_000)
     redrawn = [t for t in page.evaluate(TILES_JS) if t["source"] == "payload"]
     assert redrawn
-    for t in redrawn:
-        states = decode(body["thumbs"]["cells"][t["layer"] * body["heads"] + t["head"]], k * k)
-        assert t["k"] == k and t["white"] == [1 if s == 0 else 0 for s in states]
+    check_tiles(redrawn, body, "payload")
