@@ -135,12 +135,16 @@ export function initGrid(root, legend) {
   let tiles = [];
   let side = Infinity; // device pixels of a tile's thumbnail (measured once it is shown)
 
+  /** Device pixels of a thumbnail as laid out now (a shown canvas), or Infinity. */
+  function measure(canvas) {
+    if (!canvas || !canvas.clientWidth) return Infinity;
+    return Math.max(1, Math.floor(canvas.clientWidth * (window.devicePixelRatio || 1)));
+  }
+
   /** Measure the thumbnails' size; redraw them all when it changed (a resize, the first draw). */
   function refit() {
-    const canvas = tiles.find((t) => t._thumb)?.firstChild;
-    if (!canvas || !canvas.clientWidth) return;
-    const now = Math.max(1, Math.floor(canvas.clientWidth * (window.devicePixelRatio || 1)));
-    if (now === side) return;
+    const now = measure(tiles.find((t) => t._thumb)?.firstChild);
+    if (now === side || now === Infinity) return;
     side = now;
     for (const tile of tiles) if (tile._thumb) drawTile(tile, tile._thumb, side);
   }
@@ -171,10 +175,13 @@ export function initGrid(root, legend) {
       }
     }
     root.replaceChildren(...head, ...rows);
-    side = Infinity; // the new tiles are measured again (another model: another head count)
     const t = a.thumbs;
-    const t0 = performance.now();
-    if (t && Array.isArray(t.cells)) {
+    if (t && Array.isArray(t.cells) && tiles.length) {
+      const t0 = performance.now();
+      // the new tiles' size (another model: another head count), measured on the first one
+      tiles[0].classList.add("has-thumb");
+      tiles[0].firstChild.hidden = false;
+      side = measure(tiles[0].firstChild);
       tiles.forEach((tile, idx) => {
         const img = bodyThumbImage(t.cells[idx], t.k);
         if (img) {
@@ -182,10 +189,13 @@ export function initGrid(root, legend) {
           tile.dataset.thumb = "body";
         }
       });
-    }
+      if (tiles[0].dataset.thumb !== "body") {
+        tiles[0].classList.remove("has-thumb"); // a malformed string: the tile shows its figure
+        tiles[0].firstChild.hidden = true;
+      }
+      performance.measure("grid-thumbs", { start: t0 }); // every tile drawn (bench_page.py)
+    } else side = Infinity;
     paint(s);
-    refit();
-    if (t) performance.measure("grid-thumbs", { start: t0 }); // every tile drawn (bench_page.py)
   }
 
   function paint(s) {
