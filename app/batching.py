@@ -105,6 +105,10 @@ class ModelWorker:
         self._thread: threading.Thread | None = None
         self._rate = START_RATE  # tokens a second, measured (EWMA)
         self.stats = WorkerStats()
+        #: called with (jobs, outputs) of every batch of two or more, after the forward and
+        #: before the requests get their outputs (the service ties them together to compute
+        #: their summaries at once); it must be quick and must not raise
+        self.after_batch: Callable[[list[Job], list[Any]], None] | None = None
 
     # -- asking --------------------------------------------------------------------------------
 
@@ -252,6 +256,12 @@ class ModelWorker:
         self.stats.forwards += len(group)
         self.stats.largest_batch = max(self.stats.largest_batch, len(group))
         self.stats.sizes = [*self.stats.sizes[-255:], len(group)]
+        hook = self.after_batch
+        if hook is not None and len(group) > 1:
+            try:
+                hook(group, outs)
+            except Exception:  # the outputs are still good
+                log.exception("after_batch failed")
         for job, out in zip(group, outs, strict=True):
             self._done(job, result=out)
 

@@ -91,6 +91,10 @@ class LruCache:
                 self._bytes += nbytes
                 self._evict(keep=entry.id)
 
+    def peek(self, entry: Entry, key: tuple) -> Any:
+        """``entry.derived[key]`` if it was derived already, else None (nothing computed)."""
+        return entry.derived.get(key)
+
     def derive(self, entry: Entry, key: tuple, make: Callable[[], Any]) -> Any:
         """``entry.derived[key]``, computed once (under a lock of its own) and accounted for.
 

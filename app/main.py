@@ -21,6 +21,7 @@ from starlette.staticfiles import StaticFiles
 from sparse_core import __version__
 
 from .batching import drop_low_work
+from .compress import Compress
 from .errors import documented, install_error_handlers
 from .gallery import Warmer, load_gallery
 from .limits import Limits
@@ -128,6 +129,7 @@ def create_app(settings: Settings | None = None, service: AnalysisService | None
     )
     # the last added is the outermost: CatchBugs innermost, so the others wrap its 500
     app.add_middleware(CatchBugs)
+    app.add_middleware(Compress)  # gzip (app/compress.py), inside HEAD's body dropping
     app.add_middleware(
         BodySizeLimit, max_bytes=settings.max_body_bytes, timeout_s=settings.header_timeout
     )

@@ -12,11 +12,11 @@ import json
 import math
 from typing import Any
 
+import numpy as np
 import torch
 
-from sparse_core.methods import METHODS, head_data
-from sparse_core.metrics import sparsity
-from sparse_core.pareto import summary as methods_summary
+from sparse_core.methods import METHODS, PredictContext, head_data
+from sparse_core.pareto import summary_tables
 
 from .thumbs import head_thumbs
 
@@ -70,27 +70,48 @@ def methods_json(n: int, artefact: Any = None) -> list[dict]:
 
 
 @torch.inference_mode()
-def summary_rows(out, artefact) -> list[dict]:
+def summary_rows(out, artefact, ctx=None) -> list[dict]:
     """Per head (layer-major): gold sparsity and every available method's recall / sparsity at
-    its defaults (``sparse_core.pareto.summary``), rounded to 6 decimals."""
-    gold = sparsity(out.graph, causal=out.causal).tolist()  # (L, H)
-    tables = {
-        name: (m["recall"].tolist(), m["sparsity"].tolist())
-        for name, m in methods_summary(out, artefact).items()
-    }
+    its defaults (``sparse_core.pareto.summary``), rounded to 6 decimals. ``ctx``: the text's
+    ``PredictContext`` when already built (its projections are reused)."""
+    return summaries([ctx if ctx is not None else PredictContext.from_run(out, artefact)])[0]
+
+
+@torch.inference_mode()
+def summaries(ctxs) -> list[list[dict]]:
+    """:func:`summary_rows` of several texts' contexts; texts of one length are computed
+    together (``sparse_core.pareto.summary_tables``), each exactly as alone."""
+    return [_rows(gold, tables) for gold, tables in summary_tables(list(ctxs))]
+
+
+def _rows(gold, tables: dict) -> list[dict]:
+    L, H = gold.shape
+    g = round6(gold)
+    cols = [(nm, round6(m["recall"]), round6(m["sparsity"])) for nm, m in tables.items()]
     return [
         {
-            "layer": li,
-            "head": hi,
-            "gold_sparsity": round(gold[li][hi], 6),
-            "methods": {
-                name: {"recall": round(rec[li][hi], 6), "sparsity": round(spa[li][hi], 6)}
-                for name, (rec, spa) in tables.items()
-            },
+            "layer": k // H,
+            "head": k % H,
+            "gold_sparsity": g[k],
+            "methods": {nm: {"recall": rec[k], "sparsity": spa[k]} for nm, rec, spa in cols},
         }
-        for li in range(out.layers)
-        for hi in range(out.heads)
+        for k in range(L * H)
     ]
+
+
+def round6(values) -> list[float]:
+    """``[round(x, 6) for x in values]`` (flattened), exactly, vectorised: ``rint(x·10⁶) / 10⁶``
+    is the same double wherever x·10⁶ is not within rounding error of a half (there, and for
+    anything outside [−1000, 1000] or not finite, Python's ``round`` decides)."""
+    a = np.asarray(values, dtype=np.float64).ravel()
+    y = a * 1e6
+    k = np.rint(y)
+    out = (k / 1e6).tolist()
+    with np.errstate(invalid="ignore"):
+        unsure = ~(np.abs(np.abs(y - np.floor(y)) - 0.5) > 1e-6) | ~(np.abs(a) <= 1e3)
+    for i in np.flatnonzero(unsure).tolist():
+        out[i] = round(float(a[i]), 6)
+    return out
 
 
 def analysis_body(
@@ -158,7 +179,8 @@ def head_body(entry, layer: int, head: int) -> dict:
         "n": out.n,
         "gold_sparsity": entry.body["summary"][layer * out.heads + head]["gold_sparsity"],
         "edges": [[i, j, sig6(v)] for (i, j), v in zip(ij.tolist(), vals, strict=True)],
-        **head_data(entry.ctx, layer, head),
+        # computed on the head alone (PredictContext.view: the same payload, 1/(L·H) the work)
+        **head_data(entry.ctx.view(layer, head), 0, 0),
         "pos": entry.pos,
     }
 

@@ -43,6 +43,7 @@ from .payloads import (
     head_body,
     methods_json,
     raw_body,
+    summaries,
     summary_rows,
 )
 from .settings import Settings
@@ -64,6 +65,7 @@ class Stats:
     hits: int = 0
     pareto_runs: int = 0
     warmups: int = 0
+    summary_batches: int = 0  # batches of analyses whose summaries were computed together
     timings: dict[str, float] = field(default_factory=dict)  # last analyze: stage -> seconds
 
 
@@ -177,11 +179,14 @@ class AnalysisService:
         return {"default": self.slot.id, "models": [s.info() for s in self._slots]}
 
     def warmup(self) -> None:
-        """Run the whole pipeline once (tagger load, first forward) without caching it."""
-        out = self._run(self.slot, "Warm up the model.", 1.5, False, False)
-        self.tagger.tags(out)
-        summary_rows(out, self.slot.artefact_for(1.5)[0])
-        self.stats.warmups += 1
+        """Run the whole pipeline once (tagger load, each served model's first forward) without
+        caching it, so that no model's first analysis pays the start-up cost."""
+        for k, slot in enumerate(self.slots.values() if self.slots else [self.slot]):
+            out = self._run(slot, "Warm up the model.", 1.5, False, False)
+            if k == 0:
+                self.tagger.tags(out)
+            summary_rows(out, slot.artefact_for(1.5)[0])
+            self.stats.warmups += 1
 
     def health(self) -> dict:
         _, name = self.slot.artefact_for(1.5)
@@ -310,9 +315,9 @@ class AnalysisService:
         with _api_wording():  # the words the model will see, tagged beside the forward
             enc = model.encode(text, truncate=truncate, start=start)
             # the model worker batches it with others (app/batching.py); Busy when it is full
-            pending = worker_for(slot, self.settings).submit_text(
-                text, alpha, causal, truncate, len(enc.ids), start=start
-            )
+            worker = worker_for(slot, self.settings)
+            worker.after_batch = _tie_batch
+            pending = worker.submit_text(text, alpha, causal, truncate, len(enc.ids), start=start)
             words = self.tagger.start(text, enc)
             out = pending.result()
         t["model"] = time.perf_counter() - t0
@@ -322,9 +327,13 @@ class AnalysisService:
         tags = self.tagger.tags(out, words)
         t["pos"] = time.perf_counter() - t0  # what is left of the tagging after the forward
         t0 = time.perf_counter()
-        with torch.inference_mode():
-            ctx = PredictContext.from_run(out, art)
-        summary = summary_rows(out, art)
+        batch = out.extra.pop(BATCH_KEY, None)
+        if batch is not None:  # run in one forward with others: summarised with them
+            ctx, summary = batch.take(out, art, self.stats)
+        else:
+            with torch.inference_mode():
+                ctx = PredictContext.from_run(out, art)
+            summary = summary_rows(out, art, ctx)
         t["summary"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         body = analysis_body(
@@ -424,21 +433,34 @@ class AnalysisService:
             entry = self.get(analysis_id)
         else:
             entry = self._head_entry(analysis_id, layer, head)
-        sweep = self.cache.derive(entry, ("sweep",), lambda: self._sweep(entry))
-        return self.cache.derive(
-            entry,
-            ("pareto", layer, head, x, block),
-            lambda: dumps({**sweep.points(layer, head, x, block), "layer": layer, "head": head}),
-        )
 
-    def _sweep(self, entry: Entry):
+        def make() -> bytes:
+            whole = self.cache.peek(entry, ("sweep",))
+            if layer is None or whole is not None:  # the mean needs every head's sweep
+                sweep = self.cache.derive(entry, ("sweep",), lambda: self._sweep(entry))
+                body = sweep.points(layer, head, x, block)
+            else:  # one head: swept alone (PredictContext.view), 1/(L·H) of the work
+                sweep = self.cache.derive(
+                    entry, ("sweep", layer, head), lambda: self._sweep(entry, layer, head)
+                )
+                body = sweep.points(0, 0, x, block)
+            return dumps({**body, "layer": layer, "head": head})
+
+        return self.cache.derive(entry, ("pareto", layer, head, x, block), make)
+
+    def _sweep(self, entry: Entry, layer: int | None = None, head: int | None = None):
+        """Every method's grid on this text: every head, or (``layer``, ``head``) alone."""
         t0 = time.perf_counter()
         with torch.inference_mode():
-            sweep = pareto.sweep_text(entry.ctx, per_head=True)
+            ctx = entry.ctx if layer is None else entry.ctx.view(layer, head)
+            sweep = pareto.sweep_text(ctx, per_head=True)
         release_free_memory()  # the sweep's bitsets
         self.stats.pareto_runs += 1
         log.info(
-            "Pareto sweep of %d tokens in %.0f ms", entry.out.n, 1000 * (time.perf_counter() - t0)
+            "Pareto sweep of %d tokens (%s) in %.0f ms",
+            entry.out.n,
+            "every head" if layer is None else f"head {layer}.{head}",
+            1000 * (time.perf_counter() - t0),
         )
         return sweep
 
@@ -510,6 +532,53 @@ class AnalysisService:
 
         table = self.cache.derive(entry, key, make)
         return fold_blocks({k: table[k][layer][head] for k in METRICS})
+
+
+# ----------------------------------------------------------------------------- batched summaries
+
+#: Where the worker's batch ties an output to its siblings (``RunOutput.extra``; popped).
+BATCH_KEY = "_summary_batch"
+
+
+class SummaryBatch:
+    """The outputs of one batched forward, summarised together on first demand.
+
+    The first request of the batch to want its summary computes every sibling's at once
+    (``payloads.summaries``: texts of one length stacked, each head's figures exactly its own
+    text's) and builds their predict contexts; the others wait for it and take theirs. A
+    sibling whose request has gone leaves its part to the garbage collector with this object.
+    """
+
+    def __init__(self, outs: list) -> None:
+        self._outs: list | None = list(outs)
+        self._done: dict[int, tuple] = {}
+        self._lock = threading.Lock()
+
+    def take(self, out, art, stats: Stats | None = None) -> tuple[PredictContext, list[dict]]:
+        """``(ctx, summary rows)`` of ``out`` (one of the batch's outputs)."""
+        with self._lock:
+            if self._outs is not None:
+                outs, self._outs = self._outs, None
+                with torch.inference_mode():
+                    ctxs = [PredictContext.from_run(o, art) for o in outs]
+                rows = summaries(ctxs)
+                if stats is not None:
+                    stats.summary_batches += 1
+                self._done = {id(o): (c, r) for o, c, r in zip(outs, ctxs, rows, strict=True)}
+            got = self._done.pop(id(out), None)
+        if got is None:  # not one of ours after all: alone
+            with torch.inference_mode():
+                ctx = PredictContext.from_run(out, art)
+            return ctx, summary_rows(out, art, ctx)
+        return got
+
+
+def _tie_batch(jobs: list, outs: list) -> None:
+    """The model worker's ``after_batch``: tie a batch's outputs for :class:`SummaryBatch`."""
+    batch = SummaryBatch(outs)
+    for out in outs:
+        if isinstance(getattr(out, "extra", None), dict):
+            out.extra[BATCH_KEY] = batch
 
 
 # ----------------------------------------------------------------------------- input checks

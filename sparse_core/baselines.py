@@ -68,15 +68,20 @@ def _check_pair(qp: Tensor, kp: Tensor) -> None:
 
 
 def reformer_rotations(
-    layers: int, heads: int, dim: int, n_buckets: int, rounds: int = 1, seed: int = 0
-) -> Tensor:
-    """The Gaussian rotations ``(L, H, rounds, dim, B/2)`` float64 (module docstring)."""
+    layers: int, heads: int, dim: int, n_buckets: int, rounds: int = 1, seed: int = 0,
+    layer_ids: Tensor | None = None, head_ids: Tensor | None = None,
+) -> Tensor:  # fmt: skip
+    """The Gaussian rotations ``(L, H, rounds, dim, B/2)`` float64 (module docstring).
+    ``layer_ids`` / ``head_ids`` (default 0..L−1, 0..H−1): the model's layer and head of each
+    row and column (some heads alone, or several texts stacked)."""
     n_buckets = _even_buckets(n_buckets)
     rounds = _positive("rounds", rounds)
     half = n_buckets // 2
+    li = torch.arange(layers) if layer_ids is None else layer_ids
+    hi = torch.arange(heads) if head_ids is None else head_ids
     idx = (
-        torch.arange(layers).view(-1, 1, 1, 1, 1),
-        torch.arange(heads).view(1, -1, 1, 1, 1),
+        li.view(-1, 1, 1, 1, 1),
+        hi.view(1, -1, 1, 1, 1),
         torch.arange(rounds).view(1, 1, -1, 1, 1),
         torch.arange(dim).view(1, 1, 1, -1, 1),
         torch.arange(half).view(1, 1, 1, 1, -1),
@@ -87,8 +92,9 @@ def reformer_rotations(
 
 
 def reformer_buckets(
-    qp: Tensor, kp: Tensor, n_buckets: int, rounds: int = 1, seed: int = 0
-) -> Tensor:
+    qp: Tensor, kp: Tensor, n_buckets: int, rounds: int = 1, seed: int = 0,
+    layer_ids: Tensor | None = None, head_ids: Tensor | None = None,
+) -> Tensor:  # fmt: skip
     """LSH bucket of every token: ``(L, H, n, r)`` x 2 -> ``(L, H, rounds, n)`` int64 in [0, B).
 
     ``bucket_u(i) = argmax([x_i R_u ; −x_i R_u])`` with ``x_i = [q̃_i; k̃_i]`` (module docstring).
@@ -97,7 +103,9 @@ def reformer_buckets(
     if qp.dim() != 4:
         raise SparsescopeError(f"reformer needs (L, H, n, r) inputs, got {tuple(qp.shape)}")
     x = torch.cat([qp, kp], dim=-1).double()  # (L, H, n, 2r)
-    rot = reformer_rotations(qp.shape[0], qp.shape[1], x.shape[-1], n_buckets, rounds, seed)
+    rot = reformer_rotations(
+        qp.shape[0], qp.shape[1], x.shape[-1], n_buckets, rounds, seed, layer_ids, head_ids
+    )
     proj = torch.einsum("lhna,lhuac->lhunc", x, rot)  # (L, H, rounds, n, B/2)
     return torch.cat([proj, -proj], dim=-1).argmax(dim=-1)  # (L, H, rounds, n)
 

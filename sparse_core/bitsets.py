@@ -166,6 +166,17 @@ class Gold:
         self._geo: dict[tuple, dict] = {}
         self.tiles = {b: tile_geometry(n, b, self.causal) for b in BLOCKS}
         self.n_tiles = {b: int(c.sum()) for b, (c, _) in self.tiles.items()}
+        self._tile_order: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def tile_order(self, block: int) -> tuple[np.ndarray, np.ndarray]:
+        """(flat indices of the counted B × B tiles by ascending least |i − j|, those distances)."""
+        if block not in self._tile_order:
+            counted, dist = self.tiles[block]
+            idx = np.flatnonzero(counted.reshape(-1))
+            d = dist.reshape(-1)[idx]
+            order = np.argsort(d, kind="stable")
+            self._tile_order[block] = (idx[order], d[order])
+        return self._tile_order[block]
 
     def sparsity(self) -> np.ndarray:
         """(L, H) float64 gold sparsity ``1 − |G ∩ V| / |V|`` (= ``metrics.sparsity(graph)``)."""
@@ -315,16 +326,20 @@ def to_metrics(gold: Gold, c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 def empty_tiles(gold: Gold, bits: np.ndarray, hs: np.ndarray) -> dict[str, np.ndarray]:
     """Empty counted tiles of ``M_h = M ∪ (B_h ∩ V)`` for every half width: bits (P, A, n, W)
-    already ∩ V -> {"empty_B": (P, len(hs), A) int64}."""
+    already ∩ V -> {"empty_B": (P, len(hs), A) int64}. The counted tiles are sorted by their
+    least |i − j| once per text (``Gold.tile_order``), so the tiles that stay empty at h are a
+    suffix: a prefix sum over the base's empty tiles, read at one position per h."""
     P, A = bits.shape[:2]
     occ = tile_occupancy(bits, gold.n)
     res = {}
     for b in BLOCKS:
-        counted, dist = gold.tiles[b]
-        free = (counted & ~occ[b]).reshape(P * A, -1).astype(np.float64)  # (P·A, T²)
-        far = (dist.reshape(-1, 1) > hs.reshape(1, -1)).astype(np.float64)  # (T², nq)
-        e = np.rint(free @ far).astype(np.int64).reshape(P, A, -1)
-        res[f"empty_{b}"] = e.transpose(0, 2, 1)
+        order, dsorted = gold.tile_order(b)
+        free = ~occ[b].reshape(P * A, -1)[:, order]  # (P·A, C) counted tiles, nearest first
+        cum = np.zeros((P * A, free.shape[1] + 1), dtype=np.int64)
+        np.cumsum(free, axis=1, out=cum[:, 1:])
+        pos = np.searchsorted(dsorted, hs, side="right")  # (nq,) first tile with dist > h
+        e = cum[:, -1:] - cum[:, pos]  # (P·A, nq)
+        res[f"empty_{b}"] = e.reshape(P, A, -1).transpose(0, 2, 1)
     return res
 
 

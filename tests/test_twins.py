@@ -18,8 +18,10 @@ patterns.js, rng.js), its metrics (metrics.js) and reads parameter values the wa
   server's Pareto points for the head, which the JS must reproduce setting by setting.
 
 The golden format is ``"sparsescope-twins/1"``; see tests/js/check_twins.mjs for the checks. A new
-metric (block sparsity, issue 15) is one more key in each case's ``metrics`` and in what
-``computeMetrics`` returns. While editing a twin, keep the golden file and rerun only node::
+metric is one more key in each case's ``metrics`` and in what ``computeMetrics`` returns (block
+sparsity, issue 15, is ``"block_sparsity": {"16": …, "128": …}``, compared key by key; ``blocks``
+adds random masks at lengths around the tile sizes, ragged tiles included). While editing a
+twin, keep the golden file and rerun only node::
 
     SPARSESCOPE_TWINS_GOLDEN=/tmp/twins.json python -m pytest tests/test_twins.py -k equal
     node tests/js/check_twins.mjs /tmp/twins.json
@@ -177,6 +179,10 @@ def _cases(ctx: PredictContext, layer: int, head: int, artefact) -> list[dict]:
                     "sparsity": float(metrics.sparsity(mask, causal=out.causal)),
                     "exact": float(metrics.exact(mask, gold)),
                     "precision": float(metrics.precision(mask, gold, causal=out.causal)),
+                    "block_sparsity": {
+                        b: float(v)
+                        for b, v in metrics.block_sparsities(mask, causal=out.causal).items()
+                    },
                 }
             cases.append(case)
     return cases
@@ -269,7 +275,22 @@ def golden(tiny_model, tmp_path_factory) -> dict:
         "rng": [{"ints": c, "u32": hash_u32(*c), "uniform": hash_uniform(*c)} for c in RNG_CASES],
         "coercion": coercion,
         "heads": heads,
+        "blocks": _block_cases(),
     }
+
+
+def _block_cases() -> list[dict]:
+    """Random sparse masks at lengths around the tile sizes (ragged last tiles) and their
+    ``metrics.block_sparsities``; JS computeMetrics must give the same figures to the bit."""
+    g = torch.Generator().manual_seed(15)
+    out = []
+    for n in (15, 16, 17, 33, 64, 65, 130, 200):
+        for causal in (False, True):
+            mask = torch.rand(n, n, generator=g) < 3.0 / n**1.5
+            want = metrics.block_sparsities(mask, causal=causal)
+            out.append({"n": n, "causal": causal, "mask": _mask_string(mask),
+                        "block_sparsity": {b: float(v) for b, v in want.items()}})  # fmt: skip
+    return out
 
 
 def _run_check(golden_path: Path, js_root: Path = JS_ROOT) -> subprocess.CompletedProcess:
@@ -352,6 +373,9 @@ def _drift(tmp_path: Path, module: str, old: str, new: str) -> Path:
         # sparsity against n² even when causal
         ("metrics.js", "const validCount = causal ? (n * (n + 1)) / 2 : n * n;",
          "const validCount = n * n;", "metrics.sparsity"),
+        # ragged last tiles left out of block sparsity
+        ("metrics.js", "const t = Math.ceil(n / b);", "const t = Math.max(1, Math.floor(n / b));",
+         "block_sparsity."),
         # a method missing from the JS registry
         ("methods.js", '  routing: (h, p) => routing(h, p.n_clusters),\n', "",
          "registry: missing predictor for routing"),
@@ -359,7 +383,7 @@ def _drift(tmp_path: Path, module: str, old: str, new: str) -> Path:
         ("params.js", 'const TRUE_WORDS = ["true", "1", "yes", "on"];',
          'const TRUE_WORDS = ["true", "1", "on"];', 'coercion: globals'),
     ],
-    ids=["window", "sparsity", "registry", "coercion"],
+    ids=["window", "sparsity", "blocks", "registry", "coercion"],
 )  # fmt: skip
 def test_the_check_fails_on_a_drifted_twin(golden, tmp_path, module, old, new, expect):
     """The node check is not vacuous: one drifted line in one twin fails it, and the report names

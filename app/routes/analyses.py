@@ -67,8 +67,9 @@ def get_pareto(
         Literal["sparsity", "block"],
         Query(description="frontiers over token sparsity (default) or block sparsity"),
     ] = "sparsity",
+    # an int checked by pareto.check_axis (a Literal of ints rejects every query string)
     block: Annotated[
-        Literal[16, 32, 64, 128] | None, Query(description="tile size for x=block (default 64)")
+        int | None, Query(description="tile size for x=block: 16, 32, 64 or 128 (default 64)")
     ] = None,
 ) -> Response:
     """Sparsity-recall points of every method's sweep grid on this text, and their frontiers

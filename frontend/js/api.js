@@ -140,10 +140,22 @@ export function getRaw(id, layer, head) {
   return request(`/api/analyses/${enc(id)}/raw/${layer}/${head}`);
 }
 
-/** `GET /api/analyses/{id}/pareto` for one head, or the mean over heads when `layer` is null. */
-export function getPareto(id, layer = null, head = null) {
-  const q = layer === null ? "" : `?layer=${layer}&head=${head}`;
-  return request(`/api/analyses/${enc(id)}/pareto${q}`);
+/**
+ * `GET /api/analyses/{id}/pareto` for one head, or the mean over heads when `layer` is null;
+ * `block` (a tile size) asks for the frontiers over block sparsity at that size (`x=block`).
+ */
+export function getPareto(id, layer = null, head = null, block = null) {
+  const q = new URLSearchParams();
+  if (layer !== null) {
+    q.set("layer", String(layer));
+    q.set("head", String(head));
+  }
+  if (block !== null) {
+    q.set("x", "block");
+    q.set("block", String(block));
+  }
+  const qs = q.toString();
+  return request(`/api/analyses/${enc(id)}/pareto${qs ? `?${qs}` : ""}`);
 }
 
 /**

@@ -4,7 +4,9 @@
  * are read through params.js, the twin of ParamSpec.clean):
  * int / float -> a range slider with its value, choice -> a select, bool -> a checkbox. The
  * add-ons every method has (`window`, `globals`) are grouped under "Add-ons". Below it, the
- * current setting's metrics (SPEC §4), computed in the browser.
+ * current setting's metrics (SPEC §4), computed in the browser, and its block sparsity at the
+ * tile size picked in the metrics panel's header (`store.block`, issue 15: what a block-sparse
+ * kernel can skip).
  */
 
 import { el, fmt } from "./dom.js";
@@ -36,8 +38,11 @@ function show(spec, v) {
 export function initMethodPanel(root, metricsRoot) {
   const picker = el("select", { attrs: { id: "method", "aria-label": "method" } });
   const help = el("p", { class: "help" });
+  // where a model has no Sparsefinder artefact at this α: one line on how to make one
+  const hint = el("p", { class: "help artefact-hint", attrs: { id: "artefact-hint" } });
+  hint.hidden = true;
   const params = el("div", { class: "params" });
-  root.replaceChildren(el("label", { class: "row", text: "Method " }, [picker]), help, params);
+  root.replaceChildren(el("label", { class: "row", text: "Method " }, [picker]), hint, help, params);
   let controls = new Map(); // name -> {spec, input, out}
   let built = "";
 
@@ -117,6 +122,17 @@ export function initMethodPanel(root, metricsRoot) {
     }
     const spec = s.analysis?.methods.find((m) => m.name === s.method);
     help.textContent = spec ? describe(spec) : "";
+    const a = s.analysis;
+    hint.hidden = !a || Boolean(a.artefact);
+    if (a && !a.artefact) {
+      hint.replaceChildren(
+        `Learned methods (sf-*) need an artefact for ${a.model} at α = ${a.alpha}: run `,
+        // one unbreakable piece per argument: the line wraps between them, never inside "--model"
+        el("code", {}, ["sparsescope fit", `--model ${a.model}`, `--alpha ${a.alpha}`, "--out <artefact dir>"]
+          .flatMap((part, k) => [...(k ? [" "] : []), el("span", { class: "nowrap", text: part })])),
+        ", then restart the server.",
+      );
+    }
   }
 
   picker.addEventListener("change", () => {
@@ -145,9 +161,18 @@ export function initMethodPanel(root, metricsRoot) {
     ]);
     return { k, row, value, fill: bar.firstChild };
   });
+  const blockName = el("span", { class: "metric-name" });
+  const blockValue = el("span", { class: "metric-value", text: "–" });
+  const blockBar = el("span", { class: "metric-bar" }, [el("span")]);
+  const blockRow = el("div", {
+    class: "metric metric-block",
+    attrs: { "data-metric": "block_sparsity" },
+    title: "share of the B × B tiles (of those the causal / length mask reaches) with no edge of " +
+      "the pattern: what a block-sparse kernel (FlashAttention / FlexAttention tiles) can skip",
+  }, [blockName, blockValue, blockBar]);
   const gold = el("p", { class: "muted gold-line" });
   const problem = el("p", { class: "field-error", attrs: { role: "alert" } });
-  metricsRoot.replaceChildren(...rows.map((r) => r.row), problem, gold);
+  metricsRoot.replaceChildren(...rows.map((r) => r.row), blockRow, problem, gold);
 
   function showMetrics(s) {
     const m = s.result?.metrics;
@@ -158,6 +183,11 @@ export function initMethodPanel(root, metricsRoot) {
       r.value.textContent = fmt(v);
       r.fill.style.width = Number.isFinite(v) ? `${(v * 100).toFixed(1)}%` : "0";
     }
+    const b = m?.block_sparsity?.[s.block] ?? NaN;
+    blockName.textContent = `block sparsity, ${s.block} × ${s.block} tiles`;
+    blockRow.dataset.block = s.block;
+    blockValue.textContent = fmt(b);
+    blockBar.firstChild.style.width = Number.isFinite(b) ? `${(b * 100).toFixed(1)}%` : "0";
     gold.textContent = s.headData
       ? `gold sparsity of layer ${s.headData.layer}, head ${s.headData.head}: ` +
         `${fmt(s.headData.goldSparsity)} · |G| = ${s.headData.goldCount} edges`
@@ -170,7 +200,7 @@ export function initMethodPanel(root, metricsRoot) {
       build(s);
     }
     if (changed.has("params") || changed.has("method") || changed.has("analysis")) sync(s);
-    if (changed.has("result") || changed.has("headData")) showMetrics(s);
+    if (changed.has("result") || changed.has("headData") || changed.has("block")) showMetrics(s);
   });
 }
 

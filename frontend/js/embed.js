@@ -126,9 +126,12 @@ function attachReadout(canvas, h, tokens, geo, vis) {
   });
 }
 
+/** The tile size of the block sparsity shown: the shared view's (the page's picker), else 128. */
+let block = "128";
+
 function showMetrics(values) {
   for (const dd of byId("embed-metrics").querySelectorAll("dd[data-metric]")) {
-    const v = values[dd.dataset.metric];
+    const v = dd.dataset.metric === "block" ? values.block_sparsity?.[block] : values[dd.dataset.metric];
     if (v !== undefined) dd.textContent = fmt(v);
   }
 }
@@ -144,6 +147,8 @@ function fullParams(analysis, method, shared) {
 async function main() {
   const shared = readIsland("shared-state");
   const s = shared.state;
+  if (["16", "32", "64", "128"].includes(String(s.view?.block))) block = String(s.view.block);
+  byId("embed-block-name").textContent = `block sparsity (${block})`;
   setStatus("Analysing…");
   const analysis = await analyze({
     text: s.text,

@@ -19,6 +19,7 @@
 import * as colours from "./colours.js";
 import { fmt } from "./dom.js";
 import { kmeansMembership } from "./methods.js";
+import { xOf } from "./pareto.js";
 import * as pos from "./pos.js";
 import { tokenLabel, visibleTokens } from "./tokens.js";
 
@@ -57,7 +58,9 @@ export function describe(s) {
   const spec = a.methods.find((m) => m.name === s.method);
   const params = Object.entries(s.params).map(([k, v]) => `${k}=${v}`).join(", ");
   const m = s.result?.metrics;
-  const metrics = m ? ` · recall ${fmt(m.recall)} · sparsity ${fmt(m.sparsity)}` : "";
+  const b = m?.block_sparsity?.[s.block];
+  const block = typeof b === "number" ? ` · block sparsity (${s.block}) ${fmt(b)}` : "";
+  const metrics = m ? ` · recall ${fmt(m.recall)} · sparsity ${fmt(m.sparsity)}${block}` : "";
   return {
     head: `layer ${s.layer} · head ${s.head} · n = ${a.n} · α = ${a.alpha}${a.causal ? " · causal" : ""}`,
     method: `${spec ? spec.label : s.method} (${params})${metrics}`,
@@ -307,7 +310,7 @@ export async function paretoImage(gd, s, format) {
   const data = [...gd.data];
   if (cur) {
     data.push({
-      type: "scatter", mode: "markers", name: "current setting", x: [cur.sparsity], y: [cur.recall],
+      type: "scatter", mode: "markers", name: "current setting", x: [xOf(s.pareto, cur)], y: [cur.recall],
       marker: { symbol: "star", size: 18, color: "#111827", line: { color: "#ffffff", width: 1 } },
       hoverinfo: "skip",
     });
@@ -318,7 +321,7 @@ export async function paretoImage(gd, s, format) {
     width: 900,
     height: 600,
     margin: { ...(gd.layout.margin ?? {}), t: 50 },
-    title: { text: `Sparsity–recall · ${where}`, x: 0.02, font: { size: 15 } },
+    title: { text: `${s.pareto?.x === "block" ? `Block sparsity (${s.pareto.block})` : "Sparsity"}–recall · ${where}`, x: 0.02, font: { size: 15 } },
   };
   const url = await Plotly.toImage({ data, layout }, { format, width: 900, height: 600, scale: format === "png" ? 2 : 1 });
   return dataUrlBlob(url);

@@ -79,6 +79,7 @@ export function viewData(s) {
     edges,
     method: { name: s.method, label: spec ? spec.label : s.method, params: s.params },
     metrics: s.result?.metrics ?? null,
+    block: s.block, // the tile size of the block sparsity shown (a key of metrics.block_sparsity)
     mask: s.result?.mask ? maskBits(s.result.mask) : null,
     pareto: s.pareto ?? null,
     scope: s.scope,
@@ -131,6 +132,11 @@ export function renderView(Plotly, data, root) {
     const d = node("div");
     d.append(node("dt", "", k), node("dd", "", fmt(data.metrics ? data.metrics[k] : NaN)));
     metrics.append(d);
+  }
+  if (data.block && data.metrics && data.metrics.block_sparsity) {
+    const bs = node("div");
+    bs.append(node("dt", "", `block sparsity (${data.block} × ${data.block})`), node("dd", "", fmt(data.metrics.block_sparsity[data.block])));
+    metrics.append(bs);
   }
   const gs = node("div");
   gs.append(node("dt", "", "gold sparsity"), node("dd", "", fmt(data.goldSparsity)));
@@ -213,30 +219,34 @@ export function renderView(Plotly, data, root) {
     if (!byMethod.has(p.method)) byMethod.set(p.method, []);
     byMethod.get(p.method).push(k);
   });
+  // x: token sparsity, or block sparsity at pd.block when the page showed x = block
+  const onBlocks = pd.x === "block";
+  const xOf = (m) => (onBlocks ? (m.block_sparsity ? m.block_sparsity[String(pd.block)] : NaN) : m.sparsity);
+  const xName = onBlocks ? `block sparsity (${pd.block} × ${pd.block} tiles)` : "sparsity";
   const ptraces = [];
   for (const [method, idx] of byMethod) {
     const colour = palette[Math.max(0, names.indexOf(method)) % palette.length];
     const label = esc(data.labels[method] || method);
     const front = (pd.frontiers && pd.frontiers[method]) || [];
     const tr = (ks, extra) => ({
-      type: "scatter", name: label, legendgroup: method, x: ks.map((k) => pd.points[k].sparsity), y: ks.map((k) => pd.points[k].recall),
+      type: "scatter", name: label, legendgroup: method, x: ks.map((k) => xOf(pd.points[k])), y: ks.map((k) => pd.points[k].recall),
       text: ks.map((k) => `${label}<br>${esc(Object.entries(pd.points[k].params).map(([a, b]) => `${a}=${b}`).join(", "))}`),
-      hovertemplate: "%{text}<br>sparsity %{x:.3f} · recall %{y:.3f}<extra></extra>", ...extra,
+      hovertemplate: `%{text}<br>${xName} %{x:.3f} · recall %{y:.3f}<extra></extra>`, ...extra,
     });
     ptraces.push(tr(idx, { mode: "markers", showlegend: false, marker: { color: colour, size: 6, opacity: 0.35 } }));
     ptraces.push(tr(front, { mode: "lines+markers", line: { color: colour, width: 2 }, marker: { color: colour, size: 7 } }));
   }
   if (data.current) {
-    ptraces.push({ type: "scatter", mode: "markers", name: "current setting", x: [data.current.sparsity], y: [data.current.recall],
+    ptraces.push({ type: "scatter", mode: "markers", name: "current setting", x: [xOf(data.current)], y: [data.current.recall],
       marker: { symbol: "star", size: 18, color: "#111827", line: { color: "#ffffff", width: 1 } } });
   }
   const where = data.scope === "mean" ? "mean over heads" : `layer ${data.layer}, head ${data.head}`;
   Plotly.newPlot(pareto, ptraces, {
-    title: { text: `Sparsity–recall · ${where}`, x: 0.02 }, width: 900, height: 560, plot_bgcolor: "#ffffff",
-    xaxis: { title: { text: "sparsity" }, gridcolor: "#eef0f3", zeroline: false },
+    title: { text: `${onBlocks ? "Block sparsity" : "Sparsity"}–recall · ${where}`, x: 0.02 }, width: 900, height: 560, plot_bgcolor: "#ffffff",
+    xaxis: { title: { text: xName }, gridcolor: "#eef0f3", zeroline: false },
     yaxis: { title: { text: "recall" }, range: [-0.02, 1.04], gridcolor: "#eef0f3", zeroline: false },
     legend: { orientation: "h", x: 0, y: -0.16, yanchor: "top" }, hovermode: "closest",
-    shapes: [{ type: "line", xref: "x", yref: "paper", x0: pd.gold_sparsity, x1: pd.gold_sparsity, y0: 0, y1: 1, line: { color: "#6b7280", width: 1, dash: "dot" } }],
+    shapes: onBlocks ? [] : [{ type: "line", xref: "x", yref: "paper", x0: pd.gold_sparsity, x1: pd.gold_sparsity, y0: 0, y1: 1, line: { color: "#6b7280", width: 1, dash: "dot" } }],
     font: { family: "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif" },
   }, { displaylogo: false, responsive: true });
 }

@@ -4,7 +4,9 @@
  *
  * - in the view bar (#view-actions): Share (share.js), "Download view" (one self-contained HTML
  *   file, export-view.js), "Download JSON" (the analysis, the open head's edges, the method, its
- *   metrics and the Pareto sweep, plus the ShareState that reopens the view);
+ *   metrics and the Pareto sweep, plus the ShareState that reopens the view), "Download CSV" (the
+ *   metrics table: the current setting, then every point of the Pareto sweep, each with its
+ *   block sparsity at every tile size);
  * - in the header of the heatmap, Pareto and POS panels: PNG and SVG downloads
  *   (export-figures.js);
  * - when the page was opened from the gallery (/gallery/{slug}), a banner with the example's
@@ -64,9 +66,49 @@ export function analysisJson(s) {
       gold_sparsity: view.goldSparsity,
       edges: view.edges,
     },
-    method: { ...view.method, metrics: view.metrics },
+    // metrics.block_sparsity holds every tile size; `block` is the one the page showed
+    method: { ...view.method, metrics: view.metrics, block: Number(s.block) },
     pareto: s.pareto ?? null,
   };
+}
+
+/** Tile sizes of the CSV's block sparsity columns (sparse_core.metrics.BLOCKS). */
+const CSV_BLOCKS = ["16", "32", "64", "128"];
+
+/** One CSV field: quoted when it holds a comma, a quote or a line break (RFC 4180). */
+function csvField(v) {
+  const t = v === null || v === undefined || (typeof v === "number" && !Number.isFinite(v)) ? "" : String(v);
+  return /[",\r\n]/.test(t) ? `"${t.replace(/"/g, '""')}"` : t;
+}
+
+/**
+ * The metrics table as CSV: one row for the current setting (the metrics panel's figures, of the
+ * open head or, in the mean scope, the mean over heads once computed), then one per point of the
+ * Pareto sweep on the page, with `on_frontier` over the plot's x-axis. Columns: scope, layer,
+ * head, row, method, params, recall, sparsity, exact, precision, block_sparsity_B for every tile
+ * size B, on_frontier.
+ * @param {import("./state.js").State} s
+ * @returns {string}
+ */
+export function metricsCsv(s) {
+  const head = ["scope", "layer", "head", "row", "method", "params", "recall", "sparsity", "exact",
+    "precision", ...CSV_BLOCKS.map((b) => `block_sparsity_${b}`), "on_frontier"];
+  const lines = [head.join(",")];
+  const paramText = (p) => Object.entries(p ?? {}).map(([k, v]) => `${k}=${v}`).join(";");
+  const row = (scope, layer, hd, kind, method, params, m, front) => [
+    scope, layer, hd, kind, method, paramText(params), m.recall, m.sparsity, m.exact, m.precision,
+    ...CSV_BLOCKS.map((b) => m.block_sparsity?.[b]), front,
+  ].map(csvField).join(",");
+  const cur = s.scope === "mean" ? s.meanMetrics : s.result?.metrics;
+  const here = (scope) => (scope === "mean" ? ["mean", "", ""] : ["head", s.layer, s.head]);
+  if (cur) lines.push(row(...here(s.scope), "current", s.method, s.params, cur, ""));
+  const pd = s.pareto;
+  if (pd?.points) {
+    const front = new Set(Object.values(pd.frontiers ?? {}).flat());
+    const [scope, layer, hd] = pd.scope === "mean" ? ["mean", "", ""] : ["head", pd.layer ?? s.layer, pd.head ?? s.head];
+    pd.points.forEach((p, k) => lines.push(row(scope, layer, hd, "sweep", p.method, p.params, p, front.has(k) ? 1 : 0)));
+  }
+  return `${lines.join("\r\n")}\r\n`;
 }
 
 let statusLine = null;
@@ -152,8 +194,9 @@ function init() {
   const { button: shareButton } = initShare(actions, get);
   const html = el("button", { class: "tool", text: "Download view", title: "One HTML file with this view and Plotly inside: opens offline", attrs: { type: "button", "data-export": "view-html" } });
   const json = el("button", { class: "tool", text: "Download JSON", title: "The analysis, this head's edges, the method, its metrics and the sweep", attrs: { type: "button", "data-export": "analysis-json" } });
+  const csv = el("button", { class: "tool", text: "Download CSV", title: "The metrics of the current setting and of every sweep point, block sparsity at every tile size included", attrs: { type: "button", "data-export": "metrics-csv" } });
   statusLine = el("span", { class: "export-status muted", attrs: { role: "status" } });
-  actions.append(html, json, statusLine);
+  actions.append(html, json, csv, statusLine);
   bar.append(actions);
   galleryBanner(bar);
 
@@ -169,6 +212,13 @@ function init() {
       const s = get();
       const text = JSON.stringify(analysisJson(s), null, 1);
       download(new Blob([text], { type: "application/json" }), `${baseName(s)}.json`);
+    }),
+  );
+
+  csv.addEventListener("click", () =>
+    run("metrics CSV", async () => {
+      const s = get();
+      download(new Blob([metricsCsv(s)], { type: "text/csv" }), `${baseName(s)}-metrics.csv`);
     }),
   );
 
@@ -210,7 +260,7 @@ function init() {
   const sync = (s) => {
     const ok = hasHead(s);
     shareButton.disabled = !s.analysis;
-    html.disabled = json.disabled = !ok;
+    html.disabled = json.disabled = csv.disabled = !ok;
     for (const f of figures) f.sync(s);
   };
   store.subscribe((s, changed) => {

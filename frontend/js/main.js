@@ -21,7 +21,7 @@ import { adoptPreloaded, analyze, initSession, reopen } from "./session.js";
 import * as store from "./state.js";
 import { initSweep } from "./sweep.js";
 import { initTokenStrip } from "./tokens.js";
-import { decodeState } from "./url.js";
+import { BLOCK_SIZES, decodeState } from "./url.js";
 
 /**
  * The saved view the page was opened on (`<script type="application/json" id="shared-state">`:
@@ -50,6 +50,8 @@ function savedView() {
       ...(view.scope === "mean" ? { scope: "mean" } : {}),
       ...(view.grid === "recall" ? { gridColour: "recall" } : {}),
       ...(view.hideSpecial === true ? { hideSpecial: true } : {}),
+      ...(BLOCK_SIZES.includes(String(view.block)) ? { block: String(view.block) } : {}),
+      ...(view.paretoX === "block" ? { paretoX: "block" } : {}),
     },
     // the first visit's example lives at `/?text=…` once changed; a share or gallery page keeps
     // its own address, the query overriding the saved view

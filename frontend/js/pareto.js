@@ -3,7 +3,9 @@
  * recall (y) for every method's sweep on this text — the open head, or the mean over heads — with
  * each method's frontier (SPEC §4: by sparsity descending, keep a point iff its recall beats every
  * recall kept before it; indices from the server) and the current setting as a highlighted star
- * that follows the sliders.
+ * that follows the sliders. The x-axis is the token sparsity, or (`store.paretoX === "block"`, the
+ * server's `x=block`) the block sparsity at the chosen tile size: the axis is read from the data
+ * drawn (`x`, `block`), so plot, frontiers and star always agree.
  *
  * The sweep is drawn with `Plotly.react` when the data change. Any Plotly edit (restyle, relayout,
  * even of one shape) replots the figure, 100+ ms with hundreds of sweep points, so the star is an
@@ -29,6 +31,21 @@ const FONT = {
 };
 /** Store keys that change the line under the plot. */
 const NOTE_KEYS = ["pareto", "paretoStatus", "scope", "meanMetrics", "layer", "head"];
+
+/**
+ * The x coordinate of a point (or of the current metrics) on the axis of Pareto data `data`: its
+ * token sparsity, or its block sparsity at `data.block` when `data.x === "block"`.
+ */
+export function xOf(data, m) {
+  if (data?.x !== "block") return m.sparsity;
+  const v = m.block_sparsity?.[String(data.block)];
+  return typeof v === "number" ? v : NaN;
+}
+
+/** The x-axis title of Pareto data. */
+export function xTitle(data) {
+  return data?.x === "block" ? `block sparsity (${data.block} × ${data.block} tiles)` : "sparsity";
+}
 const SVG = "http://www.w3.org/2000/svg";
 
 /** A five-pointed star as an SVG path of outer radius r around (0, 0), point up. */
@@ -58,6 +75,7 @@ export function initPareto(root, note) {
   let drawn = null; // the pareto body drawn last
   let bound = false; // plot events bound (Plotly.purge drops them)
   let colourOf = new Map();
+  const heading = root.closest(".panel")?.querySelector(".panel-head h2") ?? null;
   const svg = document.createElementNS(SVG, "svg");
   svg.setAttribute("class", "pareto-star");
   svg.setAttribute("aria-hidden", "true");
@@ -71,11 +89,13 @@ export function initPareto(root, note) {
     return s.scope === "mean" ? s.meanMetrics ?? null : s.result?.metrics ?? null;
   }
 
-  /** The x range: from a little below the smallest sparsity shown (sweep, gold, current) to 1. */
+  /** The x range: from a little below the smallest x shown (sweep, gold, current) to 1. */
   function xRange(data, s) {
     const cur = current(s);
-    const xs = data.points.map((p) => p.sparsity);
-    const lo = Math.min(...xs, data.gold_sparsity, cur ? cur.sparsity : 1);
+    const xs = data.points.map((p) => xOf(data, p)).filter(Number.isFinite);
+    const c = cur ? xOf(data, cur) : 1;
+    const gold = data.x === "block" ? 1 : data.gold_sparsity;
+    const lo = Math.min(...xs, gold, Number.isFinite(c) ? c : 1);
     return [Math.max(0, lo - 0.04) - 0.01, 1.01];
   }
 
@@ -93,7 +113,7 @@ export function initPareto(root, note) {
       height: plotHeight(),
       uirevision: "pareto", // methods hidden from the legend stay hidden across updates
       xaxis: {
-        title: { text: "sparsity", standoff: 6 },
+        title: { text: xTitle(data), standoff: 6 },
         range: xRange(data, s),
         zeroline: false,
         gridcolor: "#eef0f3",
@@ -109,14 +129,15 @@ export function initPareto(root, note) {
       hovermode: "closest",
       plot_bgcolor: "#ffffff",
       paper_bgcolor: "#ffffff",
-      shapes: [
+      // the gold graph's token sparsity (no block figure of the gold graph is served)
+      shapes: data.x === "block" ? [] : [
         {
           type: "line", xref: "x", yref: "paper", y0: 0, y1: 1,
           x0: data.gold_sparsity, x1: data.gold_sparsity,
           line: { color: "#6b7280", width: 1, dash: "dot" },
         },
       ],
-      annotations: [
+      annotations: data.x === "block" ? [] : [
         {
           // at the foot of its line: the top edge is under Plotly's toolbar
           x: data.gold_sparsity, y: 0.01, xref: "x", yref: "paper", yanchor: "bottom",
@@ -139,6 +160,7 @@ export function initPareto(root, note) {
     const hover = (p) =>
       `<b>${escapeHtml(labels.get(p.method) ?? p.method)}</b><br>${escapeHtml(paramText(p.params))}` +
       `<br>sparsity ${fmt(p.sparsity)} · recall ${fmt(p.recall)}` +
+      (data.x === "block" ? `<br>block sparsity (${data.block}) ${fmt(xOf(data, p))}` : "") +
       `<br>exact ${fmt(p.exact)} · precision ${fmt(p.precision)}`;
     const out = [];
     for (const [method, idx] of byMethod) {
@@ -147,7 +169,7 @@ export function initPareto(root, note) {
       const front = data.frontiers?.[method] ?? [];
       const trace = (ks, extra) => ({
         type: "scatter", name: label, legendgroup: method, hoverinfo: "text", customdata: ks,
-        x: ks.map((k) => data.points[k].sparsity), y: ks.map((k) => data.points[k].recall),
+        x: ks.map((k) => xOf(data, data.points[k])), y: ks.map((k) => data.points[k].recall),
         text: ks.map((k) => hover(data.points[k])), ...extra,
       });
       out.push(trace(idx, {
@@ -188,6 +210,7 @@ export function initPareto(root, note) {
     }
     Plotly.react(root, traces(s, data), layout(s, data), { displaylogo: false, responsive: true });
     drawn = data;
+    if (heading) heading.textContent = data.x === "block" ? "Block sparsity – recall" : "Sparsity – recall";
     moveCurrent(s);
   }
 
@@ -205,8 +228,12 @@ export function initPareto(root, note) {
     }
     const [x0, x1] = root.layout.xaxis.range;
     const [y0, y1] = root.layout.yaxis.range;
-    const fx = (m.sparsity - x0) / (x1 - x0);
+    const fx = (xOf(drawn, m) - x0) / (x1 - x0);
     const fy = (m.recall - y0) / (y1 - y0);
+    if (!Number.isFinite(fx)) {
+      svg.style.visibility = "hidden";
+      return;
+    }
     if (fx < 0) {
       // left of the axis: widen it once (a replot), then place the star
       Plotly.relayout(root, { "xaxis.range": xRange(drawn, s) });
@@ -228,7 +255,10 @@ export function initPareto(root, note) {
     else if (s.scope === "mean" && !s.meanMetrics) {
       note.textContent = `${where} · ★ current setting: computing over every head…`;
     }
-    else note.textContent = `${where} · ★ = current setting · click a point to apply its setting`;
+    else {
+      const axis = s.pareto.x === "block" ? ` · x: ${s.pareto.block} × ${s.pareto.block} tiles` : "";
+      note.textContent = `${where}${axis} · ★ = current setting · click a point to apply its setting`;
+    }
   }
 
   function bindEvents() {

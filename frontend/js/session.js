@@ -119,16 +119,28 @@ async function openHead() {
   }
 }
 
-/** Fetch the Pareto sweep of the current scope (the open head, or the mean over heads). */
+/** Which Pareto data the state asks for: the scope, and the x-axis when it is block sparsity. */
+function paretoKeyOf(s) {
+  const where = s.scope === "mean" ? "mean" : `${s.layer}/${s.head}`;
+  return s.paretoX === "block" ? `${where}/block${s.block}` : where;
+}
+
+/**
+ * Fetch the Pareto sweep of the current scope (the open head, or the mean over heads), its
+ * frontiers over token sparsity, or over block sparsity at the chosen tile size.
+ */
 async function loadPareto() {
   const s = store.get();
   if (!s.analysis) return;
   const scope = s.scope;
-  const want = scope === "mean" ? "mean" : `${s.layer}/${s.head}`;
+  const block = s.paretoX === "block" ? s.block : null;
+  const want = paretoKeyOf(s);
   store.set({ paretoStatus: "loading", paretoKey: want });
   try {
     const data = await withAnalysis((a) =>
-      scope === "mean" ? api.getPareto(a.id) : api.getPareto(a.id, s.layer, s.head),
+      scope === "mean"
+        ? api.getPareto(a.id, null, null, block)
+        : api.getPareto(a.id, s.layer, s.head, block),
     );
     if (store.get().paretoKey === want) store.set({ pareto: data, paretoStatus: "ready" });
   } catch (err) {
@@ -175,8 +187,10 @@ function adopt(a, keep, seed = null) {
   });
   openHead().then(() => prefetchHeads(a));
   const s = store.get();
-  if (seed?.pareto && s.scope === "head" && s.layer === seed.layer && s.head === seed.head) {
-    store.set({ pareto: seed.pareto, paretoStatus: "ready", paretoKey: `${s.layer}/${s.head}` });
+  const seedFits = seed?.pareto && s.scope === "head" && s.layer === seed.layer &&
+    s.head === seed.head && s.paretoX !== "block"; // the preloaded data are over token sparsity
+  if (seedFits) {
+    store.set({ pareto: seed.pareto, paretoStatus: "ready", paretoKey: paretoKeyOf(s) });
   } else loadPareto();
   keepLink(a);
 }
@@ -325,7 +339,8 @@ function writeUrl() {
 }
 
 const URL_KEYS = ["text", "model", "alpha", "causal", "analysis", "layer", "head", "method",
-  "params", "lockedRow", "cluster", "scope", "gridColour", "hideSpecial", "start", "base"];
+  "params", "lockedRow", "cluster", "scope", "gridColour", "hideSpecial", "start", "base", "block",
+  "paretoX"];
 
 /** Subscribe the session to the store. */
 export function initSession() {
@@ -335,7 +350,8 @@ export function initSession() {
       openHead();
       if (s.scope === "head") loadPareto();
     }
-    if (changed.has("scope") && !changed.has("analysis")) loadPareto();
+    const axis = changed.has("paretoX") || (changed.has("block") && s.paretoX === "block");
+    if ((changed.has("scope") || axis) && !changed.has("analysis")) loadPareto();
     if (URL_KEYS.some((k) => changed.has(k))) writeUrl();
   });
 }

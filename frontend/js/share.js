@@ -18,6 +18,8 @@ export function shareState(s) {
   if (s.scope === "mean") view.scope = "mean";
   if (s.gridColour === "recall") view.grid = "recall";
   if (s.hideSpecial) view.hideSpecial = true;
+  if (s.block && s.block !== "128") view.block = s.block;
+  if (s.paretoX === "block") view.paretoX = "block";
   const params = {};
   for (const [k, v] of Object.entries(s.params ?? {})) {
     if (["boolean", "number", "string"].includes(typeof v)) params[k] = v;

@@ -30,6 +30,9 @@
  * @property {Object<string, number|boolean|string>} params current slider values (add-ons included)
  * @property {{mask: Uint8Array, metrics: object}|null} result the current method's mask and metrics
  * @property {"head"|"mean"} scope Pareto plot scope
+ * @property {"16"|"32"|"64"|"128"} block tile size B of the block sparsity shown (metrics panel,
+ *   Pareto x-axis, exports): a key of `metrics.block_sparsity`
+ * @property {"sparsity"|"block"} paretoX the Pareto plot's x: token sparsity or block sparsity at `block`
  * @property {boolean} paretoPoints show every sweep point, not only the frontiers
  * @property {"gold"|"recall"} gridColour head grid colouring
  * @property {boolean} hideSpecial hide [CLS]/[SEP] rows and columns
@@ -65,6 +68,8 @@ const initial = {
   params: {},
   result: null,
   scope: "head",
+  block: "128",
+  paretoX: "sparsity",
   paretoPoints: false,
   gridColour: "gold",
   hideSpecial: false,

@@ -1,7 +1,8 @@
 /**
  * The current setting on every head, computed in the browser: `headRecall` (L·H recalls, for the
- * head grid's "recall" colouring) and `meanMetrics` (the plain mean over heads of the four metrics,
- * SPEC §4 "overall", for the Pareto plot's mean scope).
+ * head grid's "recall" colouring) and `meanMetrics` (the plain mean over heads of the four metrics
+ * and of the block sparsity at every tile size, SPEC §4 "overall", for the Pareto plot's mean
+ * scope).
  *
  * Only needed, and only run, while the grid shows recall or the Pareto plot shows the mean. It
  * starts once the sliders have been still for a moment and works one head per task, so slider
@@ -27,6 +28,7 @@ async function run(gen) {
   const count = a.layers * a.heads;
   const recall = new Float64Array(count).fill(NaN);
   const sum = { recall: 0, sparsity: 0, exact: 0, precision: 0 };
+  const blocks = {};
   for (let k = 0; k < count; k++) {
     let head;
     try {
@@ -38,6 +40,7 @@ async function run(gen) {
     const m = computeMetrics(predict(head, s.method, s.params), head.gold, head.n, head.causal);
     recall[k] = m.recall;
     for (const key of Object.keys(sum)) sum[key] += m[key];
+    for (const [b, v] of Object.entries(m.block_sparsity)) blocks[b] = (blocks[b] ?? 0) + v;
     if (s.gridColour === "recall" && (k % a.heads === a.heads - 1 || k === count - 1)) {
       store.set({ headRecall: Float64Array.from(recall) });
     }
@@ -45,6 +48,7 @@ async function run(gen) {
     if (gen !== generation) return;
   }
   const mean = Object.fromEntries(Object.entries(sum).map(([key, v]) => [key, v / count]));
+  mean.block_sparsity = Object.fromEntries(Object.entries(blocks).map(([b, v]) => [b, v / count]));
   store.set({ headRecall: recall, meanMetrics: mean });
 }
 

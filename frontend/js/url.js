@@ -2,13 +2,14 @@
  * The page state <-> the address bar, so the URL is always a shareable link.
  *
  *     ?text=...&model=gpt2&alpha=1.5&causal=1&layer=2&head=3&method=sf-kmeans&p.clusters=4&p.top_k=1
- *      &p.window=3&p.globals=1&row=5&cluster=2&scope=mean&grid=recall&hide=1
+ *      &p.window=3&p.globals=1&row=5&cluster=2&scope=mean&grid=recall&hide=1&block=64&px=block
  *
  * `p.<name>` are the current method's slider values (add-ons included), `row` the locked query
  * row and `cluster` the selected k-means cluster (the selection), `start` the first token of the
- * analysed window of a text over the model's positions. A text longer than `MAX_TEXT_IN_URL`
- * characters is saved as a permanent link (`/s/{id}?…`, session.js); until that answers, the
- * analysis id is written instead (`id=`).
+ * analysed window of a text over the model's positions, `block` the tile size of the block
+ * sparsity shown (16, 32, 64, 128; default 128) and `px=block` the Pareto plot over block
+ * sparsity. A text longer than `MAX_TEXT_IN_URL` characters is saved as a permanent link
+ * (`/s/{id}?…`, session.js); until that answers, the analysis id is written instead (`id=`).
  *
  * On a page opened on a saved view (`/s/{id}`, `/gallery/{slug}`) the query holds the view
  * without the text (`withText: false`), every flag written out, and overrides the saved view on
@@ -16,6 +17,11 @@
  */
 
 export const MAX_TEXT_IN_URL = 1500;
+
+/** Tile sizes of block sparsity (sparse_core.metrics.BLOCKS) as the store keeps them. */
+export const BLOCK_SIZES = ["16", "32", "64", "128"];
+/** The tile size shown unless the view says otherwise (FlashAttention / FlexAttention tiles). */
+export const DEFAULT_BLOCK = "128";
 
 /**
  * The query string of a state.
@@ -47,6 +53,8 @@ export function encodeState(s, { withText = true } = {}) {
   if (s.scope !== "head" || all) q.set("scope", s.scope);
   if (s.gridColour !== "gold" || all) q.set("grid", s.gridColour);
   if (s.hideSpecial || all) q.set("hide", s.hideSpecial ? "1" : "0");
+  if (s.block !== DEFAULT_BLOCK || all) q.set("block", s.block);
+  if (s.paretoX === "block" || all) q.set("px", s.paretoX);
   return q.toString();
 }
 
@@ -82,6 +90,8 @@ export function decodeState(search) {
   if (q.has("scope")) out.scope = q.get("scope") === "mean" ? "mean" : "head";
   if (q.has("grid")) out.gridColour = q.get("grid") === "recall" ? "recall" : "gold";
   if (q.has("hide")) out.hideSpecial = q.get("hide") === "1";
+  if (BLOCK_SIZES.includes(q.get("block"))) out.block = q.get("block");
+  if (q.has("px")) out.paretoX = q.get("px") === "block" ? "block" : "sparsity";
   const start = index(q.get("start"));
   if (start !== null) Object.assign(out, { truncate: true, start });
   return out;

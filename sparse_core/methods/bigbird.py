@@ -8,7 +8,8 @@ page draws the same keys). Defaults: r = 3, window 3, globals on; own grid r ∈
 Because the random keys are drawn outside the window and the globals, the add-ons are part of
 the draw: the Pareto engine's window crossing (one base mask, every width at once) does not
 apply, so BigBird measures its sweep points itself (:func:`bigbird_metrics`, the ``measure``
-hook of ``Method``).
+hook of ``Method``): per width, every head's draws at once (:func:`fisher_yates`, a batched
+partial Fisher–Yates equal to ``baselines.bigbird_draws``), then prefix counts for every r.
 """
 
 from __future__ import annotations
@@ -17,13 +18,23 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
+from torch import Tensor
 
 from .. import baselines, patterns
-from ..bitsets import BLOCKS, METRICS, Gold, count_bits, pack, tile_occupancy, to_metrics
+from ..bitsets import (
+    BLOCKS,
+    METRICS,
+    Gold,
+    count_bits,
+    half_widths,
+    pack,
+    tile_occupancy,
+    to_metrics,
+)
 from ..rng import BIGBIRD_STREAM, hash_uniform_t
 from .base import Method
 from .context import PredictContext
-from .grids import head_seed, random_counts
+from .grids import random_counts
 from .spec import ParamSpec
 
 
@@ -57,7 +68,7 @@ class BigBirdMethod(Method):
         return bigbird_metrics(ctx, gold, points)
 
     def head_payload(self, ctx, layer, head):
-        return {"seed": head_seed(layer, head)}
+        return {"seed": int(ctx.seeds()[layer, head])}  # the head's own (also in a view)
 
 
 def bigbird_metrics(ctx: PredictContext, gold: Gold, pts: Sequence[dict]) -> dict[str, np.ndarray]:
@@ -65,120 +76,220 @@ def bigbird_metrics(ctx: PredictContext, gold: Gold, pts: Sequence[dict]) -> dic
     outside B (so disjoint from it): |M| = |B| + Σ_i min(r, m_i), |M ∩ G| = |B ∩ G| + |R ∩ G|,
     and row i is whole iff every gold key it misses in B is among its first r draws.
 
-    Which draw picks a gold key follows from tracking that one key through the partial
-    Fisher–Yates of ``baselines.bigbird_draws``: it starts at its rank x among the row's free
-    columns; at step t it is picked if p_t = x, and moves to p_t if x = t. A key that starts at a
-    rank ≥ k that no p_t hits is never touched, so only the keys at ranks {0..k−1} ∪ {p_t} are
-    tracked. Draws are prefixes of each other, so one pass with the largest r gives every r.
-    Block sparsity: the draws of every row (``baselines.bigbird_draws``, largest r) give each
-    tile the first step that fills it (:func:`_draw_tiles`); with r draws a tile empty in B is
-    filled iff that step is < r.
+    Per window width (and globals) the draws of every head's rows are made once with the
+    largest r (:func:`fisher_yates`, O(L·H·n·r)); draws are prefixes of each other, so a
+    running count of the gold keys drawn gives |R ∩ G| and the whole rows of every r, and each
+    tile's first filling step gives the block sparsity of every r (:func:`draw_tiles`).
     Returns metric -> (P, L·H) float64, equal to ``metrics`` on the explicit masks (tested).
     """
     n, L, H = ctx.n, ctx.layers, ctx.heads
     LH = L * H
     res = {metric: np.zeros((len(pts), LH)) for metric in METRICS}
     k = max(min(max(p["random_keys"] for p in pts), n), 1)
-    steps = np.arange(k, dtype=np.int32)
-    u = hash_uniform_t(  # (LH·n, k): the draws' uniforms, shared by every window
-        ctx.seeds().reshape(LH, 1, 1), BIGBIRD_STREAM, torch.arange(n).view(1, n, 1),
-        torch.arange(k).view(1, 1, -1),
-    ).numpy().reshape(LH * n, k)  # fmt: skip
     g = ctx.out.graph.reshape(-1).numpy()  # flat (LH·n·n,) bool: byte lookups beat bit tests
+    heads_off = (np.arange(LH, dtype=np.int64) * n * n)[:, None, None]
+    row_off = (np.arange(n, dtype=np.int64) * n)[None, :, None]
+    e_row = gold.e_lh * n + gold.e_i  # sorted: edges are in row order
+    row_gold = np.bincount(e_row, minlength=LH * n)  # gold keys per row
+    e_valid = gold.e_j <= gold.e_i if ctx.causal else np.ones(gold.e_j.shape, dtype=bool)
     glob_e = np.isin(gold.e_i, (0, n - 1)) | np.isin(gold.e_j, (0, n - 1))
-    e_row = gold.e_lh * n + gold.e_i
-    e_cell = gold.e_i * n + gold.e_j
     for glob in sorted({p["globals"] for p in pts}):
         sub = [i for i, p in enumerate(pts) if p["globals"] == glob]
         windows = sorted({pts[i]["window"] for i in sub})
         # the window + globals masks themselves, every width in one pass
         base_bits = (gold.gbits if glob else np.zeros_like(gold.vbits)) & gold.vbits
         c0 = count_bits(gold, base_bits[None, None], windows)
+        # gold keys of each row inside B, for every width: each edge's first covering width
+        hs = half_widths(windows)
+        first = np.searchsorted(np.sort(hs), gold.e_d, side="left")  # windows ascend: hs too
+        if glob:
+            first = np.where(glob_e, 0, first)
+        first = np.where(e_valid, first, len(windows))
+        inside = np.cumsum(
+            np.bincount(e_row * (len(windows) + 1) + first,
+                        minlength=LH * n * (len(windows) + 1)).reshape(LH * n, -1),
+            axis=1,
+        )  # fmt: skip  # (LH·n, nW + 1): [:, q] gold keys inside B at width q
         for q, w in enumerate(windows):
             idxs = [i for i in sub if pts[i]["window"] == w]
-            empty = torch.zeros(n, n, dtype=torch.bool)
-            base = patterns.finish(empty, window=w, globals_=glob, causal=ctx.causal).numpy()
-            free = gold.valid & ~base
-            m = free.sum(1)  # (n,) candidates per row
-            cum = np.cumsum(free, axis=1, dtype=np.int32)  # rank of free column j of row i: cum − 1
-            fi, fj = np.nonzero(free)
-            first = np.concatenate([[0], np.cumsum(m)[:-1]])  # (n,) start of each row in fj
-            cand = np.full((n, n), n - 1, dtype=np.int32)
-            cand[fi, np.arange(fi.size) - first[fi]] = fj  # (n, n): the column of rank x in row i
-            out_e = (gold.e_d > max(w // 2, -1) if w else np.ones_like(glob_e)) & ~(
-                glob_e if glob else np.zeros_like(glob_e)
-            )  # gold keys outside B: only their rows need the draws
-            ej, er = gold.e_j[out_e], e_row[out_e]  # er is sorted (edges are in row order)
-            rows = er[np.r_[True, er[1:] != er[:-1]]] if er.size else er  # (R,) flat rows
-            ri = rows % n
-            span = np.maximum(m[:, None] - steps[None, :], 1)  # (n, k)
-            p = steps + (u[rows] * span[ri]).astype(np.int32)  # (R, k); floor: u * span >= 0
-            live = steps[None, :] < m[ri, None]  # (R, k) the steps a row takes
-            # the only gold keys a draw can pick: at a drawn position p_t, or at a rank t < k
-            cols_p = cand.ravel()[(ri * n)[:, None] + p]  # (R, k)
-            a = np.flatnonzero(g[(rows * n)[:, None] + cols_p] & live)
-            early = cum.ravel()[e_cell[out_e]] <= k  # at a rank < k
-            key = np.unique(np.concatenate([rows[a // k] * n + cols_p.ravel()[a],
-                                            er[early] * n + ej[early]]))  # fmt: skip
-            crow, ccol = key // n, key % n
-            ci = crow % n
-            pos = cum[ci, ccol].astype(np.int64) - 1  # starting rank of each tracked key
-            pc = p[np.searchsorted(rows, crow)]  # (C, k) the draws of each key's row
-            mc = m[ci]
-            picked = np.full(pos.shape, k)  # the step that draws the key (k: never)
-            for t in range(k):
-                pt = pc[:, t]
-                on = mc > t
-                now = on & (pt == pos)
-                picked[now] = t
-                pos = np.where(now, -1, np.where(on & (pos == t), pt, pos))
-            hist = np.bincount((crow // n) * (k + 1) + picked, minlength=LH * (k + 1))
-            hits = np.cumsum(hist.reshape(LH, k + 1), axis=1)  # [:, r − 1]: keys in first r
-            need = np.bincount(er, minlength=LH * n)
-            tracked = np.bincount(crow, minlength=LH * n)
-            last = np.full(LH * n, -1, dtype=np.int64)  # the row's last needed draw
-            np.maximum.at(last, crow, picked)
-            last = np.where(tracked < need, k, last)
-            rkey = np.repeat(np.arange(LH) * (k + 2), n) + last + 1
-            rhist = np.bincount(rkey, minlength=LH * (k + 2)).reshape(LH, k + 2)
+            m, draws, tiles = width_draws(ctx, gold, w, glob, k)
+            drawn = draws >= 0
+            is_gold = g[heads_off + row_off + np.where(drawn, draws, 0)] & drawn  # (LH, n, k)
+            hits = np.cumsum(is_gold.sum(axis=1), axis=1)  # (LH, k): [:, r − 1] with r draws
+            need = (row_gold - inside[:, q]).reshape(LH, n)  # gold keys outside B per row
+            got = np.cumsum(is_gold, axis=2, dtype=np.int32)  # (LH, n, k)
+            last = np.where(need == 0, -1, (got < need[..., None]).sum(axis=2))  # step of the last
+            rkey = (np.arange(LH) * (k + 2))[:, None] + last + 1
+            rhist = np.bincount(rkey.ravel(), minlength=LH * (k + 2)).reshape(LH, k + 2)
             covered = np.cumsum(rhist, axis=1)  # [:, r]: rows whole with r draws
             size0, hit0 = c0["size"][0, q], c0["hit"][0, q]  # (LH,)
-            tiles = _draw_tiles(ctx, gold, base, k)
             for i in idxs:
                 r = min(pts[i]["random_keys"], n)
                 c = {
                     "size": size0 + int(np.minimum(m, r).sum()),
                     "hit": hit0 + (hits[:, r - 1] if r else 0),
                     "covered": covered[:, r],
-                    **{f"empty_{b}": free - (drawn[:, r - 1] if r else 0)
-                       for b, (free, drawn) in tiles.items()},
+                    **{f"empty_{b}": free - (filled[:, r - 1] if r else 0)
+                       for b, (free, filled) in tiles.items()},
                 }  # fmt: skip
                 for metric, v in to_metrics(gold, c).items():
                     res[metric][i] = v
     return res
 
 
-def _draw_tiles(ctx: PredictContext, gold: Gold, base: np.ndarray, k: int) -> dict:
-    """Per tile size B: (empty counted tiles of ``base``, (LH, k) cumulative count of those the
-    first t + 1 random draws fill), for the draws of every head's rows with ``base`` (n, n)."""
-    n, LH = ctx.n, ctx.layers * ctx.heads
-    draws = baselines.bigbird_draws(
-        torch.from_numpy(base), ctx.causal, ctx.seeds().flatten(), k
-    ).numpy()  # (LH, n, k), −1 past a row's supply
+def width_draws(
+    ctx: PredictContext, gold: Gold, w: int, glob: bool, k: int
+) -> tuple[np.ndarray, np.ndarray, dict]:
+    """The text-independent part of one width: (m (n,) free keys per row, the draws (L·H, n, k)
+    of every head, :func:`draw_tiles`). It depends only on (n, causality, w, globals, k, the
+    seeds), so the widths of the last length are kept per process (about 1.5 MB a width at
+    n = 512 with 72 heads): a corpus sweep that takes its inputs by length
+    (``pareto.sweep_corpus``) draws once per length rather than once per input."""
+    n = ctx.n
+    seeds = ctx.seeds().reshape(-1)
+    key = (n, ctx.causal, w, glob, k, tuple(int(x) for x in seeds.tolist()))
+    got = _DRAWS.get(key)
+    if got is None:
+        empty = torch.zeros(n, n, dtype=torch.bool)
+        base = patterns.finish(empty, window=w, globals_=glob, causal=ctx.causal).numpy()
+        cand, m = free_ranks(base, ctx.causal)
+        draws = fisher_yates(cand, m, draw_positions(draw_uniforms(seeds, n, k), m, n))
+        if n < 1 << 15:
+            draws = draws.astype(np.int16)
+        got = (m, draws, draw_tiles(gold, base, draws))
+        if len(_DRAWS) >= _DRAWS_MAX or any(kk[0] != n for kk in _DRAWS):
+            _DRAWS.clear()  # one length at a time: bounded memory in a long-lived server
+        _DRAWS[key] = got
+    return got
+
+
+#: (n, causal, w, globals, k, seeds) -> width_draws(), for one length n at a time and at most
+#: _DRAWS_MAX widths (one-head views of a context have seeds of their own)
+_DRAWS: dict[tuple, tuple] = {}
+_DRAWS_MAX = 128
+
+
+def draw_uniforms(seeds: Tensor, n: int, k: int) -> np.ndarray:
+    """``hash_uniform(seed, BIGBIRD_STREAM, i, t)`` for every seed, row i < n and step t < k:
+    (S, n, k) float64. They do not depend on n beyond the rows, so the largest block made so
+    far is kept (per process) and sliced."""
+    key = tuple(int(s) for s in seeds.tolist())
+    got = _UNIFORMS.get(key)
+    if got is None or got.shape[1] < n or got.shape[2] < k:
+        old = (0, 0, 0) if got is None else got.shape
+        rows, steps = max(n, old[1]), max(k, old[2])
+        got = hash_uniform_t(
+            seeds.view(-1, 1, 1), BIGBIRD_STREAM, torch.arange(rows).view(1, rows, 1),
+            torch.arange(steps).view(1, 1, steps),
+        ).numpy()  # fmt: skip
+        if len(_UNIFORMS) >= 4:
+            _UNIFORMS.clear()
+        _UNIFORMS[key] = got
+    return got[:, :n, :k]
+
+
+_UNIFORMS: dict[tuple, np.ndarray] = {}
+
+
+def free_ranks(base: np.ndarray, causal: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(cand (n, n) int32, m (n,) int64): row i's free columns ``V ∧ ¬base`` ascending in
+    ``cand[i, :m_i]`` (the candidate list of ``patterns._sample_rows``; the rest is filler)."""
+    n = base.shape[-1]
+    free = ~base
+    if causal:
+        free &= np.tri(n, dtype=bool)
+    m = free.sum(1)
+    fi, fj = np.nonzero(free)
+    start = np.concatenate([[0], np.cumsum(m)[:-1]])
+    cand = np.full((n, n), n - 1, dtype=np.int32)
+    cand[fi, np.arange(fi.size) - start[fi]] = fj
+    return cand, m
+
+
+def draw_positions(u: np.ndarray, m: np.ndarray, n: int) -> np.ndarray:
+    """The swap positions ``p_t = min(t + ⌊u_t · max(m_i − t, 1)⌋, n − 1)`` of the partial
+    Fisher–Yates: u (S, n, k) float64 -> (S, n, k) int64 (as ``baselines.bigbird_draws``)."""
+    steps = np.arange(u.shape[-1])
+    span = np.maximum(m[:, None] - steps[None, :], 1).astype(np.float64)  # (n, k)
+    return np.minimum(steps + (u * span).astype(np.int64), n - 1)
+
+
+def fisher_yates(cand: np.ndarray, m: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Every row's partial Fisher–Yates draws: cand (n, n) row i's candidate list, m (n,) its
+    length (:func:`free_ranks`), p (S, n, k) the swap positions (:func:`draw_positions`) ->
+    (S, n, k) int32 column ids in draw order, −1 past a row's supply; equal to
+    ``baselines.bigbird_draws`` (tested).
+
+    Step t swaps positions t and p_t ≥ t and draws the value at p_t. A position holds its
+    ``cand`` value unless an earlier step wrote to it, and step s writes V(s) (the value at
+    position s before step s) to p_s. So the draw of step t is V(s) for the latest s < t with
+    p_s = p_t (found by sorting each row's (position, step) keys), else cand[p_t]; and V(t) is
+    V(s) for the latest s < t with p_s = t (only steps with s < p_s < k), else cand[t], filled in
+    step order. All vectorised over the S·n rows: O(S·n·k log k), no per-step gathers."""
+    S, n, k = p.shape
+    R = S * n
+    if k == 0 or n == 0:
+        return np.full((S, n, k), -1, dtype=np.int32)
+    pf = p.reshape(R, k)
+    flat = cand.reshape(-1)
+    crow = ((np.arange(R, dtype=np.int64) % n) * n)[:, None]
+    steps = np.arange(k)
+    # V(t): cand[t], or V(s) for the latest s < t with p_s = t (such chains are rare and short)
+    V = np.tile(cand[:, :k], (S, 1))  # (R, k)
+    r, s = np.nonzero((pf < k) & (pf > steps))
+    if r.size:
+        src = np.full((k, R), -1, dtype=np.int64)  # step-major: nonzero comes out by step
+        np.maximum.at(src, (pf[r, s], r), s)
+        t, r = np.nonzero(src >= 0)
+        cut = np.searchsorted(t, np.arange(k + 1))
+        for tt in range(1, k):  # V(src) is final before V(t): src < t
+            rr = r[cut[tt] : cut[tt + 1]]
+            if rr.size:
+                V[rr, tt] = V[rr, src[tt, rr]]
+    # the draws: cand[p_t], or V(s) for the latest s < t with p_s = p_t
+    D = flat[crow + pf]  # (R, k) int32
+    bits = max(1, int(k - 1).bit_length())
+    key = np.sort((pf << bits) | steps, axis=1)  # by position, then step
+    pos = key >> bits
+    r, c = np.nonzero(pos[:, 1:] == pos[:, :-1])
+    if r.size:
+        lo = np.int64((1 << bits) - 1)
+        t_now, t_prev = key[r, c + 1] & lo, key[r, c] & lo
+        D[r, t_now] = V[r, t_prev]
+    D[steps >= np.tile(m, S)[:, None]] = -1
+    return D.reshape(S, n, k)
+
+
+def draw_tiles(gold: Gold, base: np.ndarray, draws: np.ndarray) -> dict:
+    """Per tile size B: (empty counted tiles of ``base``, (S, k) cumulative count of those the
+    first t + 1 draws fill), for draws (S, n, k) (−1: none) added to ``base`` (n, n).
+
+    The first step that fills each tile of the smallest size is one scatter per step (latest
+    steps first, so the earliest wins); a larger tile's is the least over its sub-tiles."""
+    S, n, k = draws.shape
     occ = tile_occupancy(pack(base)[None], n)
-    out = {}
+    b0 = BLOCKS[0]
+    T = -(-n // b0)
+    first = np.full((S, T * T + 1), k, dtype=np.int16)  # last column: no draw
+    row_t = ((np.arange(n) // b0) * T)[None, :]  # (1, n)
+    heads = np.arange(S)[:, None]
+    for t in range(k - 1, -1, -1):
+        d = draws[:, :, t]
+        first[heads, np.where(d >= 0, row_t + d // b0, T * T)] = t
+    grid = first[:, :-1].reshape(S, T, T)
+    out, prev = {}, b0
     for b in BLOCKS:
+        if b != b0:  # pool the previous size's tiles f × f
+            f = b // prev
+            Tb = -(-n // b)
+            pad = np.full((S, Tb * f, Tb * f), k, dtype=np.int16)
+            pad[:, : grid.shape[1], : grid.shape[2]] = grid
+            grid = pad.reshape(S, Tb, f, Tb, f).min(axis=(2, 4))
+        prev = b
         counted, _ = gold.tiles[b]
-        T = counted.shape[0]
         free = (counted & ~occ[b][0]).reshape(-1)  # (T²,)
-        first = np.full((LH, T * T + 1), k, dtype=np.int64)  # last column: no draw
-        row_t = ((np.arange(n) // b) * T)[None, :]  # (1, n)
-        heads = np.arange(LH)[:, None]
-        for t in range(k - 1, -1, -1):  # smaller steps overwrite: the first step that fills
-            d = draws[:, :, t]
-            first[heads, np.where(d >= 0, row_t + d // b, T * T)] = t
-        f = first[:, :-1][:, free]  # (LH, F) the step that fills each empty tile (k: none)
-        key = (np.arange(LH)[:, None] * (k + 1) + f).ravel()
-        hist = np.bincount(key, minlength=LH * (k + 1)).reshape(LH, k + 1)
+        fb = grid.reshape(S, -1)[:, free]  # (S, F) the step that fills each empty tile (k: none)
+        key = (np.arange(S)[:, None] * (k + 1) + fb).ravel()
+        hist = np.bincount(key, minlength=S * (k + 1)).reshape(S, k + 1)
         out[b] = (int(free.sum()), np.cumsum(hist, axis=1)[:, :k])
     return out

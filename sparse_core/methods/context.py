@@ -9,7 +9,8 @@ in :attr:`PredictContext.cache` with :meth:`PredictContext.memo`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,11 @@ class PredictContext:
     proj_q: Tensor | None  # (L, H, n, r) float32
     proj_k: Tensor | None
     cache: dict = field(default_factory=dict, repr=False)  # small per-text intermediates
+    #: the model's layer / head of each row of the tensors: None for a whole run (0..L−1,
+    #: 0..H−1); set on a view of some heads (:meth:`view`) or a stack of texts (:meth:`stack`),
+    #: so that whatever is drawn per head (seeds, rotations) is that head's own draw
+    layer_ids: Tensor | None = field(default=None, repr=False)
+    head_ids: Tensor | None = field(default=None, repr=False)
 
     @classmethod
     def from_run(cls, out: RunOutput, artefact: Artefact | None = None) -> PredictContext:
@@ -68,13 +74,108 @@ class PredictContext:
             return self.proj_q, self.proj_k
         return self.out.queries.float(), self.out.keys.float()
 
+    def layer_index(self) -> Tensor:
+        """(L,) int64: the model's layer of each row of the tensors (0..L−1 for a whole run)."""
+        return torch.arange(self.layers) if self.layer_ids is None else self.layer_ids
+
+    def head_index(self) -> Tensor:
+        """(H,) int64: the model's head of each column of the tensors (0..H−1 for a whole run)."""
+        return torch.arange(self.heads) if self.head_ids is None else self.head_ids
+
     def seeds(self) -> Tensor:
         """(L, H) int64: ``grids.head_seed`` (``layer * 1000 + head``) of every head."""
-        li = torch.arange(self.layers)[:, None]
-        return li * 1000 + torch.arange(self.heads)[None, :]
+        return self.layer_index()[:, None] * 1000 + self.head_index()[None, :]
+
+    def view(self, layer: int, head: int) -> PredictContext:
+        """Head (``layer``, ``head``) alone: a context of one layer and one head on which every
+        method gives exactly that head's figures and payload of the whole context (tested), at
+        a fraction of the cost (the page opens one head; the Pareto data of one head).
+
+        Its tensors are slices of this one's; what is drawn per head (seeds, Reformer's
+        rotations, Fixed's spread chunk) uses the head's own indices (:meth:`layer_index`).
+        Packed patterns shared by every head are taken from this context's memo."""
+        ls, hs = slice(layer, layer + 1), slice(head, head + 1)
+        out = self.out
+        sub = dataclasses.replace(
+            out,
+            queries=out.queries[ls, hs],
+            keys=out.keys[ls, hs],
+            probs=out.probs[ls, hs],
+            graph=out.graph[ls, hs],
+            scaling=None if out.scaling is None else out.scaling[ls],
+        )
+        art = self.artefact
+        if art is not None:
+            art = dataclasses.replace(
+                art,
+                W=art.W[ls, hs],
+                b=art.b[ls, hs],
+                centroids={k: c[ls, hs] for k, c in art.centroids.items()},
+            )
+        # a copy first (one C call): another request may be memoising into this context
+        shared = {k: v for k, v in dict(self.cache).items() if _shared(k, v)}
+        return PredictContext(
+            sub,
+            art,
+            None if self.proj_q is None else self.proj_q[ls, hs],
+            None if self.proj_k is None else self.proj_k[ls, hs],
+            shared,
+            self.layer_index()[ls],
+            self.head_index()[hs],
+        )
+
+    @classmethod
+    def stack(cls, ctxs: Sequence[PredictContext]) -> PredictContext:
+        """Several texts of the same length (and causality, artefact) as one context whose
+        layers are every text's layers in turn: each method computes all their heads at once,
+        and each head's figures are exactly its own text's (tested). Split results with
+        ``reshape(len(ctxs), L, H)``."""
+        first = ctxs[0]
+        if len(ctxs) == 1:
+            return first
+        n, causal, art = first.n, first.causal, first.artefact
+        if any(c.n != n or c.causal != causal or c.artefact is not art for c in ctxs):
+            raise ValueError("stacked contexts must share n, causality and artefact")
+
+        def cat(name: str) -> Tensor:
+            return torch.cat([getattr(c.out, name) for c in ctxs])
+
+        out = dataclasses.replace(
+            first.out,
+            queries=cat("queries"),
+            keys=cat("keys"),
+            probs=cat("probs"),
+            graph=cat("graph"),
+            scaling=None if first.out.scaling is None else cat("scaling"),
+            extra={},
+        )
+        if art is not None:
+            k = len(ctxs)
+            art = dataclasses.replace(
+                art,
+                W=art.W.repeat(k, 1, 1, 1),
+                b=art.b.repeat(k, 1, 1),
+                centroids={b: c.repeat(k, 1, 1, 1) for b, c in art.centroids.items()},
+            )
+        proj = first.proj_q is not None
+        return cls(
+            out,
+            art,
+            torch.cat([c.proj_q for c in ctxs]) if proj else None,
+            torch.cat([c.proj_k for c in ctxs]) if proj else None,
+            {k: v for k, v in dict(first.cache).items() if _shared(k, v)},
+            torch.cat([c.layer_index() for c in ctxs]),
+            first.head_index(),
+        )
 
     def memo(self, key: tuple, make: Callable[[], Any]) -> Any:
         """``cache[key]``, made once by ``make()``."""
         if key not in self.cache:
             self.cache[key] = make()
         return self.cache[key]
+
+
+def _shared(key: Any, value: Any) -> bool:
+    """Whether a memo entry holds for every head: a packed pattern that is the same for all
+    (``("bits", …)`` of shape (1, n, W))."""
+    return isinstance(key, tuple) and key[:1] == ("bits",) and getattr(value, "shape", (0,))[0] == 1

@@ -17,8 +17,14 @@ from torch import Tensor
 
 from ..bitsets import pack, words
 
+#: Distance entries computed at once (``chunk`` heads of n × n): 2 heads at n = 512, more for
+#: shorter texts, whose per-chunk overhead would otherwise dominate (an analyze summary).
+CHUNK_CELLS = 2 * 512 * 512
 
-def distance_bits(qp: Tensor, kp: Tensor, ts: Sequence[float], chunk: int = 2) -> np.ndarray:
+
+def distance_bits(
+    qp: Tensor, kp: Tensor, ts: Sequence[float], chunk: int | None = None
+) -> np.ndarray:
     """sf-distance masks ``D < t`` for thresholds ``ts`` as bitsets: (…, n, r) x 2 projected
     queries and keys -> (len(ts), A, n, W) uint64, A the product of the leading dims.
 
@@ -32,6 +38,7 @@ def distance_bits(qp: Tensor, kp: Tensor, ts: Sequence[float], chunk: int = 2) -
     q = qp.reshape(-1, n, qp.shape[-1]).numpy()  # (LH, n, r) float32
     k = kp.reshape(-1, n, kp.shape[-1]).numpy()
     LH, n, r = q.shape
+    chunk = chunk or max(2, CHUNK_CELLS // (n * n))
     W = words(n)
     ts = [float(t) for t in ts]
     binned = all((2 * t).is_integer() and 0 <= 2 * t <= 254 for t in ts)

@@ -33,7 +33,9 @@ def reformer_buckets(ctx: PredictContext, n_buckets: int, rounds: int = 1) -> Te
     """(L, H, rounds, n) LSH buckets of the text (seed 0), memoised per (B, rounds)."""
     b = ctx.memo(
         ("reformer", n_buckets, rounds),
-        lambda: baselines.reformer_buckets(*ctx.hash_space(), n_buckets, rounds, 0).to(torch.uint8),
+        lambda: baselines.reformer_buckets(
+            *ctx.hash_space(), n_buckets, rounds, 0, ctx.layer_ids, ctx.head_ids
+        ).to(torch.uint8),
     )
     return b.long()
 

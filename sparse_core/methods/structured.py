@@ -26,7 +26,7 @@ from .. import baselines, patterns
 from ..bitsets import row_bits, words
 from ..errors import SparsescopeError
 from .base import Method
-from .grids import head_seed, random_counts, stride_default, strides
+from .grids import random_counts, stride_default, strides
 from .spec import ParamSpec
 
 
@@ -76,7 +76,7 @@ class FixedMethod(Method):
             return patterns.fixed(n, p["stride"], p["c"], causal=causal, part=p["part"])
         per_head = [
             patterns.fixed(n, p["stride"], p["c"], causal=causal, part=p["part"], head=h)
-            for h in range(ctx.heads)
+            for h in ctx.head_index().tolist()
         ]
         return torch.stack(per_head)[None]  # (1, H, n, n)
 
@@ -131,4 +131,4 @@ class LongformerMethod(Method):
         return np.where(pos[..., None], full, cols[:, None, :])  # (L·H, n, W)
 
     def head_payload(self, ctx, layer, head):
-        return {"seed": head_seed(layer, head)}
+        return {"seed": int(ctx.seeds()[layer, head])}  # the head's own (also in a view)

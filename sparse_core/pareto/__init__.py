@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from .corpus_sweep import CorpusSweep, Totals, corpus_grids, sweep_corpus, sweep_inputs
 from .points import DEFAULT_BLOCK, X_AXES, check_axis, frontier, points_json, rounded, sweep_points
-from .text_sweep import TextSweep, summary, sweep_text
+from .text_sweep import TextSweep, summary, summary_tables, sweep_text
 
 __all__ = [
     "DEFAULT_BLOCK",
@@ -34,6 +34,7 @@ __all__ = [
     "points_json",
     "rounded",
     "summary",
+    "summary_tables",
     "sweep_corpus",
     "sweep_inputs",
     "sweep_points",

@@ -5,14 +5,18 @@ per-head figures are summed in :class:`Totals`; the figure of a point is then, p
 over texts (each text weighted equally) and overall the plain mean over heads. ``Totals`` of
 disjoint shards merge by addition (:meth:`Totals.merge`), so texts can be split over processes
 (``workers``) or machines and the result does not depend on the split beyond float rounding.
+:func:`sweep_corpus` takes the inputs in order of length, so that what depends only on n
+(BigBird's draws, ``methods.bigbird.width_draws``) is made once per length.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -191,12 +195,14 @@ def sweep_corpus(
     limit = model.config.max_positions
     counts = [min(c, limit) for c in counts]
     grids = corpus_grids(names, max(counts), min(counts), artefact)
+    # by length: what depends only on n (BigBird's draws) is then made once per length
+    by_length = [texts[i] for i in sorted(range(len(texts)), key=counts.__getitem__)]
     bar = tqdm(total=len(texts), desc="pareto", unit="text", disable=not progress)
     if workers <= 1:
-        tot = sweep_inputs(model, texts, artefact, grids, alpha=alpha, causal=causal,
+        tot = sweep_inputs(model, by_length, artefact, grids, alpha=alpha, causal=causal,
                            progress=bar.update)  # fmt: skip
     else:
-        tot = _parallel(texts, grids, alpha, causal, workers, threads, model_path,
+        tot = _parallel(by_length, grids, alpha, causal, workers, threads, model_path,
                         artefact_path if artefact is not None else False, bar)  # fmt: skip
     bar.close()
     values = tot.means()
@@ -227,17 +233,42 @@ def _parallel(texts, grids, alpha, causal, workers, threads, model_path, artefac
     size = max(1, min(4, math.ceil(len(texts) / (4 * workers))))  # small: an even finish
     chunks = [list(texts[i : i + size]) for i in range(0, len(texts), size)]
     tot = Totals(grids)
-    with ProcessPoolExecutor(
-        max_workers=workers,
-        mp_context=mp.get_context("spawn"),
-        initializer=_worker_init,
-        initargs=(model_path, artefact_path, alpha, threads),
-    ) as pool:
+    with (
+        _child_threads(threads),
+        ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=mp.get_context("spawn"),
+            initializer=_worker_init,
+            initargs=(model_path, artefact_path, alpha, threads),
+        ) as pool,
+    ):
         futures = {pool.submit(_worker_run, c, grids, alpha, causal): len(c) for c in chunks}
         for fut in as_completed(futures):
             tot.merge(fut.result())
             bar.update(futures[fut])
     return tot
+
+
+#: thread-count variables of the BLAS / OpenMP runtimes numpy and torch load
+_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+@contextmanager
+def _child_threads(threads: int):
+    """Start child processes with ``threads`` BLAS / OpenMP threads (the variables are read when
+    a spawned worker loads numpy, before any initializer runs): numpy's OpenBLAS would otherwise
+    start one thread per core in every worker, which on a small machine only spin-wait against
+    each other (twice the CPU time of the sweep's matrix products)."""
+    old = {k: os.environ.get(k) for k in _THREAD_VARS}
+    os.environ.update({k: str(max(1, int(threads))) for k in _THREAD_VARS})
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _fidelity(model, texts, artefact, sweep: CorpusSweep, alpha, causal, progress) -> dict:

@@ -9,7 +9,7 @@ analysed text (the web API's analyze body).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -80,13 +80,34 @@ def summary(out: RunOutput, artefact: Artefact | None = None) -> dict[str, dict[
     per head, the summary's other column, is ``metrics.sparsity(out.graph, causal=out.causal)``).
 
     Computed with the Pareto engine (one point per method, one shared gold-edge list), so it is
-    fast enough to run on every analysed text.
+    fast enough to run on every analysed text. :func:`summary_tables` does the same from
+    contexts already built, several texts at once.
     """
-    ctx = PredictContext.from_run(out, artefact)
-    gold = Gold(out.graph, out.causal)
-    res = {}
-    for nm in available(artefact):
-        method = METHODS[nm]
-        got = sweep_points(ctx, method, [method.defaults(out.n, artefact)], gold)
-        res[nm] = {"recall": got["recall"][0], "sparsity": got["sparsity"][0]}
+    return summary_tables([PredictContext.from_run(out, artefact)])[0][1]
+
+
+def summary_tables(
+    ctxs: Sequence[PredictContext],
+) -> list[tuple[np.ndarray, dict[str, dict[str, Tensor]]]]:
+    """:func:`summary` of each context, with its (L, H) gold sparsity first: ``[(gold,
+    {name: {"recall", "sparsity"}})]``. Texts of one length (and causality, artefact) are
+    computed together (``PredictContext.stack``: each method runs once for all their heads; the
+    figures are exactly each text's own), others one by one."""
+    groups: dict[tuple, list[int]] = {}
+    for k, c in enumerate(ctxs):
+        groups.setdefault((c.n, c.causal, id(c.artefact)), []).append(k)
+    res: list = [None] * len(ctxs)
+    for idxs in groups.values():
+        part = [ctxs[k] for k in idxs]
+        ctx = PredictContext.stack(part)
+        L, H, m = part[0].layers, part[0].heads, len(part)
+        gold = Gold(ctx.out.graph, ctx.causal)
+        tables: dict[str, dict[str, Tensor]] = {}
+        for nm in available(ctx.artefact):
+            method = METHODS[nm]
+            got = sweep_points(ctx, method, [method.defaults(ctx.n, ctx.artefact)], gold)
+            tables[nm] = {k: got[k][0].reshape(m, L, H) for k in ("recall", "sparsity")}
+        gs = gold.sparsity().reshape(m, L, H)
+        for j, k in enumerate(idxs):
+            res[k] = (gs[j], {nm: {key: v[j] for key, v in t.items()} for nm, t in tables.items()})
     return res

@@ -80,20 +80,37 @@ def test_batched_runs_equal_single_runs_exactly(tiny_model, one_thread):
         assert out.tokens == alone.tokens
 
 
-def test_api_answers_are_the_same_batched_or_alone(tmp_path, tiny_model, one_thread):
+@pytest.mark.parametrize("with_artefact", [False, True], ids=["no-artefact", "artefact"])
+def test_api_answers_are_the_same_batched_or_alone(
+    tmp_path, tiny_model, tiny_artefact, one_thread, with_artefact
+):
+    """The whole analyze body (the per-head summary included, which a batch computes for its
+    texts at once) and the first head's payload and Pareto data are the same batched or alone."""
     texts = same_length_texts(tiny_model, 5)
+    art = {"artefact": tiny_artefact} if with_artefact else {}
     settings = make_settings(tmp_path, batch_window_ms=300)
-    svc = AnalysisService(settings, model=tiny_model)
+    svc = AnalysisService(settings, model=tiny_model, **art)
     with TestClient(create_app(settings, svc)) as c, ThreadPoolExecutor(5) as pool:
         batched = list(pool.map(lambda t: c.post("/api/analyze", json={"text": t}), texts))
+        follow = [
+            (c.get(f"/api/analyses/{r.json()['id']}/heads/1/2").json(),
+             c.get(f"/api/analyses/{r.json()['id']}/pareto?layer=1&head=2").json())
+            for r in batched
+        ]  # fmt: skip
     worker = svc.slot.worker
     assert worker.stats.largest_batch >= 2
+    assert svc.stats.summary_batches >= 1  # summarised together
+    if with_artefact:
+        assert "sf-kmeans" in batched[0].json()["summary"][0]["methods"]
     alone_settings = make_settings(tmp_path / "alone")
-    alone_svc = AnalysisService(alone_settings, model=tiny_model)
+    alone_svc = AnalysisService(alone_settings, model=tiny_model, **art)
     with TestClient(create_app(alone_settings, alone_svc)) as c:
-        for text, r in zip(texts, batched, strict=True):
+        for text, r, (head, pareto) in zip(texts, batched, follow, strict=True):
             assert r.status_code == 200
             assert c.post("/api/analyze", json={"text": text}).json() == r.json()
+            assert c.get(f"/api/analyses/{r.json()['id']}/heads/1/2").json() == head
+            assert c.get(f"/api/analyses/{r.json()['id']}/pareto?layer=1&head=2").json() == pareto
+    assert alone_svc.stats.summary_batches == 0
 
 
 # ----------------------------------------------------------------------------- back-pressure
@@ -522,3 +539,20 @@ def test_kill_9_during_batched_work_loses_no_acknowledged_share(tmp_path):
     missing = set(acked) - set(stored)
     assert not missing, f"{len(missing)} acknowledged shares lost"
     assert all(json.loads(stored[sid])["text"] == text for sid, text in acked.items())
+
+
+def test_round6_equals_python_round():
+    import numpy as np
+
+    from sparsescope.payloads import round6
+
+    rng = np.random.default_rng(0)
+    k = rng.integers(0, 2_000_000, 20_000)
+    ties = np.concatenate([(k + 0.5) / 1e6, np.nextafter((k + 0.5) / 1e6, 2),
+                           np.nextafter((k + 0.5) / 1e6, -1), k / 1e6])  # fmt: skip
+    xs = np.concatenate([rng.random(50_000), ties, [0.0, 1.0, -0.0, 5e-7, 1.5e-6, 2.5e-6,
+                         0.1234565, 1e300, -3.25, float("nan"), float("inf")]])  # fmt: skip
+    got, want = round6(xs), [round(float(x), 6) for x in xs]
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert (g == w and str(g) == str(w)) or (g != g and w != w), (g, w)

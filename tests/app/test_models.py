@@ -70,6 +70,20 @@ def test_models_lists_every_served_model_default_first(tmp_path, model_dirs):
         assert health["model"] == "tiny-enc" and health["models"] == ["tiny-enc", "tiny-dec"]
 
 
+def test_start_warms_every_served_model(tmp_path, model_dirs):
+    """No model's first analysis pays its first forward: start-up runs each once."""
+    settings = Settings(data_dir=tmp_path, models=tuple(str(m) for m in model_dirs), warmup=True)
+    service = AnalysisService(settings)
+    ran: list[str] = []
+    service.start()
+    assert service.stats.warmups == 2
+    for slot in service.slots.values():
+        real = slot.model.run
+        slot.model.run = lambda *a, _real=real, _id=slot.id, **k: ran.append(_id) or _real(*a, **k)
+    service.warmup()
+    assert sorted(ran) == ["tiny-dec", "tiny-enc"]
+
+
 def test_analyses_run_on_the_model_they_name(tmp_path, model_dirs):
     with serve(tmp_path, *model_dirs) as c:
         default = analyze(c)

@@ -54,6 +54,9 @@ def test_sweep_runs_once_per_analysis(art_client, art_service, aid):
         ("?layer=5&head=0", 400, "layer", "layer must be in [0, 1]"),
         ("?layer=0&head=-1", 400, "head", "head must be in [0, 3]"),
         ("?layer=zero&head=0", 422, "layer", "layer must be a valid integer"),
+        ("?x=tiles", 422, "x", "x must be"),
+        ("?x=block&block=48", 400, "block", "block must be one of 16, 32, 64, 128"),
+        ("?x=block&block=big", 422, "block", "block must be a valid integer"),
     ],
 )
 def test_pareto_bad_scope(art_client, aid, query, status, field, needle):
@@ -64,3 +67,24 @@ def test_pareto_without_artefact_has_the_other_methods(client, analysis):
     mean = client.get(f"/api/analyses/{analysis['id']}/pareto").json()
     names = {p["method"] for p in mean["points"]}
     assert names and not any(nm.startswith("sf-") for nm in names)
+
+
+@pytest.mark.parametrize("block", [16, 32, 64, 128])
+def test_pareto_over_block_sparsity(art_client, aid, block):
+    """``x=block&block=B`` (the page's query string): frontiers over the block sparsity at B,
+    the same points as over token sparsity."""
+    url = f"/api/analyses/{aid}/pareto?layer=1&head=2"
+    tokens = art_client.get(url).json()
+    body = art_client.get(f"{url}&x=block&block={block}").json()
+    assert (body["x"], body["block"]) == ("block", block)
+    assert body["points"] == tokens["points"]
+    assert all(set(p["block_sparsity"]) == {"16", "32", "64", "128"} for p in body["points"])
+    for name, idx in body["frontiers"].items():
+        front = [body["points"][i] for i in idx]
+        xs = [p["block_sparsity"][str(block)] for p in front]
+        assert all(
+            a >= b and p["recall"] < q["recall"]
+            for a, b, p, q in zip(xs, xs[1:], front, front[1:], strict=False)
+        ), name
+    default = art_client.get(f"{url}&x=block").json()
+    assert default["block"] == P.DEFAULT_BLOCK

@@ -23,11 +23,14 @@ def gallery_examples(server_url: str) -> list[dict]:
 
 
 def wait_ready(page) -> None:
-    """The open head is drawn and its metrics computed."""
+    """The open head is drawn, its metrics computed, and no analysis is in flight (the first visit
+    paints a preloaded example: without the last condition a test could act on the example while
+    its own text is still being analysed, with the export buttons disabled)."""
     page.wait_for_selector(".heatmap-cells", state="visible", timeout=60_000)
     page.wait_for_function(
-        "() => document.querySelector('.metric-recall .metric-value')?.textContent !== '–'",
-        timeout=60_000,
+        """() => document.querySelector('.metric-recall .metric-value')?.textContent !== '–'
+            && !document.getElementById('status').textContent.startsWith('Analysing')""",
+        timeout=90_000,
     )
 
 

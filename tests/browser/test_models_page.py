@@ -99,6 +99,10 @@ def test_picker_switches_models_and_a_share_reopens_after_restart(page, tmp_path
         wait_ready(page)
         assert "causal (a decoder)" in status(page)
         assert page.is_disabled("#causal") and page.is_checked("#causal")
+        # no artefact for this model: one line says how to make one, naming the model and α
+        hint = page.locator("#artefact-hint")
+        assert hint.is_visible()
+        assert "sparsescope fit --model tiny-dec --alpha 1.5" in hint.inner_text()
         assert "decoder" in page.locator("label.switch").get_attribute("title")
         page.wait_for_function("() => location.search.includes('model=tiny-dec')")
 
@@ -115,6 +119,8 @@ def test_picker_switches_models_and_a_share_reopens_after_restart(page, tmp_path
         wait_ready(page)
         assert not page.is_disabled("#causal")
         page.wait_for_function("() => location.search.includes('model=tiny-enc')")
+        # leave before the server goes: a fetch cut by its shutdown is not the page's error
+        page.goto("about:blank")
     finally:
         live.stop()
 

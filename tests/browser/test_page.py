@@ -76,6 +76,7 @@ def test_analyze_open_head_and_move_a_slider(page, server_url):
     analysis = api(server_url, "/api/analyze", {"text": TEXT})
     assert tiles.count() == analysis["layers"] * analysis["heads"]
     assert page.locator(".chip").count() == analysis["n"]
+    assert analysis["artefact"] and page.locator("#artefact-hint").is_hidden()  # the shipped one
 
     # open another head: it is marked in the grid and named in the title
     tiles.nth(analysis["heads"] + 1).click()

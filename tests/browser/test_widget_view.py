@@ -28,7 +28,12 @@ async ([esm, css, state]) => {
   window.saved = [];
   window.model = {
     get: (k) => data[k],
-    set: (k, v) => { data[k] = v; window.saved.push([k, v]); },
+    // as Backbone (anywidget's model in Jupyter) does: set fires change:<k> at once, synchronously
+    set: (k, v) => {
+      data[k] = v;
+      window.saved.push([k, v]);
+      for (const fn of listeners[`change:${k}`] ?? []) fn();
+    },
     on: (ev, fn) => { (listeners[ev] ??= []).push(fn); },
     off: (ev, fn) => { listeners[ev] = (listeners[ev] ?? []).filter((f) => f !== fn); },
     save_changes: () => { window.saves = (window.saves ?? 0) + 1; },
@@ -110,6 +115,8 @@ def test_the_esm_draws_the_heatmap_and_redraws_on_a_new_head(browser, widget):
         page.locator('#host .tile[data-layer="1"][data-head="3"]').click()
         saved = dict(page.evaluate("window.saved"))
         assert saved["layer"] == 1 and saved["head"] == 3
+        # and the view keeps that head (a change event fired inside set must not undo the head)
+        assert page.evaluate("[host.dataset.layer, host.dataset.head]") == ["1", "3"]
         assert page.evaluate("window.saves") >= 1
         widget.layer, widget.head = saved["layer"], saved["head"]  # what the kernel applies
         page.evaluate("s => window.model.fromPython(s)", _state(widget))

@@ -131,6 +131,29 @@ function checkCoercion(golden, m, report) {
   }
 }
 
+/** Every key of Python's metrics (nested objects key by key), to the last bit. */
+function compareMetrics(where, want, got, report) {
+  for (const [key, w] of Object.entries(want)) {
+    if (got === null || typeof got !== "object" || !(key in got)) {
+      report.fail(`${where}.${key}: computeMetrics does not give it`);
+    } else if (w !== null && typeof w === "object") {
+      compareMetrics(`${where}.${key}`, w, got[key], report);
+    } else if (got[key] !== w) {
+      report.fail(`${where}.${key}: python ${w}, js ${got[key]}`);
+    }
+  }
+}
+
+/** Block sparsity of random masks at lengths the heads do not reach (ragged tiles of 16–128). */
+function checkBlocks(golden, m, report) {
+  for (const { n, causal, mask, block_sparsity: want } of golden.blocks ?? []) {
+    const cells = Uint8Array.from(mask, (ch) => Number(ch));
+    const got = m.metrics.computeMetrics(cells, new Uint8Array(n * n), n, causal);
+    compareMetrics(`blocks n=${n} causal=${causal}: block_sparsity`, want, got.block_sparsity, report);
+    report.count("block masks");
+  }
+}
+
 /** First differing cell of an expected "0"/"1" string and a 0/1 array, and how many differ. */
 function compareMask(want, got, n) {
   let first = -1;
@@ -196,10 +219,7 @@ function checkHead(h, m, report) {
       continue;
     }
     const got = m.metrics.computeMetrics(mask, head.gold, n, head.causal);
-    for (const [key, want] of Object.entries(c.metrics)) {
-      if (!(key in got)) report.fail(`${where}: metrics.${key}: computeMetrics does not give it`);
-      else if (got[key] !== want) report.fail(`${where}: metrics.${key}: python ${want}, js ${got[key]}`);
-    }
+    compareMetrics(`${where}: metrics`, c.metrics, got, report);
   }
   h.pareto.points.forEach((p, k) => {
     const where = `[${h.name}] pareto point ${k} method=${p.method} params=${show(p.params)} n=${n} causal=${h.causal}`;
@@ -216,6 +236,10 @@ function checkHead(h, m, report) {
       if (key in p && !(Math.abs(got[key] - p[key]) <= ROUNDING)) {
         report.fail(`${where}: ${key}: server ${p[key]}, js ${got[key]}`);
       }
+    }
+    for (const [b, want] of Object.entries(p.block_sparsity ?? {})) {
+      const js = got.block_sparsity?.[b];
+      if (!(Math.abs(js - want) <= ROUNDING)) report.fail(`${where}: block_sparsity.${b}: server ${want}, js ${js}`);
     }
     report.count("pareto points");
   });
@@ -241,6 +265,7 @@ async function main() {
   checkRegistry(golden, m, report);
   checkRng(golden, m, report);
   checkCoercion(golden, m, report);
+  checkBlocks(golden, m, report);
   try {
     for (const h of golden.heads) checkHead(h, m, report);
   } catch (err) {

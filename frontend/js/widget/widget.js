@@ -67,9 +67,11 @@ export function render({ model, el: host }) {
   initLive();
 
   let pulling = false; // a change that came from the model is not sent back to it
+  let pushing = false; // while the store's traits are copied into the model, pulls wait
 
   /** Model -> store: the analysis, the synced traits, and the head payload when it matches. */
   function pull() {
+    if (pushing) return;
     const analysis = model.get("_analysis");
     if (!analysis || !analysis.id) return;
     const s = store.get();
@@ -144,8 +146,25 @@ export function render({ model, el: host }) {
   let lastSent = 0;
   /** Store -> model for the synced traits that differ; `params` rate-limited while dragging. */
   function push() {
-    const s = store.get();
+    // a snapshot: a real (Backbone) model fires change:<trait> synchronously inside model.set, and
+    // pull() would then write the model's other, not yet updated traits back into the store (a tile
+    // click would set the layer and lose the head); pulls wait until every trait is set
+    const s = { ...store.get() };
     const methodChanged = !same(model.get("method"), s.method);
+    let dirty = false;
+    pushing = true;
+    try {
+      dirty = pushTraits(s, methodChanged);
+    } finally {
+      pushing = false;
+    }
+    if (dirty) {
+      model.save_changes();
+      pull();
+    }
+  }
+
+  function pushTraits(s, methodChanged) {
     let dirty = false;
     for (const k of SYNCED) {
       if (same(model.get(k), s[k])) continue;
@@ -164,7 +183,7 @@ export function render({ model, el: host }) {
       model.set(k, k === "params" ? { ...s[k] } : s[k]);
       dirty = true;
     }
-    if (dirty) model.save_changes();
+    return dirty;
   }
 
   /** Store -> model: a click or a slider here becomes the trait's value in Python. */
