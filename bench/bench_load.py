@@ -557,8 +557,9 @@ def scenario_shares(tiny: bool, shares: int) -> None:
 
 def scenario_forwards(clients: int, rounds: int) -> None:
     """(f) The forwards alone, in process, one torch thread: ``clients`` short texts run one by
-    one vs as the worker groups them (equal token counts, one run_batch each) vs one padded
-    run_batch of all; the modes alternate, ``rounds`` times each (medians)."""
+    one vs as the worker runs a round of them (packed forwards of up to ``batch_tokens``) vs one
+    run_batch of all (packed: each text bit for bit its single run); the modes alternate,
+    ``rounds`` times each (medians)."""
     import torch
 
     from sparse_core import load_model
@@ -567,7 +568,7 @@ def scenario_forwards(clients: int, rounds: int) -> None:
 
     torch.set_num_threads(1)
     model = load_model(None, "cpu")
-    timing: dict[str, list[float]] = {"one by one": [], "worker groups": [], "padded batch": []}
+    timing: dict[str, list[float]] = {"one by one": [], "worker round": [], "one run_batch": []}
     groups_seen = 0
     for r in range(rounds + 1):
         texts = short_texts(clients, seed=50 + r)
@@ -586,9 +587,9 @@ def scenario_forwards(clients: int, rounds: int) -> None:
         padded = time.perf_counter() - t0
         if r > 0:
             timing["one by one"].append(one)
-            timing["worker groups"].append(grouped)
-            timing["padded batch"].append(padded)
-    print(f"(f) forwards of {clients} short texts, one torch thread ({groups_seen} groups):")
+            timing["worker round"].append(grouped)
+            timing["one run_batch"].append(padded)
+    print(f"(f) forwards of {clients} short texts, one torch thread ({groups_seen} forwards):")
     base = statistics.median(timing["one by one"])
     for k, v in timing.items():
         m = statistics.median(v)

@@ -313,20 +313,20 @@ def test_a_disconnected_http_client_s_analysis_is_dropped(tmp_path, tiny_model):
 def test_healthz_answers_while_every_model_thread_waits(tmp_path, tiny_model):
     settings = make_settings(tmp_path, batch_window_ms=0)
     svc = AnalysisService(settings, model=tiny_model)
-    with TestClient(create_app(settings, svc)) as c:
+    texts = [f"Waiting text {i}." for i in range(48)]
+    tokens = sum(len(tiny_model.encode(t).ids) for t in texts)
+    with TestClient(create_app(settings, svc)) as c, ThreadPoolExecutor(48) as pool:
         svc.slot.lock.acquire()
         try:
-            with ThreadPoolExecutor(48) as pool:
-                texts = [f"Waiting text {i}." for i in range(48)]
-                futures = [pool.submit(c.post, "/api/analyze", json={"text": t}) for t in texts]
-                wait_for(lambda: svc.slot.worker.waiting >= 40, "the analyses to queue")
-                assert c.get("/healthz").status_code == 200  # no thread of the pool needed
-                assert c.get("/static/css/app.css").status_code == 200
-                svc.slot.lock.release()
-                assert all(f.result(timeout=WAIT_S).status_code == 200 for f in futures)
-        finally:
-            if svc.slot.lock.locked():
-                svc.slot.lock.release()
+            futures = [pool.submit(c.post, "/api/analyze", json={"text": t}) for t in texts]
+            # all 48 handed to the model worker (queued, or taken and waiting for the model)
+            wait_for(lambda: getattr(svc.slot, "worker", None) is not None, "the worker")
+            wait_for(lambda: svc.slot.worker.waiting_tokens == tokens, "the analyses to queue")
+            assert c.get("/healthz").status_code == 200  # no thread of the pool needed
+            assert c.get("/static/css/app.css").status_code == 200
+        finally:  # before the pool's exit waits for the requests (they wait for the model)
+            svc.slot.lock.release()
+        assert all(f.result(timeout=WAIT_S).status_code == 200 for f in futures)
 
 
 # ----------------------------------------------------------------------------- shares
