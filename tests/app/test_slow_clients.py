@@ -160,7 +160,8 @@ def test_a_client_that_hangs_up_leaves_the_server_serving(server, where):
 
 
 class CountingModel:
-    """The tiny model, counting how many threads are inside ``run`` at once."""
+    """The tiny model, counting how many threads are inside ``run`` or ``run_batch`` at once
+    (the model worker runs texts that arrive together as one ``run_batch``)."""
 
     def __init__(self, model: Any) -> None:
         self._model = model
@@ -169,12 +170,18 @@ class CountingModel:
         self.most = 0
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
+        return self._counted(self._model.run, *args, **kwargs)
+
+    def run_batch(self, *args: Any, **kwargs: Any) -> Any:
+        return self._counted(self._model.run_batch, *args, **kwargs)
+
+    def _counted(self, call: Any, *args: Any, **kwargs: Any) -> Any:
         with self._lock:
             self.inside += 1
             self.most = max(self.most, self.inside)
         try:
             time.sleep(0.01)  # widen the window a second thread would have to get in
-            return self._model.run(*args, **kwargs)
+            return call(*args, **kwargs)
         finally:
             with self._lock:
                 self.inside -= 1
