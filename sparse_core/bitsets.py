@@ -239,19 +239,7 @@ def band_counts(bits: np.ndarray, n: int, hs: Sequence[int]) -> np.ndarray:
         return out
     hmax = min(max(hs[k] for k in pos), n - 1)
     span = 2 * hmax + 1
-    nwx = (span + 63) // 64
-    padw = (hmax + 63) // 64
-    W = bits.shape[-1]
-    xp = np.zeros((*bits.shape[:-1], padw + W + nwx + 1), dtype=np.uint64)
-    xp[..., padw : padw + W] = bits
-    start = np.arange(n) - hmax + 64 * padw  # (n,) >= 0
-    rows = np.arange(n)
-    ext = np.empty((*bits.shape[:-1], nwx), dtype=np.uint64)  # (…, n, nwx) the skewed span
-    for q in range(nwx):
-        b = start + 64 * q
-        lo_w, off = b >> 6, (b & 63).astype(np.uint64)
-        w0, w1 = xp[..., rows, lo_w], xp[..., rows, lo_w + 1]  # (…, n)
-        ext[..., q] = (w0 >> off) | ((w1 << _ONE) << (np.uint64(63) - off))
+    ext = skew(bits, n, hmax)  # (…, n, ⌈span / 64⌉)
     per_offset = column_counts(ext)[..., :span]  # (…, span): rows with bit set at offset b
     cum = np.concatenate(
         [np.zeros((*per_offset.shape[:-1], 1), dtype=np.int64), np.cumsum(per_offset, axis=-1)],
@@ -261,6 +249,32 @@ def band_counts(bits: np.ndarray, n: int, hs: Sequence[int]) -> np.ndarray:
         h = min(hs[k], hmax)
         out[..., k] = cum[..., hmax + h + 1] - cum[..., hmax - h]
     return out
+
+
+def skew(bits: np.ndarray, n: int, hmax: int) -> np.ndarray:
+    """Row i's columns [i − hmax, i + hmax] (zeros outside [0, n)) as ⌈(2 hmax + 1) / 64⌉ words:
+    (…, n, W) uint64 -> (…, n, nwx), bit b of the span = column i − hmax + b.
+
+    With the rows padded by c = 64·⌈hmax / 64⌉ − hmax at the top and the words by as many at
+    the front, padded row 64 k + r starts its span at bit r of padded word k, so word q of it
+    is ``(x[k + q] >> r) | (x[k + q + 1] << (64 − r))`` (no shift by 64: ``<< 1 << 63 − r``),
+    read through one strided view (element (k, r, q) at x[64 k + r, k + q]): no gathers."""
+    lead, W = bits.shape[:-2], bits.shape[-1]
+    nwx = (2 * hmax + 1 + 63) // 64
+    padw = (hmax + 63) // 64
+    c = 64 * padw - hmax
+    K = -(-(n + c) // 64)  # row blocks of 64
+    A = int(np.prod(lead, dtype=np.int64)) if lead else 1
+    Wx = max(padw + W, K + nwx + 1)  # row k + q + 1 <= K + nwx stays in its row
+    xp = np.zeros((A, 64 * K + 1, Wx), dtype=np.uint64)  # + 1 row: the last view row's tail
+    xp[:, c : c + n, padw : padw + W] = bits.reshape(A, n, W)
+    s0, s1, s2 = xp.strides
+    v = np.lib.stride_tricks.as_strided(
+        xp, shape=(A, K, 64, nwx + 1), strides=(s0, 64 * s1 + s2, s1, s2), writeable=False
+    )  # (A, K, 64, nwx + 1): element (a, k, r, q) = xp[a, 64 k + r, k + q]
+    off = np.arange(64, dtype=np.uint64)[:, None]
+    ext = (v[..., :nwx] >> off) | ((v[..., 1:] << _ONE) << (np.uint64(63) - off))
+    return ext.reshape(A, 64 * K, nwx)[:, c : c + n].reshape(*lead, n, nwx)
 
 
 def column_counts(x: np.ndarray, stop: int = 4) -> np.ndarray:
@@ -289,8 +303,9 @@ def column_counts(x: np.ndarray, stop: int = 4) -> np.ndarray:
         planes = [*out, carry]
     stack = np.stack(planes, axis=-3)  # (…, K, R', Q)
     bits = np.unpackbits(stack.view(np.uint8), axis=-1, bitorder="little")  # (…, K, R', 64·Q)
+    per_plane = bits.sum(axis=-2, dtype=np.int64)  # (…, K, 64·Q)
     weights = np.int64(1) << np.arange(len(planes), dtype=np.int64)
-    return np.einsum("...krb,k->...b", bits.astype(np.int64), weights)
+    return np.einsum("...kb,k->...b", per_plane, weights)
 
 
 def finish_bits(gold: Gold, base: np.ndarray, with_globals: bool) -> np.ndarray:
@@ -359,8 +374,8 @@ def count_bits(gold: Gold, bits: np.ndarray, windows: Sequence[int]) -> dict[str
     # ---- gold side: one bit lookup per gold edge; cov = the first (sorted) window covering it
     flat = bits.reshape(P, -1)
     pos = gold.flat_pos(A)
-    hit = ((flat[:, pos] >> gold.shift) & _ONE).astype(bool)  # (P, E)
-    cov = np.where(hit, np.uint8(0), geo["first"])  # (P, E) uint8 in [0, nq]
+    miss = ((flat[:, pos] >> gold.shift) & _ONE).astype(np.uint8) - np.uint8(1)  # 0 or 0xFF
+    cov = geo["first"] & miss  # (P, E) uint8 in [0, nq]: 0 where M holds the edge
     key = geo["head_key"] + cov + (np.arange(P) * (LH * (nq + 1)))[:, None]
     hist = np.bincount(key.ravel(), minlength=P * LH * (nq + 1)).reshape(P, LH, nq + 1)
     hits = np.cumsum(hist, axis=-1)[..., :nq]  # (P, LH, nq), sorted-h order
