@@ -149,6 +149,7 @@ def routing_centroids(
         cent[:, c] = x[np.arange(A), best.argmin(axis=1)]  # the farthest point (first on ties)
         best = np.maximum(best, np.einsum("amr,ar->am", x, cent[:, c]))
     off = (np.arange(A) * C)[:, None]
+    cols = np.ascontiguousarray(np.moveaxis(x, -1, 0)).reshape(r, -1)  # (r, A·2n): bincount weights
     prev = None
     for _ in range(iters):
         idx = ((x @ cent.transpose(0, 2, 1)).argmax(axis=-1) + off).ravel()  # (A·2n,)
@@ -157,7 +158,7 @@ def routing_centroids(
         prev = idx
         count = np.bincount(idx, minlength=A * C).reshape(A, C, 1)
         sums = np.stack(
-            [np.bincount(idx, weights=x[..., d].ravel(), minlength=A * C) for d in range(r)], -1
+            [np.bincount(idx, weights=cols[d], minlength=A * C) for d in range(r)], -1
         ).reshape(A, C, r)
         cent = np.where(count > 0, _unit(sums), cent)  # an empty cluster keeps its centroid
     return torch.from_numpy(cent.reshape(*lead, C, r))
