@@ -86,9 +86,8 @@ def bigbird_metrics(ctx: PredictContext, gold: Gold, pts: Sequence[dict]) -> dic
     LH = L * H
     res = {metric: np.zeros((len(pts), LH)) for metric in METRICS}
     k = max(min(max(p["random_keys"] for p in pts), n), 1)
-    g = ctx.out.graph.reshape(-1).numpy()  # flat (LH·n·n,) bool: byte lookups beat bit tests
-    heads_off = (np.arange(LH, dtype=np.int64) * n * n)[:, None, None]
-    row_off = (np.arange(n, dtype=np.int64) * n)[None, :, None]
+    # flat (LH·n·n + 1,) bool, the last entry False for "no draw": byte lookups beat bit tests
+    g = np.concatenate([ctx.out.graph.reshape(-1).numpy(), np.zeros(1, dtype=bool)])
     e_row = gold.e_lh * n + gold.e_i  # sorted: edges are in row order
     row_gold = np.bincount(e_row, minlength=LH * n)  # gold keys per row
     e_valid = gold.e_j <= gold.e_i if ctx.causal else np.ones(gold.e_j.shape, dtype=bool)
@@ -112,13 +111,22 @@ def bigbird_metrics(ctx: PredictContext, gold: Gold, pts: Sequence[dict]) -> dic
         )  # fmt: skip  # (LH·n, nW + 1): [:, q] gold keys inside B at width q
         for q, w in enumerate(windows):
             idxs = [i for i in sub if pts[i]["window"] == w]
-            m, draws, tiles = width_draws(ctx, gold, w, glob, k)
-            drawn = draws >= 0
-            is_gold = g[heads_off + row_off + np.where(drawn, draws, 0)] & drawn  # (LH, n, k)
-            hits = np.cumsum(is_gold.sum(axis=1), axis=1)  # (LH, k): [:, r − 1] with r draws
+            m, at, tiles = width_draws(ctx, gold, w, glob, k)
+            # (k, LH, n): whether step t's draw of each row is a gold key (gathered row by row:
+            # a row's draws lie in one row of the graph)
+            is_gold = np.ascontiguousarray(g[at].transpose(2, 0, 1))
+            hits = np.cumsum(is_gold.sum(axis=2), axis=0).T  # (LH, k): [:, r − 1] with r draws
             need = (row_gold - inside[:, q]).reshape(LH, n)  # gold keys outside B per row
-            got = np.cumsum(is_gold, axis=2, dtype=np.int32)  # (LH, n, k)
-            last = np.where(need == 0, -1, (got < need[..., None]).sum(axis=2))  # step of the last
+            # the step of each row's last missing gold key: the steps whose running count of
+            # gold keys drawn is < need (counts <= k: uint8 when k < 255, need capped there)
+            small = np.uint8 if k < 255 else np.int64
+            cap = np.minimum(need, k + 1).astype(small)
+            got = np.zeros((LH, n), dtype=small)
+            short = np.zeros((LH, n), dtype=small)
+            for t in range(k):
+                got += is_gold[t]
+                short += got < cap
+            last = np.where(need == 0, -1, short.astype(np.int64))
             rkey = (np.arange(LH) * (k + 2))[:, None] + last + 1
             rhist = np.bincount(rkey.ravel(), minlength=LH * (k + 2)).reshape(LH, k + 2)
             covered = np.cumsum(rhist, axis=1)  # [:, r]: rows whole with r draws
@@ -140,9 +148,10 @@ def bigbird_metrics(ctx: PredictContext, gold: Gold, pts: Sequence[dict]) -> dic
 def width_draws(
     ctx: PredictContext, gold: Gold, w: int, glob: bool, k: int
 ) -> tuple[np.ndarray, np.ndarray, dict]:
-    """The text-independent part of one width: (m (n,) free keys per row, the draws (L·H, n, k)
-    of every head, :func:`draw_tiles`). It depends only on (n, causality, w, globals, k, the
-    seeds), so the widths of the last length are kept per process (about 1.5 MB a width at
+    """The text-independent part of one width: (m (n,) free keys per row, ``at`` (L·H, n, k)
+    int32 the flat index of each step's draw into the (L·H, n, n) graph, L·H·n·n where a row
+    has no draw left, :func:`draw_tiles`). It depends only on (n, causality, w, globals, k,
+    the seeds), so the widths of the last length are kept per process (about 3 MB a width at
     n = 512 with 72 heads): a corpus sweep that takes its inputs by length
     (``pareto.sweep_corpus``) draws once per length rather than once per input."""
     n = ctx.n
@@ -154,9 +163,11 @@ def width_draws(
         base = patterns.finish(empty, window=w, globals_=glob, causal=ctx.causal).numpy()
         cand, m = free_ranks(base, ctx.causal)
         draws = fisher_yates(cand, m, draw_positions(draw_uniforms(seeds, n, k), m, n))
-        if n < 1 << 15:
-            draws = draws.astype(np.int16)
-        got = (m, draws, draw_tiles(gold, base, draws))
+        S = draws.shape[0]
+        rows = (np.arange(S * n, dtype=np.int64) * n).reshape(S, n, 1)
+        at = np.where(draws >= 0, rows + draws, S * n * n)
+        dtype = np.int32 if S * n * n < 1 << 31 else np.int64
+        got = (m, at.astype(dtype), draw_tiles(gold, base, draws))
         if len(_DRAWS) >= _DRAWS_MAX or any(kk[0] != n for kk in _DRAWS):
             _DRAWS.clear()  # one length at a time: bounded memory in a long-lived server
         _DRAWS[key] = got
