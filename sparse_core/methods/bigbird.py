@@ -222,7 +222,10 @@ def draw_positions(u: np.ndarray, m: np.ndarray, n: int) -> np.ndarray:
     Fisher–Yates: u (S, n, k) float64 -> (S, n, k) int64 (as ``baselines.bigbird_draws``)."""
     steps = np.arange(u.shape[-1])
     span = np.maximum(m[:, None] - steps[None, :], 1).astype(np.float64)  # (n, k)
-    return np.minimum(steps + (u * span).astype(np.int64), n - 1)
+    small = np.int32 if n + u.shape[-1] < 1 << 31 else np.int64  # ⌊u · span⌋ < span <= n
+    got = (u * span).astype(small)
+    got += steps.astype(small)
+    return np.minimum(got, small(n - 1), out=got)
 
 
 def fisher_yates(cand: np.ndarray, m: np.ndarray, p: np.ndarray) -> np.ndarray:
@@ -241,33 +244,44 @@ def fisher_yates(cand: np.ndarray, m: np.ndarray, p: np.ndarray) -> np.ndarray:
     R = S * n
     if k == 0 or n == 0:
         return np.full((S, n, k), -1, dtype=np.int32)
-    pf = p.reshape(R, k)
+    bits = max(1, int(k - 1).bit_length())
+    # positions < n and (position, step) keys in the narrowest type that holds them
+    small = np.int16 if n << bits < 1 << 15 else np.int32 if n << bits < 1 << 31 else np.int64
+    pf = p.reshape(R, k).astype(small, copy=False)
     flat = cand.reshape(-1)
-    crow = ((np.arange(R, dtype=np.int64) % n) * n)[:, None]
-    steps = np.arange(k)
+    crow = np.tile((np.arange(n, dtype=np.int32 if n * n < 1 << 31 else np.int64) * n), S)[:, None]
+    steps = np.arange(k, dtype=small)
     # V(t): cand[t], or V(s) for the latest s < t with p_s = t (such chains are rare and short)
     V = np.tile(cand[:, :k], (S, 1))  # (R, k)
-    r, s = np.nonzero((pf < k) & (pf > steps))
+    r, s = np.divmod(np.flatnonzero((pf < k) & (pf > steps)), k)  # flat: faster than 2-d
     if r.size:
-        src = np.full((k, R), -1, dtype=np.int64)  # step-major: nonzero comes out by step
-        np.maximum.at(src, (pf[r, s], r), s)
-        t, r = np.nonzero(src >= 0)
+        # per (target t = p_s, row): the latest s; (r, s) come in row, then step order, so a
+        # stable sort by (t, row) puts it last among equal keys
+        key = pf[r, s].astype(np.int64) * R + r
+        order = np.argsort(key, kind="stable")
+        key, src = key[order], s[order]
+        last = np.append(key[1:] != key[:-1], True)
+        key, src = key[last], src[last]
+        t, r = np.divmod(key, R)
         cut = np.searchsorted(t, np.arange(k + 1))
         for tt in range(1, k):  # V(src) is final before V(t): src < t
-            rr = r[cut[tt] : cut[tt + 1]]
-            if rr.size:
-                V[rr, tt] = V[rr, src[tt, rr]]
+            a, b = cut[tt], cut[tt + 1]
+            if b > a:
+                V[r[a:b], tt] = V[r[a:b], src[a:b]]
     # the draws: cand[p_t], or V(s) for the latest s < t with p_s = p_t
     D = flat[crow + pf]  # (R, k) int32
-    bits = max(1, int(k - 1).bit_length())
-    key = np.sort((pf << bits) | steps, axis=1)  # by position, then step
-    pos = key >> bits
-    r, c = np.nonzero(pos[:, 1:] == pos[:, :-1])
+    key = np.sort((pf << small(bits)) | steps, axis=1)  # by position, then step
+    pos = key >> small(bits)
+    r, c = np.divmod(np.flatnonzero(pos[:, 1:] == pos[:, :-1]), max(k - 1, 1))
     if r.size:
-        lo = np.int64((1 << bits) - 1)
+        lo = small((1 << bits) - 1)
         t_now, t_prev = key[r, c + 1] & lo, key[r, c] & lo
         D[r, t_now] = V[r, t_prev]
-    D[steps >= np.tile(m, S)[:, None]] = -1
+    short = np.flatnonzero(m < k)  # rows whose supply ends before step k
+    if short.size:
+        Dv = D.reshape(S, n, k)
+        for i in short:
+            Dv[:, i, m[i] :] = -1
     return D.reshape(S, n, k)
 
 
