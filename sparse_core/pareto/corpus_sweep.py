@@ -230,12 +230,18 @@ def sweep_corpus(
 def length_chunks(texts: Sequence[str], counts: Sequence[int], workers: int) -> list[list[str]]:
     """The texts in chunks of one length each (what depends only on n, BigBird's draws, is then
     made once per length in the whole sweep), longest first (the shortest, cheapest chunks
-    last: an even finish), a length's texts split into chunks of at most a few."""
-    size = max(1, min(4, math.ceil(len(texts) / (4 * workers))))
+    last: an even finish). A length's texts stay together up to ``size`` (at most 8, fewer
+    for a small corpus), else they are split into nearly equal chunks."""
+    size = max(1, min(8, math.ceil(len(texts) / (4 * workers))))
     groups: dict[int, list[str]] = {}
     for i in sorted(range(len(texts)), key=lambda i: (-counts[i], i)):
         groups.setdefault(counts[i], []).append(texts[i])
-    return [g[i : i + size] for g in groups.values() for i in range(0, len(g), size)]
+    chunks = []
+    for g in groups.values():
+        parts = math.ceil(len(g) / size)
+        cuts = [round(j * len(g) / parts) for j in range(parts + 1)]
+        chunks += [g[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
+    return chunks
 
 
 def _parallel(model, artefact, chunks, grids, alpha, causal, workers, threads, model_path,
