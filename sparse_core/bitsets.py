@@ -84,11 +84,10 @@ def assign_bits(n: int, q_ids: np.ndarray, k_ids: np.ndarray, n_ids: int) -> np.
     key slot id of j. -> (A, n, W) uint64: row i = OR over its slots of the bitset of the keys
     holding that id (Reformer, sf-quantization, sf-kmeans)."""
     A, S = q_ids.shape[:2]
-    ids = np.arange(n_ids)
-    kmem = np.zeros((A, n_ids, n), dtype=bool)  # keys holding each id in any slot
-    for s in range(k_ids.shape[1]):
-        kmem |= k_ids[:, s, None, :] == ids[:, None]
-    kbits = pack(kmem).reshape(A * n_ids, -1)  # (A·n_ids, W)
+    kmem = np.zeros((A * n_ids, n), dtype=bool)  # keys holding each id in any slot
+    a = (np.arange(A) * n_ids)[:, None, None]
+    kmem[(k_ids + a).reshape(-1), np.tile(np.arange(n), A * k_ids.shape[1])] = True
+    kbits = pack(kmem)  # (A·n_ids, W)
     off = (np.arange(A) * n_ids)[:, None]
     out = kbits[q_ids[:, 0] + off]  # (A, n, W): a row gather per slot
     for s in range(1, S):
