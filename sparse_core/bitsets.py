@@ -281,17 +281,18 @@ def column_counts(x: np.ndarray, stop: int = 4) -> np.ndarray:
 
     Bit-sliced addition (a carry-save tree): rows are added pairwise as binary numbers held in
     bit planes (plane j holds bit j of every position's partial count), halving the rows and
-    adding one plane per level, about 10 word operations per row instead of 64 bit extractions;
+    adding one plane per level (the first half of the rows to the second: contiguous blocks),
+    about 10 word operations per row instead of 64 bit extractions;
     the last ``stop`` rows of partial counts are unpacked and summed directly.
     """
     planes = [x]
     while planes[0].shape[-2] > stop:
         if planes[0].shape[-2] % 2:  # pad to an even number of rows
             planes = [np.concatenate([p, np.zeros_like(p[..., :1, :])], axis=-2) for p in planes]
-        a = [p[..., 0::2, :] for p in planes]
-        b = [p[..., 1::2, :] for p in planes]
+        h = planes[0].shape[-2] // 2  # the first half of the rows plus the second (contiguous)
         out, carry = [], None
-        for aj, bj in zip(a, b, strict=True):  # ripple-carry add of two k-plane numbers
+        for p in planes:  # ripple-carry add of two k-plane numbers
+            aj, bj = p[..., :h, :], p[..., h:, :]
             t = aj ^ bj
             if carry is None:
                 out.append(t)
