@@ -18,6 +18,8 @@ import torch
 from sparse_core.methods import METHODS, PredictContext, head_data
 from sparse_core.pareto import summary_tables
 
+from .thumbs import head_thumbs
+
 #: Longest text whose raw vectors are served (a slide cannot show more rows anyway).
 MAX_RAW_TOKENS = 64
 
@@ -148,6 +150,7 @@ def analysis_body(
         ],
         "summary": summary,
         "methods": methods,
+        "thumbs": head_thumbs(out),  # every head's graph, pooled (app/thumbs.py)
     }
 
 

@@ -164,6 +164,16 @@ class HeadSummary(BaseModel):
     )
 
 
+class Thumbs(BaseModel):
+    """Every head's graph max-pooled into k × k blocks, for the head grid (app/thumbs.py)."""
+
+    k: int = Field(description="side in blocks: min(n, 24)")
+    cells: list[str] = Field(
+        description="one string per head (layer-major), two block states 0–7 per base64url "
+        "character: 0 every p of the block is 0, s ≥ 1 the block's largest p at √p ≈ (s − 1) / 6"
+    )
+
+
 class Analysis(BaseModel):
     """``POST /api/analyze`` and ``GET /api/analyses/{id}``."""
 
@@ -188,6 +198,7 @@ class Analysis(BaseModel):
     tokens: list[TokenOut]
     summary: list[HeadSummary]
     methods: list[MethodOut]
+    thumbs: Thumbs | None = Field(None, description="every head's thumbnail (the head grid)")
 
 
 # ----------------------------------------------------------------------------- one head

@@ -26,6 +26,7 @@ loaded it before Plotly became lazy). Written under "## First paint".
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
@@ -89,6 +90,10 @@ OPEN_JS = """async (tiles) => {
   }
   return out;
 }"""
+
+
+#: The head grid's last build: every head's thumbnail drawn from the analysis body (grid.js).
+THUMBS_JS = "performance.getEntriesByName('grid-thumbs').at(-1).duration"
 
 
 def start_server(model, artefact, warmup: bool = False) -> str:
@@ -155,16 +160,19 @@ def bench_n(browser, base: str, model, n: int, steps: int, cold: int) -> dict:
         per_method[m["name"]] = got["update"]
         work += got["work"]
     hover = page.evaluate(HOVER_JS, 60)
+    thumbs = [page.evaluate(THUMBS_JS)]
     warm = page.evaluate(OPEN_JS, list(range(1, heads)) + [0])
     page.close()
     cold_times = []
     for text in texts[1:]:
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
         analyse(page, base, text)
+        thumbs.append(page.evaluate(THUMBS_JS))
         cold_times += page.evaluate(OPEN_JS, [heads - 1])
         page.close()
     return {"n": n, "per_method": per_method, "work": work, "warm": warm, "cold": cold_times,
-            "hover": hover, "prefetched": prefetched}  # fmt: skip
+            "hover": hover, "prefetched": prefetched, "thumbs": thumbs,
+            "body": len(json.dumps(a, separators=(",", ":")))}  # fmt: skip
 
 
 INTRO = """\
@@ -175,8 +183,10 @@ Times in ms from the page's own User Timing measures (frontend/js/live.js, heatm
 metrics, heatmap canvas, metrics panel, Pareto star), the wait for the animation frame included
 (`slider-work` is that frame's work alone: what the page costs, the rest is scheduling);
 `hover` is the work of entering a new heatmap cell (tooltip and crosshair, no server call);
-`head-open` runs from the grid click to the new head's heatmap, metrics and star. The machine is
-shared (2 CPU threads, several other processes busy): the load average is given with each run.
+`head-open` runs from the grid click to the new head's heatmap, metrics and star; `grid-thumbs`
+draws every head's thumbnail in the head grid from the analysis body (decode, canvases; grid.js).
+The machine is shared (2 CPU threads, several other processes busy): the load average is given
+with each run.
 """
 
 
@@ -214,6 +224,9 @@ def report(results: list[dict], model_id: str, argv: list[str]) -> str:
         lines.append(row(n, warm, r["warm"], "≤ 100 ms" if n <= 128 else ""))
         if r["cold"]:
             lines.append(row(n, "head-open (cold: fetched from the server)", r["cold"]))
+        if r["thumbs"]:
+            what = f"grid-thumbs (every head's thumbnail from the {r['body'] / 1000:.0f} kB body)"
+            lines.append(row(n, what, r["thumbs"]))
     return "\n".join(lines) + "\n"
 
 

@@ -5,9 +5,11 @@
  * move between heads.
  *
  * Each tile draws its head's graph small (a canvas: P pooled by max into at most 24 × 24 cells,
- * white where every P is exactly 0, blue by √p), as BertViz's model view shows every head's shape,
- * once the head's data is in the page (the open head at once, the others as they are prefetched);
- * the tile's frame and label are the chosen metric. Gold sparsity is coloured on this text's
+ * white where every P is exactly 0, blue by √p), as BertViz's model view shows every head's shape.
+ * Every head is drawn at once from the analysis body's `thumbs` (app/thumbs.py: the same blocks,
+ * √p in seven steps), so a 512-token text shows all 72 heads without fetching their payloads; a
+ * head whose payload is in the page (the open one, those prefetched) is redrawn from its exact
+ * probabilities (the full 256-step ramp). The tile's frame and label are the chosen metric. Gold sparsity is coloured on this text's
  * range, or on [0, 1] when the heads do not differ (α = 1: every head dense, the lightest colour).
  *
  * Recall colours come from `headRecall` in the store (the current setting, computed in the
@@ -47,6 +49,80 @@ export function thumbImage(data, k) {
   return img;
 }
 
+/** Characters of the body's thumbnails (base64url's alphabet): two cells of states 0–7 each. */
+const ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+const CODE = new Int8Array(128).fill(-1);
+for (let c = 0; c < ALPHABET.length; c++) CODE[ALPHABET.charCodeAt(c)] = c;
+/** Pixel of a cell state: 0 white (every p exactly 0), s ≥ 1 the √p ramp at (s − 1) / 6. */
+const STATE_PX = Uint32Array.from({ length: 8 }, (_, s) =>
+  s === 0 ? ZERO_PX : PROB_LUT[Math.round(((s - 1) / 6) * 255)],
+);
+
+/**
+ * One head's thumbnail from the analysis body (`thumbs.cells[idx]`, app/thumbs.py) as a k × k
+ * image; null when the string does not hold k² cells.
+ * @param {string} cells
+ * @param {number} k
+ * @returns {ImageData | null}
+ */
+export function bodyThumbImage(cells, k) {
+  if (typeof cells !== "string" || cells.length !== Math.ceil((k * k) / 2)) return null;
+  const img = new ImageData(k, k);
+  const px = new Uint32Array(img.data.buffer);
+  for (let c = 0; c < k * k; c++) {
+    const code = CODE[cells.charCodeAt(c >> 1) & 127];
+    if (code < 0) return null;
+    px[c] = STATE_PX[c & 1 ? code & 7 : code >> 3];
+  }
+  return img;
+}
+
+/**
+ * A k × k thumbnail pooled again into m × m blocks (the same block edges), keeping each block's
+ * darkest pixel: on the √p ramp the darkest is the largest p, and white (every p 0) only where the
+ * whole block is white. A tile smaller than k device pixels would otherwise drop whole rows and
+ * columns when the browser scales the canvas down (nearest neighbour: `image-rendering: pixelated`).
+ * @param {ImageData} img
+ * @param {number} m
+ * @returns {ImageData}
+ */
+export function fitThumb(img, m) {
+  const k = img.width;
+  if (m >= k) return img;
+  const src = new Uint32Array(img.data.buffer);
+  const out = new ImageData(m, m);
+  const dst = new Uint32Array(out.data.buffer);
+  const lum = (v) => 299 * (v & 255) + 587 * ((v >>> 8) & 255) + 114 * ((v >>> 16) & 255);
+  for (let a = 0; a < m; a++) {
+    const i0 = Math.floor((a * k) / m), i1 = Math.max(i0 + 1, Math.floor(((a + 1) * k) / m));
+    for (let b = 0; b < m; b++) {
+      const j0 = Math.floor((b * k) / m), j1 = Math.max(j0 + 1, Math.floor(((b + 1) * k) / m));
+      let best = src[i0 * k + j0];
+      let dark = lum(best);
+      for (let i = i0; i < i1; i++) {
+        for (let j = j0; j < j1; j++) {
+          const v = src[i * k + j];
+          const l = lum(v);
+          if (l < dark) [best, dark] = [v, l];
+        }
+      }
+      dst[a * m + b] = best;
+    }
+  }
+  return out;
+}
+
+/** Put a k × k thumbnail into a tile's canvas (pooled to `side` pixels if smaller) and show it. */
+function drawTile(tile, img, side) {
+  tile._thumb = img; // the full-size thumbnail, for a later resize
+  const shown = fitThumb(img, side);
+  const canvas = tile.firstChild;
+  if (canvas.width !== shown.width) canvas.width = canvas.height = shown.width;
+  canvas.getContext("2d").putImageData(shown, 0, 0);
+  canvas.hidden = false;
+  tile.classList.add("has-thumb");
+}
+
 /** Store keys that change the tiles' colours or marks. */
 const REPAINT = ["gridColour", "headRecall", "method", "layer", "head", "headData"];
 
@@ -57,6 +133,21 @@ const REPAINT = ["gridColour", "headRecall", "method", "layer", "head", "headDat
  */
 export function initGrid(root, legend) {
   let tiles = [];
+  let side = Infinity; // device pixels of a tile's thumbnail (measured once it is shown)
+
+  /** Device pixels of a thumbnail as laid out now (a shown canvas), or Infinity. */
+  function measure(canvas) {
+    if (!canvas || !canvas.clientWidth) return Infinity;
+    return Math.max(1, Math.floor(canvas.clientWidth * (window.devicePixelRatio || 1)));
+  }
+
+  /** Measure the thumbnails' size; redraw them all when it changed (a resize, the first draw). */
+  function refit() {
+    const now = measure(tiles.find((t) => t._thumb)?.firstChild);
+    if (now === side || now === Infinity) return;
+    side = now;
+    for (const tile of tiles) if (tile._thumb) drawTile(tile, tile._thumb, side);
+  }
 
   function build(s) {
     const a = s.analysis;
@@ -84,6 +175,26 @@ export function initGrid(root, legend) {
       }
     }
     root.replaceChildren(...head, ...rows);
+    const t = a.thumbs;
+    if (t && Array.isArray(t.cells) && tiles.length) {
+      const t0 = performance.now();
+      // the new tiles' size (another model: another head count), measured on the first one
+      tiles[0].classList.add("has-thumb");
+      tiles[0].firstChild.hidden = false;
+      side = measure(tiles[0].firstChild);
+      tiles.forEach((tile, idx) => {
+        const img = bodyThumbImage(t.cells[idx], t.k);
+        if (img) {
+          drawTile(tile, img, side);
+          tile.dataset.thumb = "body";
+        }
+      });
+      if (tiles[0].dataset.thumb !== "body") {
+        tiles[0].classList.remove("has-thumb"); // a malformed string: the tile shows its figure
+        tiles[0].firstChild.hidden = true;
+      }
+      performance.measure("grid-thumbs", { start: t0 }); // every tile drawn (bench_page.py)
+    } else side = Infinity;
     paint(s);
   }
 
@@ -140,6 +251,7 @@ export function initGrid(root, legend) {
   // small tiles: the thumbnail and the frame's colour carry it; the figure is in the tooltip
   new ResizeObserver(() => {
     if (tiles.length) root.classList.toggle("compact", tiles[0].clientWidth < 34);
+    refit();
   }).observe(root);
 
   onHeadLoaded((id, layer, head, data) => {
@@ -147,12 +259,10 @@ export function initGrid(root, legend) {
     if (!a || a.id !== id) return;
     const tile = tiles[layer * a.heads + head];
     if (!tile) return;
-    const canvas = tile.firstChild;
     const k = Math.min(data.n, THUMB);
-    canvas.width = canvas.height = k;
-    canvas.getContext("2d").putImageData(thumbImage(data, k), 0, 0);
-    canvas.hidden = false;
-    tile.classList.add("has-thumb");
+    drawTile(tile, thumbImage(data, k), side);
+    tile.dataset.thumb = "payload";
+    if (side === Infinity) refit();
   });
 
   store.subscribe((s, changed) => {
