@@ -30,6 +30,7 @@ from ..bitsets import (
     pack,
     tile_occupancy,
     to_metrics,
+    words,
 )
 from ..rng import BIGBIRD_STREAM, hash_uniform_t
 from .base import Method
@@ -87,7 +88,10 @@ def bigbird_metrics(ctx: PredictContext, gold: Gold, pts: Sequence[dict]) -> dic
     res = {metric: np.zeros((len(pts), LH)) for metric in METRICS}
     k = max(min(max(p["random_keys"] for p in pts), n), 1)
     # flat (LH·n·n + 1,) bool, the last entry False for "no draw": byte lookups beat bit tests
-    g = np.concatenate([ctx.out.graph.reshape(-1).numpy(), np.zeros(1, dtype=bool)])
+    # the gold graph as row bitsets viewed as bytes, one zero byte last for "no draw": a draw
+    # is one byte lookup and a shift (the bytes fit in cache, the bool graph does not)
+    g = np.concatenate([pack(ctx.out.graph.reshape(LH, n, n)).reshape(-1).view(np.uint8),
+                        np.zeros(1, dtype=np.uint8)])  # fmt: skip
     e_row = gold.e_lh * n + gold.e_i  # sorted: edges are in row order
     row_gold = np.bincount(e_row, minlength=LH * n)  # gold keys per row
     e_valid = gold.e_j <= gold.e_i if ctx.causal else np.ones(gold.e_j.shape, dtype=bool)
@@ -111,10 +115,11 @@ def bigbird_metrics(ctx: PredictContext, gold: Gold, pts: Sequence[dict]) -> dic
         )  # fmt: skip  # (LH·n, nW + 1): [:, q] gold keys inside B at width q
         for q, w in enumerate(windows):
             idxs = [i for i in sub if pts[i]["window"] == w]
-            m, at, tiles = width_draws(ctx, gold, w, glob, k)
+            m, at, bit, tiles = width_draws(ctx, gold, w, glob, k)
             # (k, LH, n): whether step t's draw of each row is a gold key (gathered row by row:
             # a row's draws lie in one row of the graph)
-            is_gold = np.ascontiguousarray(g[at].transpose(2, 0, 1))
+            is_gold = (g[at] >> bit) & np.uint8(1)  # (LH, n, k) uint8
+            is_gold = np.ascontiguousarray(is_gold.transpose(2, 0, 1))
             hits = np.cumsum(is_gold.sum(axis=2), axis=0).T  # (LH, k): [:, r − 1] with r draws
             need = (row_gold - inside[:, q]).reshape(LH, n)  # gold keys outside B per row
             # the step of each row's last missing gold key: the steps whose running count of
@@ -149,9 +154,10 @@ def width_draws(
     ctx: PredictContext, gold: Gold, w: int, glob: bool, k: int
 ) -> tuple[np.ndarray, np.ndarray, dict]:
     """The text-independent part of one width: (m (n,) free keys per row, ``at`` (L·H, n, k)
-    int32 the flat index of each step's draw into the (L·H, n, n) graph, L·H·n·n where a row
-    has no draw left, :func:`draw_tiles`). It depends only on (n, causality, w, globals, k,
-    the seeds), so the widths of the last length are kept per process (about 3 MB a width at
+    int32 the byte of each step's draw in the gold graph's row bitsets viewed as bytes (one
+    past them where a row has no draw left) and ``bit`` (L·H, n, k) uint8 its bit there,
+    :func:`draw_tiles`). It depends only on (n, causality, w, globals, k, the seeds), so the
+    widths of the last length are kept per process (about 3.7 MB a width at
     n = 512 with 72 heads): a corpus sweep that takes its inputs by length
     (``pareto.sweep_corpus``) draws once per length rather than once per input."""
     n = ctx.n
@@ -164,10 +170,12 @@ def width_draws(
         cand, m = free_ranks(base, ctx.causal)
         draws = fisher_yates(cand, m, draw_positions(draw_uniforms(seeds, n, k), m, n))
         S = draws.shape[0]
-        rows = (np.arange(S * n, dtype=np.int64) * n).reshape(S, n, 1)
-        at = np.where(draws >= 0, rows + draws, S * n * n)
-        dtype = np.int32 if S * n * n < 1 << 31 else np.int64
-        got = (m, at.astype(dtype), draw_tiles(gold, base, draws))
+        row_bytes = 8 * words(n)
+        rows = (np.arange(S * n, dtype=np.int64) * row_bytes).reshape(S, n, 1)
+        at = np.where(draws >= 0, rows + (draws >> 3), S * n * row_bytes)
+        dtype = np.int32 if S * n * row_bytes < 1 << 31 else np.int64
+        bit = (draws & 7).astype(np.uint8)  # −1 & 7: any bit of the zero byte
+        got = (m, at.astype(dtype), bit, draw_tiles(gold, base, draws))
         if len(_DRAWS) >= _DRAWS_MAX or any(kk[0] != n for kk in _DRAWS):
             _DRAWS.clear()  # one length at a time: bounded memory in a long-lived server
         _DRAWS[key] = got
