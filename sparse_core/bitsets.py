@@ -386,14 +386,18 @@ def count_bits(gold: Gold, bits: np.ndarray, windows: Sequence[int]) -> dict[str
     miss = (flat[:, gold.flat_pos(A)] >> gold.shift) & np.uint8(1)
     miss -= np.uint8(1)  # 0 where M holds the edge, else 0xFF
     cov = geo["first"] & miss  # (P, E) uint8 in [0, nq]: 0 where M holds the edge
-    key = geo["head_key"] + cov + (np.arange(P) * (LH * (nq + 1)))[:, None]
+    key = geo["head_key"] + cov
+    if P > 1:
+        key += (np.arange(P) * (LH * (nq + 1)))[:, None]
     hist = np.bincount(key.ravel(), minlength=P * LH * (nq + 1)).reshape(P, LH, nq + 1)
     hits = np.cumsum(hist, axis=-1)[..., :nq]  # (P, LH, nq), sorted-h order
     # exact: a row is whole in M_w iff its latest-covered gold key is covered at w
     last = np.zeros((P, LH * n), dtype=np.uint8)
     if cov.shape[1]:
         last[:, gold.row_has_gold] = np.maximum.reduceat(cov, gold.row_starts, axis=1)
-    rkey = geo["row_key"] + last + (np.arange(P) * (LH * (nq + 1)))[:, None]
+    rkey = geo["row_key"] + last
+    if P > 1:
+        rkey += (np.arange(P) * (LH * (nq + 1)))[:, None]
     rhist = np.bincount(rkey.ravel(), minlength=P * LH * (nq + 1)).reshape(P, LH, nq + 1)
     covered = np.cumsum(rhist, axis=-1)[..., :nq]
     inv = geo["inv"]
