@@ -295,12 +295,17 @@ def _parallel(model, artefact, chunks, grids, alpha, causal, workers, threads, m
     ):
         for _ in range(2 * (workers - 1)):  # one running and one queued per process
             feed(pool)
-        with _own_threads(threads):
-            while (k := take()) is not None:
-                part = sweep_inputs(model, chunks[k], artefact, grids, alpha=alpha,
-                                    causal=causal, progress=bar.update)  # fmt: skip
-                with lock:
-                    done[k] = part
+        try:
+            with _own_threads(threads):
+                while (k := take()) is not None:
+                    part = sweep_inputs(model, chunks[k], artefact, grids, alpha=alpha,
+                                        causal=causal, progress=bar.update)  # fmt: skip
+                    with lock:
+                        done[k] = part
+        except BaseException as e:  # noqa: BLE001  (an interrupt too): hand out no more chunks
+            with lock:
+                errors.append(e)
+            raise
         with lock:  # the spawned processes' last chunks
             lock.wait_for(lambda: errors or all(d is not None for d in done))
     if errors:

@@ -393,3 +393,13 @@ def test_corpus_sweep_with_a_worker_process_equals_one_process(tmp_path):
     for name, acc in one.per_head.sums.items():
         for m, v in acc.items():
             assert np.allclose(two.per_head.sums[name][m], v, rtol=0, atol=1e-9), (name, m)
+
+
+@pytest.mark.slow
+def test_corpus_sweep_worker_failure_is_raised(tiny_model, tmp_path):
+    """A worker that cannot start (no model at model_path) fails the sweep, not a silent gap."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    with pytest.raises((BrokenProcessPool, SparsescopeError, OSError)):
+        PA.sweep_corpus(tiny_model, TEXTS * 3, None, methods=["window"], workers=2,
+                        model_path=tmp_path / "missing", progress=False)  # fmt: skip
