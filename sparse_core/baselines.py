@@ -205,10 +205,16 @@ def top_members(score: Tensor, m: int) -> Tensor:
     """(..., n) scores -> (..., n) bool: the m highest, ties to the lower position (exactly the
     first m of a stable descending sort), via the m-th largest value instead of a full sort."""
     s = score.numpy() if isinstance(score, Tensor) else score
-    v = -np.partition(-s, m - 1, axis=-1)[..., m - 1 : m]  # (..., 1) the m-th largest
+    k = s.shape[-1] - m  # the m-th largest is the (k+1)-th smallest
+    v = np.partition(s, k, axis=-1)[..., k : k + 1]  # (..., 1) the m-th largest
     above, tie = s > v, s == v
-    need = m - above.sum(axis=-1, keepdims=True)
-    return torch.from_numpy(above | (tie & (np.cumsum(tie, axis=-1) <= need)))
+    need = m - above.sum(axis=-1, keepdims=True)  # >= 1: v itself ties
+    over = (tie.sum(axis=-1, keepdims=True) > need)[..., 0]  # rows with ties to cut
+    out = above | tie  # every tie taken where they all fit (almost every row)
+    if over.any():
+        t = tie[over]
+        out[over] = above[over] | (t & (np.cumsum(t, axis=-1) <= need[over]))
+    return torch.from_numpy(out)
 
 
 def routing_members(
