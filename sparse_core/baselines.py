@@ -126,16 +126,19 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), _EPS)
 
 
-def routing_centroids(
-    qp: Tensor, kp: Tensor, n_clusters: int, iters: int = ROUTING_ITERS
-) -> Tensor:
-    """Spherical k-means centroids ``(..., C, r)`` (float64 unit vectors) of the 2n normalised
-    projected queries and keys of each head (module docstring: farthest-point init, ``iters``
-    Lloyd steps; numpy, single-threaded, so it is cheap and predictable on a busy machine)."""
+def _routing_points(qp: Tensor, kp: Tensor) -> np.ndarray:
+    """The 2n unit vectors of each head, queries then keys: (..., 2n, r) float64."""
+    return _unit(np.concatenate([qp.numpy(), kp.numpy()], axis=-2).astype(np.float64))
+
+
+def farthest_points(qp: Tensor, kp: Tensor, n_clusters: int) -> np.ndarray:
+    """Routing's farthest-point initial centroids ``(A, C, r)`` float64 (module docstring), A
+    the product of the leading dims. Each centroid depends only on the earlier ones, so the
+    first C' of them are the initial centroids for C' <= C (``routing_centroids``'s ``init``)."""
     _check_pair(qp, kp)
     C = _positive("n_clusters", n_clusters)
-    pts = _unit(np.concatenate([qp.numpy(), kp.numpy()], axis=-2).astype(np.float64))
-    lead, (m, r) = pts.shape[:-2], pts.shape[-2:]
+    pts = _routing_points(qp, kp)
+    m, r = pts.shape[-2:]
     if C > m:
         raise SparsescopeError(f"n_clusters must be <= 2n = {m} for this text, got {C}")
     x = pts.reshape(-1, m, r)  # (A, 2n, r)
@@ -148,18 +151,53 @@ def routing_centroids(
     for c in range(1, C):
         cent[:, c] = x[np.arange(A), best.argmin(axis=1)]  # the farthest point (first on ties)
         best = np.maximum(best, np.einsum("amr,ar->am", x, cent[:, c]))
-    off = (np.arange(A) * C)[:, None]
+    return cent
+
+
+def routing_centroids(
+    qp: Tensor, kp: Tensor, n_clusters: int, iters: int = ROUTING_ITERS,
+    init: np.ndarray | None = None,
+) -> Tensor:  # fmt: skip
+    """Spherical k-means centroids ``(..., C, r)`` (float64 unit vectors) of the 2n normalised
+    projected queries and keys of each head (module docstring: farthest-point init, ``iters``
+    Lloyd steps; numpy, single-threaded, so it is cheap and predictable on a busy machine).
+    ``init``: :func:`farthest_points` of these inputs for at least C clusters (made here if
+    None).
+
+    A head whose assignment did not change in a step is at a fixed point (its centroids are
+    recomputed from the same points, so they stay the same), so later steps leave it out; the
+    loop ends when every head is fixed or after ``iters`` steps."""
+    _check_pair(qp, kp)
+    C = _positive("n_clusters", n_clusters)
+    pts = _routing_points(qp, kp)
+    lead, (m, r) = pts.shape[:-2], pts.shape[-2:]
+    if C > m:
+        raise SparsescopeError(f"n_clusters must be <= 2n = {m} for this text, got {C}")
+    x = pts.reshape(-1, m, r)  # (A, 2n, r)
+    A = x.shape[0]
+    if init is None or init.shape[-2] < C:
+        init = farthest_points(qp, kp, C)
+    cent = init.reshape(A, -1, r)[:, :C].copy()
+    cols = np.ascontiguousarray(np.moveaxis(x, -1, 0))  # (r, A, 2n): bincount weights
+    act = np.arange(A)  # the heads not yet at a fixed point
     prev = None
     for _ in range(iters):
-        idx = ((x @ cent.transpose(0, 2, 1)).argmax(axis=-1) + off).ravel()  # (A·2n,)
-        if prev is not None and np.array_equal(idx, prev):
-            break  # a fixed point: the remaining iterations would change nothing
-        prev = idx
-        count = np.bincount(idx, minlength=A * C).reshape(A, C, 1)
+        xa = x if act.size == A else x[act]
+        ids = (xa @ cent[act].transpose(0, 2, 1)).argmax(axis=-1)  # (A', 2n)
+        if prev is not None:
+            moved = (ids != prev).any(axis=1)
+            if not moved.any():
+                break  # a fixed point: the remaining iterations would change nothing
+            act, ids = act[moved], ids[moved]
+        prev = ids
+        Aa = act.size
+        idx = (ids + (np.arange(Aa) * C)[:, None]).ravel()  # (A'·2n,)
+        count = np.bincount(idx, minlength=Aa * C).reshape(Aa, C, 1)
+        w = cols if Aa == A else cols[:, act]
         sums = np.stack(
-            [np.bincount(idx, weights=x[..., d].ravel(), minlength=A * C) for d in range(r)], -1
-        ).reshape(A, C, r)
-        cent = np.where(count > 0, _unit(sums), cent)  # an empty cluster keeps its centroid
+            [np.bincount(idx, weights=w[d].ravel(), minlength=Aa * C) for d in range(r)], -1
+        ).reshape(Aa, C, r)
+        cent[act] = np.where(count > 0, _unit(sums), cent[act])  # an empty cluster keeps its
     return torch.from_numpy(cent.reshape(*lead, C, r))
 
 
@@ -167,18 +205,26 @@ def top_members(score: Tensor, m: int) -> Tensor:
     """(..., n) scores -> (..., n) bool: the m highest, ties to the lower position (exactly the
     first m of a stable descending sort), via the m-th largest value instead of a full sort."""
     s = score.numpy() if isinstance(score, Tensor) else score
-    v = -np.partition(-s, m - 1, axis=-1)[..., m - 1 : m]  # (..., 1) the m-th largest
+    k = s.shape[-1] - m  # the m-th largest is the (k+1)-th smallest
+    v = np.partition(s, k, axis=-1)[..., k : k + 1]  # (..., 1) the m-th largest
     above, tie = s > v, s == v
-    need = m - above.sum(axis=-1, keepdims=True)
-    return torch.from_numpy(above | (tie & (np.cumsum(tie, axis=-1) <= need)))
+    need = m - above.sum(axis=-1, keepdims=True)  # >= 1: v itself ties
+    over = (tie.sum(axis=-1, keepdims=True) > need)[..., 0]  # rows with ties to cut
+    out = above | tie  # every tie taken where they all fit (almost every row)
+    if over.any():
+        t = tie[over]
+        out[over] = above[over] | (t & (np.cumsum(t, axis=-1) <= need[over]))
+    return torch.from_numpy(out)
 
 
 def routing_members(
-    qp: Tensor, kp: Tensor, n_clusters: int, iters: int = ROUTING_ITERS
-) -> tuple[Tensor, Tensor]:
+    qp: Tensor, kp: Tensor, n_clusters: int, iters: int = ROUTING_ITERS,
+    init: np.ndarray | None = None,
+) -> tuple[Tensor, Tensor]:  # fmt: skip
     """Balanced routing: ``(queries, keys)``, each ``(..., C, n)`` bool, True where centroid c
-    took that token among its top ``⌊n / C⌋ + 1`` by cosine (ties to the lower position)."""
-    cent = routing_centroids(qp, kp, n_clusters, iters).numpy()  # (..., C, r) float64
+    took that token among its top ``⌊n / C⌋ + 1`` by cosine (ties to the lower position).
+    ``init``: as :func:`routing_centroids`."""
+    cent = routing_centroids(qp, kp, n_clusters, iters, init).numpy()  # (..., C, r) float64
     n = qp.shape[-2]
     top = min(n // int(n_clusters) + 1, n)
     cq = cent @ np.swapaxes(_unit(qp.numpy().astype(np.float64)), -1, -2)  # (..., C, n)

@@ -84,11 +84,10 @@ def assign_bits(n: int, q_ids: np.ndarray, k_ids: np.ndarray, n_ids: int) -> np.
     key slot id of j. -> (A, n, W) uint64: row i = OR over its slots of the bitset of the keys
     holding that id (Reformer, sf-quantization, sf-kmeans)."""
     A, S = q_ids.shape[:2]
-    ids = np.arange(n_ids)
-    kmem = np.zeros((A, n_ids, n), dtype=bool)  # keys holding each id in any slot
-    for s in range(k_ids.shape[1]):
-        kmem |= k_ids[:, s, None, :] == ids[:, None]
-    kbits = pack(kmem).reshape(A * n_ids, -1)  # (A·n_ids, W)
+    kmem = np.zeros((A * n_ids, n), dtype=bool)  # keys holding each id in any slot
+    a = (np.arange(A) * n_ids)[:, None, None]
+    kmem[(k_ids + a).reshape(-1), np.tile(np.arange(n), A * k_ids.shape[1])] = True
+    kbits = pack(kmem)  # (A·n_ids, W)
     off = (np.arange(A) * n_ids)[:, None]
     out = kbits[q_ids[:, 0] + off]  # (A, n, W): a row gather per slot
     for s in range(1, S):
@@ -108,7 +107,7 @@ def tile_occupancy(bits: np.ndarray, n: int) -> dict[int, np.ndarray]:
         R = rows.shape[-2]
         if R % f:
             rows = np.concatenate([rows, np.zeros((*lead, f - R % f, W), np.uint64)], axis=-2)
-        rows = np.bitwise_or.reduce(rows.reshape(*lead, -1, f, W), axis=-2)  # (…, T, W)
+        rows = _or_groups(rows.reshape(*lead, -1, f, W))  # (…, T, W)
         prev = b
         if b < 64:
             cols = rows.view(np.uint16 if b == 16 else np.uint32) != 0  # (…, T, W·64/b)
@@ -120,6 +119,15 @@ def tile_occupancy(bits: np.ndarray, n: int) -> dict[int, np.ndarray]:
             cols = np.bitwise_or.reduce(w.reshape(*lead, T, -1, g), axis=-1) != 0
         out[b] = cols[..., :T]
     return out
+
+
+def _or_groups(x: np.ndarray) -> np.ndarray:
+    """OR over axis −2 (…, G, f, W) -> (…, G, W): halving (one half of each group into the
+    other, whole blocks of words) while f is even, faster than ``bitwise_or.reduce``."""
+    while x.shape[-2] > 1 and x.shape[-2] % 2 == 0:
+        h = x.shape[-2] // 2
+        x = x[..., :h, :] | x[..., h:, :]
+    return np.bitwise_or.reduce(x, axis=-2)
 
 
 def tile_geometry(n: int, block: int, causal: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -161,7 +169,7 @@ class Gold:
         g[:, [0, -1]] = True
         self.gbits = pack(g & self.valid)  # (n, W) globals ∩ V
         self.row_starts = self.row_start[self.row_has_gold]
-        self.shift = (self.e_j & 63).astype(np.uint64)
+        self.shift = (self.e_j & 7).astype(np.uint8)  # the edge's bit in its byte
         self._pos: dict[int, np.ndarray] = {}
         self._geo: dict[tuple, dict] = {}
         self.tiles = {b: tile_geometry(n, b, self.causal) for b in BLOCKS}
@@ -185,10 +193,11 @@ class Gold:
         return (1.0 - g / self.n_valid).reshape(self.L, self.H)
 
     def flat_pos(self, A: int) -> np.ndarray:
-        """Flat word index of every gold edge in a (A, n, W) bitset (A = 1 or L·H)."""
+        """Flat byte index of every gold edge in a (A, n, W) bitset (A = 1 or L·H) viewed as
+        bytes (little-endian words: column j is bit j % 8 of byte j // 8 of the row)."""
         if A not in self._pos:
             a = self.e_lh if A > 1 else np.zeros_like(self.e_lh)
-            self._pos[A] = (a * self.n + self.e_i) * self.W + (self.e_j >> 6)
+            self._pos[A] = (a * self.n + self.e_i) * (8 * self.W) + (self.e_j >> 3)
         return self._pos[A]
 
     def geometry(self, hs: np.ndarray) -> dict:
@@ -239,19 +248,7 @@ def band_counts(bits: np.ndarray, n: int, hs: Sequence[int]) -> np.ndarray:
         return out
     hmax = min(max(hs[k] for k in pos), n - 1)
     span = 2 * hmax + 1
-    nwx = (span + 63) // 64
-    padw = (hmax + 63) // 64
-    W = bits.shape[-1]
-    xp = np.zeros((*bits.shape[:-1], padw + W + nwx + 1), dtype=np.uint64)
-    xp[..., padw : padw + W] = bits
-    start = np.arange(n) - hmax + 64 * padw  # (n,) >= 0
-    rows = np.arange(n)
-    ext = np.empty((*bits.shape[:-1], nwx), dtype=np.uint64)  # (…, n, nwx) the skewed span
-    for q in range(nwx):
-        b = start + 64 * q
-        lo_w, off = b >> 6, (b & 63).astype(np.uint64)
-        w0, w1 = xp[..., rows, lo_w], xp[..., rows, lo_w + 1]  # (…, n)
-        ext[..., q] = (w0 >> off) | ((w1 << _ONE) << (np.uint64(63) - off))
+    ext = skew(bits, n, hmax)  # (…, n, ⌈span / 64⌉)
     per_offset = column_counts(ext)[..., :span]  # (…, span): rows with bit set at offset b
     cum = np.concatenate(
         [np.zeros((*per_offset.shape[:-1], 1), dtype=np.int64), np.cumsum(per_offset, axis=-1)],
@@ -263,22 +260,49 @@ def band_counts(bits: np.ndarray, n: int, hs: Sequence[int]) -> np.ndarray:
     return out
 
 
+def skew(bits: np.ndarray, n: int, hmax: int) -> np.ndarray:
+    """Row i's columns [i − hmax, i + hmax] (zeros outside [0, n)) as ⌈(2 hmax + 1) / 64⌉ words:
+    (…, n, W) uint64 -> (…, n, nwx), bit b of the span = column i − hmax + b.
+
+    With the rows padded by c = 64·⌈hmax / 64⌉ − hmax at the top and the words by as many at
+    the front, padded row 64 k + r starts its span at bit r of padded word k, so word q of it
+    is ``(x[k + q] >> r) | (x[k + q + 1] << (64 − r))`` (no shift by 64: ``<< 1 << 63 − r``),
+    read through one strided view (element (k, r, q) at x[64 k + r, k + q]): no gathers."""
+    lead, W = bits.shape[:-2], bits.shape[-1]
+    nwx = (2 * hmax + 1 + 63) // 64
+    padw = (hmax + 63) // 64
+    c = 64 * padw - hmax
+    K = -(-(n + c) // 64)  # row blocks of 64
+    A = int(np.prod(lead, dtype=np.int64)) if lead else 1
+    Wx = max(padw + W, K + nwx + 1)  # row k + q + 1 <= K + nwx stays in its row
+    xp = np.zeros((A, 64 * K + 1, Wx), dtype=np.uint64)  # + 1 row: the last view row's tail
+    xp[:, c : c + n, padw : padw + W] = bits.reshape(A, n, W)
+    s0, s1, s2 = xp.strides
+    v = np.lib.stride_tricks.as_strided(
+        xp, shape=(A, K, 64, nwx + 1), strides=(s0, 64 * s1 + s2, s1, s2), writeable=False
+    )  # (A, K, 64, nwx + 1): element (a, k, r, q) = xp[a, 64 k + r, k + q]
+    off = np.arange(64, dtype=np.uint64)[:, None]
+    ext = (v[..., :nwx] >> off) | ((v[..., 1:] << _ONE) << (np.uint64(63) - off))
+    return ext.reshape(A, 64 * K, nwx)[:, c : c + n].reshape(*lead, n, nwx)
+
+
 def column_counts(x: np.ndarray, stop: int = 4) -> np.ndarray:
     """Set bits per bit position summed over the rows: (…, R, Q) uint64 -> (…, 64·Q) int64.
 
     Bit-sliced addition (a carry-save tree): rows are added pairwise as binary numbers held in
     bit planes (plane j holds bit j of every position's partial count), halving the rows and
-    adding one plane per level, about 10 word operations per row instead of 64 bit extractions;
+    adding one plane per level (the first half of the rows to the second: contiguous blocks),
+    about 10 word operations per row instead of 64 bit extractions;
     the last ``stop`` rows of partial counts are unpacked and summed directly.
     """
     planes = [x]
     while planes[0].shape[-2] > stop:
         if planes[0].shape[-2] % 2:  # pad to an even number of rows
             planes = [np.concatenate([p, np.zeros_like(p[..., :1, :])], axis=-2) for p in planes]
-        a = [p[..., 0::2, :] for p in planes]
-        b = [p[..., 1::2, :] for p in planes]
+        h = planes[0].shape[-2] // 2  # the first half of the rows plus the second (contiguous)
         out, carry = [], None
-        for aj, bj in zip(a, b, strict=True):  # ripple-carry add of two k-plane numbers
+        for p in planes:  # ripple-carry add of two k-plane numbers
+            aj, bj = p[..., :h, :], p[..., h:, :]
             t = aj ^ bj
             if carry is None:
                 out.append(t)
@@ -289,8 +313,9 @@ def column_counts(x: np.ndarray, stop: int = 4) -> np.ndarray:
         planes = [*out, carry]
     stack = np.stack(planes, axis=-3)  # (…, K, R', Q)
     bits = np.unpackbits(stack.view(np.uint8), axis=-1, bitorder="little")  # (…, K, R', 64·Q)
+    per_plane = bits.sum(axis=-2, dtype=np.int64)  # (…, K, 64·Q)
     weights = np.int64(1) << np.arange(len(planes), dtype=np.int64)
-    return np.einsum("...krb,k->...b", bits.astype(np.int64), weights)
+    return np.einsum("...kb,k->...b", per_plane, weights)
 
 
 def finish_bits(gold: Gold, base: np.ndarray, with_globals: bool) -> np.ndarray:
@@ -357,18 +382,22 @@ def count_bits(gold: Gold, bits: np.ndarray, windows: Sequence[int]) -> dict[str
     size = (s0[..., None] + geo["band_v"] - band_m).transpose(0, 2, 1)  # (P, nq, A)
     size = np.broadcast_to(size, (P, nq, LH)) if A == 1 else size
     # ---- gold side: one bit lookup per gold edge; cov = the first (sorted) window covering it
-    flat = bits.reshape(P, -1)
-    pos = gold.flat_pos(A)
-    hit = ((flat[:, pos] >> gold.shift) & _ONE).astype(bool)  # (P, E)
-    cov = np.where(hit, np.uint8(0), geo["first"])  # (P, E) uint8 in [0, nq]
-    key = geo["head_key"] + cov + (np.arange(P) * (LH * (nq + 1)))[:, None]
+    flat = np.ascontiguousarray(bits).reshape(P, -1).view(np.uint8)
+    miss = (flat[:, gold.flat_pos(A)] >> gold.shift) & np.uint8(1)
+    miss -= np.uint8(1)  # 0 where M holds the edge, else 0xFF
+    cov = geo["first"] & miss  # (P, E) uint8 in [0, nq]: 0 where M holds the edge
+    key = geo["head_key"] + cov
+    if P > 1:
+        key += (np.arange(P) * (LH * (nq + 1)))[:, None]
     hist = np.bincount(key.ravel(), minlength=P * LH * (nq + 1)).reshape(P, LH, nq + 1)
     hits = np.cumsum(hist, axis=-1)[..., :nq]  # (P, LH, nq), sorted-h order
     # exact: a row is whole in M_w iff its latest-covered gold key is covered at w
     last = np.zeros((P, LH * n), dtype=np.uint8)
     if cov.shape[1]:
         last[:, gold.row_has_gold] = np.maximum.reduceat(cov, gold.row_starts, axis=1)
-    rkey = geo["row_key"] + last + (np.arange(P) * (LH * (nq + 1)))[:, None]
+    rkey = geo["row_key"] + last
+    if P > 1:
+        rkey += (np.arange(P) * (LH * (nq + 1)))[:, None]
     rhist = np.bincount(rkey.ravel(), minlength=P * LH * (nq + 1)).reshape(P, LH, nq + 1)
     covered = np.cumsum(rhist, axis=-1)[..., :nq]
     inv = geo["inv"]

@@ -30,6 +30,7 @@ from ..bitsets import (
     pack,
     tile_occupancy,
     to_metrics,
+    words,
 )
 from ..rng import BIGBIRD_STREAM, hash_uniform_t
 from .base import Method
@@ -86,9 +87,11 @@ def bigbird_metrics(ctx: PredictContext, gold: Gold, pts: Sequence[dict]) -> dic
     LH = L * H
     res = {metric: np.zeros((len(pts), LH)) for metric in METRICS}
     k = max(min(max(p["random_keys"] for p in pts), n), 1)
-    g = ctx.out.graph.reshape(-1).numpy()  # flat (LH·n·n,) bool: byte lookups beat bit tests
-    heads_off = (np.arange(LH, dtype=np.int64) * n * n)[:, None, None]
-    row_off = (np.arange(n, dtype=np.int64) * n)[None, :, None]
+    # flat (LH·n·n + 1,) bool, the last entry False for "no draw": byte lookups beat bit tests
+    # the gold graph as row bitsets viewed as bytes, one zero byte last for "no draw": a draw
+    # is one byte lookup and a shift (the bytes fit in cache, the bool graph does not)
+    g = np.concatenate([pack(ctx.out.graph.reshape(LH, n, n)).reshape(-1).view(np.uint8),
+                        np.zeros(1, dtype=np.uint8)])  # fmt: skip
     e_row = gold.e_lh * n + gold.e_i  # sorted: edges are in row order
     row_gold = np.bincount(e_row, minlength=LH * n)  # gold keys per row
     e_valid = gold.e_j <= gold.e_i if ctx.causal else np.ones(gold.e_j.shape, dtype=bool)
@@ -112,13 +115,23 @@ def bigbird_metrics(ctx: PredictContext, gold: Gold, pts: Sequence[dict]) -> dic
         )  # fmt: skip  # (LH·n, nW + 1): [:, q] gold keys inside B at width q
         for q, w in enumerate(windows):
             idxs = [i for i in sub if pts[i]["window"] == w]
-            m, draws, tiles = width_draws(ctx, gold, w, glob, k)
-            drawn = draws >= 0
-            is_gold = g[heads_off + row_off + np.where(drawn, draws, 0)] & drawn  # (LH, n, k)
-            hits = np.cumsum(is_gold.sum(axis=1), axis=1)  # (LH, k): [:, r − 1] with r draws
+            m, at, bit, tiles = width_draws(ctx, gold, w, glob, k)
+            # (k, LH, n): whether step t's draw of each row is a gold key (gathered row by row:
+            # a row's draws lie in one row of the graph)
+            is_gold = (g[at] >> bit) & np.uint8(1)  # (LH, n, k) uint8
+            is_gold = np.ascontiguousarray(is_gold.transpose(2, 0, 1))
+            hits = np.cumsum(is_gold.sum(axis=2), axis=0).T  # (LH, k): [:, r − 1] with r draws
             need = (row_gold - inside[:, q]).reshape(LH, n)  # gold keys outside B per row
-            got = np.cumsum(is_gold, axis=2, dtype=np.int32)  # (LH, n, k)
-            last = np.where(need == 0, -1, (got < need[..., None]).sum(axis=2))  # step of the last
+            # the step of each row's last missing gold key: the steps whose running count of
+            # gold keys drawn is < need (counts <= k: uint8 when k < 255, need capped there)
+            small = np.uint8 if k < 255 else np.int64
+            cap = np.minimum(need, k + 1).astype(small)
+            got = np.zeros((LH, n), dtype=small)
+            short = np.zeros((LH, n), dtype=small)
+            for t in range(k):
+                got += is_gold[t]
+                short += got < cap
+            last = np.where(need == 0, -1, short.astype(np.int64))
             rkey = (np.arange(LH) * (k + 2))[:, None] + last + 1
             rhist = np.bincount(rkey.ravel(), minlength=LH * (k + 2)).reshape(LH, k + 2)
             covered = np.cumsum(rhist, axis=1)  # [:, r]: rows whole with r draws
@@ -140,9 +153,11 @@ def bigbird_metrics(ctx: PredictContext, gold: Gold, pts: Sequence[dict]) -> dic
 def width_draws(
     ctx: PredictContext, gold: Gold, w: int, glob: bool, k: int
 ) -> tuple[np.ndarray, np.ndarray, dict]:
-    """The text-independent part of one width: (m (n,) free keys per row, the draws (L·H, n, k)
-    of every head, :func:`draw_tiles`). It depends only on (n, causality, w, globals, k, the
-    seeds), so the widths of the last length are kept per process (about 1.5 MB a width at
+    """The text-independent part of one width: (m (n,) free keys per row, ``at`` (L·H, n, k)
+    int32 the byte of each step's draw in the gold graph's row bitsets viewed as bytes (one
+    past them where a row has no draw left) and ``bit`` (L·H, n, k) uint8 its bit there,
+    :func:`draw_tiles`). It depends only on (n, causality, w, globals, k, the seeds), so the
+    widths of the last length are kept per process (about 3.7 MB a width at
     n = 512 with 72 heads): a corpus sweep that takes its inputs by length
     (``pareto.sweep_corpus``) draws once per length rather than once per input."""
     n = ctx.n
@@ -154,9 +169,13 @@ def width_draws(
         base = patterns.finish(empty, window=w, globals_=glob, causal=ctx.causal).numpy()
         cand, m = free_ranks(base, ctx.causal)
         draws = fisher_yates(cand, m, draw_positions(draw_uniforms(seeds, n, k), m, n))
-        if n < 1 << 15:
-            draws = draws.astype(np.int16)
-        got = (m, draws, draw_tiles(gold, base, draws))
+        S = draws.shape[0]
+        row_bytes = 8 * words(n)
+        rows = (np.arange(S * n, dtype=np.int64) * row_bytes).reshape(S, n, 1)
+        at = np.where(draws >= 0, rows + (draws >> 3), S * n * row_bytes)
+        dtype = np.int32 if S * n * row_bytes < 1 << 31 else np.int64
+        bit = (draws & 7).astype(np.uint8)  # −1 & 7: any bit of the zero byte
+        got = (m, at.astype(dtype), bit, draw_tiles(gold, base, draws))
         if len(_DRAWS) >= _DRAWS_MAX or any(kk[0] != n for kk in _DRAWS):
             _DRAWS.clear()  # one length at a time: bounded memory in a long-lived server
         _DRAWS[key] = got
@@ -199,11 +218,11 @@ def free_ranks(base: np.ndarray, causal: bool) -> tuple[np.ndarray, np.ndarray]:
     if causal:
         free &= np.tri(n, dtype=bool)
     m = free.sum(1)
-    fi, fj = np.nonzero(free)
+    fi, fj = np.divmod(np.flatnonzero(free), n)  # flat: faster than 2-d
     start = np.concatenate([[0], np.cumsum(m)[:-1]])
-    cand = np.full((n, n), n - 1, dtype=np.int32)
-    cand[fi, np.arange(fi.size) - start[fi]] = fj
-    return cand, m
+    cand = np.full(n * n, n - 1, dtype=np.int32)
+    cand[fi * n + np.arange(fi.size) - start[fi]] = fj
+    return cand.reshape(n, n), m
 
 
 def draw_positions(u: np.ndarray, m: np.ndarray, n: int) -> np.ndarray:
@@ -211,7 +230,10 @@ def draw_positions(u: np.ndarray, m: np.ndarray, n: int) -> np.ndarray:
     Fisher–Yates: u (S, n, k) float64 -> (S, n, k) int64 (as ``baselines.bigbird_draws``)."""
     steps = np.arange(u.shape[-1])
     span = np.maximum(m[:, None] - steps[None, :], 1).astype(np.float64)  # (n, k)
-    return np.minimum(steps + (u * span).astype(np.int64), n - 1)
+    small = np.int32 if n + u.shape[-1] < 1 << 31 else np.int64  # ⌊u · span⌋ < span <= n
+    got = (u * span).astype(small)
+    got += steps.astype(small)
+    return np.minimum(got, small(n - 1), out=got)
 
 
 def fisher_yates(cand: np.ndarray, m: np.ndarray, p: np.ndarray) -> np.ndarray:
@@ -230,33 +252,44 @@ def fisher_yates(cand: np.ndarray, m: np.ndarray, p: np.ndarray) -> np.ndarray:
     R = S * n
     if k == 0 or n == 0:
         return np.full((S, n, k), -1, dtype=np.int32)
-    pf = p.reshape(R, k)
+    bits = max(1, int(k - 1).bit_length())
+    # positions < n and (position, step) keys in the narrowest type that holds them
+    small = np.int16 if n << bits < 1 << 15 else np.int32 if n << bits < 1 << 31 else np.int64
+    pf = p.reshape(R, k).astype(small, copy=False)
     flat = cand.reshape(-1)
-    crow = ((np.arange(R, dtype=np.int64) % n) * n)[:, None]
-    steps = np.arange(k)
+    crow = np.tile((np.arange(n, dtype=np.int32 if n * n < 1 << 31 else np.int64) * n), S)[:, None]
+    steps = np.arange(k, dtype=small)
     # V(t): cand[t], or V(s) for the latest s < t with p_s = t (such chains are rare and short)
     V = np.tile(cand[:, :k], (S, 1))  # (R, k)
-    r, s = np.nonzero((pf < k) & (pf > steps))
+    r, s = np.divmod(np.flatnonzero((pf < k) & (pf > steps)), k)  # flat: faster than 2-d
     if r.size:
-        src = np.full((k, R), -1, dtype=np.int64)  # step-major: nonzero comes out by step
-        np.maximum.at(src, (pf[r, s], r), s)
-        t, r = np.nonzero(src >= 0)
+        # per (target t = p_s, row): the latest s; (r, s) come in row, then step order, so a
+        # stable sort by (t, row) puts it last among equal keys
+        key = pf[r, s].astype(np.int64) * R + r
+        order = np.argsort(key, kind="stable")
+        key, src = key[order], s[order]
+        last = np.append(key[1:] != key[:-1], True)
+        key, src = key[last], src[last]
+        t, r = np.divmod(key, R)
         cut = np.searchsorted(t, np.arange(k + 1))
         for tt in range(1, k):  # V(src) is final before V(t): src < t
-            rr = r[cut[tt] : cut[tt + 1]]
-            if rr.size:
-                V[rr, tt] = V[rr, src[tt, rr]]
+            a, b = cut[tt], cut[tt + 1]
+            if b > a:
+                V[r[a:b], tt] = V[r[a:b], src[a:b]]
     # the draws: cand[p_t], or V(s) for the latest s < t with p_s = p_t
     D = flat[crow + pf]  # (R, k) int32
-    bits = max(1, int(k - 1).bit_length())
-    key = np.sort((pf << bits) | steps, axis=1)  # by position, then step
-    pos = key >> bits
-    r, c = np.nonzero(pos[:, 1:] == pos[:, :-1])
+    key = np.sort((pf << small(bits)) | steps, axis=1)  # by position, then step
+    pos = key >> small(bits)
+    r, c = np.divmod(np.flatnonzero(pos[:, 1:] == pos[:, :-1]), max(k - 1, 1))
     if r.size:
-        lo = np.int64((1 << bits) - 1)
+        lo = small((1 << bits) - 1)
         t_now, t_prev = key[r, c + 1] & lo, key[r, c] & lo
         D[r, t_now] = V[r, t_prev]
-    D[steps >= np.tile(m, S)[:, None]] = -1
+    short = np.flatnonzero(m < k)  # rows whose supply ends before step k
+    if short.size:
+        Dv = D.reshape(S, n, k)
+        for i in short:
+            Dv[:, i, m[i] :] = -1
     return D.reshape(S, n, k)
 
 
@@ -264,19 +297,19 @@ def draw_tiles(gold: Gold, base: np.ndarray, draws: np.ndarray) -> dict:
     """Per tile size B: (empty counted tiles of ``base``, (S, k) cumulative count of those the
     first t + 1 draws fill), for draws (S, n, k) (−1: none) added to ``base`` (n, n).
 
-    The first step that fills each tile of the smallest size is one scatter per step (latest
-    steps first, so the earliest wins); a larger tile's is the least over its sub-tiles."""
+    The first step that fills each tile of the smallest size is the least step drawing into
+    it (``np.minimum.at``); a larger tile's is the least over its sub-tiles."""
     S, n, k = draws.shape
     occ = tile_occupancy(pack(base)[None], n)
     b0 = BLOCKS[0]
     T = -(-n // b0)
-    first = np.full((S, T * T + 1), k, dtype=np.int16)  # last column: no draw
-    row_t = ((np.arange(n) // b0) * T)[None, :]  # (1, n)
-    heads = np.arange(S)[:, None]
-    for t in range(k - 1, -1, -1):
-        d = draws[:, :, t]
-        first[heads, np.where(d >= 0, row_t + d // b0, T * T)] = t
-    grid = first[:, :-1].reshape(S, T, T)
+    first = np.full(S * (T * T + 1), k, dtype=np.int16)  # per head, last column: no draw
+    row_t = ((np.arange(n, dtype=np.int32) // b0) * T)[None, :, None]  # (1, n, 1)
+    tile = np.where(draws >= 0, row_t + draws // b0, T * T)  # (S, n, k) the tile of each draw
+    tile += (np.arange(S, dtype=np.int32) * (T * T + 1))[:, None, None]
+    steps = np.broadcast_to(np.arange(k, dtype=np.int16), draws.shape)
+    np.minimum.at(first, tile.reshape(-1), steps.reshape(-1))
+    grid = first.reshape(S, -1)[:, :-1].reshape(S, T, T)
     out, prev = {}, b0
     for b in BLOCKS:
         if b != b0:  # pool the previous size's tiles f × f

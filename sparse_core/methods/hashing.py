@@ -42,10 +42,16 @@ def reformer_buckets(ctx: PredictContext, n_buckets: int, rounds: int = 1) -> Te
 
 def routing_members(ctx: PredictContext, n_clusters: int) -> tuple[Tensor, Tensor]:
     """(queries, keys) (L, H, C, n) bool of the balanced Routing clusters, memoised per C."""
-    return ctx.memo(
-        ("routing", n_clusters),
-        lambda: baselines.routing_members(*ctx.hash_space(), n_clusters),
-    )
+
+    def members():
+        q, k = ctx.hash_space()
+        most = max(cluster_choices(ctx.n))  # one farthest-point init serves every C <= most
+        init = None
+        if n_clusters <= most:
+            init = ctx.memo(("routing-init", most), lambda: baselines.farthest_points(q, k, most))
+        return baselines.routing_members(q, k, n_clusters, init=init)
+
+    return ctx.memo(("routing", n_clusters), members)
 
 
 class ReformerMethod(Method):

@@ -195,14 +195,15 @@ def sweep_corpus(
     limit = model.config.max_positions
     counts = [min(c, limit) for c in counts]
     grids = corpus_grids(names, max(counts), min(counts), artefact)
-    # by length: what depends only on n (BigBird's draws) is then made once per length
-    by_length = [texts[i] for i in sorted(range(len(texts)), key=counts.__getitem__)]
     bar = tqdm(total=len(texts), desc="pareto", unit="text", disable=not progress)
     if workers <= 1:
+        # by length: what depends only on n (BigBird's draws) is then made once per length
+        by_length = [texts[i] for i in sorted(range(len(texts)), key=counts.__getitem__)]
         tot = sweep_inputs(model, by_length, artefact, grids, alpha=alpha, causal=causal,
                            progress=bar.update)  # fmt: skip
     else:
-        tot = _parallel(by_length, grids, alpha, causal, workers, threads, model_path,
+        tot = _parallel(model, artefact, length_chunks(texts, counts, workers), grids, alpha,
+                        causal, workers, threads, model_path,
                         artefact_path if artefact is not None else False, bar)  # fmt: skip
     bar.close()
     values = tot.means()
@@ -226,27 +227,112 @@ def sweep_corpus(
     return sweep
 
 
-def _parallel(texts, grids, alpha, causal, workers, threads, model_path, artefact_path, bar):
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+def length_chunks(texts: Sequence[str], counts: Sequence[int], workers: int) -> list[list[str]]:
+    """The texts in chunks of one length each (what depends only on n, BigBird's draws, is then
+    made once per length in the whole sweep), longest first (the shortest, cheapest chunks
+    last: an even finish). A length's texts stay together up to ``size`` (at most 8, fewer
+    for a small corpus), else they are split into nearly equal chunks."""
+    size = max(1, min(8, math.ceil(len(texts) / (4 * workers))))
+    groups: dict[int, list[str]] = {}
+    for i in sorted(range(len(texts)), key=lambda i: (-counts[i], i)):
+        groups.setdefault(counts[i], []).append(texts[i])
+    chunks = []
+    for g in groups.values():
+        parts = math.ceil(len(g) / size)
+        cuts = [round(j * len(g) / parts) for j in range(parts + 1)]
+        chunks += [g[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
+    return chunks
 
-    size = max(1, min(4, math.ceil(len(texts) / (4 * workers))))  # small: an even finish
-    chunks = [list(texts[i : i + size]) for i in range(0, len(texts), size)]
-    tot = Totals(grids)
+
+def _parallel(model, artefact, chunks, grids, alpha, causal, workers, threads, model_path,
+              artefact_path, bar) -> Totals:  # fmt: skip
+    """Sweep ``chunks`` with ``workers`` processes: this one (its model is loaded already)
+    and ``workers`` − 1 spawned ones, each taking the next chunk when done with its last. The
+    chunks' sums are merged in chunk order, so the result does not depend on who ran which."""
+    import multiprocessing as mp
+    import threading
+    from concurrent.futures import ProcessPoolExecutor
+
+    done: list[Totals | None] = [None] * len(chunks)
+    errors: list[BaseException] = []
+    lock = threading.Condition()
+    cursor = iter(range(len(chunks)))
+
+    def take() -> int | None:
+        with lock:
+            return None if errors else next(cursor, None)
+
+    def feed(pool) -> None:
+        k = take()
+        if k is None:
+            return
+        fut = pool.submit(_worker_run, chunks[k], grids, alpha, causal)
+
+        def finished(f, k=k):
+            try:
+                part, err = f.result(), None
+            except BaseException as e:  # noqa: BLE001  re-raised in the caller's thread
+                part, err = None, e
+            with lock:
+                done[k] = part
+                if err is not None:
+                    errors.append(err)
+                lock.notify_all()
+            if err is None:
+                bar.update(len(chunks[k]))
+                feed(pool)
+
+        fut.add_done_callback(finished)
+
     with (
         _child_threads(threads),
         ProcessPoolExecutor(
-            max_workers=workers,
+            max_workers=workers - 1,
             mp_context=mp.get_context("spawn"),
             initializer=_worker_init,
             initargs=(model_path, artefact_path, alpha, threads),
         ) as pool,
     ):
-        futures = {pool.submit(_worker_run, c, grids, alpha, causal): len(c) for c in chunks}
-        for fut in as_completed(futures):
-            tot.merge(fut.result())
-            bar.update(futures[fut])
+        for _ in range(2 * (workers - 1)):  # one running and one queued per process
+            feed(pool)
+        try:
+            with _own_threads(threads):
+                while (k := take()) is not None:
+                    part = sweep_inputs(model, chunks[k], artefact, grids, alpha=alpha,
+                                        causal=causal, progress=bar.update)  # fmt: skip
+                    with lock:
+                        done[k] = part
+        except BaseException as e:  # noqa: BLE001  (an interrupt too): hand out no more chunks
+            with lock:
+                errors.append(e)
+            raise
+        with lock:  # the spawned processes' last chunks
+            lock.wait_for(lambda: errors or all(d is not None for d in done))
+    if errors:
+        raise errors[0]
+    tot = Totals(grids)
+    for part in done:
+        tot.merge(part)
     return tot
+
+
+@contextmanager
+def _own_threads(threads: int):
+    """Run this process's share with ``threads`` torch and BLAS threads (as the workers)."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - numpy then keeps its own BLAS threads
+        threadpool_limits = None
+    try:
+        if threadpool_limits is None:
+            yield
+        else:
+            with threadpool_limits(limits=max(1, int(threads)), user_api="blas"):
+                yield
+    finally:
+        torch.set_num_threads(old)
 
 
 #: thread-count variables of the BLAS / OpenMP runtimes numpy and torch load

@@ -139,3 +139,58 @@ def test_routing_errors():
         B.routing(q, k, 7)  # more than the 2n points
     with pytest.raises(SparsescopeError, match="same shape"):
         B.routing(q, k[..., :2, :], 2)
+
+
+def _routing_reference(qp, kp, C, iters=B.ROUTING_ITERS):
+    """Spherical k-means as the module docstring states it, every head every step (the plain
+    loop: farthest-point init per C, all heads until none moves)."""
+    import numpy as np
+
+    x = B._unit(torch.cat([qp, kp], dim=-2).numpy().astype(np.float64))
+    lead, (m, r) = x.shape[:-2], x.shape[-2:]
+    x = x.reshape(-1, m, r)
+    A = x.shape[0]
+    mean = x.mean(axis=1)
+    norm = np.linalg.norm(mean, axis=-1, keepdims=True)
+    cent = np.empty((A, C, r))
+    cent[:, 0] = np.where(norm > 1e-9, mean / np.maximum(norm, 1e-12), x[:, 0])
+    best = np.einsum("amr,ar->am", x, cent[:, 0])
+    for c in range(1, C):
+        cent[:, c] = x[np.arange(A), best.argmin(axis=1)]
+        best = np.maximum(best, np.einsum("amr,ar->am", x, cent[:, c]))
+    off = (np.arange(A) * C)[:, None]
+    prev = None
+    for _ in range(iters):
+        idx = ((x @ cent.transpose(0, 2, 1)).argmax(axis=-1) + off).ravel()
+        if prev is not None and np.array_equal(idx, prev):
+            break
+        prev = idx
+        count = np.bincount(idx, minlength=A * C).reshape(A, C, 1)
+        sums = np.stack(
+            [np.bincount(idx, weights=x[..., d].ravel(), minlength=A * C) for d in range(r)], -1
+        ).reshape(A, C, r)
+        cent = np.where(count > 0, B._unit(sums), cent)
+    return cent.reshape(*lead, C, r)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(3, 40), heads=st.integers(1, 6))
+def test_routing_centroids_equal_the_plain_loop_bit_for_bit(seed, n, heads):
+    """Settled heads leaving the Lloyd loop and one farthest-point init shared by every C
+    (its first C centroids) change nothing: the centroids equal the plain loop's exactly."""
+    import numpy as np
+
+    g = torch.Generator().manual_seed(seed)
+    qp = torch.randn(2, heads, n, 4, generator=g)
+    kp = torch.randn(2, heads, n, 4, generator=g)
+    most = min(20, 2 * n)
+    init = B.farthest_points(qp, kp, most)
+    for C in sorted(c for c in {1, 2, 3, 8, most} if c <= most):
+        want = _routing_reference(qp, kp, C)
+        assert np.array_equal(B.routing_centroids(qp, kp, C).numpy(), want), C
+        assert np.array_equal(B.routing_centroids(qp, kp, C, init=init).numpy(), want), C
+        for short in (1, 3):  # early stops cut every head at the same step
+            assert np.array_equal(
+                B.routing_centroids(qp, kp, C, iters=short).numpy(),
+                _routing_reference(qp, kp, C, iters=short),
+            )

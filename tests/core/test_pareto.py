@@ -361,3 +361,45 @@ def test_gold_sparsity_from_edges(tiny_model, causal):
     out = tiny_model.run(TEXT, causal=causal)
     want = metrics.sparsity(out.graph, causal=causal).numpy()
     assert np.allclose(B.Gold(out.graph, causal).sparsity(), want, rtol=0, atol=1e-12)
+
+
+def test_length_chunks_keep_a_length_together_longest_first():
+    counts = [5] * 9 + [4] * 3 + [3] * 17 + [2]
+    texts = [f"t{i}" for i in range(len(counts))]
+    chunks = PA.corpus_sweep.length_chunks(texts, counts, workers=2)
+    assert sorted(t for c in chunks for t in c) == sorted(texts)  # each text once
+    lengths = [{counts[int(t[1:])] for t in c} for c in chunks]
+    assert all(len(s) == 1 for s in lengths)  # one length per chunk
+    order = [s.pop() for s in lengths]
+    assert order == sorted(order, reverse=True)  # longest first
+    assert max(map(len, chunks)) <= 4 and [len(c) for c in chunks[:3]] == [3, 3, 3]
+
+
+@pytest.mark.slow
+def test_corpus_sweep_with_a_worker_process_equals_one_process(tmp_path):
+    """workers = 2: this process and one spawned worker share the chunks; the sums are merged in
+    chunk order, so every per-head figure equals the one-process sweep's (same texts)."""
+    from sparse_core.model import load_model
+    from sparse_core.testing import write_tiny_checkpoint
+
+    path = write_tiny_checkpoint(tmp_path / "tiny-bert", "bert", seed=2)
+    model = load_model(path, device="cpu")
+    texts = TEXTS * 3  # several chunks
+    kw = dict(methods=["window", "bigbird", "reformer", "routing"], progress=False)
+    one = PA.sweep_corpus(model, texts, None, **kw)
+    two = PA.sweep_corpus(model, texts, None, workers=2, model_path=path, **kw)
+    assert two.texts == one.texts == len(texts) and two.meta["tokens"] == one.meta["tokens"]
+    assert two.to_json()["frontiers"] == one.to_json()["frontiers"]
+    for name, acc in one.per_head.sums.items():
+        for m, v in acc.items():
+            assert np.allclose(two.per_head.sums[name][m], v, rtol=0, atol=1e-9), (name, m)
+
+
+@pytest.mark.slow
+def test_corpus_sweep_worker_failure_is_raised(tiny_model, tmp_path):
+    """A worker that cannot start (no model at model_path) fails the sweep, not a silent gap."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    with pytest.raises((BrokenProcessPool, SparsescopeError, OSError)):
+        PA.sweep_corpus(tiny_model, TEXTS * 3, None, methods=["window"], workers=2,
+                        model_path=tmp_path / "missing", progress=False)  # fmt: skip
