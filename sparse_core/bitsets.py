@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import torch
 from torch import Tensor
 
 from .metrics import BLOCKS
@@ -174,6 +175,7 @@ class Gold:
         self.shift = (self.e_j & 7).astype(np.uint8)  # the edge's bit in its byte
         self._pos: dict[int, np.ndarray] = {}
         self._geo: dict[tuple, dict] = {}
+        self._plans: dict[tuple, dict] = {}
         self.tiles = {b: tile_geometry(n, b, self.causal) for b in BLOCKS}
         self.n_tiles = {b: int(c.sum()) for b, (c, _) in self.tiles.items()}
         self._tile_order: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -220,6 +222,37 @@ class Gold:
             }
         return self._geo[tag]
 
+    def edge_plan(self, hs: np.ndarray, A: int) -> dict:
+        """The gold edges in order of (head, first covering window) for :func:`count_bits`:
+        their byte positions in a (A, n, W) bitset (``flat_pos``), bits, first windows and rows
+        (a torch index), the runs of equal (head, first) (starts, their bin in the (L·H, nq + 1)
+        table, sizes) and the first run of each head that has edges."""
+        tag = (tuple(int(h) for h in hs), A)
+        plan = self._plans.get(tag)
+        if plan is None:
+            nq, LH = len(hs), self.L * self.H
+            geo = self.geometry(hs)
+            key = geo["head_key"] + geo["first"]  # (E,) bin in the (L·H, nq + 1) table
+            order = np.argsort(key, kind="stable")
+            key = key[order]
+            starts = np.flatnonzero(np.diff(key, prepend=-1))  # runs of one (head, first)
+            heads = key[starts] // (nq + 1)
+            head_starts = np.flatnonzero(np.diff(heads, prepend=-1))
+            plan = self._plans[tag] = {
+                "pos": self.flat_pos(A)[order],
+                "shift": self.shift[order],
+                "first": geo["first"][order],
+                "row": torch.from_numpy(self.e_lh[order] * self.n + self.e_i[order]),
+                "starts": starts,
+                "bin": key[starts],
+                "size": np.diff(np.append(starts, len(key))),
+                "head_starts": head_starts,
+                "heads": heads[head_starts],
+                "held_bins": heads[head_starts] * (nq + 1),  # bin (head, 0)
+                "bins": LH * (nq + 1),
+            }
+        return plan
+
     def band_valid(self, h: int) -> int:
         """|B_h ∩ V|."""
         n = self.n
@@ -239,85 +272,96 @@ def band_counts(bits: np.ndarray, n: int, hs: Sequence[int]) -> np.ndarray:
     """Σ_i |{j : |i − j| ≤ h} ∩ M_i| for each h: bits (…, n, W) -> (…, len(hs)) int64.
 
     Each row's diagonal span [i − hmax, i + hmax] is shifted out of the row bitset into
-    ⌈(2 hmax + 1) / 64⌉ words (``(w0 >> o) | ((w1 << 1) << (63 − o))``, no shift by 64), so that
-    bit b of every row is the offset j − i = b − hmax. Those words are then summed over the rows
-    bit by bit (:func:`column_counts`), and the count for h is the sum over offsets |d| ≤ h.
+    ⌈(2 hmax + 1) / 64⌉ words (:func:`skew`), so that bit b of every row is the offset
+    j − i = b − hmax. Those words are then summed over the rows bit by bit
+    (:func:`column_counts`), and the count for h is the sum over offsets |d| ≤ h.
     """
     hs = [int(h) for h in hs]
-    out = np.zeros((*bits.shape[:-2], len(hs)), dtype=np.int64)
-    pos = [k for k, h in enumerate(hs) if h >= 0]
-    if not pos:
-        return out
-    hmax = min(max(hs[k] for k in pos), n - 1)
-    span = 2 * hmax + 1
-    ext = skew(bits, n, hmax)  # (…, n, ⌈span / 64⌉)
-    per_offset = column_counts(ext)[..., :span]  # (…, span): rows with bit set at offset b
-    cum = np.concatenate(
-        [np.zeros((*per_offset.shape[:-1], 1), dtype=np.int64), np.cumsum(per_offset, axis=-1)],
-        axis=-1,
-    )
-    for k in pos:
-        h = min(hs[k], hmax)
-        out[..., k] = cum[..., hmax + h + 1] - cum[..., hmax - h]
-    return out
-
-
-def skew(bits: np.ndarray, n: int, hmax: int) -> np.ndarray:
-    """Row i's columns [i − hmax, i + hmax] (zeros outside [0, n)) as ⌈(2 hmax + 1) / 64⌉ words:
-    (…, n, W) uint64 -> (…, n, nwx), bit b of the span = column i − hmax + b.
-
-    With the rows padded by c = 64·⌈hmax / 64⌉ − hmax at the top and the words by as many at
-    the front, padded row 64 k + r starts its span at bit r of padded word k, so word q of it
-    is ``(x[k + q] >> r) | (x[k + q + 1] << (64 − r))`` (no shift by 64: ``<< 1 << 63 − r``),
-    read through one strided view (element (k, r, q) at x[64 k + r, k + q]): no gathers."""
     lead, W = bits.shape[:-2], bits.shape[-1]
+    A = int(np.prod(lead, dtype=np.int64)) if lead else 1
+    out = np.zeros((A, len(hs)), dtype=np.int64)
+    pos = [k for k, h in enumerate(hs) if h >= 0]
+    if pos and A:
+        hmax = min(max(hs[k] for k in pos), n - 1)
+        span = 2 * hmax + 1
+        ext = skew(bits.reshape(A, n, W), n, hmax)  # (R, A, ⌈span / 64⌉), rows outermost
+        per_offset = column_counts(ext)[:, :span]  # (A, span): rows with bit set at offset b
+        cum = np.zeros((A, span + 1), dtype=np.int64)
+        np.cumsum(per_offset, axis=-1, out=cum[:, 1:])
+        for k in pos:
+            h = min(hs[k], hmax)
+            out[:, k] = cum[:, hmax + h + 1] - cum[:, hmax - h]
+    return out.reshape(*lead, len(hs))
+
+
+#: bit offsets 0..63 as shift amounts along the row axis of a (64 rows, …) block
+_SHIFTS = np.arange(64, dtype=np.uint64)[:, None, None]
+
+
+def skew(x: np.ndarray, n: int, hmax: int) -> np.ndarray:
+    """Row i's columns [i − hmax, i + hmax] (zeros outside [0, n)) as ⌈(2 hmax + 1) / 64⌉ words,
+    rows outermost: (A, n, W) uint64 -> (R, A, nwx) with R = 64·K >= n + c; row i is at
+    R-index i + c (c = 64·⌈hmax / 64⌉ − hmax), the other rows are zero, and bit b of its
+    span is column i − hmax + b.
+
+    With the rows moved down by c and the words right by ⌈hmax / 64⌉, row 64 k + r (of the
+    moved rows) starts its span at bit r of word k, so word q of it is
+    ``(x[k + q] >> r) | (x[k + q + 1] << (64 − r))`` (no shift by 64: ``<< 1 << 63 − r``).
+    The words k + q and k + q + 1 of every row of block k are copied out (one slice per block)
+    into two arrays laid out (K, 64, A, nwx), so that each shift is one operation over whole
+    contiguous (A, nwx) planes with one shift amount per row r."""
+    A, _, W = x.shape
     nwx = (2 * hmax + 1 + 63) // 64
     padw = (hmax + 63) // 64
     c = 64 * padw - hmax
     K = -(-(n + c) // 64)  # row blocks of 64
-    A = int(np.prod(lead, dtype=np.int64)) if lead else 1
-    Wx = max(padw + W, K + nwx + 1)  # row k + q + 1 <= K + nwx stays in its row
-    xp = np.zeros((A, 64 * K + 1, Wx), dtype=np.uint64)  # + 1 row: the last view row's tail
-    xp[:, c : c + n, padw : padw + W] = bits.reshape(A, n, W)
-    s0, s1, s2 = xp.strides
-    v = np.lib.stride_tricks.as_strided(
-        xp, shape=(A, K, 64, nwx + 1), strides=(s0, 64 * s1 + s2, s1, s2), writeable=False
-    )  # (A, K, 64, nwx + 1): element (a, k, r, q) = xp[a, 64 k + r, k + q]
-    off = np.arange(64, dtype=np.uint64)[:, None]
-    ext = (v[..., :nwx] >> off) | ((v[..., 1:] << _ONE) << (np.uint64(63) - off))
-    return ext.reshape(A, 64 * K, nwx)[:, c : c + n].reshape(*lead, n, nwx)
+    lo = np.zeros((K, 64, A, nwx), dtype=np.uint64)  # word k + q of each row of block k
+    hi = np.zeros((K, 64, A, nwx), dtype=np.uint64)  # word k + q + 1
+    for k in range(K):
+        r0 = 64 * k - c  # the first row of block k
+        a, b = max(r0, 0), min(r0 + 64, n)
+        for dst, w0 in ((lo, k - padw), (hi, k - padw + 1)):
+            c0, c1 = max(w0, 0), min(w0 + nwx, W)
+            if a < b and c0 < c1:
+                dst[k, a - r0 : b - r0, :, c0 - w0 : c1 - w0] = x[:, a:b, c0:c1].transpose(1, 0, 2)
+    lo >>= _SHIFTS
+    hi <<= _ONE
+    hi <<= np.uint64(63) - _SHIFTS
+    lo |= hi
+    return lo.reshape(64 * K, A, nwx)
 
 
-def column_counts(x: np.ndarray, stop: int = 4) -> np.ndarray:
-    """Set bits per bit position summed over the rows: (…, R, Q) uint64 -> (…, 64·Q) int64.
+def column_counts(x: np.ndarray) -> np.ndarray:
+    """Set bits per bit position summed over the rows: (R, A, Q) uint64 (rows outermost) ->
+    (A, 64·Q) int64.
 
     Bit-sliced addition (a carry-save tree): rows are added pairwise as binary numbers held in
     bit planes (plane j holds bit j of every position's partial count), halving the rows and
     adding one plane per level (the first half of the rows to the second: contiguous blocks),
-    about 10 word operations per row instead of 64 bit extractions;
-    the last ``stop`` rows of partial counts are unpacked and summed directly.
+    about 10 word operations per row instead of 64 bit extractions; the last row's planes are
+    unpacked and weighted by their bit. ``x`` is used as scratch space (overwritten).
     """
     planes = [x]
-    while planes[0].shape[-2] > stop:
-        if planes[0].shape[-2] % 2:  # pad to an even number of rows
-            planes = [np.concatenate([p, np.zeros_like(p[..., :1, :])], axis=-2) for p in planes]
-        h = planes[0].shape[-2] // 2  # the first half of the rows plus the second (contiguous)
+    while planes[0].shape[0] > 1:
+        if planes[0].shape[0] % 2:  # pad to an even number of rows
+            planes = [np.concatenate([p, np.zeros_like(p[:1])]) for p in planes]
+        h = planes[0].shape[0] // 2
         out, carry = [], None
-        for p in planes:  # ripple-carry add of two k-plane numbers
-            aj, bj = p[..., :h, :], p[..., h:, :]
-            t = aj ^ bj
-            if carry is None:
-                out.append(t)
-                carry = aj & bj
-            else:
-                out.append(t ^ carry)
-                carry = (aj & bj) | (carry & t)
+        for p in planes:  # ripple-carry add of two k-plane numbers, in place in p
+            aj, bj = p[:h], p[h:]
+            both = aj & bj
+            aj ^= bj  # t = a ^ b
+            if carry is not None:
+                np.bitwise_and(carry, aj, out=bj)  # carry & t
+                aj ^= carry  # the sum bit
+                both |= bj
+            out.append(aj)
+            carry = both
         planes = [*out, carry]
-    stack = np.stack(planes, axis=-3)  # (…, K, R', Q)
-    bits = np.unpackbits(stack.view(np.uint8), axis=-1, bitorder="little")  # (…, K, R', 64·Q)
-    per_plane = bits.sum(axis=-2, dtype=np.int64)  # (…, K, 64·Q)
+    stack = np.stack([p[0] for p in planes], axis=1)  # (A, K, Q)
+    bits = np.unpackbits(stack.view(np.uint8), axis=-1, bitorder="little")  # (A, K, 64·Q)
     weights = np.int64(1) << np.arange(len(planes), dtype=np.int64)
-    return np.einsum("...kb,k->...b", per_plane, weights)
+    return np.einsum("akb,k->ab", bits, weights)
 
 
 def finish_bits(gold: Gold, base: np.ndarray, with_globals: bool) -> np.ndarray:
@@ -383,21 +427,25 @@ def count_bits(gold: Gold, bits: np.ndarray, windows: Sequence[int]) -> dict[str
     band_m = band_counts(bits, n, hs)  # (P, A, nq)
     size = (s0[..., None] + geo["band_v"] - band_m).transpose(0, 2, 1)  # (P, nq, A)
     size = np.broadcast_to(size, (P, nq, LH)) if A == 1 else size
-    # ---- gold side: one bit lookup per gold edge; cov = the first (sorted) window covering it
+    # ---- gold side: one bit lookup per gold edge (in order of head, then first covering
+    # window: ``Gold.edge_plan``); cov = the first (sorted) window covering a missed edge
+    plan = gold.edge_plan(hs, A)
     flat = np.ascontiguousarray(bits).reshape(P, -1).view(np.uint8)
-    miss = (flat[:, gold.flat_pos(A)] >> gold.shift) & np.uint8(1)
-    miss -= np.uint8(1)  # 0 where M holds the edge, else 0xFF
-    cov = geo["first"] & miss  # (P, E) uint8 in [0, nq]: 0 where M holds the edge
-    key = geo["head_key"] + cov
-    if P > 1:
-        key += (np.arange(P) * (LH * (nq + 1)))[:, None]
-    hist = np.bincount(key.ravel(), minlength=P * LH * (nq + 1)).reshape(P, LH, nq + 1)
-    hits = np.cumsum(hist, axis=-1)[..., :nq]  # (P, LH, nq), sorted-h order
+    held = np.take(flat, plan["pos"], axis=1)  # (P, E) the edges' bytes
+    held >>= plan["shift"]
+    held &= np.uint8(1)  # 1 where M holds the edge
+    hist = np.zeros((P, plan["bins"]), dtype=np.int64)  # (P, L·H·(nq + 1)): edges per cov
+    if held.shape[1]:
+        got = np.add.reduceat(held, plan["starts"], axis=1, dtype=np.int64)  # held per run
+        hist[:, plan["bin"]] = plan["size"] - got  # missed edges, at their first window
+        hist[:, plan["held_bins"]] += np.add.reduceat(got, plan["head_starts"], axis=1)
+    hits = np.cumsum(hist.reshape(P, LH, nq + 1), axis=-1)[..., :nq]  # (P, LH, nq), sorted h
     # exact: a row is whole in M_w iff its latest-covered gold key is covered at w
-    last = np.zeros((P, LH * n), dtype=np.uint8)
-    if cov.shape[1]:
-        last[:, gold.row_has_gold] = np.maximum.reduceat(cov, gold.row_starts, axis=1)
-    rkey = geo["row_key"] + last
+    held -= np.uint8(1)  # 0 where M holds the edge, else 0xFF
+    cov = torch.from_numpy(plan["first"] & held)  # (P, E) in [0, nq]: 0 where M holds it
+    last = torch.zeros((P, LH * n), dtype=torch.uint8)
+    last.scatter_reduce_(1, plan["row"].expand(P, -1), cov, "amax")
+    rkey = geo["row_key"] + last.numpy()
     if P > 1:
         rkey += (np.arange(P) * (LH * (nq + 1)))[:, None]
     rhist = np.bincount(rkey.ravel(), minlength=P * LH * (nq + 1)).reshape(P, LH, nq + 1)
