@@ -62,23 +62,76 @@ def centroids(ctx: PredictContext, n_clusters: int) -> Tensor:
 def kmeans_assignments(ctx: PredictContext, n_clusters: int, top_k: int) -> tuple[Tensor, Tensor]:
     """(aq, ak) (L, H, n, k): each token's top-k nearest centroids, exactly
     ``sparsefinder.nearest_centroids`` (float64 squared distances with the dims added in order,
-    stable order, so ties go to the lower centroid) computed in numpy. The full order over the B
-    centroids is memoised per B (uint8); its first k is the top-k."""
+    stable order, so ties go to the lower centroid) computed in numpy. The first
+    min(B, ``_FEW``) of the order (the sweep's top-k) or the whole order over the B centroids
+    is memoised per B (uint8); its first k is the top-k."""
     cent = centroids(ctx, n_clusters)
     if not 1 <= top_k <= n_clusters:
         raise SparsescopeError(
             f"top_k must be in [1, n_clusters = {n_clusters}], got {top_k}", field="top_k"
         )
+    first = min(n_clusters, _FEW) if top_k <= _FEW else n_clusters
+    cv = cent.numpy().astype(np.float64)
 
     def order(x: Tensor) -> Tensor:
-        xv, cv = x.numpy().astype(np.float64), cent.numpy().astype(np.float64)
-        d = np.zeros((*xv.shape[:-1], cv.shape[-2]))  # (L, H, n, B)
-        for c in range(xv.shape[-1]):
-            d += (xv[..., :, None, c] - cv[..., None, :, c]) ** 2
-        return torch.from_numpy(np.argsort(d, axis=-1, kind="stable").astype(np.uint8))
+        return torch.from_numpy(nearest_order(x.numpy().astype(np.float64), cv, first))
 
-    aq, ak = ctx.memo(("kmeans", n_clusters), lambda: (order(ctx.proj_q), order(ctx.proj_k)))
+    aq, ak = ctx.memo(("kmeans", n_clusters, first), lambda: (order(ctx.proj_q), order(ctx.proj_k)))
     return aq[..., :top_k].long(), ak[..., :top_k].long()
+
+
+#: Nearest centroids found by running minima (the sweep's top-k <= 3) rather than a sort.
+_FEW = max(KMEANS_TOP_K)
+
+
+def nearest_order(x: np.ndarray, cent: np.ndarray, first: int) -> np.ndarray:
+    """The first ``first`` centroids of each token by squared distance ascending, ties to the
+    lower index (a stable sort): x (..., n, r), cent (..., B, r) float64 -> (..., n, first)
+    uint8. The distances are ``Σ_c (x_c − cent_c)²`` added in dimension order, as
+    ``sparsefinder.sq_distances``. Up to ``_FEW`` of them are found by running minima over
+    the centroids (one contiguous pass per centroid and rank, the taken ones skipped), more
+    by a stable argsort."""
+    B, r = cent.shape[-2], cent.shape[-1]
+    if first > _FEW or B > 255:
+        d = np.zeros((*x.shape[:-1], B))  # (..., n, B)
+        for c in range(r):
+            d += (x[..., :, None, c] - cent[..., None, :, c]) ** 2
+        return np.argsort(d, axis=-1, kind="stable")[..., :first].astype(np.uint8)
+    xs = np.ascontiguousarray(np.moveaxis(x, -1, 0))  # (r, ..., n)
+    cs = np.moveaxis(cent, -1, 0)[..., None]  # (r, ..., B, 1)
+    d = np.empty((B, *xs.shape[1:]))  # (B, ..., n): one contiguous block per centroid
+    tmp = np.empty(xs.shape[1:])
+    for b in range(B):
+        np.subtract(xs[0], cs[0][..., b, :], out=d[b])
+        d[b] *= d[b]  # (x − c)², exactly as ** 2
+        for c in range(1, r):
+            np.subtract(xs[c], cs[c][..., b, :], out=tmp)
+            tmp *= tmp
+            d[b] += tmp
+    shape = xs.shape[1:]
+    out = np.empty((*shape, first), dtype=np.uint8)
+    best = np.empty(shape)
+    lt = np.empty(shape, dtype=bool)
+    ids, tmp8 = np.empty(shape, dtype=np.uint8), np.empty(shape, dtype=np.uint8)
+    for s in range(first):
+        taken = [out[..., t] for t in range(s)]
+        for b in range(B):
+            v = d[b]
+            if taken:  # centroids of earlier ranks are out of the running
+                mask = taken[0] == b
+                for t in taken[1:]:
+                    mask |= t == b
+                v = np.where(mask, np.inf, v)
+            if b == 0:
+                np.copyto(best, v)
+                ids.fill(0)
+                continue
+            np.less(v, best, out=lt)  # strictly: the lower index keeps equal distances
+            np.multiply(lt, np.uint8(b), out=tmp8)
+            np.maximum(ids, tmp8, out=ids)  # b exceeds every index kept so far
+            np.minimum(best, v, out=best)
+        out[..., s] = ids
+    return out
 
 
 def _ranks(x: Tensor) -> np.ndarray:
