@@ -158,10 +158,6 @@ class Gold:
         self.e_lh, rest = np.divmod(np.flatnonzero(g), n * n)
         self.e_i, self.e_j = np.divmod(rest, n)
         self.e_d = np.abs(self.e_i - self.e_j)
-        row = self.e_lh * n + self.e_i
-        counts = np.bincount(row, minlength=L * H * n)
-        self.row_has_gold = counts > 0  # entmax rows always have one; kept general
-        self.row_start = np.concatenate([[0], np.cumsum(counts)[:-1]])  # (LH*n,)
         self.gold = np.bincount(self.e_lh, minlength=L * H).astype(np.int64)  # |G| per head
         v = np.ones((n, n), dtype=bool)
         self.valid = np.tril(v) if causal else v
@@ -171,7 +167,6 @@ class Gold:
         g[[0, -1], :] = True
         g[:, [0, -1]] = True
         self.gbits = pack(g & self.valid)  # (n, W) globals ∩ V
-        self.row_starts = self.row_start[self.row_has_gold]
         self.shift = (self.e_j & 7).astype(np.uint8)  # the edge's bit in its byte
         self._pos: dict[int, np.ndarray] = {}
         self._geo: dict[tuple, dict] = {}
