@@ -194,3 +194,21 @@ def test_routing_centroids_equal_the_plain_loop_bit_for_bit(seed, n, heads):
                 B.routing_centroids(qp, kp, C, iters=short).numpy(),
                 _routing_reference(qp, kp, C, iters=short),
             )
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 10_000), C=st.integers(1, 40), m=st.integers(1, 50),
+    levels=st.integers(1, 4),
+)  # fmt: skip
+def test_first_max_is_argmax_with_ties(seed, C, m, levels):
+    """The Lloyd step's row-by-row maximum takes the first of equal scores, as ``argmax``
+    (scores from a few levels, so most points tie; -0.0 next to 0.0 too)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    s = rng.integers(-levels, levels + 1, size=(3, C, m)).astype(np.float64) / 4
+    s[s == 0] = rng.choice([0.0, -0.0], size=int((s == 0).sum()))
+    got = B._first_max(s)
+    assert got.dtype == np.uint8
+    assert np.array_equal(got, s.argmax(axis=1))

@@ -246,6 +246,25 @@ def test_assignments_equal_the_helpers(ctx):
         M.kmeans_assignments(ctx, 6, 1)
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 10_000), B=st.integers(1, 24), first=st.integers(1, 3),
+    levels=st.integers(1, 3),
+)  # fmt: skip
+def test_nearest_order_is_a_stable_sort(seed, B, first, levels):
+    """The first ranks by running minima equal a stable argsort of the squared distances,
+    ties (points and centroids on a coarse grid) to the lower centroid."""
+    from sparse_core.methods.learned import nearest_order
+
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-levels, levels + 1, size=(2, 3, 11, 4)).astype(np.float64) / 2
+    cent = rng.integers(-levels, levels + 1, size=(2, 3, B, 4)).astype(np.float64) / 2
+    d = ((x[..., :, None, :] - cent[..., None, :, :]) ** 2).sum(-1)
+    k = min(first, B)
+    want = np.argsort(d, axis=-1, kind="stable")[..., :k]
+    assert np.array_equal(nearest_order(x, cent, k), want)
+
+
 def test_needs_artefact(tiny_model):
     ctx = M.PredictContext.from_run(tiny_model.run(TEXT), None)
     with pytest.raises(SparsescopeError, match="sf-distance needs a Sparsefinder artefact"):

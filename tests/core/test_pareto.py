@@ -165,6 +165,28 @@ def test_distance_thresholds_exact_at_ties(tiny_model):
             assert torch.equal(fast[metric][k], slow[metric]), (p, metric)
 
 
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 10_000), n=st.integers(1, 40), scale=st.sampled_from([0.25, 1.0, 3.0]),
+    ts=st.sampled_from([[0.5, 1.0, 2.0, 5.0], [0.0, 0.5, 10.0], [0.3, 1.7, 2.25]]),
+)  # fmt: skip
+def test_distance_bits_equal_sf_distance(seed, n, scale, ts):
+    """The float32 distances by one matrix product plus the exact recount near a threshold give
+    ``sparsefinder.sf_distance`` bit for bit: projections on a grid put many distances exactly
+    on the thresholds, noise just off them; binned (every 2t whole) and plain thresholds."""
+    from sparse_core.methods.distance_bits import distance_bits
+    from sparse_core.sparsefinder import sf_distance
+
+    g = torch.Generator().manual_seed(seed)
+    grid = lambda: torch.randint(-4, 5, (2, 3, n, 4), generator=g).float() / 2  # noqa: E731
+    qp, kp = grid() * scale, grid() * scale
+    kp += (torch.rand(kp.shape, generator=g) < 0.2) * 1e-7
+    got = distance_bits(qp, kp, ts)  # bits past column n are left undefined (∩ V later)
+    for b, t in enumerate(ts):
+        want = sf_distance(qp, kp, t).reshape(-1, n, n).numpy()
+        assert np.array_equal(B.unpack(got[b], n), want), t
+
+
 # ----------------------------------------------------------------------------- text sweep
 
 
