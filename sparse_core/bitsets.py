@@ -90,9 +90,11 @@ def assign_bits(n: int, q_ids: np.ndarray, k_ids: np.ndarray, n_ids: int) -> np.
     kmem[(k_ids + a).reshape(-1), np.tile(np.arange(n), A * k_ids.shape[1])] = True
     kbits = pack(kmem)  # (A·n_ids, W)
     off = (np.arange(A) * n_ids)[:, None]
-    out = kbits[q_ids[:, 0] + off]  # (A, n, W): a row gather per slot
-    for s in range(1, S):
-        out |= kbits[q_ids[:, s] + off]
+    out = np.take(kbits, q_ids[:, 0] + off, axis=0)  # (A, n, W): a row gather per slot
+    if S > 1:
+        got = np.empty_like(out)
+        for s in range(1, S):
+            out |= np.take(kbits, q_ids[:, s] + off, axis=0, out=got)
     return out
 
 
