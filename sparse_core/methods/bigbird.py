@@ -118,8 +118,9 @@ def bigbird_metrics(ctx: PredictContext, gold: Gold, pts: Sequence[dict]) -> dic
             m, at, bit, tiles = width_draws(ctx, gold, w, glob, k)
             # (k, LH, n): whether step t's draw of each row is a gold key (gathered row by row:
             # a row's draws lie in one row of the graph)
-            is_gold = (g[at] >> bit) & np.uint8(1)  # (LH, n, k) uint8
-            is_gold = np.ascontiguousarray(is_gold.transpose(2, 0, 1))
+            is_gold = np.take(g, at)  # (k, LH, n) uint8
+            is_gold >>= bit
+            is_gold &= np.uint8(1)
             hits = np.cumsum(is_gold.sum(axis=2), axis=0).T  # (LH, k): [:, r − 1] with r draws
             need = (row_gold - inside[:, q]).reshape(LH, n)  # gold keys outside B per row
             # the step of each row's last missing gold key: the steps whose running count of
@@ -153,9 +154,9 @@ def bigbird_metrics(ctx: PredictContext, gold: Gold, pts: Sequence[dict]) -> dic
 def width_draws(
     ctx: PredictContext, gold: Gold, w: int, glob: bool, k: int
 ) -> tuple[np.ndarray, np.ndarray, dict]:
-    """The text-independent part of one width: (m (n,) free keys per row, ``at`` (L·H, n, k)
+    """The text-independent part of one width: (m (n,) free keys per row, ``at`` (k, L·H, n)
     int32 the byte of each step's draw in the gold graph's row bitsets viewed as bytes (one
-    past them where a row has no draw left) and ``bit`` (L·H, n, k) uint8 its bit there,
+    past them where a row has no draw left) and ``bit`` (k, L·H, n) uint8 its bit there,
     :func:`draw_tiles`). It depends only on (n, causality, w, globals, k, the seeds), so the
     widths of the last length are kept per process (about 3.7 MB a width at
     n = 512 with 72 heads): a corpus sweep that takes its inputs by length
@@ -175,7 +176,8 @@ def width_draws(
         at = np.where(draws >= 0, rows + (draws >> 3), S * n * row_bytes)
         dtype = np.int32 if S * n * row_bytes < 1 << 31 else np.int64
         bit = (draws & 7).astype(np.uint8)  # −1 & 7: any bit of the zero byte
-        got = (m, at.astype(dtype), bit, draw_tiles(gold, base, draws))
+        at, bit = (np.ascontiguousarray(x.transpose(2, 0, 1)) for x in (at.astype(dtype), bit))
+        got = (m, at, bit, draw_tiles(gold, base, draws))  # at, bit step-major: (k, L·H, n)
         if len(_DRAWS) >= _DRAWS_MAX or any(kk[0] != n for kk in _DRAWS):
             _DRAWS.clear()  # one length at a time: bounded memory in a long-lived server
         _DRAWS[key] = got
