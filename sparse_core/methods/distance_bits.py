@@ -11,6 +11,7 @@ entries close enough to a threshold for float32 rounding to matter, so every mas
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import contextmanager
 
 import numpy as np
 from torch import Tensor
@@ -45,34 +46,52 @@ def distance_bits(
     top = max(int(2 * t) for t in ts) if binned else 0
     out = np.zeros((len(ts), LH, n, W * 8), dtype=np.uint8)  # bitsets, viewed as bytes
     nb = (n + 7) // 8
-    for a in range(0, LH, chunk):
-        qa, ka = q[a : a + chunk], k[a : a + chunk]
-        # |d − D| <= margin (generous: more than twice the bound of ``twice_sq``)
-        big = float(np.abs(qa).max() + np.abs(ka).max()) ** 2 * r
-        margin = (4 * r + 16) * 2.0**-24 * big + 1e-30
-        if binned:
-            d = twice_sq(qa, ka)  # ≈ 2D
-            near = np.abs(d - np.rint(d)) <= 2 * margin
-            bins = np.clip(d, 0, top).astype(np.uint8)  # ⌊2D⌋ for D >= 0, capped
-            flat = np.flatnonzero(near)
-            hh, ii, jj = np.unravel_index(flat, near.shape)
-            if flat.size:
-                exact = exact_sq(qa[hh, ii], ka[hh, jj])
-                bins[hh, ii, jj] = np.minimum(np.floor(2.0 * exact), top).astype(np.uint8)
-            # bit planes of the bins, then ``bin < m`` as a comparator on whole words
-            planes = [pack(bins & np.uint8(1 << j)) for j in range(max(top, 1).bit_length())]
-            for b, t in enumerate(ts):
-                out[b, a : a + chunk] = less_than(planes, int(2 * t)).view(np.uint8)
-        else:
-            d = twice_sq(qa, ka)
-            d *= 0.5  # ≈ D (halving is exact)
-            for b, t in enumerate(ts):
-                m = d < t
-                hh, ii, jj = np.nonzero(np.abs(d - t) <= margin)
-                if hh.size:
-                    m[hh, ii, jj] = exact_sq(qa[hh, ii], ka[hh, jj]) < t
-                out[b, a : a + chunk, :, :nb] = np.packbits(m, axis=-1, bitorder="little")
+    with one_blas_thread():  # the products are small: threads would only wait on each other
+        for a in range(0, LH, chunk):
+            _chunk(q[a : a + chunk], k[a : a + chunk], ts, binned, top, out[:, a : a + chunk], nb)
     return out.view(np.uint64)
+
+
+def _chunk(qa, ka, ts, binned, top, out, nb) -> None:
+    """:func:`distance_bits` of a few heads (h, n, r), written into ``out`` (len(ts), h, n, 8W)."""
+    r = qa.shape[-1]
+    # |d − D| <= margin (generous: more than twice the bound of ``twice_sq``)
+    big = float(np.abs(qa).max() + np.abs(ka).max()) ** 2 * r
+    margin = (4 * r + 16) * 2.0**-24 * big + 1e-30
+    if binned:
+        d = twice_sq(qa, ka)  # ≈ 2D
+        near = np.abs(d - np.rint(d)) <= 2 * margin
+        bins = np.clip(d, 0, top).astype(np.uint8)  # ⌊2D⌋ for D >= 0, capped
+        flat = np.flatnonzero(near)
+        hh, ii, jj = np.unravel_index(flat, near.shape)
+        if flat.size:
+            exact = exact_sq(qa[hh, ii], ka[hh, jj])
+            bins[hh, ii, jj] = np.minimum(np.floor(2.0 * exact), top).astype(np.uint8)
+        # bit planes of the bins, then ``bin < m`` as a comparator on whole words
+        planes = [pack(bins & np.uint8(1 << j)) for j in range(max(top, 1).bit_length())]
+        for b, t in enumerate(ts):
+            out[b] = less_than(planes, int(2 * t)).view(np.uint8)
+    else:
+        d = twice_sq(qa, ka)
+        d *= 0.5  # ≈ D (halving is exact)
+        for b, t in enumerate(ts):
+            m = d < t
+            hh, ii, jj = np.nonzero(np.abs(d - t) <= margin)
+            if hh.size:
+                m[hh, ii, jj] = exact_sq(qa[hh, ii], ka[hh, jj]) < t
+            out[b, :, :, :nb] = np.packbits(m, axis=-1, bitorder="little")
+
+
+@contextmanager
+def one_blas_thread():
+    """numpy's BLAS limited to one thread inside the block (threadpoolctl, when installed)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - BLAS then keeps its own threads
+        yield
+        return
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
 
 
 def twice_sq(qa: np.ndarray, ka: np.ndarray) -> np.ndarray:
