@@ -91,6 +91,9 @@ class RunState:
     #: (L, H, n_i, n_i) receives text i's probabilities (``probs`` stays None).
     segments: list[tuple[int, int]] | None = None
     segment_probs: list[Tensor] | None = None
+    #: with ``record``: the layer after whose recording the forward stops (:class:`StopForward`;
+    #: the last layer when only the recordings are wanted, not the final hidden states)
+    stop_after: int | None = None
     _causal_mask: Tensor | None = None
 
     def layer(self, module) -> int:
@@ -109,6 +112,12 @@ class RunState:
             cm = torch.ones(n, m, dtype=torch.bool, device=device).tril_(m - n)
             self._causal_mask = cm
         return cm
+
+
+class StopForward(Exception):  # noqa: N818  (a signal, not an error)
+    """Raised by :func:`entmax_attention` once ``RunState.stop_after``'s layer is recorded: the
+    rest of the forward (that layer's P V, output projection and feed-forward, later layers) is
+    not needed; the caller catches it."""
 
 
 @contextlib.contextmanager
@@ -200,6 +209,8 @@ def entmax_attention(
         if state.record:
             state.queries[li].copy_(query)  # (B, H, n, d): after rotary, before scaling
             state.keys[li].copy_(key)  # (B, H, m, d): expanded to one per query head
+            if state.stop_after == li:
+                raise StopForward
     ctx = _per_text(lambda p, v: torch.matmul(p.to(v.dtype), v), probs, value)  # (B, H, n, d)
     return ctx.transpose(1, 2).contiguous(), probs  # (B, n, H, d)
 

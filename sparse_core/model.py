@@ -132,17 +132,21 @@ class SparseModel:
         truncate: bool = False,
         *,
         start: int = 0,
+        hidden: bool = True,
     ) -> RunOutput:
         """Analyse one text: tokens, per-head queries/keys, entmax probabilities and graph.
 
         Decoders are always causal (``causal`` is then ignored and the output says True). A
         text over the model's positions with ``truncate``: the window from token ``start``.
+        ``hidden=False``: the forward stops once the last layer's attention is recorded (its
+        feed-forward part is skipped) and ``hidden`` is an empty tensor; the rest of the
+        output is the same bit for bit (the Pareto sweeps need no hidden states).
         """
         a = normalize_alpha(alpha, self.config.num_layers, self.config.num_heads)
         enc = self.encode(text, truncate=truncate, start=start)
         causal = bool(causal) or self.config.is_decoder
         ids = torch.tensor([enc.ids], device=self._device)  # (1, n)
-        res = self._forward(ids, None, a, causal, None, record=True)
+        res = self._forward(ids, None, a, causal, None, record=True, hidden=hidden)
         return self._output(text, enc, res, 0, a, causal)
 
     @torch.inference_mode()
@@ -261,8 +265,11 @@ class SparseModel:
         restrict: Tensor | None,
         *,
         record: bool,
+        hidden: bool = True,
     ) -> dict[str, Tensor]:
-        """One forward of ids (B, n); ``keep`` (B, n) marks real tokens (None: all real)."""
+        """One forward of ids (B, n); ``keep`` (B, n) marks real tokens (None: all real).
+        ``hidden=False`` (with ``record``): stop after the last layer's recording; the result's
+        hidden states are then an empty (B, 0, D) tensor."""
         c = self.config
         b, n = ids.shape
         state = A.RunState(
@@ -278,10 +285,15 @@ class SparseModel:
             state.queries = torch.empty(*shape, c.head_dim, dtype=f32, device=dev)
             state.keys = torch.empty(*shape, c.head_dim, dtype=f32, device=dev)
             state.probs = torch.empty(*shape, n, dtype=f32, device=dev)
+            if not hidden:
+                state.stop_after = c.num_layers - 1
         kwargs = {"use_cache": False} if c.is_decoder else {}
         with A.running(state):
-            hidden = self.net(input_ids=ids, attention_mask=keep, **kwargs).last_hidden_state
-        res = {"hidden": hidden}  # (B, n, D)
+            try:
+                last = self.net(input_ids=ids, attention_mask=keep, **kwargs).last_hidden_state
+            except A.StopForward:
+                last = torch.empty(b, 0, c.hidden_size, device=self._device)
+        res = {"hidden": last}  # (B, n, D)
         if record:
             res.update(queries=state.queries, keys=state.keys, probs=state.probs)
         return res

@@ -98,7 +98,7 @@ def sweep_inputs(
     tot = Totals(grids)
     with torch.inference_mode():
         for text in texts:
-            out = model.run(text, alpha=alpha, causal=causal, truncate=True)
+            out = model.run(text, alpha=alpha, causal=causal, truncate=True, hidden=False)
             tot.add_text(PredictContext.from_run(out, artefact))
             if progress is not None:
                 progress(1)

@@ -637,3 +637,21 @@ def test_one_attention_module_shared_by_every_layer_is_refused():
     )  # fmt: skip
     with pytest.raises(ModelLoadError, match="one attention module serves several layers"):
         _wrap(cfg, "albert")
+
+
+@pytest.mark.parametrize("arch", ["bert", "gpt2", "llama"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_run_without_hidden_states_records_the_same(tmp_path, sentence, arch, causal):
+    """``hidden=False`` stops the forward after the last layer's attention: queries, keys,
+    probabilities and graph are the full run's bit for bit, the hidden states are empty."""
+    from sparse_core.testing import write_tiny_checkpoint
+
+    model = load_model(write_tiny_checkpoint(tmp_path / arch, arch, seed=3), device="cpu")
+    full = model.run(sentence, alpha=1.5, causal=causal)
+    part = model.run(sentence, alpha=1.5, causal=causal, hidden=False)
+    for name in ("queries", "keys", "probs", "graph"):
+        assert torch.equal(getattr(full, name), getattr(part, name)), name
+    assert full.hidden.shape[0] == full.n and part.hidden.numel() == 0
+    assert part.causal == full.causal
+    again = model.run(sentence, alpha=1.5, causal=causal)  # the state of a stopped run is gone
+    assert torch.equal(again.hidden, full.hidden)
