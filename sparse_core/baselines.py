@@ -123,7 +123,16 @@ def reformer(qp: Tensor, kp: Tensor, n_buckets: int, rounds: int = 1, seed: int 
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
-    return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), _EPS)
+    """Rows scaled to unit length (rows of norm < 1e-12 divided by 1e-12)."""
+    r = x.shape[-1]
+    if not 1 <= r < 8:
+        return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), _EPS)
+    # numpy's norm is sqrt(Σ x²) with the < 8 terms of a row added left to right: the same
+    # sum, one pass per column instead of a reduction call per row (~3x faster)
+    s = x[..., 0] * x[..., 0]
+    for c in range(1, r):
+        s += x[..., c] * x[..., c]
+    return x / np.maximum(np.sqrt(s), _EPS)[..., None]
 
 
 def _routing_points(qp: Tensor, kp: Tensor) -> np.ndarray:

@@ -212,3 +212,17 @@ def test_first_max_is_argmax_with_ties(seed, C, m, levels):
     got = B._first_max(s)
     assert got.dtype == np.uint8
     assert np.array_equal(got, s.argmax(axis=1))
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), r=st.integers(1, 12), scale=st.integers(-8, 8))
+def test_unit_equals_division_by_numpy_norm(seed, r, scale):
+    """Routing's unit rows equal ``x / max(np.linalg.norm(x), 1e-12)`` bit for bit (the
+    column-by-column sum below 8 columns), zero rows included."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((3, 9, r)) * 10.0**scale
+    x[0, 0] = 0.0
+    want = x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+    assert np.array_equal(B._unit(x), want)
