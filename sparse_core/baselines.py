@@ -140,13 +140,16 @@ def _routing_points(qp: Tensor, kp: Tensor) -> np.ndarray:
     return _unit(np.concatenate([qp.numpy(), kp.numpy()], axis=-2).astype(np.float64))
 
 
-def farthest_points(qp: Tensor, kp: Tensor, n_clusters: int) -> np.ndarray:
+def farthest_points(
+    qp: Tensor, kp: Tensor, n_clusters: int, points: np.ndarray | None = None
+) -> np.ndarray:
     """Routing's farthest-point initial centroids ``(A, C, r)`` float64 (module docstring), A
     the product of the leading dims. Each centroid depends only on the earlier ones, so the
-    first C' of them are the initial centroids for C' <= C (``routing_centroids``'s ``init``)."""
+    first C' of them are the initial centroids for C' <= C (``routing_centroids``'s ``init``).
+    ``points``: ``_routing_points(qp, kp)`` when made already."""
     _check_pair(qp, kp)
     C = _positive("n_clusters", n_clusters)
-    pts = _routing_points(qp, kp)
+    pts = _routing_points(qp, kp) if points is None else points
     m, r = pts.shape[-2:]
     if C > m:
         raise SparsescopeError(f"n_clusters must be <= 2n = {m} for this text, got {C}")
@@ -165,27 +168,27 @@ def farthest_points(qp: Tensor, kp: Tensor, n_clusters: int) -> np.ndarray:
 
 def routing_centroids(
     qp: Tensor, kp: Tensor, n_clusters: int, iters: int = ROUTING_ITERS,
-    init: np.ndarray | None = None,
+    init: np.ndarray | None = None, points: np.ndarray | None = None,
 ) -> Tensor:  # fmt: skip
     """Spherical k-means centroids ``(..., C, r)`` (float64 unit vectors) of the 2n normalised
     projected queries and keys of each head (module docstring: farthest-point init, ``iters``
     Lloyd steps; numpy, single-threaded, so it is cheap and predictable on a busy machine).
     ``init``: :func:`farthest_points` of these inputs for at least C clusters (made here if
-    None).
+    None); ``points``: ``_routing_points(qp, kp)`` when made already.
 
     A head whose assignment did not change in a step is at a fixed point (its centroids are
     recomputed from the same points, so they stay the same), so later steps leave it out; the
     loop ends when every head is fixed or after ``iters`` steps."""
     _check_pair(qp, kp)
     C = _positive("n_clusters", n_clusters)
-    pts = _routing_points(qp, kp)
+    pts = _routing_points(qp, kp) if points is None else points
     lead, (m, r) = pts.shape[:-2], pts.shape[-2:]
     if C > m:
         raise SparsescopeError(f"n_clusters must be <= 2n = {m} for this text, got {C}")
     x = pts.reshape(-1, m, r)  # (A, 2n, r)
     A = x.shape[0]
     if init is None or init.shape[-2] < C:
-        init = farthest_points(qp, kp, C)
+        init = farthest_points(qp, kp, C, pts)
     cent = init.reshape(A, -1, r)[:, :C].copy()
     cols = np.ascontiguousarray(np.moveaxis(x, -1, 0))  # (r, A, 2n): bincount weights
     act = np.arange(A)  # the heads not yet at a fixed point
@@ -255,16 +258,19 @@ def top_members(score: Tensor, m: int) -> Tensor:
 
 def routing_members(
     qp: Tensor, kp: Tensor, n_clusters: int, iters: int = ROUTING_ITERS,
-    init: np.ndarray | None = None,
+    init: np.ndarray | None = None, points: np.ndarray | None = None,
 ) -> tuple[Tensor, Tensor]:  # fmt: skip
     """Balanced routing: ``(queries, keys)``, each ``(..., C, n)`` bool, True where centroid c
     took that token among its top ``⌊n / C⌋ + 1`` by cosine (ties to the lower position).
-    ``init``: as :func:`routing_centroids`."""
-    cent = routing_centroids(qp, kp, n_clusters, iters, init).numpy()  # (..., C, r) float64
+    ``init``, ``points``: as :func:`routing_centroids`."""
+    pts = _routing_points(qp, kp) if points is None else points
+    cent = routing_centroids(qp, kp, n_clusters, iters, init, pts).numpy()  # (..., C, r)
     n = qp.shape[-2]
     top = min(n // int(n_clusters) + 1, n)
-    cq = cent @ np.swapaxes(_unit(qp.numpy().astype(np.float64)), -1, -2)  # (..., C, n)
-    ck = cent @ np.swapaxes(_unit(kp.numpy().astype(np.float64)), -1, -2)
+    # the unit queries and keys are the halves of the points (the scaling is row by row)
+    uq, uk = np.ascontiguousarray(pts[..., :n, :]), np.ascontiguousarray(pts[..., n:, :])
+    cq = cent @ np.swapaxes(uq, -1, -2)  # (..., C, n)
+    ck = cent @ np.swapaxes(uk, -1, -2)
     return top_members(cq, top), top_members(ck, top)
 
 

@@ -45,11 +45,14 @@ def routing_members(ctx: PredictContext, n_clusters: int) -> tuple[Tensor, Tenso
 
     def members():
         q, k = ctx.hash_space()
+        pts = ctx.memo(("routing-points",), lambda: baselines._routing_points(q, k))
         most = max(cluster_choices(ctx.n))  # one farthest-point init serves every C <= most
         init = None
         if n_clusters <= most:
-            init = ctx.memo(("routing-init", most), lambda: baselines.farthest_points(q, k, most))
-        return baselines.routing_members(q, k, n_clusters, init=init)
+            init = ctx.memo(
+                ("routing-init", most), lambda: baselines.farthest_points(q, k, most, pts)
+            )
+        return baselines.routing_members(q, k, n_clusters, init=init, points=pts)
 
     return ctx.memo(("routing", n_clusters), members)
 
