@@ -58,11 +58,21 @@ class Totals:
     gold: np.ndarray | None = None  # (L, H) sum of gold sparsity
     texts: int = 0
     tokens: int = 0
+    #: (method, n) -> its grid cleaned by ``Method.validate`` for n (the same for every text of
+    #: that length and this artefact); emptied before the sums leave a process
+    clean: dict[tuple[str, int], list[dict]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def add_text(self, ctx: PredictContext) -> None:
         gold = Gold(ctx.out.graph, ctx.causal)
         for name, grid in self.grids.items():
-            got = sweep_points(ctx, name, grid, gold)
+            pts = self.clean.get((name, ctx.n))
+            if pts is None:
+                method = METHODS[name]
+                pts = [method.validate(ctx.n, p, ctx.artefact) for p in grid]
+                self.clean[(name, ctx.n)] = pts
+            got = sweep_points(ctx, name, pts, gold, clean=True)
             acc = self.sums.setdefault(name, {})
             for m in METRICS:
                 v = got[m].numpy()
@@ -102,6 +112,7 @@ def sweep_inputs(
             tot.add_text(PredictContext.from_run(out, artefact))
             if progress is not None:
                 progress(1)
+    tot.clean.clear()
     return tot
 
 

@@ -33,14 +33,17 @@ def sweep_points(
     method: Method | str,
     points: Sequence[dict],
     gold: Gold | None = None,
+    *,
+    clean: bool = False,
 ) -> dict[str, Tensor]:
     """Metrics of ``method`` at each of ``points`` (param dicts, cleaned by
     ``Method.validate``): metric -> (P, L, H) float64, equal to ``methods.evaluate`` at each point
-    (tested). ``gold`` (the text's ``bitsets.Gold``) is shared when sweeping several methods."""
+    (tested). ``gold`` (the text's ``bitsets.Gold``) is shared when sweeping several methods;
+    ``clean``: the points are ``Method.validate``'s output for this n and artefact already."""
     method = get_method(method) if isinstance(method, str) else method
     method.require(ctx)
     gold = gold or Gold(ctx.out.graph, ctx.causal)
-    pts = [method.validate(ctx.n, p, ctx.artefact) for p in points]
+    pts = list(points) if clean else [method.validate(ctx.n, p, ctx.artefact) for p in points]
     L, H = ctx.layers, ctx.heads
     if not pts:
         return {k: torch.zeros(0, L, H, dtype=torch.float64) for k in METRICS}
