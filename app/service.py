@@ -35,7 +35,7 @@ from sparse_core.sparsefinder import load_artefact
 from .batching import KeyLocks, worker_for
 from .cache import Entry, LruCache, tensor_nbytes
 from .errors import NotFound, UnknownModel
-from .memory import release_free_memory
+from .memory import Trimmer, release_free_memory
 from .payloads import (
     MAX_RAW_TOKENS,
     analysis_body,
@@ -97,6 +97,7 @@ class AnalysisService:
         self.stats = Stats()
         self._method_lists: dict[tuple[int, str | None], list[dict]] = {}
         self._inflight = KeyLocks()
+        self.trimmer = Trimmer()
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -286,14 +287,15 @@ class AnalysisService:
             return entry
         # analyses of different texts run together (app/batching.py); a racing twin of this one
         # waits for it and finds it cached
-        with self._inflight.hold(key):
+        # the forward's temporaries and evicted analyses are handed back to the system when
+        # the last analysis running ends (memory.Trimmer: once a burst, not once an analysis)
+        with self.trimmer.work(), self._inflight.hold(key):
             entry = self.cache.get(key)
             if entry is not None:
                 self.stats.hits += 1
                 return entry
             entry = self._analyze(slot, key, text, alpha, causal, truncate, start)
             self.cache.put(entry)
-        release_free_memory()  # the forward's temporaries, evicted analyses (not under the lock)
         return entry
 
     def _run(self, slot: ModelSlot, text: str, alpha: float, causal: bool, truncate: bool, start=0):
