@@ -124,3 +124,21 @@ def test_trimmer_trims_once_a_busy_spell():
             pass
         assert calls[-1] == 2  # it was time
     assert calls[-2:] == [2, 2]
+
+
+def test_start_up_objects_are_frozen_for_the_collector():
+    """memory.freeze_startup_objects (called by ``serve`` once the models are loaded): what is
+    alive now leaves the collector's walks; the objects stay usable."""
+    import gc
+
+    from sparsescope.memory import freeze_startup_objects
+
+    keep = {"a": [1, 2, 3]}
+    try:
+        frozen = freeze_startup_objects()
+        assert frozen > 0 and gc.get_freeze_count() == frozen
+        assert not any(o is keep for o in gc.get_objects())  # out of every generation
+        assert keep["a"] == [1, 2, 3]
+    finally:
+        gc.unfreeze()
+    assert any(o is keep for o in gc.get_objects())
