@@ -35,7 +35,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +51,10 @@ MAX_LOW_JOBS = 64
 LOW_BATCH_TOKENS = 512
 #: Tokens a second assumed before the first batch is measured (for Retry-After only).
 START_RATE = 200.0
+#: A forward is split into parts run side by side only when each part gets at least this many
+#: tokens and this many texts (below, the threads cost more than they save).
+SPLIT_TOKENS = 128
+SPLIT_TEXTS = 4
 
 
 @dataclass
@@ -76,6 +80,7 @@ class WorkerStats:
     batches: int = 0
     forwards: int = 0  # texts run
     largest_batch: int = 0
+    split: int = 0  # forwards run as parts side by side
     dropped_gone: int = 0
     dropped_shutdown: int = 0
     refused: int = 0
@@ -98,6 +103,7 @@ class ModelWorker:
         low_jobs: int = MAX_LOW_JOBS,
         run_one: Callable[[Job], Any] | None = None,
         run_many: Callable[[list[Job]], list[Any]] | None = None,
+        split: int = 1,
     ) -> None:
         self.model = model
         self.lock = lock or threading.Lock()
@@ -108,6 +114,10 @@ class ModelWorker:
         self.queue_tokens = max(1, int(queue_tokens))
         self.queue_jobs = max(1, int(queue_jobs))
         self.low_jobs = max(0, int(low_jobs))
+        #: a large forward runs as this many parts side by side (torch releases the GIL in its
+        #: kernels, so each part takes a core); 1: never split
+        self.split = max(1, int(split))
+        self._side: ThreadPoolExecutor | None = None
         self._run_one = run_one or self._model_run
         self._run_many = run_many or self._model_run_batch
         self._cond = threading.Condition()
@@ -260,29 +270,66 @@ class ModelWorker:
 
     def _run_group(self, group: list[Job]) -> None:
         t0 = time.perf_counter()
-        try:
-            with self.lock:
-                outs = [self._run_one(group[0])] if len(group) == 1 else self._run_many(group)
-        except BaseException as exc:  # each waiting request gets the error (a bad text's own)
-            for job in group:
-                self._done(job, error=exc)
-            return
+        parts = self._split(group)
+        results: list[tuple[list[Job], list[Any] | None, BaseException | None]] = []
+        with self.lock:
+            if len(parts) == 1:
+                results.append(self._forward(group))
+            else:  # the halves of a large forward side by side, one per core
+                pending = [self._side_pool().submit(self._forward, p) for p in parts[1:]]
+                results.append(self._forward(parts[0]))
+                results += [f.result() for f in pending]
         dt = time.perf_counter() - t0
-        tokens = sum(j.n for j in group)
+        good = [(part, outs) for part, outs, exc in results if exc is None]
+        for part, _, exc in results:
+            if exc is not None:  # each waiting request gets the error (a bad text's own)
+                for job in part:
+                    self._done(job, error=exc)
+        if not good:
+            return
+        jobs = [j for part, _ in good for j in part]
+        outs = [o for _, part_outs in good for o in part_outs]
+        tokens = sum(j.n for j in jobs)
         if dt > 0:
             self._rate = 0.8 * self._rate + 0.2 * (tokens / dt)
         self.stats.batches += 1
-        self.stats.forwards += len(group)
-        self.stats.largest_batch = max(self.stats.largest_batch, len(group))
-        self.stats.sizes = [*self.stats.sizes[-255:], len(group)]
+        self.stats.split += len(parts) > 1
+        self.stats.forwards += len(jobs)
+        self.stats.largest_batch = max(self.stats.largest_batch, len(jobs))
+        self.stats.sizes = [*self.stats.sizes[-255:], len(jobs)]
         hook = self.after_batch
-        if hook is not None and len(group) > 1:
+        if hook is not None and len(jobs) > 1:
             try:
-                hook(group, outs)
+                hook(jobs, outs)
             except Exception:  # the outputs are still good
                 log.exception("after_batch failed")
-        for job, out in zip(group, outs, strict=True):
+        for job, out in zip(jobs, outs, strict=True):
             self._done(job, result=out)
+
+    def _forward(self, part: list[Job]) -> tuple[list[Job], list[Any] | None, BaseException | None]:
+        try:
+            outs = [self._run_one(part[0])] if len(part) == 1 else self._run_many(part)
+        except BaseException as exc:
+            return part, None, exc
+        return part, outs, None
+
+    def _split(self, group: list[Job]) -> list[list[Job]]:
+        """A forward of many texts as ``split`` forwards of about equal tokens, run side by side
+        (each text is still computed exactly as alone: a packed forward's rows do not depend on
+        the other rows); shortest texts in the first part, as in the whole. Below
+        :data:`SPLIT_TOKENS` tokens a part, one forward."""
+        tokens = sum(j.n for j in group)
+        parts = min(self.split, tokens // SPLIT_TOKENS, len(group) // SPLIT_TEXTS)
+        if parts < 2:
+            return [group]
+        return _forwards(group, -(-tokens // parts), most=parts)
+
+    def _side_pool(self) -> ThreadPoolExecutor:
+        if self._side is None:
+            self._side = ThreadPoolExecutor(
+                max_workers=max(1, self.split - 1), thread_name_prefix="sparsescope-model-side"
+            )
+        return self._side
 
     def _done(self, job: Job, *, result: Any = None, error: BaseException | None = None) -> None:
         if job.ctx.priority == NORMAL:
@@ -308,14 +355,15 @@ class ModelWorker:
         )
 
 
-def _forwards(group: list[Job], budget: int) -> list[list[Job]]:
+def _forwards(group: list[Job], budget: int, most: int | None = None) -> list[list[Job]]:
     """Cut one group's jobs into forwards of at most ``budget`` tokens (at least one job each),
-    shortest texts first (packed texts need no padding: a forward costs its real tokens)."""
+    shortest texts first (packed texts need no padding: a forward costs its real tokens);
+    ``most``: at most that many forwards (the last takes the rest)."""
     out: list[list[Job]] = []
     cur: list[Job] = []
     total = 0
     for job in sorted(group, key=lambda j: j.n):
-        if cur and total + job.n > budget:
+        if cur and total + job.n > budget and (most is None or len(out) < most - 1):
             out.append(cur)
             cur, total = [], 0
         cur.append(job)
@@ -374,6 +422,7 @@ def worker_for(slot: Any, settings: Any) -> ModelWorker:
                     batch_tokens=settings.batch_tokens,
                     queue_tokens=settings.queue_tokens,
                     queue_jobs=settings.queue_jobs,
+                    split=settings.batch_split,
                 )
                 slot.worker = worker
     return worker

@@ -70,6 +70,12 @@ class Settings(BaseModel):
         "worker goes on gathering up to this long",
     )
     batch_tokens: int = Field(4096, ge=1, description="at most this many tokens in one forward")
+    batch_split: int = Field(
+        2,
+        ge=1,
+        le=64,
+        description="a large batched forward runs as this many parts side by side; 1: never",
+    )
     queue_tokens: int = Field(
         16384, ge=1, description="tokens of analyses that may wait for the model; then 503"
     )

@@ -96,6 +96,29 @@ def test_texts_of_different_lengths_share_a_forward_exactly(tiny_model, one_thre
             assert torch.equal(getattr(out, name), getattr(alone, name)), (text, name)
 
 
+def test_a_large_forward_split_side_by_side_equals_single_runs(tiny_model, one_thread):
+    """A round of many texts runs as two packed forwards side by side (one per core); every
+    text is still bit for bit its single run, and the summaries' hook sees the round whole."""
+    texts = [f"Text {i}: " + " ".join(["word", "token"] * (8 + i)) + "." for i in range(12)]
+    lengths = [len(tiny_model.encode(t).ids) for t in texts]
+    assert sum(lengths) >= 2 * 128 and len(texts) >= 2 * 4  # large enough to split
+    worker = ModelWorker(tiny_model, window_s=0, split=2)
+    seen = []
+    worker.after_batch = lambda jobs, outs: seen.append(len(jobs))
+    jobs = [Job(t, 1.5, False, False, n, JobContext()) for t, n in zip(texts, lengths, strict=True)]
+    worker._run_round(jobs)  # what the worker does with a round of these jobs
+    assert worker.stats.split == 1 and seen == [len(texts)]
+    for text, job in zip(texts, jobs, strict=True):
+        out, alone = job.future.result(timeout=WAIT_S), tiny_model.run(text, alpha=1.5)
+        for name in ("probs", "queries", "keys", "hidden", "graph"):
+            assert torch.equal(getattr(out, name), getattr(alone, name)), (text, name)
+    small = ModelWorker(tiny_model, window_s=0, split=2)  # a small round: one forward
+    few = [Job(texts[k], 1.5, False, False, lengths[k], JobContext()) for k in range(3)]
+    small._run_round(few)
+    assert small.stats.split == 0
+    assert [j.future.result(timeout=WAIT_S).n for j in few] == lengths[:3]
+
+
 def test_arrivals_extend_the_gathering_window_up_to_its_most():
     """An idle worker waits ``window_s`` for company, and each arrival extends that wait, up to
     ``max_window_s`` after the first: texts coming one after another within the window share a
