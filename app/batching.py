@@ -32,6 +32,7 @@ still has the model to itself.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -115,8 +116,8 @@ class ModelWorker:
         self.queue_jobs = max(1, int(queue_jobs))
         self.low_jobs = max(0, int(low_jobs))
         #: a large forward runs as this many parts side by side (torch releases the GIL in its
-        #: kernels, so each part takes a core); 1: never split
-        self.split = max(1, int(split))
+        #: kernels, so each part takes a core; at most the machine's cores); 1: never split
+        self.split = max(1, min(int(split), os.cpu_count() or 1))
         self._side: ThreadPoolExecutor | None = None
         self._run_one = run_one or self._model_run
         self._run_many = run_many or self._model_run_batch
