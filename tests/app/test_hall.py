@@ -107,7 +107,7 @@ def test_a_large_forward_split_side_by_side_equals_single_runs(tiny_model, one_t
     worker.after_batch = lambda jobs, outs: seen.append(len(jobs))
     jobs = [Job(t, 1.5, False, False, n, JobContext()) for t, n in zip(texts, lengths, strict=True)]
     worker._run_round(jobs)  # what the worker does with a round of these jobs
-    assert worker.stats.split == 1 and seen == [len(texts)]
+    assert worker.stats.split == (worker.split > 1) and seen == [len(texts)]  # one core: 1 part
     for text, job in zip(texts, jobs, strict=True):
         out, alone = job.future.result(timeout=WAIT_S), tiny_model.run(text, alpha=1.5)
         for name in ("probs", "queries", "keys", "hidden", "graph"):
