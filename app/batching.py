@@ -19,6 +19,12 @@ empty queue, however long. Low-priority work (share warm-ups, the gallery) runs 
 request waits, is bounded by its own job count, and is dropped at shutdown. A job whose client
 has disconnected is dropped before it runs.
 
+While analyses keep arriving, an idle worker keeps gathering: each arrival extends the window by
+``window_s`` from then, up to ``max_window_s`` after the first (a lecture hall's 48 requests reach
+the worker over some 60 ms as the event loop reads them; with a plain 5 ms window the first one
+or few ran in a forward of their own, and the rest waited for it). A request that comes alone
+still waits only ``window_s``.
+
 The worker takes the model slot's ``lock`` around each forward, so any other user of the lock
 still has the model to itself.
 """
@@ -26,10 +32,11 @@ still has the model to itself.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +52,10 @@ MAX_LOW_JOBS = 64
 LOW_BATCH_TOKENS = 512
 #: Tokens a second assumed before the first batch is measured (for Retry-After only).
 START_RATE = 200.0
+#: A forward is split into parts run side by side only when each part gets at least this many
+#: tokens and this many texts (below, the threads cost more than they save).
+SPLIT_TOKENS = 128
+SPLIT_TEXTS = 4
 
 
 @dataclass
@@ -70,6 +81,7 @@ class WorkerStats:
     batches: int = 0
     forwards: int = 0  # texts run
     largest_batch: int = 0
+    split: int = 0  # forwards run as parts side by side
     dropped_gone: int = 0
     dropped_shutdown: int = 0
     refused: int = 0
@@ -85,20 +97,28 @@ class ModelWorker:
         lock: threading.Lock | None = None,
         *,
         window_s: float = 0.005,
+        max_window_s: float | None = None,
         batch_tokens: int = 4096,
         queue_tokens: int = 16384,
         queue_jobs: int = 512,
         low_jobs: int = MAX_LOW_JOBS,
         run_one: Callable[[Job], Any] | None = None,
         run_many: Callable[[list[Job]], list[Any]] | None = None,
+        split: int = 1,
     ) -> None:
         self.model = model
         self.lock = lock or threading.Lock()
         self.window_s = max(0.0, float(window_s))
+        #: how long arrivals may keep extending the window (None: not at all)
+        self.max_window_s = max(self.window_s, float(max_window_s or 0.0))
         self.batch_tokens = max(1, int(batch_tokens))
         self.queue_tokens = max(1, int(queue_tokens))
         self.queue_jobs = max(1, int(queue_jobs))
         self.low_jobs = max(0, int(low_jobs))
+        #: a large forward runs as this many parts side by side (torch releases the GIL in its
+        #: kernels, so each part takes a core; at most the machine's cores); 1: never split
+        self.split = max(1, min(int(split), os.cpu_count() or 1))
+        self._side: ThreadPoolExecutor | None = None
         self._run_one = run_one or self._model_run
         self._run_many = run_many or self._model_run_batch
         self._cond = threading.Condition()
@@ -197,12 +217,18 @@ class ModelWorker:
                     self._cond.wait()
                     idle = True
                 if idle and self.window_s > 0:
-                    deadline = time.monotonic() + self.window_s
+                    first = time.monotonic()
+                    deadline = first + self.window_s
+                    seen = self.waiting
                     while self._pending_tokens() < self.batch_tokens:
                         left = deadline - time.monotonic()
                         if left <= 0:
                             break
                         self._cond.wait(left)
+                        if self.waiting > seen:  # more came: wait for company a while longer
+                            seen = self.waiting
+                            last = first + self.max_window_s
+                            deadline = min(time.monotonic() + self.window_s, last)
                 jobs = self._take()
             idle = False
             if jobs:
@@ -245,29 +271,66 @@ class ModelWorker:
 
     def _run_group(self, group: list[Job]) -> None:
         t0 = time.perf_counter()
-        try:
-            with self.lock:
-                outs = [self._run_one(group[0])] if len(group) == 1 else self._run_many(group)
-        except BaseException as exc:  # each waiting request gets the error (a bad text's own)
-            for job in group:
-                self._done(job, error=exc)
-            return
+        parts = self._split(group)
+        results: list[tuple[list[Job], list[Any] | None, BaseException | None]] = []
+        with self.lock:
+            if len(parts) == 1:
+                results.append(self._forward(group))
+            else:  # the halves of a large forward side by side, one per core
+                pending = [self._side_pool().submit(self._forward, p) for p in parts[1:]]
+                results.append(self._forward(parts[0]))
+                results += [f.result() for f in pending]
         dt = time.perf_counter() - t0
-        tokens = sum(j.n for j in group)
+        good = [(part, outs) for part, outs, exc in results if exc is None]
+        for part, _, exc in results:
+            if exc is not None:  # each waiting request gets the error (a bad text's own)
+                for job in part:
+                    self._done(job, error=exc)
+        if not good:
+            return
+        jobs = [j for part, _ in good for j in part]
+        outs = [o for _, part_outs in good for o in part_outs]
+        tokens = sum(j.n for j in jobs)
         if dt > 0:
             self._rate = 0.8 * self._rate + 0.2 * (tokens / dt)
         self.stats.batches += 1
-        self.stats.forwards += len(group)
-        self.stats.largest_batch = max(self.stats.largest_batch, len(group))
-        self.stats.sizes = [*self.stats.sizes[-255:], len(group)]
+        self.stats.split += len(parts) > 1
+        self.stats.forwards += len(jobs)
+        self.stats.largest_batch = max(self.stats.largest_batch, len(jobs))
+        self.stats.sizes = [*self.stats.sizes[-255:], len(jobs)]
         hook = self.after_batch
-        if hook is not None and len(group) > 1:
+        if hook is not None and len(jobs) > 1:
             try:
-                hook(group, outs)
+                hook(jobs, outs)
             except Exception:  # the outputs are still good
                 log.exception("after_batch failed")
-        for job, out in zip(group, outs, strict=True):
+        for job, out in zip(jobs, outs, strict=True):
             self._done(job, result=out)
+
+    def _forward(self, part: list[Job]) -> tuple[list[Job], list[Any] | None, BaseException | None]:
+        try:
+            outs = [self._run_one(part[0])] if len(part) == 1 else self._run_many(part)
+        except BaseException as exc:
+            return part, None, exc
+        return part, outs, None
+
+    def _split(self, group: list[Job]) -> list[list[Job]]:
+        """A forward of many texts as ``split`` forwards of about equal tokens, run side by side
+        (each text is still computed exactly as alone: a packed forward's rows do not depend on
+        the other rows); shortest texts in the first part, as in the whole. Below
+        :data:`SPLIT_TOKENS` tokens a part, one forward."""
+        tokens = sum(j.n for j in group)
+        parts = min(self.split, tokens // SPLIT_TOKENS, len(group) // SPLIT_TEXTS)
+        if parts < 2:
+            return [group]
+        return _forwards(group, -(-tokens // parts), most=parts)
+
+    def _side_pool(self) -> ThreadPoolExecutor:
+        if self._side is None:
+            self._side = ThreadPoolExecutor(
+                max_workers=max(1, self.split - 1), thread_name_prefix="sparsescope-model-side"
+            )
+        return self._side
 
     def _done(self, job: Job, *, result: Any = None, error: BaseException | None = None) -> None:
         if job.ctx.priority == NORMAL:
@@ -293,14 +356,15 @@ class ModelWorker:
         )
 
 
-def _forwards(group: list[Job], budget: int) -> list[list[Job]]:
+def _forwards(group: list[Job], budget: int, most: int | None = None) -> list[list[Job]]:
     """Cut one group's jobs into forwards of at most ``budget`` tokens (at least one job each),
-    shortest texts first (packed texts need no padding: a forward costs its real tokens)."""
+    shortest texts first (packed texts need no padding: a forward costs its real tokens);
+    ``most``: at most that many forwards (the last takes the rest)."""
     out: list[list[Job]] = []
     cur: list[Job] = []
     total = 0
     for job in sorted(group, key=lambda j: j.n):
-        if cur and total + job.n > budget:
+        if cur and total + job.n > budget and (most is None or len(out) < most - 1):
             out.append(cur)
             cur, total = [], 0
         cur.append(job)
@@ -355,9 +419,11 @@ def worker_for(slot: Any, settings: Any) -> ModelWorker:
                     slot.model,
                     slot.lock,
                     window_s=settings.batch_window_ms / 1000.0,
+                    max_window_s=settings.batch_window_max_ms / 1000.0,
                     batch_tokens=settings.batch_tokens,
                     queue_tokens=settings.queue_tokens,
                     queue_jobs=settings.queue_jobs,
+                    split=settings.batch_split,
                 )
                 slot.worker = worker
     return worker

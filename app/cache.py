@@ -10,6 +10,7 @@ computed for its request but not kept, so no stream of distinct requests on one 
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections import OrderedDict
@@ -35,7 +36,7 @@ class Entry:
     artefact: Any  # sparse_core.sparsefinder.Artefact | None
     artefact_name: str | None
     ctx: Any  # sparse_core.methods.PredictContext
-    body: dict  # the analyze response
+    body_dict: dict | None  # the analyze response (None: read from body_json when asked)
     body_json: bytes  # ... serialised once
     pos: list[str | None]
     nbytes: int = 0
@@ -43,6 +44,16 @@ class Entry:
     derived: dict = field(default_factory=dict)  # ("pareto",) / ("head", l, h) ... -> data
     lock: threading.Lock = field(default_factory=threading.Lock)
     key_locks: dict = field(default_factory=dict)  # derived key -> its lock
+
+    @property
+    def body(self) -> dict:
+        """The analyze response as a dict. The service writes the JSON straight away
+        (``payloads.analysis_json``) and keeps no dict: most analyses are only ever sent; the
+        first route that reads one parses it (the same values: floats round-trip through
+        their repr)."""
+        if self.body_dict is None:
+            self.body_dict = json.loads(self.body_json)
+        return self.body_dict
 
 
 class LruCache:

@@ -84,6 +84,37 @@ def summaries(ctxs) -> list[list[dict]]:
     return [_rows(gold, tables) for gold, tables in summary_tables(list(ctxs))]
 
 
+@torch.inference_mode()
+def summary_texts(ctxs) -> list[str]:
+    """:func:`summaries` as JSON text (:func:`summary_json`), the analyze body's part."""
+    return [summary_json(gold, tables) for gold, tables in summary_tables(list(ctxs))]
+
+
+def summary_json(gold, tables: dict) -> str:
+    """The JSON text of ``_rows(gold, tables)`` (what :func:`dumps` makes of it, byte for byte)
+    without building its ~800 dicts: each row is one ``%`` format. ``%r`` of a float is its
+    ``repr``, which is how the json module writes a float; a non-finite value (which
+    :func:`dumps` refuses) goes through :func:`dumps` itself."""
+    L, H = gold.shape
+    k = L * H
+    cols = [np.asarray(gold, dtype=np.float64).ravel()]
+    for m in tables.values():
+        cols += [np.asarray(m["recall"], dtype=np.float64).ravel(),
+                 np.asarray(m["sparsity"], dtype=np.float64).ravel()]  # fmt: skip
+    stacked = np.stack(cols)
+    if not np.isfinite(stacked).all():
+        return dumps(_rows(gold, tables)).decode()
+    flat = round6(stacked)  # the same rounding as _rows
+    per = [flat[j * k : (j + 1) * k] for j in range(len(cols))]
+    names = ",".join(
+        json.dumps(nm, ensure_ascii=False).replace("%", "%%") + ':{"recall":%r,"sparsity":%r}'
+        for nm in tables
+    )
+    row = '{"layer":%d,"head":%d,"gold_sparsity":%r,"methods":{' + names + "}}"
+    heads = [(i // H, i % H) for i in range(k)]
+    return "[" + ",".join(row % (*lh, *v) for lh, *v in zip(heads, *per, strict=True)) + "]"
+
+
 def _rows(gold, tables: dict) -> list[dict]:
     L, H = gold.shape
     names = list(tables)
@@ -160,6 +191,17 @@ def analysis_body(
         "methods": methods,
         "thumbs": head_thumbs(out),  # every head's graph, pooled (app/thumbs.py)
     }
+
+
+def analysis_json(body: dict, summary_text: str) -> bytes:
+    """``dumps(body)`` with ``body["summary"]`` (left out of ``body``: any placeholder) replaced
+    by the JSON text ``summary_text`` (:func:`summary_json`), byte for byte the same as
+    :func:`dumps` of the body with the rows themselves."""
+    items = list(body.items())
+    at = [k for k, _ in items].index("summary")
+    head, tail = dumps(dict(items[:at])), dumps(dict(items[at + 1 :]))
+    mid = b'"summary":' + summary_text.encode()
+    return b"".join([head[:-1], b"," if at else b"", mid, b"," if tail != b"{}" else b"", tail[1:]])
 
 
 def _total(out) -> int:

@@ -35,16 +35,17 @@ from sparse_core.sparsefinder import load_artefact
 from .batching import KeyLocks, worker_for
 from .cache import Entry, LruCache, tensor_nbytes
 from .errors import NotFound, UnknownModel
-from .memory import release_free_memory
+from .memory import Trimmer, release_free_memory
 from .payloads import (
     MAX_RAW_TOKENS,
     analysis_body,
+    analysis_json,
     dumps,
     head_body,
     methods_json,
     raw_body,
-    summaries,
     summary_rows,
+    summary_texts,
 )
 from .settings import Settings
 from .slot import ModelSlot, artefact_label
@@ -97,6 +98,7 @@ class AnalysisService:
         self.stats = Stats()
         self._method_lists: dict[tuple[int, str | None], list[dict]] = {}
         self._inflight = KeyLocks()
+        self.trimmer = Trimmer()
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -286,14 +288,15 @@ class AnalysisService:
             return entry
         # analyses of different texts run together (app/batching.py); a racing twin of this one
         # waits for it and finds it cached
-        with self._inflight.hold(key):
+        # the forward's temporaries and evicted analyses are handed back to the system when
+        # the last analysis running ends (memory.Trimmer: once a burst, not once an analysis)
+        with self.trimmer.work(), self._inflight.hold(key):
             entry = self.cache.get(key)
             if entry is not None:
                 self.stats.hits += 1
                 return entry
             entry = self._analyze(slot, key, text, alpha, causal, truncate, start)
             self.cache.put(entry)
-        release_free_memory()  # the forward's temporaries, evicted analyses (not under the lock)
         return entry
 
     def _run(self, slot: ModelSlot, text: str, alpha: float, causal: bool, truncate: bool, start=0):
@@ -334,7 +337,7 @@ class AnalysisService:
         else:
             with torch.inference_mode():
                 ctx = PredictContext.from_run(out, art)
-            summary = summary_rows(out, art, ctx)
+            summary = summary_texts([ctx])[0]
         t["summary"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         body = analysis_body(
@@ -347,10 +350,10 @@ class AnalysisService:
             decoder=bool(model.config.is_decoder),
             artefact_name=art_name,
             pos=tags,
-            summary=summary,
+            summary=None,  # written as JSON text straight away (payloads.summary_json)
             methods=self._method_list(out.n, art),
         )
-        body_json = dumps(body)
+        body_json = analysis_json(body, summary)
         t["body"] = time.perf_counter() - t0
         self.stats.timings = t
         log.info(
@@ -360,7 +363,8 @@ class AnalysisService:
             ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in t.items()),
         )
         out.hidden = torch.empty(0)  # no route needs the hidden states: not cached
-        entry = Entry(key, out, art, art_name, ctx, body, body_json, tags, model_id=slot.id)
+        # no dict kept: Entry.body parses body_json the first time a route reads it
+        entry = Entry(key, out, art, art_name, ctx, None, body_json, tags, model_id=slot.id)
         entry.nbytes = tensor_nbytes([out, ctx], exclude=[art]) + 2 * len(body_json)
         return entry
 
@@ -545,7 +549,7 @@ class SummaryBatch:
     """The outputs of one batched forward, summarised together on first demand.
 
     The first request of the batch to want its summary computes the summaries of every sibling
-    of its length (and causality) at once (``payloads.summaries``: texts of one length stacked,
+    of its length (and causality) at once (``payloads.summary_texts``: texts of one length stacked,
     each head's figures exactly its own text's) and builds their predict contexts; the others
     of that length wait for it and take theirs. One length group is summarised at a time: the
     summaries are many small numpy / torch calls, and several threads running them at once
@@ -562,8 +566,8 @@ class SummaryBatch:
         one = threading.Lock()  # one length group at a time (see the class docstring)
         self._locks = {k: one for k in self._waiting}
 
-    def take(self, out, art, stats: Stats | None = None) -> tuple[PredictContext, list[dict]]:
-        """``(ctx, summary rows)`` of ``out`` (one of the batch's outputs)."""
+    def take(self, out, art, stats: Stats | None = None) -> tuple[PredictContext, str]:
+        """``(ctx, summary rows as JSON text)`` of ``out`` (one of the batch's outputs)."""
         key = _summary_group(out)
         lock = self._locks.get(key)
         got = None
@@ -573,7 +577,7 @@ class SummaryBatch:
                 if outs is not None:
                     with torch.inference_mode():
                         ctxs = [PredictContext.from_run(o, art) for o in outs]
-                    rows = summaries(ctxs)
+                    rows = summary_texts(ctxs)
                     if stats is not None and len(outs) > 1:
                         stats.summary_batches += 1
                     for o, c, r in zip(outs, ctxs, rows, strict=True):
@@ -582,7 +586,7 @@ class SummaryBatch:
         if got is None:  # not one of ours after all: alone
             with torch.inference_mode():
                 ctx = PredictContext.from_run(out, art)
-            return ctx, summary_rows(out, art, ctx)
+            return ctx, summary_texts([ctx])[0]
         return got
 
 

@@ -62,7 +62,20 @@ class Settings(BaseModel):
     batch_window_ms: float = Field(
         5.0, ge=0, le=1000, description="an idle model worker gathers analyses this long"
     )
+    batch_window_max_ms: float = Field(
+        40.0,
+        ge=0,
+        le=1000,
+        description="while analyses keep arriving (each within the window of the last), an idle "
+        "worker goes on gathering up to this long",
+    )
     batch_tokens: int = Field(4096, ge=1, description="at most this many tokens in one forward")
+    batch_split: int = Field(
+        2,
+        ge=1,
+        le=64,
+        description="a large batched forward runs as this many parts side by side; 1: never",
+    )
     queue_tokens: int = Field(
         16384, ge=1, description="tokens of analyses that may wait for the model; then 503"
     )

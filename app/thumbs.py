@@ -89,4 +89,19 @@ def head_thumbs(out, k_max: int = THUMB) -> dict:
     n = probs.shape[-1]
     k = min(n, k_max)
     st = states(pool_max(probs, k)).flatten(2).flatten(0, 1)  # (L·H, k·k)
-    return {"k": k, "cells": [encode(row) for row in st]}
+    return {"k": k, "cells": encode_rows(st)}
+
+
+def encode_rows(cells: torch.Tensor) -> list[str]:
+    """:func:`encode` of every row of ``cells`` (R, c) uint8, at once (one string of
+    ⌈c/2⌉ characters per row)."""
+    rows, c = cells.shape
+    if rows == 0:
+        return []
+    if c % 2:
+        cells = torch.cat([cells, cells.new_zeros(rows, 1)], 1)
+    pairs = cells.reshape(rows, -1, 2).to(torch.int64)
+    codes = (pairs[..., 0] * STATES + pairs[..., 1]).to(torch.uint8)  # (R, ⌈c/2⌉)
+    text = codes.numpy().tobytes().translate(_TABLE).decode("ascii")
+    w = codes.shape[1]
+    return [text[r * w : (r + 1) * w] for r in range(rows)]

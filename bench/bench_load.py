@@ -557,9 +557,10 @@ def scenario_shares(tiny: bool, shares: int) -> None:
 
 def scenario_forwards(clients: int, rounds: int) -> None:
     """(f) The forwards alone, in process, one torch thread: ``clients`` short texts run one by
-    one vs as the worker runs a round of them (packed forwards of up to ``batch_tokens``) vs one
-    run_batch of all (packed: each text bit for bit its single run); the modes alternate,
-    ``rounds`` times each (medians)."""
+    one vs as the worker runs a round of them (packed forwards of up to ``batch_tokens``), the
+    same round with its forward in 2 parts side by side (``BATCH_SPLIT``, the server's default)
+    vs one run_batch of all (packed: each text bit for bit its single run); the modes
+    alternate, ``rounds`` times each (medians)."""
     import torch
 
     from sparse_core import load_model
@@ -568,12 +569,22 @@ def scenario_forwards(clients: int, rounds: int) -> None:
 
     torch.set_num_threads(1)
     model = load_model(None, "cpu")
-    timing: dict[str, list[float]] = {"one by one": [], "worker round": [], "one run_batch": []}
+    timing: dict[str, list[float]] = {
+        "one by one": [],
+        "worker round": [],
+        "round in 2 parts": [],
+        "one run_batch": [],
+    }
     groups_seen = 0
+
+    def jobs_of(texts: list[str]) -> list[Job]:
+        return [Job(t, 1.5, False, False, len(model.encode(t).ids), JobContext()) for t in texts]
+
     for r in range(rounds + 1):
         texts = short_texts(clients, seed=50 + r)
         worker = ModelWorker(model, window_s=0)
-        jobs = [Job(t, 1.5, False, False, len(model.encode(t).ids), JobContext()) for t in texts]
+        split = ModelWorker(model, window_s=0, split=2)  # the server's default (BATCH_SPLIT)
+        jobs = jobs_of(texts)
         t0 = time.perf_counter()
         for t in texts:
             model.run(t)
@@ -582,18 +593,23 @@ def scenario_forwards(clients: int, rounds: int) -> None:
         worker._run_round(jobs)  # what the worker does with a round of these jobs
         grouped = time.perf_counter() - t0
         groups_seen = worker.stats.batches
+        parts_jobs = jobs_of(texts)
+        t0 = time.perf_counter()
+        split._run_round(parts_jobs)  # the same round, its forward in 2 parts side by side
+        in_parts = time.perf_counter() - t0
         t0 = time.perf_counter()
         model.run_batch(texts, truncate=False)
         padded = time.perf_counter() - t0
         if r > 0:
             timing["one by one"].append(one)
             timing["worker round"].append(grouped)
+            timing["round in 2 parts"].append(in_parts)
             timing["one run_batch"].append(padded)
     print(f"(f) forwards of {clients} short texts, one torch thread ({groups_seen} forwards):")
     base = statistics.median(timing["one by one"])
     for k, v in timing.items():
         m = statistics.median(v)
-        print(f"  {k:13s} {m:6.2f} s  ({base / m:4.2f}x)")
+        print(f"  {k:16s} {m:6.2f} s  ({base / m:4.2f}x)")
 
 
 def main() -> None:

@@ -79,16 +79,20 @@ def reformer_rotations(
     half = n_buckets // 2
     li = torch.arange(layers) if layer_ids is None else layer_ids
     hi = torch.arange(heads) if head_ids is None else head_ids
+    # elementwise in the ids: each distinct (layer, head) once (stacked texts repeat them)
+    lu, linv = torch.unique(li, return_inverse=True)
+    hu, hinv = torch.unique(hi, return_inverse=True)
     idx = (
-        li.view(-1, 1, 1, 1, 1),
-        hi.view(1, -1, 1, 1, 1),
+        lu.view(-1, 1, 1, 1, 1),
+        hu.view(1, -1, 1, 1, 1),
         torch.arange(rounds).view(1, 1, -1, 1, 1),
         torch.arange(dim).view(1, 1, 1, -1, 1),
         torch.arange(half).view(1, 1, 1, 1, -1),
     )
     u1 = hash_uniform_t(seed, REFORMER_STREAM, *idx, 0)
     u2 = hash_uniform_t(seed, REFORMER_STREAM, *idx, 1)
-    return torch.sqrt(-2.0 * torch.log1p(-u1)) * torch.cos(2.0 * math.pi * u2)
+    rot = torch.sqrt(-2.0 * torch.log1p(-u1)) * torch.cos(2.0 * math.pi * u2)
+    return rot[linv][:, hinv]
 
 
 def reformer_buckets(
@@ -292,14 +296,18 @@ def longformer_positions(n: int, n_globals: int, seeds: Tensor) -> Tensor:
 
     The draw is a partial Fisher–Yates, so the first g of a larger draw are the draw for g; the
     positions of the largest g asked for so far are memoised per (n, seed)."""
-    flat = seeds.flatten().tolist()
+    # several texts stacked repeat the same seeds: each distinct seed is drawn once
+    uniq, inv = torch.unique(seeds.flatten(), return_inverse=True)
     g = min(n_globals, n)
-    out = torch.zeros(len(flat), n, dtype=torch.bool)
-    for k, s in enumerate(flat):
+    rows: list[int] = []
+    cols: list[int] = []
+    for k, s in enumerate(uniq.tolist()):
         pos = _longformer_draw(n, s, g)[:g]
-        if pos:
-            out[k, pos] = True
-    return out.view(*seeds.shape, n)
+        rows += [k] * len(pos)
+        cols += pos
+    out = np.zeros((len(uniq), n), dtype=bool)
+    out[rows, cols] = True  # one assignment (a torch index per seed costs more than the draws)
+    return torch.from_numpy(out)[inv].view(*seeds.shape, n)
 
 
 _LF_CACHE: dict[tuple[int, int], list[int]] = {}

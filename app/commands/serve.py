@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..connections import bind, uvicorn_options
     from ..main import create_app
-    from ..memory import limit_malloc_arenas
+    from ..memory import freeze_startup_objects, limit_malloc_arenas
     from ..service import AnalysisService
     from ..store import ShareStore
 
@@ -75,6 +75,10 @@ def run(args: argparse.Namespace) -> int:
     # load errors surface here; the lifespan's start then finds the service started and does
     # nothing (one warm-up)
     service.start()
+    # the models and everything imported stay for the server's life: out of the collector's
+    # walks (a full collection took ~0.2 s of the GIL with them; app/memory.py)
+    frozen = freeze_startup_objects()
+    log.debug("%d start-up objects frozen for the garbage collector", frozen)
     if settings.host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("binding %s: anyone who can reach this machine can use the app", settings.host)
         if settings.host_allowlist() is None:

@@ -166,10 +166,7 @@ def width_draws(
     key = (n, ctx.causal, w, glob, k, tuple(int(x) for x in seeds.tolist()))
     got = _DRAWS.get(key)
     if got is None:
-        empty = torch.zeros(n, n, dtype=torch.bool)
-        base = patterns.finish(empty, window=w, globals_=glob, causal=ctx.causal).numpy()
-        cand, m = free_ranks(base, ctx.causal)
-        draws = fisher_yates(cand, m, draw_positions(draw_uniforms(seeds, n, k), m, n))
+        m, draws, tiles = _seed_draws(ctx, gold, w, glob, k, seeds)
         S = draws.shape[0]
         row_bytes = 8 * words(n)
         rows = (np.arange(S * n, dtype=np.int64) * row_bytes).reshape(S, n, 1)
@@ -177,17 +174,50 @@ def width_draws(
         dtype = np.int32 if S * n * row_bytes < 1 << 31 else np.int64
         bit = (draws & 7).astype(np.uint8)  # −1 & 7: any bit of the zero byte
         at, bit = (np.ascontiguousarray(x.transpose(2, 0, 1)) for x in (at.astype(dtype), bit))
-        got = (m, at, bit, draw_tiles(gold, base, draws))  # at, bit step-major: (k, L·H, n)
+        got = (m, at, bit, tiles)  # at, bit step-major: (k, L·H, n)
         if len(_DRAWS) >= _DRAWS_MAX or any(kk[0] != n for kk in _DRAWS):
             _DRAWS.clear()  # one length at a time: bounded memory in a long-lived server
         _DRAWS[key] = got
     return got
 
 
+def _seed_draws(
+    ctx: PredictContext, gold: Gold, w: int, glob: bool, k: int, seeds: Tensor
+) -> tuple[np.ndarray, np.ndarray, dict]:
+    """(m, draws (S, n, k), :func:`draw_tiles`) of :func:`width_draws`. Each distinct seed is
+    drawn once (texts stacked by ``PredictContext.stack`` repeat their heads' seeds), and the
+    draws of distinct seeds are kept per process for every length, within ``_SEED_BYTES``
+    (a server analysing short texts of many lengths draws each length once)."""
+    n = ctx.n
+    uniq, inv = np.unique(seeds.numpy(), return_inverse=True)
+    key = (n, ctx.causal, w, glob, k, tuple(uniq.tolist()))
+    got = _SEED_DRAWS.get(key)
+    if got is None:
+        empty = torch.zeros(n, n, dtype=torch.bool)
+        base = patterns.finish(empty, window=w, globals_=glob, causal=ctx.causal).numpy()
+        cand, m = free_ranks(base, ctx.causal)
+        u = draw_uniforms(torch.from_numpy(uniq), n, k)
+        draws = fisher_yates(cand, m, draw_positions(u, m, n))
+        got = (m, draws, draw_tiles(gold, base, draws))
+        size = draws.nbytes
+        if sum(g[1].nbytes for g in _SEED_DRAWS.values()) + size > _SEED_BYTES:
+            _SEED_DRAWS.clear()
+        if size <= _SEED_BYTES:
+            _SEED_DRAWS[key] = got
+    m, draws, tiles = got
+    if len(inv) == len(uniq) and (inv == np.arange(len(inv))).all():
+        return got  # every seed once, in order (a whole run)
+    return m, draws[inv], {b: (free, filled[inv]) for b, (free, filled) in tiles.items()}
+
+
 #: (n, causal, w, globals, k, seeds) -> width_draws(), for one length n at a time and at most
 #: _DRAWS_MAX widths (one-head views of a context have seeds of their own)
 _DRAWS: dict[tuple, tuple] = {}
 _DRAWS_MAX = 128
+#: (n, causal, w, globals, k, distinct seeds) -> _seed_draws() of those seeds, any lengths,
+#: at most _SEED_BYTES of draws
+_SEED_DRAWS: dict[tuple, tuple] = {}
+_SEED_BYTES = 32 << 20
 
 
 def draw_uniforms(seeds: Tensor, n: int, k: int) -> np.ndarray:

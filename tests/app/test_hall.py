@@ -96,6 +96,66 @@ def test_texts_of_different_lengths_share_a_forward_exactly(tiny_model, one_thre
             assert torch.equal(getattr(out, name), getattr(alone, name)), (text, name)
 
 
+def test_a_large_forward_split_side_by_side_equals_single_runs(tiny_model, one_thread):
+    """A round of many texts runs as two packed forwards side by side (one per core); every
+    text is still bit for bit its single run, and the summaries' hook sees the round whole."""
+    texts = [f"Text {i}: " + " ".join(["word", "token"] * (8 + i)) + "." for i in range(12)]
+    lengths = [len(tiny_model.encode(t).ids) for t in texts]
+    assert sum(lengths) >= 2 * 128 and len(texts) >= 2 * 4  # large enough to split
+    worker = ModelWorker(tiny_model, window_s=0, split=2)
+    seen = []
+    worker.after_batch = lambda jobs, outs: seen.append(len(jobs))
+    jobs = [Job(t, 1.5, False, False, n, JobContext()) for t, n in zip(texts, lengths, strict=True)]
+    worker._run_round(jobs)  # what the worker does with a round of these jobs
+    assert worker.stats.split == (worker.split > 1) and seen == [len(texts)]  # one core: 1 part
+    for text, job in zip(texts, jobs, strict=True):
+        out, alone = job.future.result(timeout=WAIT_S), tiny_model.run(text, alpha=1.5)
+        for name in ("probs", "queries", "keys", "hidden", "graph"):
+            assert torch.equal(getattr(out, name), getattr(alone, name)), (text, name)
+    small = ModelWorker(tiny_model, window_s=0, split=2)  # a small round: one forward
+    few = [Job(texts[k], 1.5, False, False, lengths[k], JobContext()) for k in range(3)]
+    small._run_round(few)
+    assert small.stats.split == 0
+    assert [j.future.result(timeout=WAIT_S).n for j in few] == lengths[:3]
+
+
+def test_arrivals_extend_the_gathering_window_up_to_its_most():
+    """An idle worker waits ``window_s`` for company, and each arrival extends that wait, up to
+    ``max_window_s`` after the first: texts coming one after another within the window share a
+    forward even when they span more than one window; a text after the most runs later."""
+    batches: list[list[str]] = []
+
+    def run_many(jobs):
+        batches.append([j.text for j in jobs])
+        return [j.text for j in jobs]
+
+    def run_one(job):
+        batches.append([job.text])
+        return job.text
+
+    # window 1 s, at most 1.5 s: A at 0, B at ~0.6, C at ~1.2 (past A's own window, within
+    # B's extension and the most), D at ~1.8 (past the most)
+    worker = ModelWorker(None, window_s=1.0, max_window_s=1.5, run_one=run_one, run_many=run_many)
+    futures = []
+    for text in "ABCD":
+        futures.append(worker.submit_text(text, 1.5, False, False, 5))
+        if text != "D":
+            time.sleep(0.6)
+    assert [f.result(timeout=WAIT_S) for f in futures] == list("ABCD")
+    assert batches == [["A", "B", "C"], ["D"]]
+    # without extensions (the default of the class): one window, then what came later
+    batches.clear()
+    plain = ModelWorker(None, window_s=0.5, run_one=run_one, run_many=run_many)
+    first = plain.submit_text("A", 1.5, False, False, 5)
+    time.sleep(0.3)
+    second = plain.submit_text("B", 1.5, False, False, 5)
+    time.sleep(0.5)  # past the first window: the worker has taken what it had
+    third = plain.submit_text("C", 1.5, False, False, 5)
+    for f in (first, second, third):
+        f.result(timeout=WAIT_S)
+    assert batches[0] == ["A", "B"] and ["C"] in batches
+
+
 def test_piped_pos_tagging_equals_one_text_at_a_time():
     """The tagger pipes the texts waiting together (nlp.pipe): on ~600 texts of 1 to 120 words
     (punctuation, digits, abbreviations), in batches of 7 and 64, every text's tok2vec output is

@@ -99,3 +99,46 @@ def test_concurrent_mixed_load_no_errors_and_flat_memory(tmp_path, record_proper
     rss_100, rss_end = res.rss_kib[100], res.rss_kib[res.requests]
     record_property("rss_mib", s["rss_mib"])
     assert rss_end <= 1.10 * rss_100, f"RSS {rss_100} KiB after 100 requests, {rss_end} at the end"
+
+
+def test_trimmer_trims_once_a_busy_spell():
+    """memory.Trimmer: overlapping pieces of work trim once, when the last one ends; with
+    ``every_s=0`` every piece trims (sustained load is still trimmed)."""
+    from sparsescope.memory import Trimmer
+
+    calls = []
+    t = Trimmer(every_s=3600, trim=lambda: calls.append(1))
+    with t.work():
+        with t.work():
+            pass
+        with t.work():
+            pass
+        assert calls == []  # others still running
+    assert calls == [1] and t.trims == 1
+    with t.work():
+        pass
+    assert calls == [1, 1]
+    eager = Trimmer(every_s=0, trim=lambda: calls.append(2))
+    with eager.work():
+        with eager.work():
+            pass
+        assert calls[-1] == 2  # it was time
+    assert calls[-2:] == [2, 2]
+
+
+def test_start_up_objects_are_frozen_for_the_collector():
+    """memory.freeze_startup_objects (called by ``serve`` once the models are loaded): what is
+    alive now leaves the collector's walks; the objects stay usable."""
+    import gc
+
+    from sparsescope.memory import freeze_startup_objects
+
+    keep = {"a": [1, 2, 3]}
+    try:
+        frozen = freeze_startup_objects()
+        assert frozen > 0 and gc.get_freeze_count() == frozen
+        assert not any(o is keep for o in gc.get_objects())  # out of every generation
+        assert keep["a"] == [1, 2, 3]
+    finally:
+        gc.unfreeze()
+    assert any(o is keep for o in gc.get_objects())

@@ -218,19 +218,23 @@ async def _run_all(app: Any, texts: list[str], concurrent: bool) -> list[dict[st
         return [await _session(client, t) for t in texts]
 
 
-def test_concurrent_analyses_equal_sequential_ones(tmp_path, tiny_model):
+@pytest.mark.parametrize("split", [1, 2])
+def test_concurrent_analyses_equal_sequential_ones(tmp_path, tiny_model, split):
     """8 different texts through the app (its thread pool, its locks) at once and one by one,
-    each on a fresh service: the same bodies, and never two model runs at the same time."""
+    each on a fresh service: the same bodies, and never two model runs at the same time but
+    the parts of one large batched forward (``BATCH_SPLIT``, run side by side)."""
     texts = text_pool(8, seed=11)
     results = {}
     for mode in (False, True):
         model = CountingModel(tiny_model)
-        settings = make_settings(tmp_path / str(mode))
+        settings = make_settings(tmp_path / f"{mode}-{split}", batch_split=split)
         service = AnalysisService(settings, model=model)
         service.start()
         app = create_app(settings, service)
         results[mode] = asyncio.run(_run_all(app, texts, concurrent=mode))
-        assert model.most == 1, f"{model.most} threads ran the model at once"
+        assert model.most <= split, f"{model.most} threads ran the model at once"
+        if not mode:
+            assert model.most == 1  # one by one: one forward at a time
         assert service.stats.runs == len(texts)
     assert results[True] == results[False]
 

@@ -12,6 +12,7 @@ from sparsescope.thumbs import (
     bounds,
     decode,
     encode,
+    encode_rows,
     head_thumbs,
     pool_max,
     states,
@@ -109,6 +110,13 @@ def test_encode_decode_round_trip(count):
     assert len(text) == (count + 1) // 2
     assert set(text) <= set(ALPHABET)
     assert decode(text, count) == cells.tolist()
+
+
+@pytest.mark.parametrize(("rows", "count"), [(1, 1), (72, 25), (3, 576), (5, 2), (0, 4)])
+def test_encode_rows_is_encode_of_each_row(rows, count):
+    g = torch.Generator().manual_seed(rows * 1000 + count)
+    cells = torch.randint(0, 8, (rows, count), generator=g, dtype=torch.uint8)
+    assert encode_rows(cells) == [encode(row) for row in cells]
 
 
 def test_head_thumbs_of_a_run(tiny_model):

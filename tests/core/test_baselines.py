@@ -226,3 +226,19 @@ def test_unit_equals_division_by_numpy_norm(seed, r, scale):
     x[0, 0] = 0.0
     want = x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
     assert np.array_equal(B._unit(x), want)
+
+
+def test_repeated_ids_and_seeds_give_each_their_own_draw():
+    """Stacked texts repeat layer ids and seeds (``PredictContext.stack``): each row is still
+    exactly the draw of its own (layer, head) / seed, whatever the order and repetition."""
+    li, hi = torch.tensor([3, 1, 3, 0, 1, 3]), torch.tensor([2, 0, 2, 5])
+    rot = B.reformer_rotations(6, 4, 8, 8, 2, 5, li, hi)
+    for a, la in enumerate(li.tolist()):
+        for b, hb in enumerate(hi.tolist()):
+            one = B.reformer_rotations(1, 1, 8, 8, 2, 5, torch.tensor([la]), torch.tensor([hb]))
+            assert torch.equal(rot[a, b], one[0, 0])
+    seeds = torch.tensor([[7, 1003, 7], [2, 7, 1003]])
+    pos = B.longformer_positions(20, 4, seeds)
+    for idx, s in enumerate(seeds.flatten().tolist()):
+        alone = B.longformer_positions(20, 4, torch.tensor([s]))[0]
+        assert torch.equal(pos.view(-1, 20)[idx], alone)
