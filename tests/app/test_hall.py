@@ -133,23 +133,24 @@ def test_arrivals_extend_the_gathering_window_up_to_its_most():
         batches.append([job.text])
         return job.text
 
-    # window 1 s, at most 1.5 s: A at 0, B at ~0.6, C at ~1.2 (past A's own window, within
-    # B's extension and the most), D at ~1.8 (past the most)
-    worker = ModelWorker(None, window_s=1.0, max_window_s=1.5, run_one=run_one, run_many=run_many)
+    # window 2 s, at most 3 s: A at 0, B at ~1.2, C at ~2.4 (past A's own window, within
+    # B's extension and the most), D at ~3.6 (past the most); 0.6 s of slack either side, so
+    # a loaded machine's late wake-ups do not change the groups
+    worker = ModelWorker(None, window_s=2.0, max_window_s=3.0, run_one=run_one, run_many=run_many)
     futures = []
     for text in "ABCD":
         futures.append(worker.submit_text(text, 1.5, False, False, 5))
         if text != "D":
-            time.sleep(0.6)
+            time.sleep(1.2)
     assert [f.result(timeout=WAIT_S) for f in futures] == list("ABCD")
     assert batches == [["A", "B", "C"], ["D"]]
     # without extensions (the default of the class): one window, then what came later
     batches.clear()
-    plain = ModelWorker(None, window_s=0.5, run_one=run_one, run_many=run_many)
+    plain = ModelWorker(None, window_s=1.0, run_one=run_one, run_many=run_many)
     first = plain.submit_text("A", 1.5, False, False, 5)
-    time.sleep(0.3)
+    time.sleep(0.5)
     second = plain.submit_text("B", 1.5, False, False, 5)
-    time.sleep(0.5)  # past the first window: the worker has taken what it had
+    time.sleep(1.0)  # past the first window: the worker has taken what it had
     third = plain.submit_text("C", 1.5, False, False, 5)
     for f in (first, second, third):
         f.result(timeout=WAIT_S)
