@@ -107,6 +107,10 @@ DENSE_STEPS = 2
 CHUNK_ELEMENTS = 1 << 20
 """Rows go in chunks of about this many scores, so that a chunk's few buffers stay in the
 last-level cache (2^19 and 2^21 measured no better, 2^22 about 2x slower; docs/benchmarks.md)."""
+CUDA_CHUNK_ELEMENTS = 1 << 24
+"""The same on a GPU, which has no such cache and pays a host wait per chunk and step instead:
+a (12, 512, 512) layer is one chunk (measured on an H100: 2^20 cost ~6 ms per layer at n = 512,
+mostly waits; docs/benchmarks.md, "GPU"). The chunk's buffers take about 200 MB there."""
 _MAX_GROUPS = 16
 """A per-row α with at most this many distinct values runs as one scalar-α call per value."""
 _MAX_EXACT_STEPS = 50
@@ -293,7 +297,8 @@ def _entmax_rows(
         )
     else:
         dense = path == "dense"
-    chunk = max(1, (chunk_elements or CHUNK_ELEMENTS) // n)
+    default = CUDA_CHUNK_ELEMENTS if rows.device.type == "cuda" else CHUNK_ELEMENTS
+    chunk = max(1, (chunk_elements or default) // n)
     if dense:  # writes every entry
         assert isinstance(alpha, float)
         return _dense_rows(rows, alpha, torch.empty_like(rows) if out is None else out, chunk)

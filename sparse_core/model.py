@@ -327,18 +327,26 @@ class SparseModel:
         self, text: str, enc: Encoding, own: dict, a: float | Tensor, causal: bool
     ) -> RunOutput:
         """The RunOutput of one text from its recordings (L, H, n, ·) and hidden states."""
-        probs = own["probs"].contiguous().cpu()
+        p = own["probs"]
+        if p.device.type == "cuda":  # the graph is compared on the GPU, one wait for all copies
+            probs, graph, queries, keys, hidden = _to_host(
+                p, p > 0, own["queries"], own["keys"], own["hidden"].float()
+            )
+        else:
+            probs = p.contiguous()
+            graph = probs > 0
+            queries, keys, hidden = _to_host(own["queries"], own["keys"], own["hidden"].float())
         return RunOutput(
             text=text,
             tokens=enc.tokens,
             offsets=enc.offsets,
             special=enc.special,
             input_ids=enc.ids,
-            queries=own["queries"].contiguous().cpu(),
-            keys=own["keys"].contiguous().cpu(),
+            queries=queries,
+            keys=keys,
             probs=probs,
-            graph=probs > 0,
-            hidden=own["hidden"].float().cpu(),
+            graph=graph,
+            hidden=hidden,
             alpha=a,
             causal=causal,
             truncated=enc.truncated,
@@ -433,6 +441,36 @@ def _model_config(hf, arch: Architecture, layers: list[A.LayerInfo], max_tokens:
         pad_token_id=int(pad) if isinstance(pad, int) else 0,
         hf=hf,
     )
+
+
+#: Copies back from a GPU go through page-locked memory up to this many bytes per run.
+PINNED_MAX_BYTES = 512 << 20
+
+
+def _to_host(*tensors: Tensor) -> list[Tensor]:
+    """Contiguous CPU copies of ``tensors``; CPU tensors are returned as they are (contiguous).
+
+    From a GPU the copies are queued asynchronously into page-locked buffers (PyTorch's caching
+    host allocator reuses them run after run) and waited for once: a pageable copy moves a few
+    GB/s and blocks per tensor (measured on an H100, docs/benchmarks.md "GPU"). Above
+    :data:`PINNED_MAX_BYTES` in all (a long text), plain copies: the host allocator rounds a
+    block up to a power of two and keeps it.
+    """
+    if not any(t.device.type == "cuda" for t in tensors):
+        return [t.contiguous().cpu() for t in tensors]
+    pinned = sum(t.numel() * t.element_size() for t in tensors) <= PINNED_MAX_BYTES
+    out = []
+    for t in tensors:
+        if t.device.type != "cuda" or not pinned:
+            out.append(t.contiguous().cpu())
+            continue
+        dst = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+        dst.copy_(t, non_blocking=True)
+        out.append(dst)
+    if pinned:
+        dev = next(t.device for t in tensors if t.device.type == "cuda")
+        torch.cuda.current_stream(dev).synchronize()
+    return out
 
 
 def _resolve_device(device: str | torch.device) -> torch.device:

@@ -1,0 +1,73 @@
+"""The CUDA path (issue 15, goal 6): copies back to the host, chunk sizes, and a run on a GPU
+equal to the same run on the CPU. The GPU tests skip where torch sees no CUDA device (CI); they
+ran on an H100 through bench/bench_gpu.py (docs/benchmarks.md, "GPU")."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import sparse_core.entmax as E
+import sparse_core.model as M
+from sparse_core import load_model
+from sparse_core.testing import entmax_reference, tiny_model, write_tiny_checkpoint
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+
+
+def test_to_host_keeps_cpu_tensors_and_makes_them_contiguous() -> None:
+    a = torch.randn(4, 6)
+    b = torch.randn(6, 4).t()  # not contiguous
+    out = M._to_host(a, b)
+    assert out[0] is a  # a contiguous CPU tensor is not copied
+    assert out[1].is_contiguous() and torch.equal(out[1], b)
+    assert all(t.device.type == "cpu" for t in out)
+
+
+def test_cpu_run_output_is_contiguous_and_graph_is_support() -> None:
+    out = tiny_model().run("The cat sat on the mat because it was warm.", alpha=1.5)
+    for t in (out.probs, out.queries, out.keys, out.hidden, out.graph):
+        assert t.device.type == "cpu" and t.is_contiguous()
+    assert torch.equal(out.graph, out.probs > 0)
+
+
+def test_cuda_chunk_is_larger_and_does_not_change_the_result() -> None:
+    """The GPU's chunk is one (12, 512, 512) layer; any chunk gives the same bits (on the CPU
+    here, which runs the same code)."""
+    assert E.CUDA_CHUNK_ELEMENTS >= 12 * 512 * 512 > E.CHUNK_ELEMENTS
+    z = torch.randn(96, 512) * 3
+    for a in (1.1, 1.5, 2.0):
+        small = E._entmax_rows(z, a)
+        big = E._entmax_rows(z, a, chunk_elements=E.CUDA_CHUNK_ELEMENTS)
+        assert torch.equal(small, big)
+
+
+@needs_cuda
+@pytest.mark.parametrize("alpha", [1.1, 1.25, 1.5, 1.75, 2.0])
+def test_cuda_entmax_has_the_reference_support(alpha: float) -> None:
+    gen = torch.Generator().manual_seed(int(alpha * 100))
+    z = (torch.randn(12, 256, 256, generator=gen) * 4).cuda()
+    p = E.entmax(z, alpha)
+    ref = entmax_reference(z.double(), alpha)
+    diff = (p > 0) != (ref > 0)
+    diff &= torch.maximum(p.double(), ref) >= torch.finfo(torch.float32).tiny
+    assert int(diff.sum()) == 0
+    assert float((p.double() - ref).abs().max()) < 1e-5
+
+
+@needs_cuda
+def test_cuda_run_matches_the_cpu_run_and_lands_in_pinned_memory(monkeypatch, tmp_path) -> None:
+    text = "Attention is a graph; entmax makes most of its edges exactly zero."
+    path = write_tiny_checkpoint(tmp_path / "tiny", "bert", heads=4, hidden=32)
+    cpu = load_model(path, device="cpu")
+    gpu = load_model(path, device="cuda")
+    a = cpu.run(text, alpha=1.5)
+    b = gpu.run(text, alpha=1.5)
+    assert b.probs.device.type == "cpu" and b.probs.is_pinned()
+    assert torch.equal(b.graph, b.probs > 0)
+    assert float((a.probs - b.probs).abs().max()) < 1e-4
+    assert int((a.graph != b.graph).sum()) <= 2  # float32 sums differ by a few ulps
+    monkeypatch.setattr(M, "PINNED_MAX_BYTES", 0)  # a long text: plain copies, same values
+    c = gpu.run(text, alpha=1.5)
+    assert not c.probs.is_pinned()
+    assert torch.equal(c.probs, b.probs) and torch.equal(c.hidden, b.hidden)
