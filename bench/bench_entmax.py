@@ -155,9 +155,10 @@ def hf_bert(device: str):
     return tok, bert
 
 
-def scores_of(out) -> list[torch.Tensor]:
-    """The attention scores ``Q Kᵀ / √d`` of every layer, (H, n, n) each, from a RunOutput."""
-    q, k = out.queries, out.keys  # (L, H, n, d)
+def scores_of(out, device: str = "cpu") -> list[torch.Tensor]:
+    """The attention scores ``Q Kᵀ / √d`` of every layer, (H, n, n) each, from a RunOutput,
+    computed on ``device`` (a RunOutput's tensors are on the host)."""
+    q, k = out.queries.to(device), out.keys.to(device)  # (L, H, n, d)
     s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
     return [x.contiguous() for x in s]
 
@@ -221,7 +222,7 @@ def main() -> None:
             if a == 1.0:
                 continue
             run = model.run(t, alpha=a)
-            layers = scores_of(run)
+            layers = scores_of(run, args.device)
             p = torch.cat([entmax(x, a) for x in layers])
             density = float((p > 0).float().mean())
 

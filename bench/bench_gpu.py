@@ -44,19 +44,13 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_entmax import corpus_text, prefix_with_tokens  # noqa: E402
+from bench_entmax import corpus_text, prefix_with_tokens, scores_of  # noqa: E402
 
 import sparse_core  # noqa: E402
 from sparse_core.entmax import entmax  # noqa: E402
-from sparse_core.testing import entmax_reference  # noqa: E402
+from sparse_core.testing import TOKENIZER_FILES, entmax_reference  # noqa: E402
 
 ALPHAS = [1.1, 1.25, 1.5, 1.75, 2.0]
-TOKENIZER_FILES = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "vocab.txt",
-)
 OUT: Path | None = None
 DEV = "cuda"
 
@@ -139,12 +133,6 @@ def support_mismatch(p: torch.Tensor, ref: torch.Tensor) -> int:
     diff = (p > 0) != (ref > 0)
     diff &= torch.maximum(p.double(), ref.double()) >= torch.finfo(torch.float32).tiny
     return int(diff.sum())
-
-
-def scores_of(out, device: str) -> list[torch.Tensor]:
-    q, k = out.queries.to(device), out.keys.to(device)  # (L, H, n, d)
-    s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
-    return [x.contiguous() for x in s]
 
 
 def long_model(src: Path, positions: int, where: Path) -> Path:

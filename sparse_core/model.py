@@ -327,15 +327,12 @@ class SparseModel:
         self, text: str, enc: Encoding, own: dict, a: float | Tensor, causal: bool
     ) -> RunOutput:
         """The RunOutput of one text from its recordings (L, H, n, ·) and hidden states."""
-        p = own["probs"]
+        p, rest = own["probs"], (own["queries"], own["keys"], own["hidden"].float())
         if p.device.type == "cuda":  # the graph is compared on the GPU, one wait for all copies
-            probs, graph, queries, keys, hidden = _to_host(
-                p, p > 0, own["queries"], own["keys"], own["hidden"].float()
-            )
+            probs, graph, queries, keys, hidden = _to_host(p, p > 0, *rest)
         else:
-            probs = p.contiguous()
+            probs, queries, keys, hidden = _to_host(p, *rest)
             graph = probs > 0
-            queries, keys, hidden = _to_host(own["queries"], own["keys"], own["hidden"].float())
         return RunOutput(
             text=text,
             tokens=enc.tokens,
@@ -448,7 +445,8 @@ PINNED_MAX_BYTES = 512 << 20
 
 
 def _to_host(*tensors: Tensor) -> list[Tensor]:
-    """Contiguous CPU copies of ``tensors``; CPU tensors are returned as they are (contiguous).
+    """Contiguous CPU copies of one run's ``tensors`` (all on one device); CPU tensors are
+    returned as they are when contiguous.
 
     From a GPU the copies are queued asynchronously into page-locked buffers (PyTorch's caching
     host allocator reuses them run after run) and waited for once: a pageable copy moves a few
@@ -456,20 +454,16 @@ def _to_host(*tensors: Tensor) -> list[Tensor]:
     :data:`PINNED_MAX_BYTES` in all (a long text), plain copies: the host allocator rounds a
     block up to a power of two and keeps it.
     """
-    if not any(t.device.type == "cuda" for t in tensors):
+    dev = tensors[0].device
+    size = sum(t.numel() * t.element_size() for t in tensors)
+    if dev.type != "cuda" or size > PINNED_MAX_BYTES:
         return [t.contiguous().cpu() for t in tensors]
-    pinned = sum(t.numel() * t.element_size() for t in tensors) <= PINNED_MAX_BYTES
     out = []
     for t in tensors:
-        if t.device.type != "cuda" or not pinned:
-            out.append(t.contiguous().cpu())
-            continue
         dst = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
         dst.copy_(t, non_blocking=True)
         out.append(dst)
-    if pinned:
-        dev = next(t.device for t in tensors if t.device.type == "cuda")
-        torch.cuda.current_stream(dev).synchronize()
+    torch.cuda.current_stream(dev).synchronize()
     return out
 
 
