@@ -127,7 +127,7 @@ class SparseModel:
     def run(
         self,
         text: str,
-        alpha: AlphaLike = 1.5,
+        alpha: AlphaLike | None = None,
         causal: bool = False,
         truncate: bool = False,
         *,
@@ -136,13 +136,14 @@ class SparseModel:
     ) -> RunOutput:
         """Analyse one text: tokens, per-head queries/keys, entmax probabilities and graph.
 
-        Decoders are always causal (``causal`` is then ignored and the output says True). A
+        ``alpha``: one value, one per head or an (L, H) table; None: the model's own α
+        (``config.alpha``: what an adapted model was trained with, else 1.5). Decoders are always causal (``causal`` is then ignored and the output says True). A
         text over the model's positions with ``truncate``: the window from token ``start``.
         ``hidden=False``: the forward stops once the last layer's attention is recorded (its
         feed-forward part is skipped) and ``hidden`` is an empty tensor; the rest of the
         output is the same bit for bit (the Pareto sweeps need no hidden states).
         """
-        a = normalize_alpha(alpha, self.config.num_layers, self.config.num_heads)
+        a = self._alpha(alpha)
         enc = self.encode(text, truncate=truncate, start=start)
         causal = bool(causal) or self.config.is_decoder
         ids = torch.tensor([enc.ids], device=self._device)  # (1, n)
@@ -153,7 +154,7 @@ class SparseModel:
     def run_batch(
         self,
         texts: Sequence[str],
-        alpha: AlphaLike = 1.5,
+        alpha: AlphaLike | None = None,
         causal: bool = False,
         truncate: bool = True,
     ) -> list[RunOutput]:
@@ -168,7 +169,7 @@ class SparseModel:
         :func:`rows_kernel_floor`) are run alone. With several torch threads the kernels split
         rows differently: results then equal single runs up to float rounding (about 1e-6).
         """
-        a = normalize_alpha(alpha, self.config.num_layers, self.config.num_heads)
+        a = self._alpha(alpha)
         encs = [self.encode(t, truncate=truncate) for t in texts]
         if not encs:
             return []
@@ -298,6 +299,11 @@ class SparseModel:
             res.update(queries=state.queries, keys=state.keys, probs=state.probs)
         return res
 
+    def _alpha(self, alpha: AlphaLike | None) -> float | Tensor:
+        """A checked α; None is the model's own (``config.alpha``)."""
+        c = self.config
+        return c.alpha if alpha is None else normalize_alpha(alpha, c.num_layers, c.num_heads)
+
     def _layer_alphas(self, alpha: float | Tensor) -> list[float | Tensor]:
         """Per layer: a float, or a (1, H, 1, 1) tensor on the device when heads differ."""
         L = self.config.num_layers
@@ -422,9 +428,23 @@ def _position_limit(hf, arch: Architecture, max_tokens: int) -> int:
     return max(1, min(own, max_tokens))
 
 
+def own_alpha(hf, layers: int, heads: int) -> tuple[float | Tensor, bool]:
+    """The α a checkpoint records (``entmax_alpha`` in its config.json: a number, or a per
+    layer and head table, written by ``sparsescope adapt``) and whether it recorded one; else
+    (the default 1.5, False). A malformed value is a :class:`ModelLoadError`."""
+    raw = getattr(hf, "entmax_alpha", None)
+    if raw is None:
+        return A.DEFAULT_ALPHA, False
+    try:
+        return normalize_alpha(raw, layers, heads), True
+    except SparsescopeError as exc:
+        raise ModelLoadError(f"the model's config.json has a bad entmax_alpha: {exc}") from None
+
+
 def _model_config(hf, arch: Architecture, layers: list[A.LayerInfo], max_tokens: int):
     pad = getattr(hf, "pad_token_id", None)
     first = layers[0]
+    alpha, trained = own_alpha(hf, len(layers), first.heads)
     return ModelConfig(
         model_type=arch.model_type,
         num_layers=len(layers),
@@ -437,6 +457,8 @@ def _model_config(hf, arch: Architecture, layers: list[A.LayerInfo], max_tokens:
         vocab_size=int(hf.vocab_size),
         pad_token_id=int(pad) if isinstance(pad, int) else 0,
         hf=hf,
+        alpha=alpha,
+        alpha_trained=trained,
     )
 
 
@@ -571,10 +593,24 @@ def quiet_progress() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
+@contextlib.contextmanager
+def quiet_load_report() -> Iterator[None]:
+    """No transformers load report inside the block (weights a head-less model does not use,
+    e.g. an adapted model's LM head, are expected; what is missing is checked here)."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+
+
 def _from_pretrained(auto, src, hf_cfg, torch_dtype):
     """transformers' from_pretrained with our attention, local files only."""
     try:
-        with quiet_progress():
+        with quiet_progress(), quiet_load_report():
             net, info = auto.from_pretrained(
                 str(src.path),
                 config=hf_cfg,
