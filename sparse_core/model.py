@@ -137,7 +137,8 @@ class SparseModel:
         """Analyse one text: tokens, per-head queries/keys, entmax probabilities and graph.
 
         ``alpha``: one value, one per head or an (L, H) table; None: the model's own α
-        (``config.alpha``: what an adapted model was trained with, else 1.5). Decoders are always causal (``causal`` is then ignored and the output says True). A
+        (``config.alpha``: what an adapted model was trained with, else 1.5). Decoders are
+        always causal (``causal`` is then ignored and the output says True). A
         text over the model's positions with ``truncate``: the window from token ``start``.
         ``hidden=False``: the forward stops once the last layer's attention is recorded (its
         feed-forward part is skipped) and ``hidden`` is an empty tensor; the rest of the

@@ -26,7 +26,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "print a model's held-out loss and gold sparsity instead.",
     )
     add_model_argument(p)
-    p.add_argument("--corpus", required=True, metavar="FILE", help="WikiText, plain text or CoNLL-U")
+    p.add_argument(
+        "--corpus", required=True, metavar="FILE", help="WikiText, plain text or CoNLL-U"
+    )
     p.add_argument(
         "--alpha", default=None,
         help="entmax alpha in (1, 2], or 'learned' (per head, 1 + sigmoid(a), from --alpha-start); "
@@ -148,7 +150,9 @@ def _evaluate(args) -> int:
         from sparse_core.errors import SparsescopeError
 
         raise SparsescopeError(f"--gold-texts must be >= 1, got {args.gold_texts}")
-    res = evaluate_corpus(args.model, args.corpus, alpha, seq_len=args.seq_len,
-                          batch=args.batch, gold_texts=args.gold_texts, device=args.device)  # fmt: skip
+    res = evaluate_corpus(
+        args.model, args.corpus, alpha, seq_len=args.seq_len, batch=args.batch,
+        gold_texts=args.gold_texts, device=args.device,
+    )  # fmt: skip
     print(json.dumps(res, indent=1))
     return 0

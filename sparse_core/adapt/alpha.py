@@ -3,9 +3,9 @@
 Learned: ``α_{l,h} = 1 + sigmoid(a_{l,h})`` with a trained scalar ``a`` per (layer, head), so
 α ∈ (1, 2); ``a`` starts at ``logit(α₀ − 1)`` (0 for α₀ = 1.5: every head starts at 1.5). This is
 the parametrisation of "Adaptively Sparse Transformers" (Correia, Niculae and Martins, EMNLP
-2019, §3.1: a sigmoid keeps each head's α strictly between 1 and 2). ``a`` is float32 (what the optimiser
-updates); α is computed in float64, so the forward sees α exactly as recorded (float32 would
-round 1 + sigmoid(a) to 1 for a < −17) and the record in the config is the α that was used.
+2019, §3.1: a sigmoid keeps each head's α strictly between 1 and 2). ``a`` is float32 (what
+the optimiser updates); α is computed in float64, so the forward sees α exactly as recorded
+(float32 would round 1 + sigmoid(a) to 1 for a < −17) and the config records the α used.
 """
 
 from __future__ import annotations

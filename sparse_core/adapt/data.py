@@ -92,7 +92,8 @@ def split_corpus(path: str | Path, every: int = 5, out_dir: str | Path | None = 
                 blocks = None
         else:
             blocks = None
-        for name, keep in (("train.txt", lambda k: k not in chosen), ("eval.txt", chosen.__contains__)):
+        parts = (("train.txt", lambda k: k not in chosen), ("eval.txt", chosen.__contains__))
+        for name, keep in parts:
             if blocks is not None:
                 text = "".join("\n".join(b) + "\n" for k, b in enumerate(blocks) if keep(k))
             else:

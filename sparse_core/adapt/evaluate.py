@@ -139,8 +139,13 @@ def evaluate_corpus(
     if not len(seqs):
         raise SparsescopeError(f"the corpus gives no sequence of {seq_len} tokens", field="corpus")
     data = Batches(seqs, tok, decoder=lm.decoder, vocab_size=c.vocab_size)
-    res = {"model": lm.source.model_id, "alpha": a if not isinstance(a, Tensor) else a.tolist(),
-           "alpha_trained": c.alpha_trained, "objective": lm.objective, "seq_len": seq_len}  # fmt: skip
+    res = {
+        "model": lm.source.model_id,
+        "alpha": a if not isinstance(a, Tensor) else a.tolist(),
+        "alpha_trained": c.alpha_trained,
+        "objective": lm.objective,
+        "seq_len": seq_len,
+    }
     table = a if isinstance(a, Tensor) else float(a)
     res["loss"] = evaluate_loss(lm, data, table, batch=batch, seed=seed)
     count = token_counter(tok)
@@ -150,4 +155,3 @@ def evaluate_corpus(
         if inputs:
             res[f"gold_n{n_eff}"] = gold_sparsity(lm.sparse, inputs[:gold_texts], table)
     return res
-

@@ -129,9 +129,7 @@ def head_logits(lm, model_type: str, hidden: Tensor) -> Tensor:
     return logits
 
 
-def load_lm(
-    path_or_name=None, device: str = "auto", *, max_tokens: int = 512
-) -> LanguageModel:
+def load_lm(path_or_name=None, device: str = "auto", *, max_tokens: int = 512) -> LanguageModel:
     """Load a model with its LM head (added and tied where the checkpoint has none)."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM
 
@@ -191,5 +189,7 @@ def check_alpha(alpha: float, *, allow_softmax: bool = False) -> float:
     lo = "[1, 2]" if allow_softmax else "(1, 2]"
     ok = 1.0 <= alpha <= 2.0 if allow_softmax else 1.0 < alpha <= 2.0
     if not ok:
-        raise SparsescopeError(f"--alpha must be in {lo} or 'learned', got {alpha:g}", field="alpha")
+        raise SparsescopeError(
+            f"--alpha must be in {lo} or 'learned', got {alpha:g}", field="alpha"
+        )
     return alpha

@@ -25,7 +25,7 @@ from ..corpus import file_digest
 from ..errors import SparsescopeError
 from ..sources import available_memory
 from . import store
-from .alpha import LearnedAlpha, alpha_record, layer_alphas
+from .alpha import LearnedAlpha, alpha_record
 from .data import Batches, split_corpus, token_sequences
 from .evaluate import evaluate_loss
 from .lm import LanguageModel, check_alpha, load_lm
@@ -317,4 +317,3 @@ def _alpha_from_config(lm: LanguageModel, cfg: AdaptConfig):
         t = a if isinstance(a, torch.Tensor) else torch.full_like(la.a, float(a))
         la.a.copy_(torch.logit(t.double() - 1.0).float())
     return la
-

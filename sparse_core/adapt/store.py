@@ -52,9 +52,7 @@ def check_out_dir(out: Path, *, resume: bool) -> None:
     marker = out / MARKER
     if resume:
         if not marker.is_file():
-            raise OutDirError(
-                f"--resume: {str(out)!r} holds no adapt run to resume (no {MARKER})"
-            )
+            raise OutDirError(f"--resume: {str(out)!r} holds no adapt run to resume (no {MARKER})")
         if checkpoint_dir(out) is None:
             status = read_json(marker).get("status")
             if status == "done":

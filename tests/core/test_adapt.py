@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from sparse_core.adapt import AdaptConfig, Interrupted, adapt, load_lm
-from sparse_core.adapt import store
+from sparse_core.adapt import AdaptConfig, Interrupted, adapt, load_lm, store
 from sparse_core.adapt.data import batch_indices, mask_tokens, split_corpus, token_sequences
 from sparse_core.testing import TINY_ARCHITECTURES, write_tiny_checkpoint
 
@@ -48,7 +47,7 @@ def corpus(tmp_path_factory) -> Path:
             lines.append(line)
         p.write_text("\n".join(lines) + "\n", encoding="utf-8")
     else:  # pragma: no cover - the shared data is part of the workspace
-        arts = [f" = Article {k} = \n\n The {k} river ran past mill {k} . \n" * 3 for k in range(15)]
+        arts = [f" = Article {k} = \n\n The {k} river ran past mill {k} . \n" for k in range(15)]
         p.write_text("".join(a * 20 for a in arts), encoding="utf-8")
     return p
 
@@ -154,8 +153,10 @@ def test_output_dir_loads_with_its_alpha(tiny_dir: Path, corpus: Path, tmp_path:
     before = load_lm(str(tiny_dir), "cpu")
     after = load_lm(str(out), "cpu")
     assert before.new_head and not after.new_head
-    assert not torch.equal(before.lm.base_model.encoder.layer[0].attention.self.query.weight,
-                           after.lm.base_model.encoder.layer[0].attention.self.query.weight)
+    assert not torch.equal(
+        before.lm.base_model.encoder.layer[0].attention.self.query.weight,
+        after.lm.base_model.encoder.layer[0].attention.self.query.weight,
+    )
 
 
 def test_learned_alpha_moves_and_is_recorded(tiny_dir: Path, corpus: Path, tmp_path: Path) -> None:
