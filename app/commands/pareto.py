@@ -18,6 +18,11 @@ most ``--max-tokens`` tokens in corpus order (``corpus.pack``), drops inputs sho
 - ``DIR/pareto-run.json``: provenance (corpus digest, inputs used, grids, timings);
 - ``DIR/pareto-heads.npz``: per (layer, head) the mean over texts of every point's figures
   (arrays ``"<method>/<metric>"`` of shape (points, L, H), float32) and ``"gold_sparsity"``.
+
+``--task`` (SPEC §9, ``sparse_core.pareto.task``): for a model with an LM/MLM head, the loss
+with every head restricted to each frontier point's graph on the first ``--task-texts`` inputs:
+``"task_loss"`` per point (null off the frontiers), a ``"task"`` block (objective, unrestricted
+loss, inputs, seed) and a second panel in pareto.html (sparsity against the loss).
 """
 
 from __future__ import annotations
@@ -75,6 +80,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--fidelity-texts", type=int, default=4, metavar="N",
         help="inputs used for --fidelity (default 4: one masked forward pass per point and input)",
+    )  # fmt: skip
+    p.add_argument(
+        "--task", action="store_true",
+        help="also measure the model's loss (masked-LM on a seeded masking, or next-token) with "
+        "every head restricted to each frontier point's graph (SPEC 9); needs an LM/MLM head",
+    )  # fmt: skip
+    p.add_argument(
+        "--task-texts", type=int, default=4, metavar="N",
+        help="inputs used for --task (default 4: one restricted forward per point and input)",
     )  # fmt: skip
     p.add_argument(
         "--x", default="sparsity", choices=("sparsity", "block"),
@@ -156,6 +170,8 @@ def _check(args) -> None:
         raise SparsescopeError(f"--workers must be in [1, 64], got {args.workers}")
     if not 1 <= args.threads <= 64:
         raise SparsescopeError(f"--threads must be in [1, 64], got {args.threads}")
+    if args.task_texts < 1:
+        raise SparsescopeError(f"--task-texts must be >= 1, got {args.task_texts}")
     if args.fidelity_texts < 1:
         raise SparsescopeError(f"--fidelity-texts must be >= 1, got {args.fidelity_texts}")
     from sparse_core.pareto import check_axis
@@ -205,16 +221,23 @@ def figure(body: dict):
 
 
 def write_outputs(
-    sweep, out: Path, extra: dict, x: str = "sparsity", block: int | None = None
+    sweep, out: Path, extra: dict, x: str = "sparsity", block: int | None = None, task=None
 ) -> tuple[Path, Path]:
     import plotly.io as pio
 
     out.mkdir(parents=True, exist_ok=True)
     body = sweep.to_json(x, block)
+    fig = None
+    if task is not None:  # the task axis (SPEC 9): loss per frontier point, a second panel
+        from sparse_core.pareto.task import attach, with_task_panel
+
+        attach(body, task)
+        fig = with_task_panel(figure(body), body)
     js = out / "pareto.json"
     js.write_text(json.dumps(body, indent=1, ensure_ascii=False) + "\n")
     html = out / "pareto.html"
-    html.write_text(pio.to_html(figure(body), include_plotlyjs=True, full_html=True))
+    fig = fig if fig is not None else figure(body)
+    html.write_text(pio.to_html(fig, include_plotlyjs=True, full_html=True))
     run_meta = {**extra, **sweep.meta, "grids": sweep.grids}
     (out / "pareto-run.json").write_text(json.dumps(run_meta, indent=1, default=str) + "\n")
     tot = sweep.per_head  # per head: the mean over texts of every point (float32)
@@ -246,6 +269,23 @@ def frontier_table(body: dict, levels=LEVELS) -> str:
     return "\n".join(lines)
 
 
+def task_table(body: dict, levels=LEVELS) -> str:
+    """Lowest task loss among each method's frontier points with sparsity >= each level."""
+    t = body["task"]
+    pts = body["points"]
+    lines = [f"{t['metric']} with every head restricted (unrestricted: {t['loss_full']:.4f}, "
+             f"{t['texts']} inputs, {t['tokens']} scored tokens):",
+             "method           " + " ".join(f"{'>=' + format(lv, 'g'):>7}" for lv in levels)]  # fmt: skip
+    for name, front in body["frontiers"].items():
+        row = []
+        for lv in levels:
+            got = [pts[k]["task_loss"] for k in front
+                   if pts[k]["sparsity"] >= lv and pts[k]["task_loss"] is not None]  # fmt: skip
+            row.append(f"{min(got):7.3f}" if got else f"{'-':>7}")
+        lines.append(f"{name:16s} " + " ".join(row))
+    return "\n".join(lines)
+
+
 def run(args: argparse.Namespace) -> int:
     import torch
 
@@ -261,6 +301,11 @@ def run(args: argparse.Namespace) -> int:
 
         require_ray()  # the one-line error before any work
     torch.set_num_threads(args.threads)
+    lm = None
+    if args.task:  # the model with its LM head (a one-line error when it has none)
+        from sparse_core.pareto.task import check_lm
+
+        lm = check_lm(args.model)
     model = load_model(args.model, device="cpu")
     normalize_alpha(args.alpha, model.config.num_layers, model.config.num_heads)
     if not 8 <= args.max_tokens <= model.config.max_positions:
@@ -297,6 +342,14 @@ def run(args: argparse.Namespace) -> int:
         workers=workers, threads=args.threads, model_path=args.model,
         artefact_path=args.artefact, fidelity_texts=args.fidelity_texts if args.fidelity else 0,
     )  # fmt: skip
+    task = None
+    if lm is not None:
+        from sparse_core.pareto.task import task_losses
+
+        t1 = time.perf_counter()
+        task = task_losses(lm, texts[: args.task_texts], artefact, sweep.grids,
+                           sweep.to_json(), alpha=args.alpha)  # fmt: skip
+        sweep.meta["task_seconds"] = time.perf_counter() - t1
     elapsed = time.perf_counter() - t0
     extra = {
         "corpus": corpora,
@@ -307,7 +360,7 @@ def run(args: argparse.Namespace) -> int:
         "seconds": round(elapsed, 1),
         "artefact": None if artefact is None else (artefact.meta or {}).get("created"),
     }
-    js, html = write_outputs(sweep, Path(args.out), extra, args.x, args.block)
+    js, html = write_outputs(sweep, Path(args.out), extra, args.x, args.block, task)
     body = sweep.to_json(args.x, args.block)
     print(
         f"{body['texts']} inputs, {len(body['points'])} points, gold sparsity "
@@ -317,5 +370,9 @@ def run(args: argparse.Namespace) -> int:
     axis = "sparsity" if body["x"] == "sparsity" else f"block sparsity (B = {body['block']})"
     print(f"best frontier recall at {axis} >= level:")
     print(frontier_table(body))
+    if task is not None:
+        from sparse_core.pareto.task import attach
+
+        print(task_table(attach(sweep.to_json(), task)))
     print(f"wrote {js}, {html} (and pareto-run.json, pareto-heads.npz)")
     return 0
