@@ -144,6 +144,18 @@ class Settings(BaseModel):
             return list(self.models)
         return [self.model_path]
 
+
+def served_by_default() -> tuple[str, ...]:
+    """What ``sparsescope serve`` serves when no model is configured: the shipped default
+    model first, then its counterpart (the adapted entmax model and the softmax-trained
+    original, whichever is not the default; issue 23), when that one is installed."""
+    from sparse_core.adapt.delta import shipped_models
+    from sparse_core.sources import DEFAULT_MODEL_ID, ORIGINAL_MODEL_ID
+
+    adapted = [m for m in shipped_models() if m.endswith("entmax1.5")]
+    pair = [DEFAULT_MODEL_ID] + [m for m in (*adapted, ORIGINAL_MODEL_ID) if m != DEFAULT_MODEL_ID]
+    return tuple(pair[:2])
+
     def artefacts_dir(self) -> Path:
         """Where artefacts fitted for any model are looked up (and ``fit`` may write them)."""
         return self.artefact_dir if self.artefact_dir is not None else self.data_dir / "artefacts"

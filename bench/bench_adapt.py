@@ -70,8 +70,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--seq-len", type=int, default=128)
-    ap.add_argument("--learned-spread", type=float, default=0.0,
-                    help="spread the learned alphas uniformly over 1.5 +- this (0: all 1.5)")  # fmt: skip
+    ap.add_argument(
+        "--learned-spread",
+        type=float,
+        default=0.0,
+        help="spread the learned alphas uniformly over 1.5 +- this (0: all 1.5)",
+    )
     ap.add_argument("--skip-package", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)

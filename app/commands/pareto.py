@@ -273,9 +273,11 @@ def task_table(body: dict, levels=LEVELS) -> str:
     """Lowest task loss among each method's frontier points with sparsity >= each level."""
     t = body["task"]
     pts = body["points"]
-    lines = [f"{t['metric']} with every head restricted (unrestricted: {t['loss_full']:.4f}, "
-             f"{t['texts']} inputs, {t['tokens']} scored tokens):",
-             "method           " + " ".join(f"{'>=' + format(lv, 'g'):>7}" for lv in levels)]  # fmt: skip
+    lines = [
+        f"{t['metric']} with every head restricted (unrestricted: {t['loss_full']:.4f}, "
+        f"{t['texts']} inputs, {t['tokens']} scored tokens):",
+        "method           " + " ".join(f"{'>=' + format(lv, 'g'):>7}" for lv in levels),
+    ]
     for name, front in body["frontiers"].items():
         row = []
         for lv in levels:

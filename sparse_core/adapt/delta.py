@@ -63,8 +63,9 @@ def _params(lm) -> dict[str, torch.Tensor]:
     return dict(lm.lm.named_parameters())
 
 
-def save_delta(adapted_dir: str | Path, path: str | Path) -> dict:
-    """Write the delta of the adapted model in ``adapted_dir`` over its base; returns sizes."""
+def save_delta(adapted_dir: str | Path, path: str | Path, base: str | None = None) -> dict:
+    """Write the delta of the adapted model in ``adapted_dir`` over ``base`` (a model name or
+    directory; default: the base its config records); returns sizes."""
     from safetensors.torch import save_file
 
     from .lm import load_lm
@@ -72,7 +73,7 @@ def save_delta(adapted_dir: str | Path, path: str | Path) -> dict:
     adapted = load_lm(str(adapted_dir), "cpu")
     cfg = adapted.lm.config
     info = getattr(cfg, "sparsescope_adapt", None) or {}
-    base_id = info.get("base")
+    base_id = base or info.get("base")
     if not base_id:
         raise ModelLoadError(f"{adapted_dir} records no base model (sparsescope_adapt.base)")
     base = load_lm(base_id, "cpu")

@@ -102,10 +102,15 @@ def adapt(
     progress: bool = True,
     engine: str = "local",
     workers: int = 2,
+    threads: int = 1,
     memory_limit: int | None = None,
     on_step: Callable[[dict], None] | None = None,
 ) -> dict:
-    """Adapt ``model`` on ``corpus`` into ``out`` (module docstring); returns ``adapt.json``."""
+    """Adapt ``model`` on ``corpus`` into ``out`` (module docstring); returns ``adapt.json``.
+
+    ``engine="ray"``: data-parallel on Ray Train with ``workers`` workers of ``threads`` torch
+    threads each (:mod:`.ray_train`).
+    """
     check_config(cfg)
     if checkpoint_every < 0:
         raise SparsescopeError(f"--checkpoint-every must be >= 0, got {checkpoint_every}")
@@ -188,10 +193,12 @@ def adapt(
     if engine == "ray":
         from .ray_train import train_ray
 
-        result = train_ray(model, corpus, out, cfg, workers=workers, device=device,
-                           checkpoint_every=checkpoint_every, progress=progress)  # fmt: skip
-        lm = load_lm(str(result), device)
-        trainer_alpha = _alpha_from_config(lm, cfg)
+        ck = train_ray(model, corpus, out, cfg, workers=workers, device=device,
+                       checkpoint_every=checkpoint_every, threads=threads)  # fmt: skip
+        lm = load_lm(str(ck), device)
+        trainer = Trainer(lm, cfg, train_data)  # the final state, as the workers left it
+        trainer.load_state_dict(store.load_trainer_state(ck))
+        trainer_alpha = trainer.alpha
     else:
         trainer = Trainer(lm, cfg, train_data)
         if ckpt is not None:
@@ -305,15 +312,3 @@ def _describe_base(lm: LanguageModel, model: str | None) -> dict:
         h.update(file_digest(w).encode())
     return {"model_id": src.model_id, "path": str(src.path), "weights_sha256": h.hexdigest(),
             "new_head": lm.new_head}  # fmt: skip
-
-
-def _alpha_from_config(lm: LanguageModel, cfg: AdaptConfig):
-    """The α a finished data-parallel run recorded (a learned table, or the fixed value)."""
-    a = lm.sparse.config.alpha
-    if not cfg.learned:
-        return float(cfg.alpha)
-    la = LearnedAlpha(lm.sparse.config.num_layers, lm.sparse.config.num_heads, cfg.alpha_start)
-    with torch.no_grad():
-        t = a if isinstance(a, torch.Tensor) else torch.full_like(la.a, float(a))
-        la.a.copy_(torch.logit(t.double() - 1.0).float())
-    return la

@@ -53,8 +53,25 @@ def adapted(tiny_dir, corpus, tmp_path_factory) -> Path:
 
 
 def adapt(tiny_dir, corpus, out, *extra: str) -> int:
-    return main(["adapt", "--model", str(tiny_dir), "--corpus", str(corpus), "--out", str(out),
-                 "--device", "cpu", "--quiet", "--seq-len", "32", "--batch", "4", *extra])  # fmt: skip
+    return main(
+        [
+            "adapt",
+            "--model",
+            str(tiny_dir),
+            "--corpus",
+            str(corpus),
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+            "--quiet",
+            "--seq-len",
+            "32",
+            "--batch",
+            "4",
+            *extra,
+        ]
+    )
 
 
 def test_adapt_prints_and_writes(adapted: Path) -> None:
@@ -80,8 +97,26 @@ def test_analyze_and_evaluate_accept_the_out_dir(adapted: Path, corpus, capsys) 
 
 
 def test_fit_and_pareto_task_accept_the_out_dir(adapted: Path, corpus, tmp_path, capsys) -> None:
-    assert main(["fit", "--model", str(adapted), "--corpus", str(corpus), "--limit", "6",
-                 "--max-tokens", "48", "--epochs", "1", "--out", str(tmp_path / "art")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "fit",
+                "--model",
+                str(adapted),
+                "--corpus",
+                str(corpus),
+                "--limit",
+                "6",
+                "--max-tokens",
+                "48",
+                "--epochs",
+                "1",
+                "--out",
+                str(tmp_path / "art"),
+            ]
+        )
+        == 0
+    )
     art = next((tmp_path / "art").glob("*.safetensors"))
     capsys.readouterr()
     code = main(["pareto", "--model", str(adapted), "--corpus", str(corpus), "--artefact",
