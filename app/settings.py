@@ -43,7 +43,8 @@ class Settings(BaseModel):
         (),
         description="models to serve, the first the default: local Hugging Face directories or "
         "names in the local Hugging Face cache (SPARSESCOPE_MODELS: comma-separated); empty: "
-        "model_path, else the shipped all-MiniLM-L6-v2",
+        "model_path, else the shipped default model (sparsescope serve then adds the original "
+        "all-MiniLM-L6-v2 beside it)",
     )
     model_path: str | None = Field(None, description="one model to serve; None = default")
     max_tokens: int = Field(512, ge=8, le=1 << 16, description="token limit (capped by the model)")

@@ -528,9 +528,12 @@ def load_model(
 ) -> SparseModel:
     """Load a model as an entmax transformer. Nothing is downloaded.
 
-    ``path_or_name``: None or ``"sentence-transformers/all-MiniLM-L6-v2"`` (the shipped
-    default), a local model directory in the Hugging Face layout, or a model name in the local
-    Hugging Face cache. Architectures: :data:`SUPPORTED_MODEL_TYPES` (docs/models.md).
+    ``path_or_name``: None (the shipped default, ``DEFAULT_MODEL_ID``:
+    all-MiniLM-L6-v2 adapted with 1.5-entmax), ``"sentence-transformers/all-MiniLM-L6-v2"``
+    (the softmax-trained original), a shipped adapted id (``sparsescope/...``), a local model
+    directory in the Hugging Face layout, or a model name in the local Hugging Face cache. A
+    model whose config records ``entmax_alpha`` runs at that α by default (``config.alpha``).
+    Architectures: :data:`SUPPORTED_MODEL_TYPES` (docs/models.md).
     ``device``: "auto" (CUDA when available), "cpu" or "cuda". ``dtype``: the weights' dtype,
     "float32" (default), "bfloat16" or "float16" (attention is computed in float32 always).
     ``max_tokens``: the token limit, capped by the model's own positions.

@@ -7,7 +7,8 @@ import argparse
 #: What ``--model`` accepts, said once for every command.
 MODEL_HELP = (
     "a local Hugging Face directory or a name in the local Hugging Face cache (never "
-    "downloaded; default: the shipped sentence-transformers/all-MiniLM-L6-v2)"
+    "downloaded; default: the shipped sparsescope/all-MiniLM-L6-v2-entmax1.5, all-MiniLM-L6-v2 "
+    "adapted to 1.5-entmax; the original is sentence-transformers/all-MiniLM-L6-v2)"
 )
 
 

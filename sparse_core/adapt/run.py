@@ -128,6 +128,12 @@ def adapt(
                 f"--resume: the run was started with {k} = {was[k]!r}, not {now[k]!r}; a "
                 "resumed run keeps its settings (omit the flag or pass the same value)"
             )
+    if meta is not None and file_digest(corpus) != meta["corpus"]["sha256"]:
+        raise SparsescopeError(
+            f"--resume: {corpus} is not the corpus the run was started with (sha256 "
+            f"{meta['corpus']['sha256'][:12]}…); pass the same --corpus",
+            field="corpus",
+        )
     split = split_corpus(corpus, cfg.eval_every)
     with torch.random.fork_rng(devices=[]):  # a new head's initial weights follow the seed
         torch.manual_seed(cfg.seed)

@@ -14,7 +14,7 @@ from sparsescope.cli import main
 def test_analyze_json_on_the_real_model(capsys, sentence):
     assert main(["analyze", "--json", sentence]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["model"] == "sentence-transformers/all-MiniLM-L6-v2"
+    assert report["model"] == "sparsescope/all-MiniLM-L6-v2-entmax1.5"  # the default
     assert report["device"] == "cpu" and report["alpha"] == 1.5 and report["causal"] is False
     assert report["tokens"][0] == "[CLS]" and report["tokens"][-1] == "[SEP]"
     assert len(report["heads"]) == 72

@@ -176,6 +176,17 @@ def test_learned_alpha_moves_and_is_recorded(tiny_dir: Path, corpus: Path, tmp_p
     assert torch.allclose(m.config.alpha.double(), table, atol=1e-6)
     run = m.run("The river ran past the mill.")
     assert torch.equal(run.alpha, m.config.alpha)
+    assert torch.equal(run.alpha_table(), m.config.alpha_table())
+    # every head at its own α: head (l, h)'s P is entmax at α[l, h] of its own scores
+    from sparse_core.entmax import entmax
+
+    s = run.scores()  # (L, H, n, n)
+    for li in range(2):
+        for h in range(4):
+            want = entmax(s[li, h], float(m.config.alpha[li, h]))
+            torch.testing.assert_close(run.probs[li, h], want, atol=2e-6, rtol=0)
+    fixed = m.run("The river ran past the mill.", alpha=1.5)
+    assert fixed.alpha_table().eq(1.5).all() and not torch.equal(fixed.probs, run.probs)
 
 
 @pytest.mark.parametrize("arch", TINY_ARCHITECTURES)
