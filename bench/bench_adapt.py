@@ -16,6 +16,11 @@ interleaved repeat by repeat so that load from other processes hits them alike:
   the ``entmax`` package's differentiable functions swapped in for ours (sort-based 1.5-entmax;
   bisection with ``n_iter`` 50, its default, and its α-gradient when α is learned).
 
+A second figure, ``[op]``, times the attention's normalisation alone, forward + backward, on
+one layer's scores of that batch ((16, 12, 128, 128), float32, from the model): ``torch.softmax``,
+ours, ``entmax15`` and ``entmax_bisect`` (the package's autograd). It shows what the whole step
+hides: the linear layers dominate a MiniLM step at n = 128.
+
 Prints median and minimum milliseconds, the ratios to softmax and to ours, and the load average
 before and after. Run: ``python bench/bench_adapt.py --threads 2 --repeats 5``
 """
@@ -77,6 +82,7 @@ def main() -> None:
         help="spread the learned alphas uniformly over 1.5 +- this (0: all 1.5)",
     )
     ap.add_argument("--skip-package", action="store_true")
+    ap.add_argument("--skip-step", action="store_true", help="only the [op] figure")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {platform.machine()}, {os.cpu_count()} CPUs, "
@@ -136,6 +142,9 @@ def main() -> None:
         fns["entmax_bisect learned alpha (package)"] = ours(
             learned.layer_alphas, package_op("bisect")
         )
+    op_figure(lm, batch, args)
+    if args.skip_step:
+        return
     for f in fns.values():  # warm-up
         f()
     before = load()
@@ -157,6 +166,44 @@ def main() -> None:
     for k in fns:
         print(f"    {k:<40} {med[k]:10.0f} {med[k] / med[soft]:8.2f}x {med[k] / med[own]:6.2f}x "
               f"{mins[k]:10.0f} {mins[k] / mins[soft]:8.2f}x")  # fmt: skip
+
+
+def op_figure(lm, batch, args) -> None:
+    """[op]: one layer's normalisation, forward + backward, on the model's own scores."""
+    from entmax import entmax15, entmax_bisect
+
+    from sparse_core.entmax import entmax
+
+    with torch.no_grad():
+        out = lm.sparse.run(" ".join(["the"] * 4), alpha=1.5)  # warm the model
+        h = lm.lm.base_model.embeddings(input_ids=batch.ids)
+        layer = lm.lm.base_model.encoder.layer[0].attention.self
+        b, n, _ = h.shape
+        H, d = out.heads, out.queries.shape[-1]
+        q = layer.query(h).view(b, n, H, d).transpose(1, 2)
+        k = layer.key(h).view(b, n, H, d).transpose(1, 2)
+        scores = (q @ k.transpose(-1, -2)) * d**-0.5  # (B, H, n, n)
+    g = torch.randn_like(scores)
+    ops = {
+        "torch.softmax": lambda x: torch.softmax(x, -1),
+        "ours alpha=1.5": lambda x: entmax(x, 1.5),
+        "entmax15 (package)": lambda x: entmax15(x, -1),
+        "entmax_bisect (package)": lambda x: entmax_bisect(x, 1.5, -1, 50),
+    }
+    times: dict[str, list[float]] = {k: [] for k in ops}
+    for r in range(args.repeats + 1):
+        for name, f in ops.items():
+            x = scores.clone().requires_grad_()
+            t0 = time.perf_counter()
+            f(x).backward(g)
+            if r:
+                times[name].append((time.perf_counter() - t0) * 1e3)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print(f"\n[op] one layer's scores {tuple(scores.shape)}, forward + backward ({load()})")
+    print(f"    {'':<28} {'median ms':>10} {'/softmax':>9} {'/ours':>7} {'min ms':>10}")
+    for k, v in med.items():
+        print(f"    {k:<28} {v:10.1f} {v / med['torch.softmax']:8.2f}x "
+              f"{v / med['ours alpha=1.5']:6.2f}x {min(times[k]):10.1f}")  # fmt: skip
 
 
 if __name__ == "__main__":
