@@ -14,7 +14,7 @@ into one ES module string by :func:`bundle` (anywidget takes a single module), r
 installed package, like the CSS (static/css/widget.css): no CDN, no network.
 
 Data: the analysis body and each head's payload are the API's own (``AnalysisService``,
-app/payloads.py), so the view and the page show the same thing. Traits ``layer``, ``head``,
+app/engine/payloads.py), so the view and the page show the same thing. Traits ``layer``, ``head``,
 ``method`` and ``params`` are synced both ways and validated (a bad value raises
 ``traitlets.TraitError`` naming what is allowed); ``text``, ``alpha`` and ``causal`` re-run the
 model when set.
@@ -45,9 +45,9 @@ import torch
 from sparse_core.errors import SparsescopeError
 from sparse_core.methods import METHODS
 
-from .service import AnalysisService, _check_alpha
-from .settings import Settings
-from .slot import ModelSlot
+from .engine.service import AnalysisService, _check_alpha
+from .engine.settings import Settings
+from .engine.slot import ModelSlot
 
 log = logging.getLogger(__name__)
 

@@ -564,8 +564,8 @@ def scenario_forwards(clients: int, rounds: int) -> None:
     import torch
 
     from sparse_core import load_model
-    from sparsescope.batching import Job, ModelWorker
-    from sparsescope.limits import JobContext
+    from sparsescope.engine.batching import Job, ModelWorker
+    from sparsescope.engine.limits import JobContext
 
     torch.set_num_threads(1)
     model = load_model(None, "cpu")

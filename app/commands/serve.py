@@ -1,7 +1,8 @@
 """``sparsescope serve``: the web app on http://127.0.0.1:8000 (the default command).
 
-Flags override the ``SPARSESCOPE_*`` environment (app/settings.py). The model is loaded before
-the server starts, so a bad ``--model`` / ``--artefact`` is a one-line error, not a traceback.
+Flags override the ``SPARSESCOPE_*`` environment (app/engine/settings.py). The model is loaded
+before the server starts, so a bad ``--model`` / ``--artefact`` is a one-line error, not a
+traceback.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def settings_from_args(args: argparse.Namespace):
-    from ..settings import Settings
+    from ..engine.settings import Settings
 
     return Settings.from_env(
         host=args.host,
@@ -59,11 +60,11 @@ def settings_from_args(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from ..connections import bind, uvicorn_options
-    from ..main import create_app
-    from ..memory import freeze_startup_objects, limit_malloc_arenas
-    from ..service import AnalysisService
-    from ..store import ShareStore
+    from ..engine.memory import freeze_startup_objects, limit_malloc_arenas
+    from ..engine.service import AnalysisService
+    from ..engine.store import ShareStore
+    from ..web.connections import bind, uvicorn_options
+    from ..web.main import create_app
 
     limit_malloc_arenas()  # before the model and the server start their threads
     settings = settings_from_args(args)
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     # nothing (one warm-up)
     service.start()
     # the models and everything imported stay for the server's life: out of the collector's
-    # walks (a full collection took ~0.2 s of the GIL with them; app/memory.py)
+    # walks (a full collection took ~0.2 s of the GIL with them; app/engine/memory.py)
     frozen = freeze_startup_objects()
     log.debug("%d start-up objects frozen for the garbage collector", frozen)
     if settings.host not in ("127.0.0.1", "localhost", "::1"):

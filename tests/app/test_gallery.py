@@ -12,11 +12,11 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from sparsescope import gallery as G
-from sparsescope.main import create_app
-from sparsescope.schemas import Gallery, ShareState
-from sparsescope.service import AnalysisService
-from sparsescope.shares import ISLAND_ID
+from sparsescope.engine.service import AnalysisService
+from sparsescope.web import gallery as G
+from sparsescope.web.main import create_app
+from sparsescope.web.schemas import Gallery, ShareState
+from sparsescope.web.shares import ISLAND_ID
 from tests.app.conftest import make_settings
 
 ISLAND_RE = re.compile(

@@ -17,12 +17,12 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from sparsescope.batching import Job, ModelWorker
-from sparsescope.limits import LOW, NORMAL, JobContext, RateLimiter
-from sparsescope.main import create_app
-from sparsescope.schemas import MAX_ANALYZE_CHARS
-from sparsescope.service import AnalysisService
-from sparsescope.store import DB_NAME, ShareStore, ShareStoreError
+from sparsescope.engine.batching import Job, ModelWorker
+from sparsescope.engine.limits import LOW, NORMAL, JobContext, RateLimiter
+from sparsescope.engine.service import AnalysisService
+from sparsescope.engine.store import DB_NAME, ShareStore, ShareStoreError
+from sparsescope.web.main import create_app
+from sparsescope.web.schemas import MAX_ANALYZE_CHARS
 from tests.app.conftest import make_settings
 
 WAIT_S = 30.0  # bound of every poll below (a generous one: the machine is shared)
@@ -185,7 +185,7 @@ def test_piped_pos_tagging_equals_one_text_at_a_time():
 
 
 def test_tagger_pipes_the_texts_that_wait_together():
-    from sparsescope.tagging import Tagger
+    from sparsescope.engine.tagging import Tagger
 
     tagger = Tagger()
     model_like = type("Enc", (), {})
@@ -326,7 +326,7 @@ def test_a_disconnected_http_client_s_analysis_is_dropped(tmp_path, tiny_model):
     never runs its text."""
     import uvicorn
 
-    from sparsescope.connections import uvicorn_options
+    from sparsescope.web.connections import uvicorn_options
 
     settings = make_settings(tmp_path, batch_window_ms=0)
     svc = AnalysisService(settings, model=tiny_model)
@@ -676,7 +676,7 @@ def test_kill_9_during_batched_work_loses_no_acknowledged_share(tmp_path):
 def test_round6_equals_python_round():
     import numpy as np
 
-    from sparsescope.payloads import round6
+    from sparsescope.engine.payloads import round6
 
     rng = np.random.default_rng(0)
     k = rng.integers(0, 2_000_000, 20_000)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import pytest
 
-import sparsescope.cache as cache_mod
-import sparsescope.slot as slot_mod
+import sparsescope.engine.cache as cache_mod
+import sparsescope.engine.slot as slot_mod
 from bench.bench_load import listening_addresses, live_server, run_load, summary, text_pool
-from sparsescope.service import AnalysisService
+from sparsescope.engine.service import AnalysisService
 from tests.app.conftest import make_settings
 
 # ----------------------------------------------------------------------------- cache bounds
@@ -70,7 +70,7 @@ def test_artefact_lookups_are_bounded_in_alphas(tmp_path, tiny_model):
 
 
 def test_memory_helpers_are_best_effort(monkeypatch):
-    from sparsescope.memory import limit_malloc_arenas, release_free_memory
+    from sparsescope.engine.memory import limit_malloc_arenas, release_free_memory
 
     release_free_memory()  # glibc: trims; elsewhere: nothing, and no error
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
@@ -104,7 +104,7 @@ def test_concurrent_mixed_load_no_errors_and_flat_memory(tmp_path, record_proper
 def test_trimmer_trims_once_a_busy_spell():
     """memory.Trimmer: overlapping pieces of work trim once, when the last one ends; with
     ``every_s=0`` every piece trims (sustained load is still trimmed)."""
-    from sparsescope.memory import Trimmer
+    from sparsescope.engine.memory import Trimmer
 
     calls = []
     t = Trimmer(every_s=3600, trim=lambda: calls.append(1))
@@ -131,7 +131,7 @@ def test_start_up_objects_are_frozen_for_the_collector():
     alive now leaves the collector's walks; the objects stay usable."""
     import gc
 
-    from sparsescope.memory import freeze_startup_objects
+    from sparsescope.engine.memory import freeze_startup_objects
 
     keep = {"a": [1, 2, 3]}
     try:

@@ -31,9 +31,9 @@ from schemathesis.checks import positive_data_acceptance
 from schemathesis.config import SchemathesisConfig
 
 from sparse_core.methods import METHODS
-from sparsescope.main import create_app
-from sparsescope.service import AnalysisService
-from sparsescope.settings import Settings
+from sparsescope.engine.service import AnalysisService
+from sparsescope.engine.settings import Settings
+from sparsescope.web.main import create_app
 
 pytestmark = pytest.mark.slow
 

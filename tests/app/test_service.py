@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sparsescope.cache import Entry, LruCache, tensor_nbytes
-from sparsescope.payloads import sig6
-from sparsescope.service import AnalysisService
+from sparsescope.engine.cache import Entry, LruCache, tensor_nbytes
+from sparsescope.engine.payloads import sig6
+from sparsescope.engine.service import AnalysisService
 from tests.app.conftest import make_settings
 
 
@@ -102,7 +102,7 @@ def test_warm_up_runs_once_when_serve_has_started_the_service(tmp_path, tiny_mod
     lifespan starts it again, which must not warm up a second time."""
     from fastapi.testclient import TestClient
 
-    from sparsescope.main import create_app
+    from sparsescope.web.main import create_app
 
     settings = make_settings(tmp_path, warmup=True)
     service = AnalysisService(settings, model=tiny_model)

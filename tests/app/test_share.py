@@ -21,11 +21,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from sparse_core.methods import METHODS
-from sparsescope.main import create_app
-from sparsescope.schemas import ShareState
-from sparsescope.service import AnalysisService
-from sparsescope.shares import ISLAND_ID, MAX_STATE_BYTES
-from sparsescope.store import DB_NAME, ShareStoreError
+from sparsescope.engine.service import AnalysisService
+from sparsescope.engine.store import DB_NAME, ShareStoreError
+from sparsescope.web.main import create_app
+from sparsescope.web.schemas import ShareState
+from sparsescope.web.shares import ISLAND_ID, MAX_STATE_BYTES
 
 ROOT = Path(__file__).resolve().parents[2]
 ID_RE = re.compile(r"[A-Za-z0-9_-]{12}")
@@ -326,9 +326,9 @@ def test_embed_page(client):
 
 SERVER = textwrap.dedent(
     """
-    from sparsescope.main import create_app
-    from sparsescope.service import AnalysisService
-    from sparsescope.settings import Settings
+    from sparsescope.web.main import create_app
+    from sparsescope.engine.service import AnalysisService
+    from sparsescope.engine.settings import Settings
     from sparse_core.testing import tiny_model
 
 

@@ -23,8 +23,8 @@ import httpx
 import pytest
 
 from bench.bench_load import HOST, LiveServer, live_server, text_pool
-from sparsescope.main import create_app
-from sparsescope.service import AnalysisService
+from sparsescope.engine.service import AnalysisService
+from sparsescope.web.main import create_app
 from tests.app.conftest import make_settings
 
 pytestmark = pytest.mark.slow

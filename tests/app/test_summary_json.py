@@ -1,4 +1,4 @@
-"""The analyze body written straight to JSON (app/payloads.py ``summary_json`` and
+"""The analyze body written straight to JSON (app/engine/payloads.py ``summary_json`` and
 ``analysis_json``): byte for byte what ``dumps`` makes of the body with its summary rows, and
 the cache entry's ``body`` parsed back from those bytes is the dict the rows would have made."""
 
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from sparse_core.methods import PredictContext
-from sparsescope.payloads import (
+from sparsescope.engine.payloads import (
     _rows,
     analysis_body,
     analysis_json,
@@ -21,7 +21,7 @@ from sparsescope.payloads import (
     summary_rows,
     summary_texts,
 )
-from sparsescope.service import AnalysisService
+from sparsescope.engine.service import AnalysisService
 from tests.app.conftest import make_settings
 
 NAMES = ["window", "sf-kmeans", 'odd "name" 100%', "longformer", "ünï"]

@@ -80,9 +80,9 @@ def server_url(tmp_path_factory, tiny_model):
     """Base URL of a live server (uvicorn thread) on the tiny model with a random artefact."""
     import uvicorn
 
-    from sparsescope.main import create_app
-    from sparsescope.service import AnalysisService
-    from sparsescope.settings import Settings
+    from sparsescope.engine.service import AnalysisService
+    from sparsescope.engine.settings import Settings
+    from sparsescope.web.main import create_app
 
     settings = Settings(data_dir=tmp_path_factory.mktemp("browser-data"), warmup=False)
     service = AnalysisService(settings, model=tiny_model, artefact=random_artefact(tiny_model))

@@ -4,11 +4,11 @@ The models are loaded once, in :meth:`AnalysisService.start` (the app's lifespan
 serve`` before the server starts), never at import; each lives in a :class:`ModelSlot` keyed by its
 id, the first being the default. An analysis is cached under ``id = sha256(text, alpha, causal,
 truncate, start, model, artefact)[:24]`` in a cache bounded in entries
-and bytes (app/cache.py). What is heavy and not always needed (the Pareto sweep, per-head
+and bytes (app/engine/cache.py). What is heavy and not always needed (the Pareto sweep, per-head
 payloads, metrics tables) is derived on request and kept with the entry.
 
-Bad input raises a domain error with the field at fault (``sparse_core.errors``, app/errors.py);
-nothing here knows an HTTP status. Tensors become JSON in app/payloads.py.
+Bad input raises a domain error with the field at fault (``sparse_core.errors``, app/web/errors.py);
+nothing here knows an HTTP status. Tensors become JSON in app/engine/payloads.py.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from sparse_core.errors import EmptyTextError, SparsescopeError, TextTooLongErro
 from sparse_core.methods import METHODS, PredictContext, available, evaluate
 from sparse_core.sparsefinder import load_artefact
 
+from ..web.errors import NotFound, UnknownModel
 from .batching import KeyLocks, worker_for
 from .cache import Entry, LruCache, tensor_nbytes
-from .errors import NotFound, UnknownModel
 from .memory import Trimmer, release_free_memory
 from .payloads import (
     MAX_RAW_TOKENS,
@@ -73,8 +73,8 @@ class Stats:
 class AnalysisService:
     """Answers every API question about analysed texts, on the models of :attr:`slots`.
 
-    One :class:`~sparsescope.slot.ModelSlot` per model of ``settings.model_names()`` (the first
-    is the default), or the ``slots`` given. ``slot_options`` (``model``, ``artefact``,
+    One :class:`~sparsescope.engine.slot.ModelSlot` per model of ``settings.model_names()`` (the
+    first is the default), or the ``slots`` given. ``slot_options`` (``model``, ``artefact``,
     ``use_artefact``, ``loader``) are handed to the first slot (tests pass a tiny model).
     """
 
@@ -214,8 +214,8 @@ class AnalysisService:
         return self._method_list(n, slot.artefact_for(_check_alpha(alpha))[0])
 
     def _method_list(self, n: int, artefact: Any) -> list[dict]:
-        """:func:`~sparsescope.payloads.methods_json`, remembered per (n, artefact name): what
-        the sliders depend on, unlike the artefact's ``id()``, which Python reuses once an
+        """:func:`~sparsescope.engine.payloads.methods_json`, remembered per (n, artefact name):
+        what the sliders depend on, unlike the artefact's ``id()``, which Python reuses once an
         artefact is freed."""
         key = (n, artefact_label(artefact))
         listed = self._method_lists.get(key)
@@ -286,8 +286,8 @@ class AnalysisService:
         if entry is not None:
             self.stats.hits += 1
             return entry
-        # analyses of different texts run together (app/batching.py); a racing twin of this one
-        # waits for it and finds it cached
+        # analyses of different texts run together (app/engine/batching.py); a racing twin of
+        # this one waits for it and finds it cached
         # the forward's temporaries and evicted analyses are handed back to the system when
         # the last analysis running ends (memory.Trimmer: once a burst, not once an analysis)
         with self.trimmer.work(), self._inflight.hold(key):
@@ -318,7 +318,7 @@ class AnalysisService:
         t0 = time.perf_counter()
         with _api_wording():  # the words the model will see, tagged beside the forward
             enc = model.encode(text, truncate=truncate, start=start)
-            # the model worker batches it with others (app/batching.py); Busy when it is full
+            # the model worker batches it with others (app/engine/batching.py); Busy when it is full
             worker = worker_for(slot, self.settings)
             worker.after_batch = _tie_batch
             pending = worker.submit_text(text, alpha, causal, truncate, len(enc.ids), start=start)

@@ -2,9 +2,9 @@
 
 The examples live in ``static/gallery/examples.json``, built (and their heads picked by measuring
 the real model) by ``scripts/build_gallery.py``; each holds a
-:class:`~sparsescope.schemas.ShareState`. Opening an example serves the main page with that state
-in the ``shared-state`` JSON island, exactly as a share link does, so the page restores it with the
-same code.
+:class:`~sparsescope.web.schemas.ShareState`. Opening an example serves the main page with that
+state in the ``shared-state`` JSON island, exactly as a share link does, so the page restores it
+with the same code.
 
 Instant opening: at start-up, after the model has loaded, a background thread (:class:`Warmer`)
 analyses every example and prepares its open head and its Pareto sweep in the service's cache
@@ -26,8 +26,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..engine.service import AnalysisService
 from .schemas import Example, Gallery
-from .service import AnalysisService
 
 log = logging.getLogger(__name__)
 

@@ -58,7 +58,7 @@ class Settings(BaseModel):
     cache_bytes: int = Field(1 << 30, ge=1 << 20, description="memory bound of that cache")
     max_body_bytes: int = Field(1 << 20, ge=1024, description="larger request bodies get 413")
     warmup: bool = Field(True, description="run one short text at start-up so requests are warm")
-    # -- a lecture hall at once (docs/api.md "Limits"; app/limits.py, app/batching.py) --------
+    # -- a lecture hall at once (docs/api.md "Limits"; app/engine/limits.py, batching.py) ----
     batch_window_ms: float = Field(
         5.0, ge=0, le=1000, description="an idle model worker gathers analyses this long"
     )

@@ -11,15 +11,15 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
+from ...engine.limits import client_of, model_call
 from ..deps import AnalysisId, Head, Layer, ServiceDep
 from ..errors import documented
-from ..limits import client_of, model_call
 from ..schemas import Analysis, AnalyzeRequest, Clusters, HeadPayload, Metrics, Pareto
 
 router = APIRouter(prefix="/api", tags=["analyses"])
 
 ERRORS = documented(400, 404, 413, 422, _404="unknown or evicted analysis id")
-#: The analyze route may also be refused for now (app/limits.py).
+#: The analyze route may also be refused for now (app/engine/limits.py).
 ANALYZE_ERRORS = {**ERRORS, **documented(429, 503)}
 
 

@@ -1,8 +1,8 @@
-"""Share links: a view of the page (:class:`~sparsescope.schemas.ShareState`) saved under an id.
+"""Share links: a view of the page (:class:`~sparsescope.web.schemas.ShareState`) saved under an id.
 
 A state is checked on the way in (its size, then its schema) and again on the way out (a state
 saved by an older version may no longer be valid), and stored in the SQLite database of
-:mod:`sparsescope.store`. Opening a link warms the analysis of its text and its open head, so
+:mod:`sparsescope.engine.store`. Opening a link warms the analysis of its text and its open head, so
 that the page's own requests find them in the service's cache.
 """
 
@@ -18,10 +18,10 @@ from pydantic import ValidationError
 
 from sparse_core.errors import SparsescopeError
 
+from ..engine.service import AnalysisService
+from ..engine.store import ShareRecord, ShareStore, is_valid_id
 from .errors import Gone, Invalid, NotFound, TooLarge, validation_message
 from .schemas import MAX_TEXT_CHARS, ShareState
-from .service import AnalysisService
-from .store import ShareRecord, ShareStore, is_valid_id
 
 log = logging.getLogger(__name__)
 

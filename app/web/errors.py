@@ -27,8 +27,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sparse_core.errors import SparsescopeError
 
+from ..engine.store import ShareStoreError, ShareStoreFull, ShareStoreUnavailable
 from .schemas import ErrorOut
-from .store import ShareStoreError, ShareStoreFull, ShareStoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -69,11 +69,11 @@ class Refused(SparsescopeError):
 
 
 class Busy(Refused):
-    """The model's work queue is full (app/limits.py): a 503."""
+    """The model's work queue is full (app/engine/limits.py): a 503."""
 
 
 class RateLimited(Refused):
-    """This client has sent more than its rate allows (app/limits.py): a 429."""
+    """This client has sent more than its rate allows (app/engine/limits.py): a 429."""
 
 
 class UnknownModel(Invalid):
@@ -104,7 +104,7 @@ HTTP: dict[type[Exception], Http] = {
     ShareStoreError: Http(
         500, "the share database cannot be used right now; the server's log says why"
     ),
-    ShareStoreFull: Http(507),  # messages without server paths (app/store.py)
+    ShareStoreFull: Http(507),  # messages without server paths (app/engine/store.py)
     ShareStoreUnavailable: Http(503),
     ClientGone: Http(499),
     Busy: Http(503),

@@ -7,7 +7,7 @@ head's Pareto data, exactly as ``/api/analyze``, ``/api/analyses/{id}/heads/{l}/
 seeds its caches with them and paints the heatmap at once; later requests (other heads) use the
 analysis id as usual (and analyse the text again when the server evicted it).
 
-Bodies are the service's cached JSON bytes, spliced without re-encoding (app/render.py escapes
+Bodies are the service's cached JSON bytes, spliced without re-encoding (app/web/render.py escapes
 ``<``, ``>``, ``&`` for the island).
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 
 from sparse_core.errors import SparsescopeError
 
-from .service import AnalysisService
+from ..engine.service import AnalysisService
 
 log = logging.getLogger(__name__)
 

@@ -1,11 +1,11 @@
 """Back-pressure and fairness: who may ask for model work, and how much of it may wait.
 
 - :class:`RateLimiter`: a token bucket per client address (``rate_per_s`` refilled, ``rate_burst``
-  deep). Over it: :class:`~sparsescope.errors.RateLimited` (429, ``Retry-After``). The default
+  deep). Over it: :class:`~sparsescope.web.errors.RateLimited` (429, ``Retry-After``). The default
   lets a lecture hall behind one NAT address through (48 simultaneous analyses and more).
-- The work queue itself is the model worker's (app/batching.py): bounded in tokens of text
-  (``queue_tokens``) and jobs (``queue_jobs``); beyond it :class:`~sparsescope.errors.Busy` (503,
-  ``Retry-After`` from the measured throughput).
+- The work queue itself is the model worker's (app/engine/batching.py): bounded in tokens of text
+  (``queue_tokens``) and jobs (``queue_jobs``); beyond it
+  :class:`~sparsescope.web.errors.Busy` (503, ``Retry-After`` from the measured throughput).
 - :class:`JobContext`: what a request's model work carries down to the worker, through a
   :class:`~contextvars.ContextVar` (no signature of the service changes): its priority, whether it
   counts against the queue, and an event set when its client has hung up (the worker then drops
@@ -34,7 +34,7 @@ import anyio
 import anyio.to_thread
 from starlette.requests import Request
 
-from .errors import ClientGone, RateLimited  # noqa: F401 (ClientGone: re-exported)
+from ..web.errors import ClientGone, RateLimited  # noqa: F401 (ClientGone: re-exported)
 
 log = logging.getLogger(__name__)
 
