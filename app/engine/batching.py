@@ -13,11 +13,11 @@ SummaryBatch``) cost less CPU than cutting a round to overlap summaries with the
 (measured; on this 2-core machine the CPU, not the overlap, bounds a burst).
 
 The queue is bounded (app/engine/limits.py): at most ``queue_tokens`` tokens and ``queue_jobs``
-jobs of user requests wait; beyond that :class:`~sparsescope.web.errors.Busy` (503) with a ``Retry-
-After`` estimated from the measured throughput (tokens a second). A single job is always accepted
-by an empty queue, however long. Low-priority work (share warm-ups, the gallery) runs only when no
-user request waits, is bounded by its own job count, and is dropped at shutdown. A job whose client
-has disconnected is dropped before it runs.
+jobs of user requests wait; beyond that :class:`~sparsescope.engine.errors.Busy` (503) with a
+``Retry-After`` estimated from the measured throughput (tokens a second). A single job is always
+accepted by an empty queue, however long. Low-priority work (share warm-ups, the gallery) runs only
+when no user request waits, is bounded by its own job count, and is dropped at shutdown. A job
+whose client has disconnected is dropped before it runs.
 
 While analyses keep arriving, an idle worker keeps gathering: each arrival extends the window by
 ``window_s`` from then, up to ``max_window_s`` after the first (a lecture hall's 48 requests reach
@@ -41,7 +41,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..web.errors import Busy, ClientGone
+from .errors import Busy, ClientGone
 from .limits import LOW, NORMAL, JobContext, current_job
 
 log = logging.getLogger(__name__)

@@ -32,9 +32,9 @@ from sparse_core.errors import EmptyTextError, SparsescopeError, TextTooLongErro
 from sparse_core.methods import METHODS, PredictContext, available, evaluate
 from sparse_core.sparsefinder import load_artefact
 
-from ..web.errors import NotFound, UnknownModel
 from .batching import KeyLocks, worker_for
 from .cache import Entry, LruCache, tensor_nbytes
+from .errors import NotFound, UnknownModel
 from .memory import Trimmer, release_free_memory
 from .payloads import (
     MAX_RAW_TOKENS,

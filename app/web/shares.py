@@ -18,9 +18,10 @@ from pydantic import ValidationError
 
 from sparse_core.errors import SparsescopeError
 
+from ..engine.errors import Gone, Invalid, NotFound, TooLarge
 from ..engine.service import AnalysisService
 from ..engine.store import ShareRecord, ShareStore, is_valid_id
-from .errors import Gone, Invalid, NotFound, TooLarge, validation_message
+from .errors import validation_message
 from .schemas import MAX_TEXT_CHARS, ShareState
 
 log = logging.getLogger(__name__)

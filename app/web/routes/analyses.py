@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
-from ...engine.limits import client_of, model_call
+from ..calls import client_of, model_call
 from ..deps import AnalysisId, Head, Layer, ServiceDep
 from ..errors import documented
 from ..schemas import Analysis, AnalyzeRequest, Clusters, HeadPayload, Metrics, Pareto

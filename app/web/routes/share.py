@@ -16,9 +16,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from ...engine.limits import client_of
+from ...engine.errors import Gone, NotFound, UnknownModel
+from ..calls import client_of
 from ..deps import ServiceDep, ShareId, StoreDep
-from ..errors import Gone, NotFound, UnknownModel, documented, http_of
+from ..errors import documented, http_of
 from ..middleware import CSP
 from ..preload import PRELOAD_ID, preload_view, state_with_query
 from ..render import error_page, lecture_page, main_page, render_page
