@@ -45,7 +45,8 @@ import torch
 from sparse_core.errors import SparsescopeError
 from sparse_core.methods import METHODS
 
-from .engine.service import AnalysisService, _check_alpha
+from .engine.request import AnalysisRequest, check_alpha
+from .engine.service import AnalysisService
 from .engine.settings import Settings
 from .engine.slot import ModelSlot
 
@@ -274,7 +275,7 @@ class AttentionWidget(anywidget.AnyWidget):
     @traitlets.validate("alpha")
     def _valid_alpha(self, proposal):
         try:
-            return _check_alpha(proposal["value"])
+            return check_alpha(proposal["value"])
         except SparsescopeError as err:
             raise traitlets.TraitError(str(err)) from None
 
@@ -353,7 +354,8 @@ class AttentionWidget(anywidget.AnyWidget):
         """Run the model on (text, alpha, causal) and send the analysis; keep layer, head,
         method and params where they still apply."""
         try:
-            entry = self._service.analyze_entry(self.text, self.alpha, self.causal, True)
+            request = AnalysisRequest(self.text, self.alpha, self.causal, truncate=True)
+            entry = self._service.analyze_entry(request)
         except SparsescopeError as err:
             raise traitlets.TraitError(str(err)) from None
         self._entry = entry

@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..engine.request import AnalysisRequest
 from ..engine.service import AnalysisService
 from .schemas import Example, Gallery
 
@@ -106,16 +107,12 @@ class Warmer:
         self.done.set()
 
     def warm_head(self, service: AnalysisService, ex: Example) -> None:
-        s = ex.state
-        body = service.analyze(s.text, s.alpha, s.causal, s.truncate, model=s.model, start=s.start)
+        body = service.analyze(AnalysisRequest.of(ex.state))
         self.analyses[ex.slug] = body["id"]
         service.head(body["id"], *head_of(ex, body["layers"], body["heads"]))
 
     def warm_sweep(self, service: AnalysisService, ex: Example) -> None:
-        s = ex.state
-        body = service.analyze(
-            s.text, s.alpha, s.causal, s.truncate, model=s.model, start=s.start
-        )  # cached (or re-run)
+        body = service.analyze(AnalysisRequest.of(ex.state))  # cached (or re-run)
         service.pareto(body["id"], *head_of(ex, body["layers"], body["heads"]))
         self.ready.add(ex.slug)
 

@@ -20,7 +20,6 @@ from starlette.staticfiles import StaticFiles
 
 from sparse_core import __version__
 
-from ..engine.batching import drop_low_work
 from ..engine.limits import Limits
 from ..engine.service import AnalysisService
 from ..engine.settings import Settings, get_settings
@@ -83,7 +82,7 @@ def create_app(settings: Settings | None = None, service: AnalysisService | None
             # nothing low-priority is waited for: queued warm-ups are dropped
             warmer.stop.set()
             app.state.limits.warmups.stop()
-            drop_low_work(service)
+            service.drop_background_work()
             app.state.share_store.close()
 
     app = FastAPI(

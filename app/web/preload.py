@@ -18,6 +18,7 @@ from typing import Any
 
 from sparse_core.errors import SparsescopeError
 
+from ..engine.request import AnalysisRequest
 from ..engine.service import AnalysisService
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,9 @@ def preload(
     if not service.ready:
         return None
     try:
-        entry = service.analyze_entry(text, alpha, causal, truncate, model=model, start=start)
+        entry = service.analyze_entry(
+            AnalysisRequest(text, alpha, causal, truncate, model=model, start=start)
+        )
         body = entry.body
         layer = layer if layer is not None and 0 <= layer < body["layers"] else 0
         head = head if head is not None and 0 <= head < body["heads"] else 0

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from sparse_core.errors import SparsescopeError
 
 from ..engine.errors import Gone, Invalid, NotFound, TooLarge
+from ..engine.request import AnalysisRequest
 from ..engine.service import AnalysisService
 from ..engine.store import ShareRecord, ShareStore, is_valid_id
 from .errors import validation_message
@@ -90,14 +91,7 @@ def warm_analysis(service: AnalysisService, state: ShareState) -> str | None:
     if not service.ready:
         return None
     try:
-        body = service.analyze(
-            state.text,
-            state.alpha,
-            state.causal,
-            state.truncate,
-            model=state.model,
-            start=state.start,
-        )
+        body = service.analyze(AnalysisRequest.of(state))
     except SparsescopeError as exc:
         log.info("shared text not analysed: %s", exc)
         return None

@@ -10,7 +10,7 @@ import re
 import pytest
 import torch
 
-from sparsescope.engine.service import ID_HEX
+from sparsescope.engine.request import ID_HEX, AnalysisRequest
 from sparsescope.web.schemas import Analysis, ErrorOut, HeadPayload, Health, MethodsOut
 
 HEX_ID = re.compile(rf"[0-9a-f]{{{ID_HEX}}}")
@@ -148,12 +148,12 @@ def test_head_payload(client, analysis, sentence, tiny_model):
 
 
 def test_head_payload_is_computed_once(client, analysis, service, monkeypatch):
-    import sparsescope.engine.service
+    import sparsescope.engine.derived
 
     calls = []
-    real = sparsescope.engine.service.head_body
+    real = sparsescope.engine.derived.head_body
     monkeypatch.setattr(
-        sparsescope.engine.service, "head_body", lambda *a: calls.append(a) or real(*a)
+        sparsescope.engine.derived, "head_body", lambda *a: calls.append(a) or real(*a)
     )
     for _ in range(3):
         assert client.get(f"/api/analyses/{analysis['id']}/heads/0/0").status_code == 200
@@ -356,7 +356,7 @@ def test_concurrent_requests_run_the_model_once(service, sentence):
 
     service.start()
     with ThreadPoolExecutor(8) as pool:
-        bodies = list(pool.map(lambda _: service.analyze(sentence, 1.5, False, False), range(16)))
+        bodies = list(pool.map(lambda _: service.analyze(AnalysisRequest(sentence)), range(16)))
     assert len({b["id"] for b in bodies}) == 1
     assert service.stats.runs == 1 and service.stats.hits == 15
 
@@ -368,6 +368,6 @@ def test_cache_is_bounded_in_bytes(tmp_path, tiny_model):
     service = AnalysisService(make_settings(tmp_path, cache_bytes=1 << 20), model=tiny_model)
     service.start()
     for k in range(12):
-        service.analyze(f"Text number {k}. " * 40, 1.5, False, False)
+        service.analyze(AnalysisRequest(f"Text number {k}. " * 40))
     assert service.cache.nbytes <= 1 << 20 or len(service.cache) == 1
     assert 1 <= len(service.cache) < 12 and service.cache.evictions >= 1

@@ -12,6 +12,7 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
+from sparsescope.engine.request import AnalysisRequest
 from sparsescope.engine.service import AnalysisService
 from sparsescope.web import gallery as G
 from sparsescope.web.main import create_app
@@ -86,7 +87,7 @@ def test_every_example_is_precomputed_after_startup(warm_client):
     assert body["precomputed"], [ex["slug"] for ex in body["examples"] if not ex["ready"]]
     for ex in body["examples"]:
         s = ex["state"]
-        key = service.key(s["text"], s["alpha"], s["causal"], s["truncate"])
+        key = service.key(AnalysisRequest(s["text"], s["alpha"], s["causal"], s["truncate"]))
         assert ex["analysis"] == key and ex["ready"]
         entry = service.cache.get(key)
         assert entry is not None, ex["slug"]
@@ -136,7 +137,9 @@ def test_no_precomputation_without_warmup(client):
     ex = next(e for e in body["examples"] if e["slug"] == "entmax")
     assert island["state"] == ex["state"]
     s = ex["state"]
-    assert island["analysis"] == service.key(s["text"], s["alpha"], s["causal"], s["truncate"])
+    assert island["analysis"] == service.key(
+        AnalysisRequest(s["text"], s["alpha"], s["causal"], s["truncate"])
+    )
     assert island["gallery"]["title"] == ex["title"]
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import sparsescope.engine.service
+import sparsescope.engine.derived
 from sparse_core import methods as M
 from sparse_core.methods import METHODS, PredictContext, evaluate
 from sparsescope.web.schemas import Analysis, HeadPayload, Metrics
@@ -115,9 +115,9 @@ def test_metrics_match_sparse_core(art_client, art_analysis, ctx, method, params
 
 def test_metrics_are_computed_once_per_setting(art_client, art_analysis, monkeypatch):
     calls = []
-    real = sparsescope.engine.service.evaluate
+    real = sparsescope.engine.derived.evaluate
     monkeypatch.setattr(
-        sparsescope.engine.service, "evaluate", lambda *a, **k: calls.append(a) or real(*a, **k)
+        sparsescope.engine.derived, "evaluate", lambda *a, **k: calls.append(a) or real(*a, **k)
     )
     aid = art_analysis["id"]
     for head in (0, 1, 2):

@@ -21,6 +21,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from sparse_core.methods import METHODS
+from sparsescope.engine.request import AnalysisRequest
 from sparsescope.engine.service import AnalysisService
 from sparsescope.engine.store import DB_NAME, ShareStoreError
 from sparsescope.web.main import create_app
@@ -212,7 +213,7 @@ def test_creating_a_share_warms_the_analysis(client, service):
     state = {**STATE, "text": "A text nobody analysed before sharing it."}
     sid = share(client, state)
     assert client.app.state.limits.warmups.join()  # warmed at low priority, in the background
-    key = service.key(state["text"], state["alpha"], state["causal"], False)
+    key = service.key(AnalysisRequest(state["text"], state["alpha"], state["causal"], False))
     entry = service.cache.get(key)
     assert entry is not None and ("head", STATE["layer"], STATE["head"]) in entry.derived
     runs = service.stats.runs

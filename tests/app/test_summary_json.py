@@ -21,6 +21,7 @@ from sparsescope.engine.payloads import (
     summary_rows,
     summary_texts,
 )
+from sparsescope.engine.request import AnalysisRequest
 from sparsescope.engine.service import AnalysisService
 from tests.app.conftest import make_settings
 
@@ -98,7 +99,7 @@ def test_the_service_body_is_the_dumps_of_the_old_body(tmp_path, tiny_model, tin
     ``Entry.body`` (parsed back when a route asks) is that same dict."""
     svc = AnalysisService(make_settings(tmp_path), model=tiny_model, artefact=tiny_artefact)
     for k, text in enumerate(["The chef who ran to the store.", "One.", "Two words here!"]):
-        entry = svc.analyze_entry(text, 1.5, bool(k % 2), False)
+        entry = svc.analyze_entry(AnalysisRequest(text, 1.5, bool(k % 2), False))
         assert entry.body_dict is None  # nothing parsed yet
         out, art = entry.out, entry.artefact
         rows = summary_rows(out, art, PredictContext.from_run(out, art))
