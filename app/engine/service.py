@@ -26,12 +26,12 @@ import torch
 
 from sparse_core import __version__, pareto
 from sparse_core.errors import SparsescopeError
-from sparse_core.sparsefinder import load_artefact
 
 from .cache import Entry, KeyLocks, LruCache, tensor_nbytes
 from .derived import Derived
-from .errors import NotFound, UnknownModel
+from .errors import NotFound
 from .memory import Trimmer
+from .models import ModelRegistry
 from .payloads import analysis_body, analysis_json, methods_json, summary_rows
 from .request import DEFAULT_ALPHA, AnalysisRequest, api_wording, check_alpha, looks_like_id
 from .settings import Settings
@@ -77,8 +77,8 @@ class AnalysisService:
             slots += [ModelSlot(settings, name=nm) for nm in names[1:]]
         elif slot_options:
             raise TypeError("give either slots or the options of one slot, not both")
-        self._slots = list(slots)
-        self.slots: dict[str, ModelSlot] = {}
+        #: the served models (app/engine/models.py)
+        self.registry = ModelRegistry(settings, slots)
         # batching off (SPARSESCOPE_BATCH_TOKENS=1: every forward alone): tag one text a call
         self.tagger = Tagger(pipe=settings.batch_tokens > 1)
         self._start_lock = threading.Lock()
@@ -95,11 +95,16 @@ class AnalysisService:
     @property
     def slot(self) -> ModelSlot:
         """The default model's slot (the first served)."""
-        return self._slots[0]
+        return self.registry.default
+
+    @property
+    def slots(self) -> dict[str, ModelSlot]:
+        """Every served model's slot by id (empty before :meth:`start`)."""
+        return self.registry.by_id
 
     @property
     def ready(self) -> bool:
-        return all(s.ready for s in self._slots)
+        return self.registry.ready
 
     @property
     def model(self):
@@ -117,72 +122,32 @@ class AnalysisService:
             if self.settings.threads is not None or not self.slot.ready:
                 # process-wide, like the model; a model handed in (tests) leaves it alone
                 torch.set_num_threads(self.settings.torch_threads())
-            slots: dict[str, ModelSlot] = {}
-            for s in self._slots:
-                s.load()
-                if s.id in slots:
-                    raise SparsescopeError(
-                        f"two served models have the id {s.id!r} (a directory's id is its name); "
-                        "serve each model once, or rename one directory",
-                        field="model",
-                    )
-                slots[s.id] = s
-            self.slots = slots
-            if self.settings.artefact_path is not None:
-                self._explicit_artefact()
+            self.registry.load()
             if self.settings.warmup:
                 t0 = time.perf_counter()
                 self.warmup()
                 log.info("warm-up done in %.1f s", time.perf_counter() - t0)
             self._started = True
 
-    def _explicit_artefact(self) -> None:
-        """``--artefact``: used for the served model it was fitted for, at its own alpha."""
-        art = load_artefact(self.settings.artefact_path)
-        slot = self.slots.get(art.model_id)
-        if slot is None:
-            raise SparsescopeError(
-                f"artefact {self.settings.artefact_path} was fitted for model {art.model_id}, "
-                f"which is not served (served: {', '.join(self.slots)})",
-                field="artefact_path",
-            )
-        slot.use_explicit_artefact(art)
-
     def drop_background_work(self) -> None:
         """At the app's shutdown: drop the low-priority model work still queued (share and
         gallery warm-ups) on every model's worker; user requests already queued still run."""
-        for slot in self._slots:
-            if slot.drop_background_work():
-                log.info("shutdown: low-priority work of %s dropped", slot.name or "the model")
+        self.registry.drop_background_work()
 
     def slot_for(self, model: str | None) -> ModelSlot:
-        """The slot of model ``model`` (its id, or the name it was served by; None: the
-        default); an unknown one is an error naming the served ids."""
-        if model is None:
-            return self.slot
-        slots = self.slots or {s.id: s for s in self._slots if s.ready}
-        found = slots.get(model)
-        if found is None:
-            found = next((s for s in self._slots if s.name is not None and s.name == model), None)
-        if found is None:
-            shown = model if len(model) <= 80 else model[:80] + "…"
-            raise UnknownModel(
-                f"model {shown!r} is not served here; served models: {', '.join(slots)} "
-                "(start the server with --model NAME_OR_DIR for another)",
-                field="model",
-            )
-        return found
+        """The slot of a served model (``ModelRegistry.slot_for``: None is the default)."""
+        return self.registry.slot_for(model)
 
     def models(self) -> dict:
         """``GET /api/models``: every served model, the default first."""
-        return {"default": self.slot.id, "models": [s.info() for s in self._slots]}
+        return self.registry.info()
 
     def warmup(self) -> None:
         """Run the whole pipeline once (tagger load, each served model's first forward, through
         its worker) without caching it, so that no model's first analysis pays the start-up
         cost."""
         request = AnalysisRequest(WARMUP_TEXT)
-        for k, slot in enumerate(self.slots.values() if self.slots else [self.slot]):
+        for k, slot in enumerate(self.registry.loaded()):
             out = slot.run(request)
             if k == 0:
                 self.tagger.tags(out)
@@ -194,7 +159,7 @@ class AnalysisService:
         return {
             "status": "ok",
             "model": self.slot.id,
-            "models": [s.id for s in self._slots],
+            "models": [s.id for s in self.registry.all],
             "device": self.model.device,
             "artefact": name,
             "version": __version__,
