@@ -10,6 +10,20 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+
+def _library_logging_on_the_session_stream() -> None:
+    """transformers' log handler writes to the ``sys.stderr`` of the moment it is configured
+    (its first logger). Configured inside a test that captures with ``capsys``, it kept that
+    test's stream, closed afterwards: a later model load's warning then printed "--- Logging
+    error ---" into another test's stderr (an order-dependent failure, e.g. test_cli_analyze then
+    test_cli_fit). Configured here, at start-up, it writes to the session's stream."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.get_logger("transformers")
+
+
+_library_logging_on_the_session_stream()
+
 ROOT = Path(__file__).resolve().parents[1]
 #: checkout folder -> installed package (pyproject's [tool.setuptools] package-dir)
 INSTALLED = {

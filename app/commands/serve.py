@@ -12,7 +12,7 @@ import logging
 
 from sparse_core.errors import SparsescopeError
 
-from . import add_model_argument
+from .common import add_artefact, add_device, add_max_tokens, add_model
 
 log = logging.getLogger(__name__)
 
@@ -26,12 +26,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--host", default=None, help="interface to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=None, help="TCP port (default 8000)")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None, help="default auto")
-    add_model_argument(p, several=True)
-    p.add_argument(
-        "--max-tokens", type=int, default=None, help="token limit per text (default 512)"
-    )
-    p.add_argument("--artefact", default=None, help="a Sparsefinder artefact (default: shipped)")
+    add_device(p, setting=True)
+    add_model(p, several=True)
+    add_max_tokens(p, setting=True)
+    add_artefact(p)
     p.add_argument(
         "--artefact-dir",
         default=None,

@@ -21,6 +21,9 @@ ENV_PREFIX = "SPARSESCOPE_"
 #: Interfaces that only this machine reaches, and the names it reaches them by.
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]", "testserver")
+#: Tokens per text (the served models' limit, capped by their positions) and per packed corpus
+#: input of the commands (app/commands/common.py), when not set.
+DEFAULT_MAX_TOKENS = 512
 
 
 def _default_data_dir() -> Path:
@@ -46,7 +49,9 @@ class Settings(BaseModel):
         "model_path, else the shipped all-MiniLM-L6-v2",
     )
     model_path: str | None = Field(None, description="one model to serve; None = default")
-    max_tokens: int = Field(512, ge=8, le=1 << 16, description="token limit (capped by the model)")
+    max_tokens: int = Field(
+        DEFAULT_MAX_TOKENS, ge=8, le=1 << 16, description="token limit (capped by the model)"
+    )
     artefact_path: str | None = Field(None, description="a Sparsefinder artefact; None = shipped")
     artefact_dir: Path | None = Field(
         None,
