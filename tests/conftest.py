@@ -107,6 +107,25 @@ def pytest_collection_modifyitems(config, items) -> None:
         item.add_marker(pytest.mark.xdist_group(group))
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Under xdist, every test holds a shared lock on one file of the run while it runs (setup,
+    call, teardown) and a ``serial`` test an exclusive one: a serial test waits for the other
+    worker's test to end, and the other worker waits for it. (The file lies in the run's shared
+    temporary folder.)"""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return (yield)
+    import fcntl
+
+    lock = item.config._tmp_path_factory.getbasetemp().parent / "serial.lock"
+    with open(lock, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX if item.get_closest_marker("serial") else fcntl.LOCK_SH)
+        try:
+            return (yield)
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def pytest_xdist_auto_num_workers(config) -> int:
     """``-n auto`` (pyproject's addopts): both cores of a 2-core machine, never more than 2 (each
     worker loads its own models; the suite's heavy tests are grouped, see pytest_collection_

@@ -81,6 +81,7 @@ def wait_precomputed(client, timeout: float = 120.0) -> dict:
         time.sleep(0.2)
 
 
+@pytest.mark.serial  # a timed assertion: no other test meanwhile
 def test_every_example_is_precomputed_after_startup(warm_client):
     service = warm_client.app.state.service
     body = wait_precomputed(warm_client)
@@ -104,6 +105,7 @@ def test_every_example_is_precomputed_after_startup(warm_client):
     assert service.stats.runs == runs
 
 
+@pytest.mark.serial  # a timed assertion: no other test meanwhile
 def test_healthz_answers_while_the_gallery_is_being_precomputed(tmp_path, tiny_model):
     settings = make_settings(tmp_path, warmup=True)
     service = AnalysisService(settings, model=tiny_model)

@@ -209,6 +209,7 @@ def test_an_unreadable_database_stops_start_up_naming_the_file(app_settings, tin
 # ----------------------------------------------------------------------------- warm links
 
 
+@pytest.mark.serial  # a timed assertion: no other test meanwhile
 def test_creating_a_share_warms_the_analysis(client, service):
     state = {**STATE, "text": "A text nobody analysed before sharing it."}
     sid = share(client, state)
@@ -226,6 +227,7 @@ def test_creating_a_share_warms_the_analysis(client, service):
     assert island_of(page.text)["analysis"] == r.json()["id"] == key
 
 
+@pytest.mark.serial  # a timed assertion: no other test meanwhile
 @pytest.mark.real_model
 def test_a_shared_link_opens_within_a_second_on_a_warm_server(real_client):
     text = " ".join(["The chef who ran to the store was out of food, so he went back."] * 8)
