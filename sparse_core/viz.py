@@ -495,7 +495,7 @@ def to_share_state(
     token: int | None = None,
     view: Mapping[str, bool | int | float | str] | None = None,
 ) -> dict[str, Any]:
-    """A ShareState dict (app/routes/share.py) for this text and view, ready for
+    """A ShareState dict (app/web/routes/share.py) for this text and view, ready for
     ``POST /api/share {"state": ...}``: text, α, causal, truncate, layer, head, method and its
     parameters (validated and completed with the defaults for this n; ``artefact`` for the
     sf-kmeans cluster counts), the locked query row ``token`` and small ``view`` flags

@@ -1,5 +1,5 @@
 """Share links: ``POST /api/share``, ``GET /api/share/{id}`` and the pages ``/s/{id}``,
-``/embed/{id}`` (app/shares.py has the logic, app/store.py the database).
+``/embed/{id}`` (app/web/shares.py has the logic, app/engine/store.py the database).
 
 The pages hand the saved state to the browser in the ``shared-state`` JSON island
 (``{id, state, created, analysis}``), which the page's JavaScript restores. On creation the
@@ -16,9 +16,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from ...engine.errors import Gone, NotFound, UnknownModel
+from ..calls import client_of
 from ..deps import ServiceDep, ShareId, StoreDep
-from ..errors import Gone, NotFound, UnknownModel, documented, http_of
-from ..limits import client_of
+from ..errors import documented, http_of
 from ..middleware import CSP
 from ..preload import PRELOAD_ID, preload_view, state_with_query
 from ..render import error_page, lecture_page, main_page, render_page

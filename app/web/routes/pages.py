@@ -23,7 +23,7 @@ router = APIRouter(include_in_schema=False)
 
 #: The gallery example a first visit opens on.
 HOME_EXAMPLE = "coreference"
-#: Static assets are served under versioned URLs (app/main.py): cached for a year, immutable.
+#: Static assets are served under versioned URLs (app/web/main.py): cached for a year, immutable.
 IMMUTABLE = {"Cache-Control": "public, max-age=31536000, immutable"}
 
 

@@ -11,15 +11,16 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
+from ...engine.request import AnalysisRequest
+from ..calls import client_of, model_call
 from ..deps import AnalysisId, Head, Layer, ServiceDep
 from ..errors import documented
-from ..limits import client_of, model_call
 from ..schemas import Analysis, AnalyzeRequest, Clusters, HeadPayload, Metrics, Pareto
 
 router = APIRouter(prefix="/api", tags=["analyses"])
 
 ERRORS = documented(400, 404, 413, 422, _404="unknown or evicted analysis id")
-#: The analyze route may also be refused for now (app/limits.py).
+#: The analyze route may also be refused for now (app/engine/limits.py).
 ANALYZE_ERRORS = {**ERRORS, **documented(429, 503)}
 
 
@@ -34,12 +35,7 @@ async def analyze(req: AnalyzeRequest, request: Request, service: ServiceDep) ->
     429 over the client's rate, 503 when the model's queue is full (both with ``Retry-After``).
     """
     request.app.state.limits.analyses.take(client_of(request))
-    entry = await model_call(
-        request,
-        lambda: service.analyze_entry(
-            req.text, req.alpha, req.causal, req.truncate, model=req.model, start=req.start
-        ),
-    )
+    entry = await model_call(request, service.analyze_entry, AnalysisRequest.of(req))
     return json_bytes(entry.body_json)
 
 

@@ -165,7 +165,7 @@ class HeadSummary(BaseModel):
 
 
 class Thumbs(BaseModel):
-    """Every head's graph max-pooled into k × k blocks, for the head grid (app/thumbs.py)."""
+    """Every head's graph max-pooled into k × k blocks, for the head grid (app/engine/thumbs.py)."""
 
     k: int = Field(description="side in blocks: min(n, 24)")
     cells: list[str] = Field(

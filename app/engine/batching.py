@@ -1,6 +1,7 @@
 """Micro-batching: one worker thread per loaded model runs every forward, several texts at once.
 
-Requests hand their text to :meth:`ModelWorker.run` and wait. The worker, idle, waits for the
+Requests hand their :class:`~sparsescope.engine.request.AnalysisRequest` to
+:meth:`ModelWorker.run` and wait. The worker, idle, waits for the
 first job, then gathers for ``window_s`` more (or until ``batch_tokens`` are waiting); busy, it
 takes whatever piled up during the last forward (no extra wait). Jobs with the same (alpha,
 causal, truncate) share ``SparseModel.run_batch`` forwards: texts of different lengths are packed
@@ -8,16 +9,16 @@ one after the other in one row, each with its own positions, and each text's att
 computed on its own tokens only, so each result is exactly (bit for bit, one torch thread) what
 ``SparseModel.run`` gives for that text alone. A group is cut into forwards of at most
 ``batch_tokens`` tokens, shortest texts first (short texts do not wait behind long ones). One
-forward per round where it fits: fewer forwards and larger summary stacks (``service.
-SummaryBatch``) cost less CPU than cutting a round to overlap summaries with the next forward
-(measured; on this 2-core machine the CPU, not the overlap, bounds a burst).
+forward per round where it fits: fewer forwards and larger summary stacks
+(app/engine/summaries.py) cost less CPU than cutting a round to overlap summaries with the next
+forward (measured; on this 2-core machine the CPU, not the overlap, bounds a burst).
 
-The queue is bounded (app/limits.py): at most ``queue_tokens`` tokens and ``queue_jobs`` jobs of
-user requests wait; beyond that :class:`~sparsescope.errors.Busy` (503) with a ``Retry-After``
-estimated from the measured throughput (tokens a second). A single job is always accepted by an
-empty queue, however long. Low-priority work (share warm-ups, the gallery) runs only when no user
-request waits, is bounded by its own job count, and is dropped at shutdown. A job whose client
-has disconnected is dropped before it runs.
+The queue is bounded (app/engine/limits.py): at most ``queue_tokens`` tokens and ``queue_jobs``
+jobs of user requests wait; beyond that :class:`~sparsescope.engine.errors.Busy` (503) with a
+``Retry-After`` estimated from the measured throughput (tokens a second). A single job is always
+accepted by an empty queue, however long. Low-priority work (share warm-ups, the gallery) runs only
+when no user request waits, is bounded by its own job count, and is dropped at shutdown. A job
+whose client has disconnected is dropped before it runs.
 
 While analyses keep arriving, an idle worker keeps gathering: each arrival extends the window by
 ``window_s`` from then, up to ``max_window_s`` after the first (a lecture hall's 48 requests reach
@@ -25,8 +26,9 @@ the worker over some 60 ms as the event loop reads them; with a plain 5 ms windo
 or few ran in a forward of their own, and the rest waited for it). A request that comes alone
 still waits only ``window_s``.
 
-The worker takes the model slot's ``lock`` around each forward, so any other user of the lock
-still has the model to itself.
+Each model slot (app/engine/slot.py) owns one worker, made from the settings when its model is
+loaded; the worker takes the slot's ``lock`` around each forward, so any other holder of the lock
+(a test pausing the model) still has the model to itself.
 """
 
 from __future__ import annotations
@@ -35,14 +37,14 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import Busy, ClientGone
 from .limits import LOW, NORMAL, JobContext, current_job
+from .request import AnalysisRequest, run_together
 
 log = logging.getLogger(__name__)
 
@@ -60,20 +62,19 @@ SPLIT_TEXTS = 4
 
 @dataclass
 class Job:
-    text: str
-    alpha: float
-    causal: bool
-    truncate: bool
+    """One request's forward, queued: ``n`` tokens (specials included) and its context."""
+
+    request: AnalysisRequest
     n: int
     ctx: JobContext
     future: Future = field(default_factory=Future)
     queued: float = field(default_factory=time.monotonic)
-    start: int = 0  # a window of a long text (truncate): run alone
 
     @property
     def group(self) -> tuple:
-        alone = id(self) if self.start else 0
-        return (repr(float(self.alpha)), bool(self.causal), bool(self.truncate), alone)
+        """Jobs of one group may share a forward; a window of a long text runs alone."""
+        alone = id(self) if self.request.start else 0
+        return (*self.request.batch_key, alone)
 
 
 @dataclass
@@ -105,6 +106,7 @@ class ModelWorker:
         run_one: Callable[[Job], Any] | None = None,
         run_many: Callable[[list[Job]], list[Any]] | None = None,
         split: int = 1,
+        after_batch: Callable[[list[Job], list[Any]], None] | None = None,
     ) -> None:
         self.model = model
         self.lock = lock or threading.Lock()
@@ -129,27 +131,24 @@ class ModelWorker:
         self._rate = START_RATE  # tokens a second, measured (EWMA)
         self.stats = WorkerStats()
         #: called with (jobs, outputs) of every batch of two or more, after the forward and
-        #: before the requests get their outputs (the service ties them together to compute
-        #: their summaries at once); it must be quick and must not raise
-        self.after_batch: Callable[[list[Job], list[Any]], None] | None = None
+        #: before the requests get their outputs (the model slot ties them together to compute
+        #: their summaries at once, app/engine/summaries.py); it must be quick and not raise
+        self.after_batch = after_batch
 
     # -- asking --------------------------------------------------------------------------------
 
-    def run(
-        self, text: str, alpha: float, causal: bool, truncate: bool, n: int, start: int = 0
-    ) -> Any:
-        """The model's output for this text (``n`` tokens), run in a batch; blocks until done.
+    def run(self, request: AnalysisRequest, n: int) -> Any:
+        """The model's output for ``request`` (``n`` tokens), run in a batch; blocks until done.
 
         Raises :class:`Busy` when the queue is full, :class:`ClientGone` when the request's
         client disconnected before its turn.
         """
-        return self.submit_text(text, alpha, causal, truncate, n, start=start).result()
+        return self.submit_request(request, n).result()
 
-    def submit_text(
-        self, text: str, alpha: float, causal: bool, truncate: bool, n: int, start: int = 0
-    ) -> Future:
-        """Queue this text (as :meth:`run`) and return the future of its output at once."""
-        job = Job(text, alpha, causal, truncate, n, current_job(), start=start)
+    def submit_request(self, request: AnalysisRequest, n: int) -> Future:
+        """Queue ``request`` (as :meth:`run`) and return the future of its output at once. The
+        job's priority and hang-up event come from the caller's :class:`JobContext`."""
+        job = Job(request, n, current_job())
         self.submit(job)
         return job.future
 
@@ -344,16 +343,10 @@ class ModelWorker:
     # -- the model -----------------------------------------------------------------------------
 
     def _model_run(self, job: Job) -> Any:
-        kw = {"start": job.start} if job.start else {}
-        return self.model.run(
-            job.text, alpha=job.alpha, causal=job.causal, truncate=job.truncate, **kw
-        )
+        return job.request.run(self.model)
 
     def _model_run_batch(self, jobs: list[Job]) -> list[Any]:
-        first = jobs[0]
-        return self.model.run_batch(
-            [j.text for j in jobs], alpha=first.alpha, causal=first.causal, truncate=first.truncate
-        )
+        return run_together(self.model, [j.request for j in jobs])
 
 
 def _forwards(group: list[Job], budget: int, most: int | None = None) -> list[list[Job]]:
@@ -384,61 +377,3 @@ def _first(queue: list[Job], budget: int) -> list[Job]:
         total += job.n
     del queue[: len(taken)]
     return taken
-
-
-class KeyLocks:
-    """One lock per key while someone holds it (the analyses in flight, by cache key)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._held: dict[str, list] = {}  # key -> [lock, holders]
-
-    @contextmanager
-    def hold(self, key: str) -> Iterator[None]:
-        with self._lock:
-            slot = self._held.setdefault(key, [threading.Lock(), 0])
-            slot[1] += 1
-        try:
-            with slot[0]:
-                yield
-        finally:
-            with self._lock:
-                slot[1] -= 1
-                if slot[1] == 0:
-                    del self._held[key]
-
-
-def worker_for(slot: Any, settings: Any) -> ModelWorker:
-    """The worker of a model slot (created on first use and kept as ``slot.worker``)."""
-    worker = getattr(slot, "worker", None)
-    if worker is None:
-        with _create_lock:
-            worker = getattr(slot, "worker", None)
-            if worker is None:
-                worker = ModelWorker(
-                    slot.model,
-                    slot.lock,
-                    window_s=settings.batch_window_ms / 1000.0,
-                    max_window_s=settings.batch_window_max_ms / 1000.0,
-                    batch_tokens=settings.batch_tokens,
-                    queue_tokens=settings.queue_tokens,
-                    queue_jobs=settings.queue_jobs,
-                    split=settings.batch_split,
-                )
-                slot.worker = worker
-    return worker
-
-
-def drop_low_work(service: Any) -> None:
-    """At the app's shutdown: drop the low-priority jobs queued on ``service``'s workers (its
-    ``slot``, or every slot of a registry ``slots``)."""
-    slots = getattr(service, "slots", None)
-    slots = list(slots.values()) if isinstance(slots, dict) else list(slots or [])
-    slots.append(getattr(service, "slot", None))
-    for slot in slots:
-        worker = getattr(slot, "worker", None)
-        if worker is not None and worker.drop_low():
-            log.info("shutdown: low-priority model work dropped")
-
-
-_create_lock = threading.Lock()

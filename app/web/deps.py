@@ -7,8 +7,8 @@ from typing import Annotated
 
 from fastapi import Depends, Path, Request
 
-from .service import AnalysisService
-from .store import ShareStore
+from ..engine.service import AnalysisService
+from ..engine.store import ShareStore
 
 
 def get_service(request: Request) -> AnalysisService:
@@ -16,7 +16,7 @@ def get_service(request: Request) -> AnalysisService:
 
 
 def get_store(request: Request) -> ShareStore:
-    """The share store, opened by the app's lifespan (app/main.py)."""
+    """The share store, opened by the app's lifespan (app/web/main.py)."""
     return request.app.state.share_store
 
 

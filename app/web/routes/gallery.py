@@ -1,6 +1,6 @@
 """The example gallery: ``GET /api/gallery`` (the examples as JSON), ``GET /gallery`` (cards) and
 ``GET /gallery/{slug}`` (the main page opened on one example, as a share link opens it).
-app/gallery.py has the file and its precomputation."""
+app/web/gallery.py has the file and its precomputation."""
 
 from __future__ import annotations
 

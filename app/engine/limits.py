@@ -1,19 +1,16 @@
 """Back-pressure and fairness: who may ask for model work, and how much of it may wait.
 
 - :class:`RateLimiter`: a token bucket per client address (``rate_per_s`` refilled, ``rate_burst``
-  deep). Over it: :class:`~sparsescope.errors.RateLimited` (429, ``Retry-After``). The default
-  lets a lecture hall behind one NAT address through (48 simultaneous analyses and more).
-- The work queue itself is the model worker's (app/batching.py): bounded in tokens of text
-  (``queue_tokens``) and jobs (``queue_jobs``); beyond it :class:`~sparsescope.errors.Busy` (503,
-  ``Retry-After`` from the measured throughput).
+  deep). Over it: :class:`~sparsescope.engine.errors.RateLimited` (429, ``Retry-After``). The
+  default lets a lecture hall behind one NAT address through (48 simultaneous analyses and more).
+- The work queue itself is the model worker's (app/engine/batching.py): bounded in tokens of text
+  (``queue_tokens``) and jobs (``queue_jobs``); beyond it
+  :class:`~sparsescope.engine.errors.Busy` (503, ``Retry-After`` from the measured throughput).
 - :class:`JobContext`: what a request's model work carries down to the worker, through a
   :class:`~contextvars.ContextVar` (no signature of the service changes): its priority, whether it
   counts against the queue, and an event set when its client has hung up (the worker then drops
   the job before it runs). Work without a context (the gallery's warm-up, tests, the CLI) is
   low priority and never refused.
-- :func:`model_call`: how an async route runs model work: in a thread pool of its own (so that
-  ``/healthz`` and static files, served from the default pool or the event loop, never wait
-  behind it), watching the client's connection meanwhile.
 - :class:`Warmups`: shares warm their analysis through a small bounded queue at low priority,
   never an unbounded pile of background tasks; shutdown drops what is still queued.
 """
@@ -28,28 +25,17 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
-import anyio
-import anyio.to_thread
-from starlette.requests import Request
-
-from .errors import ClientGone, RateLimited  # noqa: F401 (ClientGone: re-exported)
+from .errors import RateLimited
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 #: Priorities of model work: what a user waits for, and what merely warms a cache.
 NORMAL, LOW = 0, 1
 #: Distinct client addresses whose buckets are remembered (the least recently seen are dropped:
 #: a dropped bucket is a full one, which errs on the side of serving).
 MAX_CLIENTS = 10_000
-#: A waiting request waits for its client's hang-up message; if the server hands it anything
-#: else, it looks again after this many seconds.
-DISCONNECT_POLL_S = 0.05
-#: Threads waiting on model work at once (each holds no CPU: it waits on the worker's result).
-MODEL_THREADS = 256
 
 
 @dataclass
@@ -115,63 +101,6 @@ class RateLimiter:
             self._buckets[key] = (level - cost, now)
             while len(self._buckets) > MAX_CLIENTS:
                 self._buckets.popitem(last=False)
-
-
-def client_of(request: Request) -> str | None:
-    """The client's address (uvicorn puts a trusted proxy's X-Forwarded-For there)."""
-    return request.client.host if request.client else None
-
-
-# ----------------------------------------------------------------------------- model calls
-
-_limiter: anyio.CapacityLimiter | None = None
-
-
-def _model_limiter() -> anyio.CapacityLimiter:
-    global _limiter
-    if _limiter is None:
-        _limiter = anyio.CapacityLimiter(MODEL_THREADS)
-    return _limiter
-
-
-async def model_call(request: Request, fn: Callable[..., T], *args: Any) -> T:
-    """Run ``fn(*args)`` (which may queue model work) as a user's request: normal priority,
-    admitted by the bounded queue, dropped if the client hangs up before it runs.
-
-    It runs in a thread pool of its own (:data:`MODEL_THREADS`), not the default one that
-    static files and plain routes use; meanwhile the client's connection is watched.
-    """
-    ctx = JobContext(priority=NORMAL, admit=True, client=client_of(request))
-    token = CURRENT.set(ctx)  # the thread runs in a copy of this context
-    try:
-        result: list[T] = []
-        error: list[Exception] = []
-        async with anyio.create_task_group() as tg:
-
-            async def watch() -> None:
-                # the body has been read: the next message is the client's hang-up (or the end
-                # of the response, after this task is cancelled). Waiting for it costs nothing,
-                # where polling woke every waiting request 20 times a second.
-                while not ctx.gone.is_set():
-                    message = await request.receive()
-                    if message.get("type") == "http.disconnect":
-                        ctx.gone.set()
-                        log.info("client %s went away; its queued work is dropped", ctx.client)
-                        return
-                    await anyio.sleep(DISCONNECT_POLL_S)  # anything else: look again later
-
-            tg.start_soon(watch)
-            try:
-                result.append(await anyio.to_thread.run_sync(fn, *args, limiter=_model_limiter()))
-            except Exception as exc:  # raised below, not as a task group's ExceptionGroup
-                error.append(exc)
-            finally:
-                tg.cancel_scope.cancel()
-        if error:
-            raise error[0]
-        return result[0]
-    finally:
-        CURRENT.reset(token)
 
 
 # ----------------------------------------------------------------------------- share warm-ups

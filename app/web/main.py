@@ -20,17 +20,16 @@ from starlette.staticfiles import StaticFiles
 
 from sparse_core import __version__
 
-from .batching import drop_low_work
+from ..engine.limits import Limits
+from ..engine.service import AnalysisService
+from ..engine.settings import Settings, get_settings
+from ..engine.store import ShareStore
 from .compress import Compress
 from .errors import documented, install_error_handlers
 from .gallery import Warmer, load_gallery
-from .limits import Limits
 from .middleware import BodySizeLimit, CatchBugs, HeadAsGet, HostAllowlist, SecurityHeaders
 from .render import asset_version, template_env
 from .routes import analyses, docs, gallery, lecture, meta, pages, share
-from .service import AnalysisService
-from .settings import Settings, get_settings
-from .store import ShareStore
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +82,7 @@ def create_app(settings: Settings | None = None, service: AnalysisService | None
             # nothing low-priority is waited for: queued warm-ups are dropped
             warmer.stop.set()
             app.state.limits.warmups.stop()
-            drop_low_work(service)
+            service.drop_background_work()
             app.state.share_store.close()
 
     app = FastAPI(
@@ -92,7 +91,7 @@ def create_app(settings: Settings | None = None, service: AnalysisService | None
         description="See, teach and measure sparse (alpha-entmax) attention. "
         "Errors are {detail, field}; see docs/api.md.",
         lifespan=lifespan,
-        docs_url=None,  # served by app/routes/docs.py: vendored Swagger UI, no CDN, no inline JS
+        docs_url=None,  # app/web/routes/docs.py serves it: vendored Swagger UI, no CDN or inline JS
         redoc_url=None,
     )
     app.state.settings = settings
@@ -101,7 +100,7 @@ def create_app(settings: Settings | None = None, service: AnalysisService | None
     app.state.limits = Limits.from_settings(settings)
     install_error_handlers(app)
     for router in ROUTERS:
-        # every route's 422 is our {detail, field} body (app/errors.py), not FastAPI's default
+        # every route's 422 is our {detail, field} body (app/web/errors.py), not FastAPI's default
         # HTTPValidationError list: the OpenAPI schema describes what is really sent
         app.include_router(router, responses=documented(422))
     # versioned asset URLs (render.asset_urls): the hash changes with any file, so a year, immutable
@@ -129,7 +128,7 @@ def create_app(settings: Settings | None = None, service: AnalysisService | None
     )
     # the last added is the outermost: CatchBugs innermost, so the others wrap its 500
     app.add_middleware(CatchBugs)
-    app.add_middleware(Compress)  # gzip (app/compress.py), inside HEAD's body dropping
+    app.add_middleware(Compress)  # gzip (app/web/compress.py), inside HEAD's body dropping
     app.add_middleware(
         BodySizeLimit, max_bytes=settings.max_body_bytes, timeout_s=settings.header_timeout
     )

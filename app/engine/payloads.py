@@ -189,7 +189,7 @@ def analysis_body(
         ],
         "summary": summary,
         "methods": methods,
-        "thumbs": head_thumbs(out),  # every head's graph, pooled (app/thumbs.py)
+        "thumbs": head_thumbs(out),  # every head's graph, pooled (app/engine/thumbs.py)
     }
 
 

@@ -5,7 +5,7 @@ the server (docs/api.md, "Limits").
   the connection opening, or of the previous response on a kept-alive connection; trickling it
   a byte at a time does not reset the clock (uvicorn's own keep-alive timer restarts on every
   byte, and a fresh connection has no timer at all). The body then has ``header_timeout``
-  seconds too (app/middleware.py ``BodySizeLimit``: 408).
+  seconds too (app/web/middleware.py ``BodySizeLimit``: 408).
 - an idle kept-alive connection is closed after ``timeout_keep_alive`` seconds;
 - at most ``max_connections`` connections are served at once (uvicorn's ``limit_concurrency``:
   beyond it a plain 503);

@@ -25,9 +25,9 @@ from markupsafe import Markup, escape
 
 from sparse_core import __version__
 
-from .payloads import MAX_RAW_TOKENS
+from ..engine.payloads import MAX_RAW_TOKENS
 
-#: The Plotly bundle, served from the installed ``plotly`` package (app/routes/pages.py).
+#: The Plotly bundle, served from the installed ``plotly`` package (app/web/routes/pages.py).
 PLOTLY_URL = "/static/vendor/plotly.min.js"
 
 
@@ -35,7 +35,7 @@ PLOTLY_URL = "/static/vendor/plotly.min.js"
 def asset_version() -> str:
     """A short hash of every served asset (frontend/js, static/css, the Plotly version): the
     versioned URLs ``/v/<hash>/js/...`` change whenever a file does, so they are cached as
-    immutable (app/main.py)."""
+    immutable (app/web/main.py)."""
     h = hashlib.sha256(__version__.encode())
     with contextlib.suppress(Exception):
         import plotly

@@ -2,9 +2,9 @@
 
 The examples live in ``static/gallery/examples.json``, built (and their heads picked by measuring
 the real model) by ``scripts/build_gallery.py``; each holds a
-:class:`~sparsescope.schemas.ShareState`. Opening an example serves the main page with that state
-in the ``shared-state`` JSON island, exactly as a share link does, so the page restores it with the
-same code.
+:class:`~sparsescope.web.schemas.ShareState`. Opening an example serves the main page with that
+state in the ``shared-state`` JSON island, exactly as a share link does, so the page restores it
+with the same code.
 
 Instant opening: at start-up, after the model has loaded, a background thread (:class:`Warmer`)
 analyses every example and prepares its open head and its Pareto sweep in the service's cache
@@ -26,8 +26,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..engine.request import AnalysisRequest
+from ..engine.service import AnalysisService
 from .schemas import Example, Gallery
-from .service import AnalysisService
 
 log = logging.getLogger(__name__)
 
@@ -106,16 +107,12 @@ class Warmer:
         self.done.set()
 
     def warm_head(self, service: AnalysisService, ex: Example) -> None:
-        s = ex.state
-        body = service.analyze(s.text, s.alpha, s.causal, s.truncate, model=s.model, start=s.start)
+        body = service.analyze(AnalysisRequest.of(ex.state))
         self.analyses[ex.slug] = body["id"]
         service.head(body["id"], *head_of(ex, body["layers"], body["heads"]))
 
     def warm_sweep(self, service: AnalysisService, ex: Example) -> None:
-        s = ex.state
-        body = service.analyze(
-            s.text, s.alpha, s.causal, s.truncate, model=s.model, start=s.start
-        )  # cached (or re-run)
+        body = service.analyze(AnalysisRequest.of(ex.state))  # cached (or re-run)
         service.pareto(body["id"], *head_of(ex, body["layers"], body["heads"]))
         self.ready.add(ex.slug)
 

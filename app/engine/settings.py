@@ -21,6 +21,9 @@ ENV_PREFIX = "SPARSESCOPE_"
 #: Interfaces that only this machine reaches, and the names it reaches them by.
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]", "testserver")
+#: Tokens per text (the served models' limit, capped by their positions) and per packed corpus
+#: input of the commands (app/commands/common.py), when not set.
+DEFAULT_MAX_TOKENS = 512
 
 
 def _default_data_dir() -> Path:
@@ -46,7 +49,9 @@ class Settings(BaseModel):
         "model_path, else the shipped all-MiniLM-L6-v2",
     )
     model_path: str | None = Field(None, description="one model to serve; None = default")
-    max_tokens: int = Field(512, ge=8, le=1 << 16, description="token limit (capped by the model)")
+    max_tokens: int = Field(
+        DEFAULT_MAX_TOKENS, ge=8, le=1 << 16, description="token limit (capped by the model)"
+    )
     artefact_path: str | None = Field(None, description="a Sparsefinder artefact; None = shipped")
     artefact_dir: Path | None = Field(
         None,
@@ -58,7 +63,7 @@ class Settings(BaseModel):
     cache_bytes: int = Field(1 << 30, ge=1 << 20, description="memory bound of that cache")
     max_body_bytes: int = Field(1 << 20, ge=1024, description="larger request bodies get 413")
     warmup: bool = Field(True, description="run one short text at start-up so requests are warm")
-    # -- a lecture hall at once (docs/api.md "Limits"; app/limits.py, app/batching.py) --------
+    # -- a lecture hall at once (docs/api.md "Limits"; app/engine/limits.py, batching.py) ----
     batch_window_ms: float = Field(
         5.0, ge=0, le=1000, description="an idle model worker gathers analyses this long"
     )

@@ -1,8 +1,8 @@
-"""Share links: a view of the page (:class:`~sparsescope.schemas.ShareState`) saved under an id.
+"""Share links: a view of the page (:class:`~sparsescope.web.schemas.ShareState`) saved under an id.
 
 A state is checked on the way in (its size, then its schema) and again on the way out (a state
 saved by an older version may no longer be valid), and stored in the SQLite database of
-:mod:`sparsescope.store`. Opening a link warms the analysis of its text and its open head, so
+:mod:`sparsescope.engine.store`. Opening a link warms the analysis of its text and its open head, so
 that the page's own requests find them in the service's cache.
 """
 
@@ -18,10 +18,12 @@ from pydantic import ValidationError
 
 from sparse_core.errors import SparsescopeError
 
-from .errors import Gone, Invalid, NotFound, TooLarge, validation_message
+from ..engine.errors import Gone, Invalid, NotFound, TooLarge
+from ..engine.request import AnalysisRequest
+from ..engine.service import AnalysisService
+from ..engine.store import ShareRecord, ShareStore, is_valid_id
+from .errors import validation_message
 from .schemas import MAX_TEXT_CHARS, ShareState
-from .service import AnalysisService
-from .store import ShareRecord, ShareStore, is_valid_id
 
 log = logging.getLogger(__name__)
 
@@ -89,14 +91,7 @@ def warm_analysis(service: AnalysisService, state: ShareState) -> str | None:
     if not service.ready:
         return None
     try:
-        body = service.analyze(
-            state.text,
-            state.alpha,
-            state.causal,
-            state.truncate,
-            model=state.model,
-            start=state.start,
-        )
+        body = service.analyze(AnalysisRequest.of(state))
     except SparsescopeError as exc:
         log.info("shared text not analysed: %s", exc)
         return None

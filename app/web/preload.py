@@ -7,7 +7,7 @@ head's Pareto data, exactly as ``/api/analyze``, ``/api/analyses/{id}/heads/{l}/
 seeds its caches with them and paints the heatmap at once; later requests (other heads) use the
 analysis id as usual (and analyse the text again when the server evicted it).
 
-Bodies are the service's cached JSON bytes, spliced without re-encoding (app/render.py escapes
+Bodies are the service's cached JSON bytes, spliced without re-encoding (app/web/render.py escapes
 ``<``, ``>``, ``&`` for the island).
 """
 
@@ -18,7 +18,8 @@ from typing import Any
 
 from sparse_core.errors import SparsescopeError
 
-from .service import AnalysisService
+from ..engine.request import AnalysisRequest
+from ..engine.service import AnalysisService
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,9 @@ def preload(
     if not service.ready:
         return None
     try:
-        entry = service.analyze_entry(text, alpha, causal, truncate, model=model, start=start)
+        entry = service.analyze_entry(
+            AnalysisRequest(text, alpha, causal, truncate, model=model, start=start)
+        )
         body = entry.body
         layer = layer if layer is not None and 0 <= layer < body["layers"] else 0
         head = head if head is not None and 0 <= head < body["heads"] else 0

@@ -6,6 +6,7 @@ head payload, a Pareto sweep, a metrics table). Derived results are computed onc
 own lock, and their bytes are added to the entry's, so the bound covers them too; past
 :data:`MAX_DERIVED` results, or once the entry alone outweighs the whole bound, a result is
 computed for its request but not kept, so no stream of distinct requests on one id can grow it.
+:class:`KeyLocks` lets one request per key run a miss while its twins wait for the cached result.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import json
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,6 +146,28 @@ class LruCache:
             self._bytes -= victim.nbytes
             self.evictions += 1
             log.debug("evicted analysis %s (%d bytes)", key, victim.nbytes)
+
+
+class KeyLocks:
+    """One lock per key while someone holds it (the analyses in flight, by cache key)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[str, list] = {}  # key -> [lock, holders]
+
+    @contextmanager
+    def hold(self, key: str) -> Iterator[None]:
+        with self._lock:
+            slot = self._held.setdefault(key, [threading.Lock(), 0])
+            slot[1] += 1
+        try:
+            with slot[0]:
+                yield
+        finally:
+            with self._lock:
+                slot[1] -= 1
+                if slot[1] == 0:
+                    del self._held[key]
 
 
 def tensor_nbytes(obj: Any, exclude: list | tuple = ()) -> int:

@@ -1,16 +1,18 @@
-"""Errors: the app's domain errors, and THE one table that maps error classes to HTTP.
+"""Errors over HTTP: THE one table that maps error classes to statuses, and the handlers.
 
 Code below the routes never names an HTTP status. It raises, where it finds a problem, a
-:class:`~sparse_core.errors.SparsescopeError` (from ``sparse_core``, or one of the app's own
-below) whose message says what was wrong and what is allowed and whose ``field`` names the input
-at fault. :data:`HTTP` maps each class to a status (the most specific class listed wins) and every
-error is sent as ``{"detail": str, "field": str | null}``.
+:class:`~sparse_core.errors.SparsescopeError` (from ``sparse_core``, or one of the engine's own:
+:mod:`sparsescope.engine.errors`, :mod:`sparsescope.engine.store`) whose message says what was
+wrong and what is allowed and whose ``field`` names the input at fault. :data:`HTTP` maps each
+class to a status (the most specific class listed wins) and every error is sent as
+``{"detail": str, "field": str | null}``.
 
 400 bad value, 404 unknown id / route, 405 wrong method, 410 a saved share this version cannot
-open, 413 body too large, 422 schema; a bug becomes a generic 500 (the trace goes to the log,
-never to the client). A new kind of refusal (a rate limit's 429, a full queue's 503, a full
-disk's 507) is a new class here and one row in :data:`HTTP`; an error with a ``retry_after``
-(seconds) is sent with a ``Retry-After`` header.
+open, 413 body too large, 422 schema, 429 over the client's rate, 499 the client went away, 503
+a full queue (or a share store that cannot write), 507 full share storage; a bug becomes a
+generic 500 (the trace goes to the log, never to the client). A new kind of refusal is a new
+class in the engine and one row in :data:`HTTP`; an error with a ``retry_after`` (seconds) is
+sent with a ``Retry-After`` header.
 """
 
 from __future__ import annotations
@@ -27,59 +29,19 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sparse_core.errors import SparsescopeError
 
+from ..engine.errors import (
+    Busy,
+    ClientGone,
+    Gone,
+    Invalid,
+    NotFound,
+    RateLimited,
+    TooLarge,
+)
+from ..engine.store import ShareStoreError, ShareStoreFull, ShareStoreUnavailable
 from .schemas import ErrorOut
-from .store import ShareStoreError, ShareStoreFull, ShareStoreUnavailable
 
 log = logging.getLogger(__name__)
-
-
-# ----------------------------------------------------------------------------- domain errors
-
-
-class NotFound(SparsescopeError):
-    """An id that names nothing (an analysis evicted from the cache, a mistyped share link)."""
-
-    default_field = "id"
-
-
-class Gone(SparsescopeError):
-    """Something that existed but can no longer be served (a share saved in an older form)."""
-
-
-class TooLarge(SparsescopeError):
-    """An input over a size cap (a share's state over 64 KiB)."""
-
-
-class Invalid(SparsescopeError):
-    """A nested value that does not match its schema (a share's state), like a request body."""
-
-
-class ClientGone(SparsescopeError):
-    """The client disconnected before its queued model work ran; the work was dropped. (The
-    499 is never read by anyone: it only ends the request.)"""
-
-
-class Refused(SparsescopeError):
-    """Not now: try again after ``retry_after`` seconds (sent as the body's ``retry_after`` and
-    the ``Retry-After`` header). ``field`` is null: nothing in the request was wrong."""
-
-    def __init__(self, message: str, retry_after: float) -> None:
-        super().__init__(message, field=None)
-        self.retry_after = max(1, math.ceil(retry_after))
-
-
-class Busy(Refused):
-    """The model's work queue is full (app/limits.py): a 503."""
-
-
-class RateLimited(Refused):
-    """This client has sent more than its rate allows (app/limits.py): a 429."""
-
-
-class UnknownModel(Invalid):
-    """A model id that names no served model (the message lists the served ones)."""
-
-    default_field = "model"
 
 
 # ----------------------------------------------------------------------------- the table
@@ -104,7 +66,7 @@ HTTP: dict[type[Exception], Http] = {
     ShareStoreError: Http(
         500, "the share database cannot be used right now; the server's log says why"
     ),
-    ShareStoreFull: Http(507),  # messages without server paths (app/store.py)
+    ShareStoreFull: Http(507),  # messages without server paths (app/engine/store.py)
     ShareStoreUnavailable: Http(503),
     ClientGone: Http(499),
     Busy: Http(503),

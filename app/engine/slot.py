@@ -1,7 +1,10 @@
-"""One loaded model and what belongs to it: its id, its Sparsefinder artefacts, its run lock.
+"""One loaded model and what belongs to it: its id, its Sparsefinder artefacts, its worker.
 
 The service holds one :class:`ModelSlot` per served model (``sparsescope serve --model A --model
-B``), keyed by the model's id; analyses name their model and reach it only through its slot.
+B``), keyed by the model's id; analyses name their model and reach it only through its slot. The
+slot owns the model's worker (:class:`~sparsescope.engine.batching.ModelWorker`, made from the
+settings once the model is loaded): every forward, the warm-up's included, goes through it, under
+the slot's ``lock``.
 
 Sparsefinder's projections are learned on one model's graphs at one alpha (Treviso et al. 2022,
 §3), so the slot looks up, per alpha, the artefact fitted for its model at that alpha: the one
@@ -18,13 +21,17 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 from sparse_core import load_model
 from sparse_core.errors import ArtefactError
 from sparse_core.sparsefinder import artefact_name, load_artefact, shipped_dir
 
+from .batching import ModelWorker
+from .request import AnalysisRequest, api_wording
 from .settings import Settings
+from .summaries import tie_batch
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +40,7 @@ MAX_ALPHAS = 64
 
 
 class ModelSlot:
-    """A model loaded once (:meth:`load`), its artefact lookup and the lock of its forwards.
+    """A model loaded once (:meth:`load`), its artefact lookup, and its worker and run lock.
 
     ``model``/``artefact`` preloaded (tests: a tiny model); otherwise :meth:`load` loads
     ``name`` (a directory or a cached model name; None: the default model) on
@@ -61,6 +68,9 @@ class ModelSlot:
         self._load_lock = threading.Lock()
         #: one forward at a time on this model (one CPU/GPU; spaCy tags beside it)
         self.lock = threading.Lock()
+        self._worker: ModelWorker | None = None
+        if model is not None:
+            self._worker = self._make_worker()
 
     # -- the model -----------------------------------------------------------------------------
 
@@ -91,9 +101,52 @@ class ModelSlot:
                         self.name, self.settings.device, max_tokens=self.settings.max_tokens
                     )
                 log.info("model %s ready in %.1f s", self._model.model_id, time.perf_counter() - t0)
+                self._worker = self._make_worker()
+
+    # -- its worker ----------------------------------------------------------------------------
+
+    def _make_worker(self) -> ModelWorker:
+        s = self.settings
+        return ModelWorker(
+            self._model,
+            self.lock,
+            window_s=s.batch_window_ms / 1000.0,
+            max_window_s=s.batch_window_max_ms / 1000.0,
+            batch_tokens=s.batch_tokens,
+            queue_tokens=s.queue_tokens,
+            queue_jobs=s.queue_jobs,
+            split=s.batch_split,
+            after_batch=tie_batch,  # a batch's summaries are computed together
+        )
+
+    @property
+    def worker(self) -> ModelWorker:
+        """The one worker that runs this model's forwards."""
+        if self._worker is None:
+            raise RuntimeError("ModelSlot.load() has not run (the service's start does it)")
+        return self._worker
+
+    def submit(self, request: AnalysisRequest, n: int) -> Future:
+        """Queue ``request`` (``n`` tokens) on the worker; the future of its ``RunOutput``."""
+        return self.worker.submit_request(request, n)
+
+    def run(self, request: AnalysisRequest) -> Any:
+        """``request``'s ``RunOutput``, through the worker (it waits its turn like any other)."""
+        with api_wording():
+            n = len(
+                self.model.encode(request.text, truncate=request.truncate, start=request.start).ids
+            )
+            return self.submit(request, n).result()
+
+    def drop_background_work(self) -> int:
+        """Drop the low-priority jobs still queued (the app's shutdown); how many."""
+        return self._worker.drop_low() if self._worker is not None else 0
 
     def use_explicit_artefact(self, art: Any) -> None:
-        """Use ``art`` (the ``--artefact`` one, already loaded) at its own alpha."""
+        """Use ``art`` (the ``--artefact`` one, already loaded) at its own alpha (nothing, for a
+        slot that runs without Sparsefinder)."""
+        if not self._use_artefact:
+            return
         self._check(art)
         self._explicit_artefact = art
         self._artefacts.clear()
