@@ -17,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from sparse_core.errors import SparsescopeError
+from sparse_core.view_schema import share_flags
 
 from .errors import Gone, Invalid, NotFound, TooLarge, validation_message
 from .schemas import MAX_TEXT_CHARS, ShareState
@@ -64,7 +65,7 @@ def load_share(store: ShareStore, share_id: str) -> tuple[ShareRecord, ShareStat
             )
         raise NotFound(f"no share with id {share_id!r}: the link is mistyped or was never created")
     try:
-        state = ShareState.model_validate_json(rec.state_json)
+        state = _stored_state(share_id, rec.state_json)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "state"
@@ -75,6 +76,25 @@ def load_share(store: ShareStore, share_id: str) -> tuple[ShareRecord, ShareStat
             field="state",
         ) from None
     return rec, state
+
+
+def _stored_state(share_id: str, state_json: str) -> ShareState:
+    """A saved state as a :class:`ShareState`. A display flag that no longer validates (saved
+    before ``view`` was typed, e.g. ``{"scope": "foo"}``) is left out with a warning, as the
+    page always ignored it: the share opens with that flag's default."""
+    try:
+        return ShareState.model_validate_json(state_json)
+    except ValidationError as exc:
+        try:
+            raw = json.loads(state_json)
+        except ValueError:
+            raise exc from None
+        view = raw.get("view") if isinstance(raw, dict) else None
+        flags, errors = share_flags(view) if isinstance(view, dict) else ({}, {})
+        if not errors:
+            raise
+        log.warning("share %s: view flags left out: %s", share_id, "; ".join(errors.values()))
+        return ShareState.model_validate({**raw, "view": flags})
 
 
 def share_body(rec: ShareRecord, state: ShareState) -> dict[str, Any]:
