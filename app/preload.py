@@ -17,7 +17,7 @@ import logging
 from typing import Any
 
 from sparse_core.errors import SparsescopeError
-from sparse_core.view_schema import decode_query, share_patch
+from sparse_core.view_codec import decode_query, share_patch
 
 from .service import AnalysisService
 
@@ -83,7 +83,7 @@ def preload_view(service: AnalysisService, view: dict[str, Any]) -> bytes | None
 def state_with_query(state: dict[str, Any], query: Any) -> dict[str, Any]:
     """A saved view with the overrides of a page's query string (``/s/{id}?layer=4&head=1``):
     the address bar of a share or gallery page is the truth, read as the page reads it
-    (:func:`sparse_core.view_schema.decode_query`, frontend/js/view-state.js): values it does not
+    (:func:`sparse_core.view_codec.decode_query`, frontend/js/view-state.js): values it does not
     allow are left out, as the page leaves them out. A text in the query is not applied (the page
     analyses it itself and uses no island)."""
     decoded = decode_query(query)

@@ -17,7 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from sparse_core.errors import SparsescopeError
-from sparse_core.view_schema import share_flags
+from sparse_core.view_codec import share_flags
 
 from .errors import Gone, Invalid, NotFound, TooLarge, validation_message
 from .schemas import MAX_TEXT_CHARS, ShareState

@@ -8,9 +8,9 @@ Everything that reads or writes a view derives from :data:`VIEW_FIELDS`:
   reads it from frontend/js/view-schema.js, written from this table by :func:`js_module`
   (``python -m sparse_core.view_schema --write``; tests/test_view_schema.py fails while it is
   stale);
-- the server types ``ShareState.view`` from it (app/view_state.py) and reads a page's query the
-  page's way (:func:`decode_query`, app/preload.py: the ``preload`` island is the view on screen);
-- :func:`sparse_core.viz.to_share_state` checks its ``view`` flags with :func:`check_share_value`.
+- the server types ``ShareState.view`` from it (app/view_state.py) and reads a page's query and
+  a share's flags the page's way (:mod:`sparse_core.view_codec`; app/preload.py, app/shares.py);
+- :func:`sparse_core.viz.to_share_state` checks its ``view`` flags with it.
 
 Adding a view flag is one row here (then ``--write``): the store gets its default, the address its
 key, the share link its ``view.<name>``, the server its type.
@@ -33,11 +33,9 @@ import json
 import math
 import re
 import sys
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl
 
 from .metrics import BLOCKS
 
@@ -154,10 +152,11 @@ FLAGS: dict[str, ViewField] = {f.flag: f for f in VIEW_FIELDS if f.flag}
 
 def defaults() -> dict[str, Any]:
     """The page store's view fields at their defaults (frontend/js/state.js)."""
-    return {f.key: _copy(f.default) for f in VIEW_FIELDS if f.state}
+    return {f.key: fresh(f.default) for f in VIEW_FIELDS if f.state}
 
 
-def _copy(v: Any) -> Any:
+def fresh(v: Any) -> Any:
+    """A default as a new value (a dict is copied, never shared)."""
     return dict(v) if isinstance(v, dict) else v
 
 
@@ -276,155 +275,6 @@ def _string_fits(f: ViewField, s: str) -> bool:
     if f.max_len is not None and len(s) > f.max_len:
         return False
     return f.pattern is None or re.fullmatch(f.pattern, s) is not None
-
-
-# ----------------------------------------------------------------------------- the address
-
-
-@dataclass(frozen=True)
-class Decoded:
-    """A page address read: the store fields it names, and a message per value left out."""
-
-    state: dict[str, Any]
-    errors: dict[str, str]
-
-
-def _pairs(query: str | Mapping[str, str] | Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-    if isinstance(query, str):
-        return parse_qsl(query[1:] if query.startswith("?") else query, keep_blank_values=True)
-    multi = getattr(query, "multi_items", None)  # starlette's QueryParams: every value
-    if multi is not None:
-        return list(multi())
-    if isinstance(query, Mapping):
-        return list(query.items())
-    return list(query)
-
-
-def decode_query(query: str | Mapping[str, str] | Iterable[tuple[str, str]]) -> Decoded:
-    """Read a page address's query as the page does (frontend/js/view-state.js ``decodeQuery``):
-    the store fields its keys name (the first value of a repeated key), ``params`` only with
-    a ``method`` read or a ``p.`` key (so that it can override a saved view), ``start`` with
-    ``truncate: true``. Values a field does not allow are left out, each with a message keyed by
-    its address key."""
-    first: dict[str, str] = {}
-    for k, v in _pairs(query):
-        first.setdefault(k, v)
-    state: dict[str, Any] = {}
-    errors: dict[str, str] = {}
-    for f in VIEW_FIELDS:
-        if f.query is None:
-            continue
-        if f.kind == "params":
-            keys = [k for k in first if k.startswith(PARAM_PREFIX)]
-            if keys or "method" in state:  # a method read (the field before)
-                state[f.key] = _decode_params(first, keys, errors)
-            continue
-        if f.query not in first:
-            continue
-        try:
-            state[f.key] = check_query_value(f, first[f.query])
-        except Rejected as exc:
-            errors[f.query] = str(exc)
-            continue
-        if f.write == "truncate":
-            state["truncate"] = True
-    return Decoded(state, errors)
-
-
-def _decode_params(first: dict[str, str], keys: list[str], errors: dict[str, str]) -> dict:
-    out: dict[str, str] = {}
-    for k in keys:
-        name, raw = k[len(PARAM_PREFIX) :], first[k]
-        if not re.fullmatch(PARAM_NAME, name):
-            errors[k] = f"{shown(k)} is not a slider: a name is {PARAM_HINT}"
-        elif len(raw) > PARAM_MAX_CHARS:
-            errors[k] = f"{k} must be at most {PARAM_MAX_CHARS} characters, got {shown(raw)}"
-        elif len(out) >= MAX_PARAMS:
-            errors[k] = f"{k} is one slider too many: at most {MAX_PARAMS}"
-        else:
-            out[name] = raw
-    return out
-
-
-# ----------------------------------------------------------------------------- share links
-
-
-def share_flags(view: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    """The known flags of a ``ShareState.view`` checked (:func:`check_share_value`), a message per
-    flag left out (keyed ``view.<name>``); other keys (another client's) pass unchanged."""
-    out: dict[str, Any] = {}
-    errors: dict[str, str] = {}
-    for name, value in view.items():
-        f = FLAGS.get(name)
-        if f is None:
-            out[name] = value
-            continue
-        try:
-            out[name] = check_share_value(f, value)
-        except Rejected as exc:
-            errors[f"view.{name}"] = str(exc)
-    return out, errors
-
-
-def from_share(share: Mapping[str, Any]) -> Decoded:
-    """The store fields of a saved view (a ShareState, already validated by the server): every
-    shared field (its default where the share omits it or holds null, except where null is
-    allowed) and the valid ``view`` flags (frontend/js/view-state.js ``fromShare``)."""
-    state: dict[str, Any] = {}
-    view = share.get("view") or {}
-    flags, errors = share_flags(view if isinstance(view, Mapping) else {})
-    for f in VIEW_FIELDS:
-        if f.share is None or not f.state:
-            continue
-        if f.flag:
-            if f.flag in flags:
-                state[f.key] = flags[f.flag]
-            continue
-        v = share.get(f.share)
-        state[f.key] = _copy(f.default) if v is None and not f.nullable else v
-    state["truncate"] = bool(state["truncate"])
-    return Decoded(state, errors)
-
-
-def to_share(state: Mapping[str, Any]) -> dict[str, Any]:
-    """The ShareState of store fields (frontend/js/view-state.js ``toShare``): every top-level
-    field, ``start`` only for a window (``truncate`` and not 0), ``view`` flags only where they
-    differ from their default, ``lecture_step`` null."""
-    out: dict[str, Any] = {}
-    view: dict[str, Any] = {}
-    for f in VIEW_FIELDS:
-        if f.share is None or not f.state:
-            continue
-        v = state.get(f.key, f.default)
-        if f.flag:
-            if v != f.default:
-                view[f.flag] = v
-        elif f.write == "truncate":
-            if state.get("truncate") and v:
-                out[f.share] = v
-        else:
-            out[f.share] = _copy(v)
-    out["lecture_step"] = None
-    out["view"] = view
-    return out
-
-
-def share_patch(state: Mapping[str, Any]) -> dict[str, Any]:
-    """Store fields (e.g. :func:`decode_query`'s) as ShareState keys, to update a saved view:
-    top-level ones, and ``view`` for the flags; fields a share does not hold are left out."""
-    out: dict[str, Any] = {}
-    view: dict[str, Any] = {}
-    for key, v in state.items():
-        f = FIELDS.get(key)
-        if f is None or f.share is None:
-            continue
-        if f.flag:
-            view[f.flag] = v
-        else:
-            out[f.share] = _copy(v)
-    if view:
-        out["view"] = view
-    return out
 
 
 # ----------------------------------------------------------------------------- the JS module

@@ -503,7 +503,8 @@ def to_share_state(
     page's rules (:mod:`sparse_core.view_schema`: the one definition of a view).
     """
     from .methods import get_method
-    from .view_schema import FLAGS, share_flags
+    from .view_codec import share_flags
+    from .view_schema import FLAGS
 
     flags, errors = share_flags(view or {})
     unknown = sorted(k for k in flags if k not in FLAGS)

@@ -1,6 +1,6 @@
 """The view's one definition (sparse_core/view_schema.py VIEW_FIELDS) and what derives from it:
 the page's codec (frontend/js/view-state.js, under node: tests/js/view_state_cases.mjs), the
-server's reading of addresses and shares (sparse_core.view_schema), ``ShareState.view`` (pydantic).
+server's reading of addresses and shares (sparse_core.view_codec), ``ShareState.view`` (pydantic).
 
 The same cases go through both codecs and must give the same answers: addresses read (valid ones,
 every field at a value other than its default, and bad values, rejected with the same message),
@@ -22,16 +22,8 @@ import pytest
 
 from sparse_core import metrics, view_schema
 from sparse_core.methods import METHODS
-from sparse_core.view_schema import (
-    FIELDS,
-    FLAGS,
-    VIEW_FIELDS,
-    ViewField,
-    decode_query,
-    from_share,
-    js_module,
-    to_share,
-)
+from sparse_core.view_codec import decode_query, from_share, to_share
+from sparse_core.view_schema import FIELDS, FLAGS, VIEW_FIELDS, ViewField, js_module
 
 ROOT = Path(__file__).resolve().parents[1]
 JS_ROOT = ROOT / "frontend" / "js"

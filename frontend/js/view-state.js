@@ -2,7 +2,7 @@
  * The page's view state, read from its one definition (view-schema.js, generated from
  * sparse_core/view_schema.py VIEW_FIELDS): the store's defaults (state.js), the address codec
  * (url.js) and the share codec (share.js, main.js, embed.js). The server reads addresses and
- * shares with the same rules and the same messages (sparse_core.view_schema: decode_query,
+ * shares with the same rules and the same messages (sparse_core.view_codec: decode_query,
  * from_share, to_share; tests/test_view_schema.py runs both on the same cases).
  *
  * A field: `key` (the store's name), `kind` (bool | int | float | enum | str | params),
