@@ -48,7 +48,7 @@ function savedView() {
 function reportAddress(errors) {
   const msgs = Object.values(errors);
   if (!msgs.length) return;
-  const _ = `This address has values the page does not take: ${msgs.join("; ")}.`;
+  const _ = `Left out of this address: ${msgs.join("; ")}.`;
   store.set({ errors: { ...store.get().errors, _ } });
 }
 
