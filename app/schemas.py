@@ -23,7 +23,7 @@ from pydantic import (
 from sparse_core.methods import METHODS
 from sparse_core.view_schema import FIELDS as VIEW
 
-from .view_state import ViewBase, view_flags_model
+from .view_state import ViewBase, inline_defs, view_flags_model
 
 #: A method name of the registry (an enum in the OpenAPI schema), in registry order.
 MethodName = Literal[tuple(METHODS)]  # type: ignore[valid-type]
@@ -397,7 +397,7 @@ class ShareIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    state: Annotated[dict[str, Any], WithJsonSchema(ShareState.model_json_schema())]
+    state: Annotated[dict[str, Any], WithJsonSchema(inline_defs(ShareState.model_json_schema()))]
 
 
 class ShareCreated(BaseModel):

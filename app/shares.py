@@ -79,9 +79,10 @@ def load_share(store: ShareStore, share_id: str) -> tuple[ShareRecord, ShareStat
 
 
 def _stored_state(share_id: str, state_json: str) -> ShareState:
-    """A saved state as a :class:`ShareState`. A display flag that no longer validates (saved
-    before ``view`` was typed, e.g. ``{"scope": "foo"}``) is left out with a warning, as the
-    page always ignored it: the share opens with that flag's default."""
+    """A saved state as a :class:`ShareState`. Flags saved before ``view`` was typed are read as
+    the page reads them: a tile size given as a number is its string, a flag that does not
+    validate (e.g. ``{"scope": "foo"}``) is left out with a warning, as the page always ignored
+    it (the share opens with that flag's default)."""
     try:
         return ShareState.model_validate_json(state_json)
     except ValidationError as exc:
@@ -90,10 +91,13 @@ def _stored_state(share_id: str, state_json: str) -> ShareState:
         except ValueError:
             raise exc from None
         view = raw.get("view") if isinstance(raw, dict) else None
-        flags, errors = share_flags(view) if isinstance(view, dict) else ({}, {})
-        if not errors:
+        if not isinstance(view, dict):
             raise
-        log.warning("share %s: view flags left out: %s", share_id, "; ".join(errors.values()))
+        flags, errors = share_flags(view)  # the page's reading: a tile size 64 is "64"
+        if flags == view:
+            raise
+        if errors:
+            log.warning("share %s: view flags left out: %s", share_id, "; ".join(errors.values()))
         return ShareState.model_validate({**raw, "view": flags})
 
 

@@ -2,7 +2,9 @@
 (:data:`sparse_core.view_schema.VIEW_FIELDS`): one field per display flag of a share (``scope``,
 ``grid``, ``hideSpecial``, ``block``, ``paretoX``), its type (a ``Literal`` of the allowed values,
 a bool), its default and description, checked by
-:func:`sparse_core.view_schema.check_share_value`, the page's own rule (frontend/js/view-state.js).
+:func:`sparse_core.view_schema.check_share_value`, the page's own rule (frontend/js/view-state.js),
+strictly as the JSON schema says (a tile size is the string ``"64"``; the page also reads the
+number 64, which shares saved before this model may hold: app/shares.py).
 
 Keys of no flag are kept as they are (another client's, e.g. a lecture tab), typed by the caller
 (``extra``: a short scalar); at most ``max_flags`` keys in all. A view dumps the flags it was
@@ -47,16 +49,45 @@ class ViewBase(BaseModel):
         given = self.model_fields_set | set(self.__pydantic_extra__ or {})
         return {k: v for k, v in out.items() if k in given}
 
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> Any:
+        """Its fields' schema in both modes (the serializer above only leaves out flags not
+        given; without this, the response schema would be an untyped object)."""
+        schema = dict(core_schema)
+        schema.pop("serialization", None)
+        return handler(schema)
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Mapping):
             return self.model_dump(mode="json") == dict(other)
         return super().__eq__(other)
 
 
+def inline_defs(schema: dict[str, Any]) -> dict[str, Any]:
+    """A JSON schema with its ``$defs`` written in where they are referred to (a schema placed
+    inside another document, e.g. ``WithJsonSchema`` in OpenAPI, cannot refer to its own
+    ``#/$defs``). For schemas without recursion, as ShareState's."""
+    defs = schema.get("$defs", {})
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref", "")
+            if ref.startswith("#/$defs/"):
+                return walk(defs[ref[len("#/$defs/") :]])
+            return {k: walk(v) for k, v in node.items() if k != "$defs"}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    return walk(schema)
+
+
 def _flag_type(f: ViewField) -> Any:
     """The annotated type of one flag: its JSON type, checked by the page's rule."""
 
     def check(value: Any) -> Any:
+        if f.kind == "enum" and not isinstance(value, str):  # as its JSON schema says
+            raise ValueError(f"must be {allowed(f, 'share')} (a JSON string)")
         try:
             return check_share_value(f, value)
         except Rejected:

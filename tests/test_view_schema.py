@@ -307,13 +307,13 @@ def test_the_flag_model_is_typed_and_dumps_what_it_was_given():
 
     props = ShareState.model_json_schema()["$defs"]["ViewFlags"]["properties"]
     assert props["scope"]["enum"] == ["head", "mean"] and props["hideSpecial"]["type"] == "boolean"
-    v = ViewFlags.model_validate({"block": 64, "scope": "head", "tab": "pareto"})
+    v = ViewFlags.model_validate({"block": "64", "scope": "head", "tab": "pareto"})
     assert v.block == "64" and v.grid == "gold"  # a default, not dumped
     assert v.model_dump(mode="json") == {"scope": "head", "block": "64", "tab": "pareto"}
     assert v == {"scope": "head", "block": "64", "tab": "pareto"}
     with pytest.raises(ValidationError, match="at most 32 flags"):
         ViewFlags.model_validate({f"k{i}": i for i in range(33)})
-    for bad in ({"hideSpecial": "true"}, {"paretoX": "tokens"}, {"block": 48}):
+    for bad in ({"hideSpecial": "true"}, {"paretoX": "tokens"}, {"block": "48"}, {"block": 64}):
         with pytest.raises(ValidationError, match="must be"):
             ViewFlags.model_validate(bad)
 

@@ -35,7 +35,8 @@ def share(client, state: dict) -> str:
         ({"scope": "all"}, "state.view.scope", "must be one of head, mean, got 'all'"),
         ({"grid": 1}, "state.view.grid", "must be one of gold, recall"),
         ({"hideSpecial": "true"}, "state.view.hideSpecial", "must be true or false"),
-        ({"block": 48}, "state.view.block", "must be one of 16, 32, 64, 128, got 48"),
+        ({"block": "48"}, "state.view.block", "must be one of 16, 32, 64, 128, got '48'"),
+        ({"block": 64}, "state.view.block", "(a JSON string), got 64"),
         ({"paretoX": None}, "state.view.paretoX", "must be one of sparsity, block"),
         ({f"k{i}": i for i in range(33)}, "state.view", "at most 32 flags"),
     ],
@@ -48,13 +49,13 @@ def test_bad_flags_are_422_naming_the_flag(client, view, field, needle):
 
 
 def test_flags_read_back_as_given(client):
-    sid = share(client, {"text": TEXT, "view": {"block": 64, "hideSpecial": False, "tab": "x"}})
+    sid = share(client, {"text": TEXT, "view": {"block": "64", "hideSpecial": False, "tab": "x"}})
     view = client.get(f"/api/share/{sid}").json()["state"]["view"]
-    assert view == {"block": "64", "hideSpecial": False, "tab": "x"}  # a number: its string
+    assert view == {"block": "64", "hideSpecial": False, "tab": "x"}  # no defaults added
 
 
 def test_a_share_saved_before_the_view_was_typed_still_opens(client, app_settings, caplog):
-    view = {"scope": "everything", "hideSpecial": 1, "grid": "recall", "tab": "p"}
+    view = {"scope": "everything", "hideSpecial": 1, "grid": "recall", "block": 32, "tab": "p"}
     saved = {"text": TEXT, "layer": 1, "head": 2, "view": view}
     conn = sqlite3.connect(Path(app_settings.data_dir) / DB_NAME)
     conn.execute(
@@ -65,11 +66,25 @@ def test_a_share_saved_before_the_view_was_typed_still_opens(client, app_setting
     conn.close()
     r = client.get("/api/share/oldview00001")
     assert r.status_code == 200, r.text
-    assert r.json()["state"]["view"] == {"grid": "recall", "tab": "p"}
+    assert r.json()["state"]["view"] == {"grid": "recall", "block": "32", "tab": "p"}
     assert "view.scope must be one of head, mean" in caplog.text
     page = client.get("/s/oldview00001")
     assert page.status_code == 200
-    assert islands(page.text)[ISLAND_ID]["state"]["view"] == {"grid": "recall", "tab": "p"}
+    assert islands(page.text)[ISLAND_ID]["state"]["view"] == {
+        "grid": "recall",
+        "block": "32",
+        "tab": "p",
+    }
+
+    # a tile size saved as a number (no flag wrong): read as its string, no warning
+    conn = sqlite3.connect(Path(app_settings.data_dir) / DB_NAME)
+    conn.execute(
+        "INSERT INTO shares VALUES ('numblock0001', ?, '2024-01-01T00:00:00+00:00')",
+        (json.dumps({"text": TEXT, "view": {"block": 16}}),),
+    )
+    conn.commit()
+    conn.close()
+    assert client.get("/api/share/numblock0001").json()["state"]["view"] == {"block": "16"}
 
 
 def test_the_query_overrides_the_saved_view_for_the_island(client):
