@@ -9,7 +9,7 @@ import { test } from "node:test";
 import { cellBox, cellCentre, hitTest, minimapPoint, onMatrix } from "../../frontend/js/heatmap-hit.js";
 import { layoutOf, minimapBox } from "../../frontend/js/heatmap-layout.js";
 import { NO_ZOOM, clampPan, maxZoom } from "../../frontend/js/heatmap-zoom.js";
-import { tokens } from "./heatmap_layout.test.mjs";
+import { tokens } from "./heatmap_fixtures.mjs";
 
 const lay = (n, hideSpecial = false, fit = 700) =>
   layoutOf({ tokens: tokens(n), n, hideSpecial, measure: (t) => 7 * t.length, width: 1200, fit });

@@ -9,14 +9,8 @@ import {
   BELOW_HEATMAP, LABEL_PX, MAX_CELL, MAX_LABEL, MAX_SIZE, fitHeight, labelPlan, layoutOf, minimapBox,
 } from "../../frontend/js/heatmap-layout.js";
 import { viewport } from "../../frontend/js/heatmap-zoom.js";
+import { tokens } from "./heatmap_fixtures.mjs";
 
-/** n tokens, [CLS] … [SEP] around n − 2 words; labels 7 px a character. */
-export function tokens(n) {
-  return Array.from({ length: n }, (_, k) => {
-    const special = k === 0 || k === n - 1;
-    return { text: special ? (k === 0 ? "[CLS]" : "[SEP]") : `w${k}`, special };
-  });
-}
 const measure = (t) => 7 * t.length;
 
 function lay(n, { hideSpecial = false, width = 800, fit = 700, toks = tokens(n), wide = measure } = {}) {
