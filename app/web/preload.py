@@ -17,6 +17,7 @@ import logging
 from typing import Any
 
 from sparse_core.errors import SparsescopeError
+from sparse_core.view_codec import decode_query, share_patch
 
 from ..engine.request import AnalysisRequest
 from ..engine.service import AnalysisService
@@ -84,24 +85,16 @@ def preload_view(service: AnalysisService, view: dict[str, Any]) -> bytes | None
 
 def state_with_query(state: dict[str, Any], query: Any) -> dict[str, Any]:
     """A saved view with the overrides of a page's query string (``/s/{id}?layer=4&head=1``):
-    the address bar of a share or gallery page is the truth (frontend/js/url.js)."""
-    out = dict(state)
-    try:
-        if "alpha" in query:
-            alpha = float(query["alpha"])
-            if 1.0 <= alpha <= 2.0:
-                out["alpha"] = alpha
-        if "causal" in query:
-            out["causal"] = query["causal"] == "1"
-        for key in ("layer", "head"):
-            v = query.get(key, "")
-            if v.isdigit() and len(v) <= 4:
-                out[key] = int(v)
-        if query.get("model"):
-            out["model"] = query["model"][:300]
-        v = query.get("start", "")
-        if v.isdigit() and len(v) <= 7:
-            out["start"], out["truncate"] = int(v), True
-    except ValueError:
-        pass
+    the address bar of a share or gallery page is the truth, read as the page reads it
+    (:func:`sparse_core.view_codec.decode_query`, frontend/js/view-state.js): values it does not
+    allow are left out, as the page leaves them out. A text in the query is not applied (the page
+    analyses it itself and uses no island)."""
+    decoded = decode_query(query)
+    if decoded.errors:
+        log.info("query values left out: %s", "; ".join(decoded.errors.values()))
+    fields = {k: v for k, v in decoded.state.items() if k not in ("text", "id")}
+    patch = share_patch(fields)
+    out = {**state, **patch}
+    if "view" in patch:
+        out["view"] = {**(state.get("view") or {}), **patch["view"]}
     return out

@@ -21,6 +21,9 @@ from pydantic import (
 )
 
 from sparse_core.methods import METHODS
+from sparse_core.view_schema import FIELDS as VIEW
+
+from .view_state import ViewBase, inline_defs, view_flags_model
 
 #: A method name of the registry (an enum in the OpenAPI schema), in registry order.
 MethodName = Literal[tuple(METHODS)]  # type: ignore[valid-type]
@@ -321,6 +324,17 @@ _ScalarType = bool | int | float | str
 Scalar = Annotated[_ScalarType, PlainValidator(_scalar, json_schema_input_type=_ScalarType)]
 
 
+class _ViewExtras(ViewBase):
+    """``ShareState.view``'s keys of no flag: a short scalar each."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    __pydantic_extra__: dict[Key, Scalar]
+
+
+#: ``ShareState.view``: one typed field per display flag of the view's one definition.
+ViewFlags = view_flags_model(_ViewExtras)
+
+
 class ShareState(BaseModel):
     """Everything needed to reopen exactly one view of the page."""
 
@@ -328,30 +342,46 @@ class ShareState(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS, description="the analysed text")
-    alpha: float = Field(1.5, ge=1.0, le=2.0, description="entmax alpha in [1, 2]")
+    # defaults and bounds: the view's one definition (sparse_core/view_schema.py)
+    alpha: float = Field(
+        VIEW["alpha"].default, ge=VIEW["alpha"].lo, le=VIEW["alpha"].hi,
+        description="entmax alpha in [1, 2]",
+    )  # fmt: skip
     causal: bool = Field(False, description="decoder-style mask (j <= i)")
     truncate: bool = Field(False, description="analyse only a window of the model's positions")
     start: int = Field(
-        0, ge=0, le=10_000_000, description="with truncate: the window's first token"
-    )
+        0, ge=VIEW["start"].lo, le=VIEW["start"].hi,
+        description="with truncate: the window's first token",
+    )  # fmt: skip
     model: str | None = Field(
-        None, max_length=300, description="the model's id (null: the server's default model)"
+        None, max_length=VIEW["model"].max_len,
+        description="the model's id (null: the server's default model)",
+    )  # fmt: skip
+    layer: int | None = Field(
+        0, ge=VIEW["layer"].lo, le=VIEW["layer"].hi, description="open layer (null: none chosen)"
     )
-    layer: int | None = Field(0, ge=0, le=1023, description="open layer (null: none chosen)")
-    head: int | None = Field(0, ge=0, le=1023, description="open head (null: none chosen)")
-    method: MethodName = Field("window", description="the method whose mask is shown")
+    head: int | None = Field(
+        0, ge=VIEW["head"].lo, le=VIEW["head"].hi, description="open head (null: none chosen)"
+    )
+    method: MethodName = Field(VIEW["method"].default, description="the method whose mask is shown")
     params: dict[Key, Scalar] = Field(
         default_factory=dict,
         max_length=32,
         description="the method's slider values, add-ons (window, globals) included",
     )
-    token: int | None = Field(None, ge=0, le=100_000, description="selected (locked) query row")
-    cluster: int | None = Field(None, ge=0, le=100_000, description="selected k-means cluster")
+    token: int | None = Field(
+        None, ge=VIEW["lockedRow"].lo, le=VIEW["lockedRow"].hi,
+        description="selected (locked) query row",
+    )  # fmt: skip
+    cluster: int | None = Field(
+        None, ge=VIEW["cluster"].lo, le=VIEW["cluster"].hi,
+        description="selected k-means cluster",
+    )  # fmt: skip
     lecture_step: int | None = Field(None, ge=0, le=1000, description="lecture step, if any")
-    view: dict[Key, Scalar] = Field(
-        default_factory=dict,
-        max_length=32,
-        description="small view flags, e.g. {hideSpecial: true, scope: 'head', tab: 'pareto'}",
+    view: ViewFlags = Field(
+        default_factory=ViewFlags,
+        description="display flags (sparse_core/view_schema.py), e.g. {hideSpecial: true, "
+        "block: '64'}; other short keys are kept as they are",
     )
 
     @field_validator("text")
@@ -367,7 +397,7 @@ class ShareIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    state: Annotated[dict[str, Any], WithJsonSchema(ShareState.model_json_schema())]
+    state: Annotated[dict[str, Any], WithJsonSchema(inline_defs(ShareState.model_json_schema()))]
 
 
 class ShareCreated(BaseModel):

@@ -17,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from sparse_core.errors import SparsescopeError
+from sparse_core.view_codec import share_flags
 
 from ..engine.errors import Gone, Invalid, NotFound, TooLarge
 from ..engine.request import AnalysisRequest
@@ -66,7 +67,7 @@ def load_share(store: ShareStore, share_id: str) -> tuple[ShareRecord, ShareStat
             )
         raise NotFound(f"no share with id {share_id!r}: the link is mistyped or was never created")
     try:
-        state = ShareState.model_validate_json(rec.state_json)
+        state = _stored_state(share_id, rec.state_json)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "state"
@@ -77,6 +78,29 @@ def load_share(store: ShareStore, share_id: str) -> tuple[ShareRecord, ShareStat
             field="state",
         ) from None
     return rec, state
+
+
+def _stored_state(share_id: str, state_json: str) -> ShareState:
+    """A saved state as a :class:`ShareState`. Flags saved before ``view`` was typed are read as
+    the page reads them: a tile size given as a number is its string, a flag that does not
+    validate (e.g. ``{"scope": "foo"}``) is left out with a warning, as the page always ignored
+    it (the share opens with that flag's default)."""
+    try:
+        return ShareState.model_validate_json(state_json)
+    except ValidationError as exc:
+        try:
+            raw = json.loads(state_json)
+        except ValueError:
+            raise exc from None
+        view = raw.get("view") if isinstance(raw, dict) else None
+        if not isinstance(view, dict):
+            raise
+        flags, errors = share_flags(view)  # the page's reading: a tile size 64 is "64"
+        if flags == view:
+            raise
+        if errors:
+            log.warning("share %s: view flags left out: %s", share_id, "; ".join(errors.values()))
+        return ShareState.model_validate({**raw, "view": flags})
 
 
 def share_body(rec: ShareRecord, state: ShareState) -> dict[str, Any]:
