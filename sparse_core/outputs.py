@@ -20,6 +20,11 @@ from .errors import SparsescopeError
 
 AlphaLike = float | Sequence[float] | Sequence[Sequence[float]] | Tensor
 
+#: α's range (SPEC §1: 1 is softmax, 2 sparsemax) and the α of an analysis nobody chose: the one
+#: definition the app's check (app/engine/request.py) and the page's view (view_schema) read.
+ALPHA_MIN, ALPHA_MAX = 1, 2
+DEFAULT_ALPHA = 1.5
+
 
 @dataclass(frozen=True)
 class ModelConfig:

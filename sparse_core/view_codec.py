@@ -2,10 +2,10 @@
 (:mod:`sparse_core.view_schema`), as the page does it (frontend/js/view-state.js; the same
 answers and messages on the same cases: tests/test_view_schema.py):
 
-- :func:`decode_query`: a page address's query -> the store fields it names (app/preload.py: a
+- :func:`decode_query`: a page address's query -> the store fields it names (app/web/preload.py: a
   share or gallery page's query overrides the saved view for the ``preload`` island);
 - :func:`share_flags`, :func:`from_share`: a ShareState (its ``view`` flags checked) -> store
-  fields (app/shares.py: a stored share whose flags no longer validate still opens);
+  fields (app/web/shares.py: a stored share whose flags no longer validate still opens);
 - :func:`to_share`, :func:`share_patch`: store fields -> a ShareState, or the keys to update one.
 
 A value a field does not allow is left out, with a message

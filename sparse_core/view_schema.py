@@ -8,8 +8,9 @@ Everything that reads or writes a view derives from :data:`VIEW_FIELDS`:
   reads it from frontend/js/view-schema.js, written from this table by :func:`js_module`
   (``python -m sparse_core.view_schema --write``; tests/test_view_schema.py fails while it is
   stale);
-- the server types ``ShareState.view`` from it (app/view_state.py) and reads a page's query and
-  a share's flags the page's way (:mod:`sparse_core.view_codec`; app/preload.py, app/shares.py);
+- the server types ``ShareState.view`` from it (app/web/view_state.py) and reads a page's query
+  and a share's flags the page's way (:mod:`sparse_core.view_codec`; app/web/preload.py,
+  app/web/shares.py);
 - :func:`sparse_core.viz.to_share_state` checks its ``view`` flags with it.
 
 Adding a view flag is one row here (then ``--write``): the store gets its default, the address its
@@ -38,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from .metrics import BLOCKS
+from .outputs import ALPHA_MAX, ALPHA_MIN, DEFAULT_ALPHA
 
 #: A text longer than this (characters) is not written into the address: the analysis id is, until
 #: a permanent link (``/s/{id}``) replaces it (frontend/js/session.js).
@@ -110,7 +112,7 @@ VIEW_FIELDS: tuple[ViewField, ...] = (
               doc="a cached analysis to reopen (a text too long for the address)"),
     ViewField("model", "str", None, "model", "model", write="set", nullable=True, max_len=300,
               doc="the served model's id (null: the server's default)"),
-    ViewField("alpha", "float", 1.5, "alpha", "alpha", lo=1, hi=2,
+    ViewField("alpha", "float", DEFAULT_ALPHA, "alpha", "alpha", lo=ALPHA_MIN, hi=ALPHA_MAX,
               doc="entmax α: 1 softmax, 1.5 entmax, 2 sparsemax"),
     ViewField("causal", "bool", False, "causal", "causal", write="changed",
               doc="decoder-style mask (j ≤ i)"),

@@ -123,7 +123,7 @@ def test_the_page_s_module_is_generated_from_the_table():
 def test_the_table_is_consistent_with_the_server():
     """Keys are unique; every default is a value its field allows; the share keys are
     ShareState's; the method and tile-size values are the registry's and the metrics'."""
-    from sparsescope.schemas import ShareState, ViewFlags
+    from sparsescope.web.schemas import ShareState, ViewFlags
 
     for attr in ("key", "query", "share"):
         keys = [getattr(f, attr) for f in VIEW_FIELDS if getattr(f, attr) is not None]
@@ -273,8 +273,8 @@ def one_more_flag(monkeypatch, tmp_path) -> Path:
 def test_a_new_view_flag_is_one_row_of_the_table(one_more_flag, tmp_path):
     from pydantic import ValidationError
 
-    from sparsescope.schemas import _ViewExtras
-    from sparsescope.view_state import view_flags_model
+    from sparsescope.web.schemas import _ViewExtras
+    from sparsescope.web.view_state import view_flags_model
 
     state = view_state(density="high")
     cases = [
@@ -303,7 +303,7 @@ def test_a_new_view_flag_is_one_row_of_the_table(one_more_flag, tmp_path):
 def test_the_flag_model_is_typed_and_dumps_what_it_was_given():
     from pydantic import ValidationError
 
-    from sparsescope.schemas import ShareState, ViewFlags
+    from sparsescope.web.schemas import ShareState, ViewFlags
 
     props = ShareState.model_json_schema()["$defs"]["ViewFlags"]["properties"]
     assert props["scope"]["enum"] == ["head", "mean"] and props["hideSpecial"]["type"] == "boolean"

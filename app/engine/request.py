@@ -24,10 +24,9 @@ from typing import Any
 
 from sparse_core.errors import EmptyTextError, SparsescopeError, TextTooLongError
 
-#: α of an analysis nobody chose (the page, the API, every command).
-DEFAULT_ALPHA = 1.5
-#: α's range: 1 is softmax (dense), 2 sparsemax (SPEC §1).
-ALPHA_MIN, ALPHA_MAX = 1.0, 2.0
+# α of an analysis nobody chose and α's range: defined once (SPEC §1), re-exported here
+from sparse_core.outputs import ALPHA_MAX, ALPHA_MIN, DEFAULT_ALPHA  # noqa: F401
+
 #: 96 bits of sha256: ids are cache keys, collisions must not happen by chance.
 ID_HEX = 24
 

@@ -26,6 +26,7 @@ from markupsafe import Markup, escape
 from sparse_core import __version__
 
 from ..engine.payloads import MAX_RAW_TOKENS
+from ..engine.request import DEFAULT_ALPHA
 
 #: The Plotly bundle, served from the installed ``plotly`` package (app/web/routes/pages.py).
 PLOTLY_URL = "/static/vendor/plotly.min.js"
@@ -61,7 +62,6 @@ def asset_urls() -> dict[str, str]:
 KATEX_VERSION = "0.19.1"
 #: The lecture's sentence (CS224N lecture 9, "Self-Attention and Transformers").
 LECTURE_TEXT = "The chef who ran to the store was out of food."
-DEFAULT_ALPHA = 1.5
 #: Every page is rendered per request from live state: never cached by the browser.
 PAGE_HEADERS = {"Cache-Control": "no-cache"}
 

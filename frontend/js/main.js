@@ -25,7 +25,7 @@ import { decodeQuery, fromShare } from "./view-state.js";
 
 /**
  * The saved view the page was opened on (`<script type="application/json" id="shared-state">`:
- * a share link, a gallery example, or the first visit's example; see app/routes/share.py), and
+ * a share link, a gallery example, or the first visit's example; see app/web/routes/share.py), and
  * the `base` of its address (session.js `addressOf`); null on a plain `/?…`.
  */
 function savedView() {

@@ -197,7 +197,7 @@ function adopt(a, keep, seed = null) {
 }
 
 /**
- * Open a view whose data came with the page (the `preload` island, app/preload.py): the analysis,
+ * Open a view whose data came with the page (the `preload` island, app/web/preload.py): the analysis,
  * the open head's payload and maybe its Pareto data, exactly as the API answers them. Nothing is
  * requested before the heatmap is painted. False when the island does not match the view (e.g.
  * the query asked for another α): the caller analyses instead.

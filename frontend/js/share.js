@@ -1,5 +1,5 @@
 /**
- * The main page's Share button: save the current view (`POST /api/share`, app/routes/share.py)
+ * The main page's Share button: save the current view (`POST /api/share`, app/web/routes/share.py)
  * and show its short link, with a Copy button. The saved state is the page's view state in the
  * ShareState shape, so `/s/{id}` reopens exactly this view (main.js reads it back from the
  * `shared-state` island).
@@ -10,7 +10,7 @@ import { el } from "./dom.js";
 import { toShare } from "./view-state.js";
 
 /**
- * The ShareState (app/routes/share.py) of the page's state (view-state.js `toShare`: the view's
+ * The ShareState (app/web/routes/share.py) of the page's state (view-state.js `toShare`: the view's
  * one definition), the analysis' window and model, and the scalar slider values.
  * @param {import("./state.js").State} s
  * @returns {object}

@@ -16,7 +16,7 @@
  * On a page opened on a saved view (`/s/{id}`, `/gallery/{slug}`) the query holds the view
  * without the text (`withText: false`), every flag written out, and overrides the saved view on
  * reload (main.js): the address bar is always what is on screen. The server reads it the same
- * way for the `preload` island (app/preload.py, sparse_core.view_schema.decode_query).
+ * way for the `preload` island (app/web/preload.py, sparse_core.view_schema.decode_query).
  */
 
 import { MAX_TEXT_IN_URL, decodeQuery, encodeQuery, field } from "./view-state.js";

@@ -34,6 +34,7 @@ ENGINE = [
     ["engine"],
 ]  # fmt: skip
 WEB = [
+    ["web.view_state"],
     ["web.schemas", "web.connections", "web.calls"],
     ["web.errors"],
     ["web.middleware", "web.render", "web.deps", "web.preload", "web.gallery"],

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from sparsescope.shares import ISLAND_ID
-from sparsescope.store import DB_NAME
+from sparsescope.engine.store import DB_NAME
+from sparsescope.web.shares import ISLAND_ID
 
 TEXT = "The chef who ran to the store was out of food."
 ISLAND_RE = re.compile(r'<script type="application/json" id="([a-z-]+)">(.*?)</script>', re.S)

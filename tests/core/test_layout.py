@@ -24,7 +24,8 @@ CHAIN = [
     ["rng", "entmax"],
     ["attention", "outputs", "sources", "tokens"],
     ["model", "patterns", "metrics", "corpus"],
-    ["bitsets", "sparsefinder", "baselines", "testing", ""],  # "" is sparse_core/__init__.py
+    ["bitsets", "sparsefinder", "baselines", "testing", "view_schema", ""],  # "" is __init__.py
+    ["view_codec"],
     ["sparsefinder_fit"],
     ["methods.spec", "methods.grids", "methods.context"],
     ["methods.base", "methods.distance_bits"],

@@ -4,7 +4,7 @@
 a bool), its default and description, checked by
 :func:`sparse_core.view_schema.check_share_value`, the page's own rule (frontend/js/view-state.js),
 strictly as the JSON schema says (a tile size is the string ``"64"``; the page also reads the
-number 64, which shares saved before this model may hold: app/shares.py).
+number 64, which shares saved before this model may hold: app/web/shares.py).
 
 Keys of no flag are kept as they are (another client's, e.g. a lecture tab), typed by the caller
 (``extra``: a short scalar); at most ``max_flags`` keys in all. A view dumps the flags it was
