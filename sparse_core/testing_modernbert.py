@@ -101,15 +101,18 @@ def write_modernbert_checkpoint(
     every: int = 3,
     local_attention: int = 8,
     max_positions: int = 8192,
+    intermediate: int | None = None,
+    vocab_size: int | None = None,
     seed: int = 0,
     sparse: dict | None = None,
 ) -> Path:
     """A tiny random ModernBERT (ModernBertForMaskedLM weights) with a ModernBERT-style tokenizer.
 
     Layer l is global when l % ``every`` == 0, else local with ``local_attention`` tokens
-    (|i − j| ≤ local_attention // 2). ``sparse``: config.json keys of a SparseModernBERT
-    checkpoint (e.g. ``{"initial_alpha": 1.5}``); the config is then written as the reference's
-    training script saves it (module docstring).
+    (|i − j| ≤ local_attention // 2); the GLU width is ``intermediate`` (default 2 × hidden),
+    the embeddings ``vocab_size`` (default: the tokenizer's). ``sparse``: config.json keys of a
+    SparseModernBERT checkpoint (e.g. ``{"initial_alpha": 1.5}``); the config is then written
+    as the reference's training script saves it (module docstring).
     """
     import transformers as T
 
@@ -121,8 +124,9 @@ def write_modernbert_checkpoint(
     tok = modernbert_tokenizer()
     ids = {t: tok.token_to_id(t) for t in MODERNBERT_SPECIALS}
     cfg = T.ModernBertConfig(
-        vocab_size=tok.get_vocab_size(with_added_tokens=True), hidden_size=hidden,
-        num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=2 * hidden,
+        vocab_size=vocab_size or tok.get_vocab_size(with_added_tokens=True), hidden_size=hidden,
+        num_hidden_layers=layers, num_attention_heads=heads,
+        intermediate_size=intermediate or 2 * hidden,
         max_position_embeddings=max_positions, global_attn_every_n_layers=every,
         local_attention=local_attention, pad_token_id=ids["[PAD]"], cls_token_id=ids["[CLS]"],
         bos_token_id=ids["[CLS]"], sep_token_id=ids["[SEP]"], eos_token_id=ids["[SEP]"],
