@@ -180,7 +180,7 @@ def test_forward_masked_restricts_inside_the_window(mb):
 
 
 def test_8192_positions_and_long_texts(dirs):
-    m = load_model(dirs["plain"], device="cpu", max_tokens=8192)
+    m = load_model(dirs["plain"], device="cpu", max_tokens=8192, memory_limit=64 << 30)
     assert m.max_positions == 8192 and m.net.config.max_position_embeddings == 8192
     assert load_model(dirs["plain"], device="cpu").max_positions == 512  # the default cap
     long = " ".join([TEXT] * 20)
