@@ -5,8 +5,9 @@ LlamaModel …) loaded with ``attn_implementation`` set to our entmax function
 (:mod:`sparse_core.attention`), so every layer's attention is ``P = α-entmax(S)`` with the
 model's own scores ``S`` (its scaling rule; queries and keys after rotary embeddings), computed
 in float32, and later layers see what entmax attention produced. α = 1 is softmax and reproduces
-transformers' eager forward of the same checkpoint; 1.5 is the default, 2 sparsemax; α may be
-given per head or per (layer, head). Decoders are always causal; encoders are bidirectional
+transformers' eager forward of the same checkpoint; 1.5 is the default (a model trained with
+entmax, SparseModernBERT, defaults to its own α: :mod:`sparse_core.modernbert`), 2 sparsemax;
+α may be given per head or per (layer, head). Decoders are always causal; encoders are bidirectional
 unless ``causal=True``. The ground-truth graph of a head is ``G = {(i, j) : P_ij > 0}``.
 
 Where models come from and which work: :mod:`sparse_core.sources` (and docs/models.md);
