@@ -5,8 +5,9 @@ LlamaModel …) loaded with ``attn_implementation`` set to our entmax function
 (:mod:`sparse_core.attention`), so every layer's attention is ``P = α-entmax(S)`` with the
 model's own scores ``S`` (its scaling rule; queries and keys after rotary embeddings), computed
 in float32, and later layers see what entmax attention produced. α = 1 is softmax and reproduces
-transformers' eager forward of the same checkpoint; 1.5 is the default, 2 sparsemax; α may be
-given per head or per (layer, head). Decoders are always causal; encoders are bidirectional
+transformers' eager forward of the same checkpoint; 1.5 is the default (a model trained with
+entmax, SparseModernBERT, defaults to its own α: :mod:`sparse_core.modernbert`), 2 sparsemax;
+α may be given per head or per (layer, head). Decoders are always causal; encoders are bidirectional
 unless ``causal=True``. The ground-truth graph of a head is ``G = {(i, j) : P_ij > 0}``.
 
 Where models come from and which work: :mod:`sparse_core.sources` (and docs/models.md);
@@ -25,6 +26,7 @@ import torch
 from torch import Tensor
 
 from . import attention as A
+from . import modernbert
 from .errors import EmptyTextError, ModelLoadError, SparsescopeError, TextTooLongError
 from .outputs import AlphaLike, ModelConfig, RunOutput, normalize_alpha
 from .sources import (
@@ -73,6 +75,7 @@ class SparseModel:
         arch: Architecture,
         *,
         max_tokens: int = DEFAULT_MAX_TOKENS,
+        default_alpha: AlphaLike | None = None,
     ) -> None:
         self.net = net.eval()
         self.tokenizer = tokenizer
@@ -85,6 +88,13 @@ class SparseModel:
         first = layers[0]
         self._scaling = torch.tensor([li.scaling for li in layers], dtype=torch.float32)
         self._softcap = first.softcap
+        #: the α of a run that names none: the model's own (a SparseModernBERT's trained α,
+        #: :mod:`sparse_core.modernbert`), else :data:`~sparse_core.attention.DEFAULT_ALPHA`
+        self.default_alpha = normalize_alpha(
+            A.DEFAULT_ALPHA if default_alpha is None else default_alpha,
+            self.config.num_layers,
+            self.config.num_heads,
+        )
 
     # ------------------------------------------------------------------ properties
     @property
@@ -127,7 +137,7 @@ class SparseModel:
     def run(
         self,
         text: str,
-        alpha: AlphaLike = 1.5,
+        alpha: AlphaLike | None = None,
         causal: bool = False,
         truncate: bool = False,
         *,
@@ -136,13 +146,15 @@ class SparseModel:
     ) -> RunOutput:
         """Analyse one text: tokens, per-head queries/keys, entmax probabilities and graph.
 
-        Decoders are always causal (``causal`` is then ignored and the output says True). A
-        text over the model's positions with ``truncate``: the window from token ``start``.
+        ``alpha`` None: the model's own, :attr:`default_alpha` (1.5 unless the checkpoint was
+        trained with entmax). Decoders are always causal (``causal`` is then ignored and the
+        output says True). A text over the model's positions with ``truncate``: the window
+        from token ``start``.
         ``hidden=False``: the forward stops once the last layer's attention is recorded (its
         feed-forward part is skipped) and ``hidden`` is an empty tensor; the rest of the
         output is the same bit for bit (the Pareto sweeps need no hidden states).
         """
-        a = normalize_alpha(alpha, self.config.num_layers, self.config.num_heads)
+        a = self._alpha(alpha)
         enc = self.encode(text, truncate=truncate, start=start)
         causal = bool(causal) or self.config.is_decoder
         ids = torch.tensor([enc.ids], device=self._device)  # (1, n)
@@ -153,12 +165,12 @@ class SparseModel:
     def run_batch(
         self,
         texts: Sequence[str],
-        alpha: AlphaLike = 1.5,
+        alpha: AlphaLike | None = None,
         causal: bool = False,
         truncate: bool = True,
     ) -> list[RunOutput]:
         """Analyse several texts in one forward pass; each result is exactly (bit for bit) a
-        single run of its text when torch runs on one thread.
+        single run of its text when torch runs on one thread (``alpha`` as in :meth:`run`).
 
         The texts are packed one after the other in one row, each with its own positions
         (no padding): the linear layers work row by row (a row's result does not depend on how
@@ -168,7 +180,7 @@ class SparseModel:
         :func:`rows_kernel_floor`) are run alone. With several torch threads the kernels split
         rows differently: results then equal single runs up to float rounding (about 1e-6).
         """
-        a = normalize_alpha(alpha, self.config.num_layers, self.config.num_heads)
+        a = self._alpha(alpha)
         encs = [self.encode(t, truncate=truncate) for t in texts]
         if not encs:
             return []
@@ -297,6 +309,12 @@ class SparseModel:
         if record:
             res.update(queries=state.queries, keys=state.keys, probs=state.probs)
         return res
+
+    def _alpha(self, alpha: AlphaLike | None) -> float | Tensor:
+        """α checked; None is the model's own (:attr:`default_alpha`)."""
+        if alpha is None:
+            return self.default_alpha
+        return normalize_alpha(alpha, self.config.num_layers, self.config.num_heads)
 
     def _layer_alphas(self, alpha: float | Tensor) -> list[float | Tensor]:
         """Per layer: a float, or a (1, H, 1, 1) tensor on the device when heads differ."""
@@ -548,7 +566,10 @@ def load_model(
             f"but the model only {hf_cfg.vocab_size} embeddings; they do not belong together"
         )
     net = _from_pretrained(AutoModel, src, hf_cfg, torch_dtype).to(dev)
-    model = SparseModel(net, tok, src.model_id, dev, src.arch, max_tokens=max_tokens)
+    own = modernbert.default_alpha(src.config, src.model_id, hf_cfg, H)
+    model = SparseModel(
+        net, tok, src.model_id, dev, src.arch, max_tokens=max_tokens, default_alpha=own
+    )
     c = model.config
     log.info(
         "loaded %s (%s, %d layers x %d heads, %d kv heads) on %s in %s",

@@ -53,6 +53,7 @@ ARCHITECTURES: dict[str, Architecture] = {
         Architecture("xlm-roberta", "XLM-RoBERTa", decoder=False, position_offset=True),
         Architecture("distilbert", "DistilBERT", decoder=False),
         Architecture("electra", "ELECTRA", decoder=False),
+        Architecture("modernbert", "ModernBERT", decoder=False),
         Architecture("gpt2", "GPT-2", decoder=True),
         Architecture("llama", "Llama", decoder=True),
         Architecture("qwen2", "Qwen2", decoder=True),
@@ -168,8 +169,14 @@ def check_directory(path: Path, model_id: str, origin: str) -> ModelSource:
     model_type = cfg.get("model_type") if isinstance(cfg, dict) else None
     arch = ARCHITECTURES.get(model_type)
     if arch is None:
+        remote = (
+            " and its classes come with the checkpoint's own code (auto_map), which "
+            "sparsescope never runs"
+            if isinstance(cfg, dict) and cfg.get("auto_map")
+            else ""
+        )
         raise UnsupportedModelError(
-            f"{path}: model_type {model_type!r} is not supported; supported: "
+            f"{path}: model_type {model_type!r} is not supported{remote}; supported: "
             f"{', '.join(SUPPORTED_MODEL_TYPES)} (docs/models.md says why others are not)"
         )
     if not any(all((path / f).is_file() for f in group) for group in TOKENIZER_FILES):
