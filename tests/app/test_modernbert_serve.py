@@ -14,9 +14,9 @@ from fastapi.testclient import TestClient
 
 from sparse_core.testing_modernbert import write_modernbert_checkpoint
 from sparsescope.cli import main
-from sparsescope.main import create_app
-from sparsescope.service import AnalysisService
-from sparsescope.settings import Settings
+from sparsescope.engine.service import AnalysisService
+from sparsescope.engine.settings import Settings
+from sparsescope.web.main import create_app
 
 TEXT = (
     "The chef who ran to the store was out of food, so he went back to the village and "

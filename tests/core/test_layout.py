@@ -21,11 +21,12 @@ CORE = ROOT / "sparse_core"
 #: listed (test_every_module_is_in_the_chain): a new one takes its place here.
 CHAIN = [
     ["errors"],
+    ["modernbert"],
     ["rng", "entmax"],
     ["attention", "outputs", "sources", "tokens"],
     ["model", "patterns", "metrics", "corpus"],
     ["bitsets", "sparsefinder", "baselines", "testing", "view_schema", ""],  # "" is __init__.py
-    ["view_codec"],
+    ["view_codec", "testing_modernbert"],
     ["sparsefinder_fit"],
     ["methods.spec", "methods.grids", "methods.context"],
     ["methods.base", "methods.distance_bits"],
