@@ -14,7 +14,7 @@ into one ES module string by :func:`bundle` (anywidget takes a single module), r
 installed package, like the CSS (static/css/widget.css): no CDN, no network.
 
 Data: the analysis body and each head's payload are the API's own (``AnalysisService``,
-app/payloads.py), so the view and the page show the same thing. Traits ``layer``, ``head``,
+app/engine/payloads.py), so the view and the page show the same thing. Traits ``layer``, ``head``,
 ``method`` and ``params`` are synced both ways and validated (a bad value raises
 ``traitlets.TraitError`` naming what is allowed); ``text``, ``alpha`` and ``causal`` re-run the
 model when set.
@@ -45,9 +45,10 @@ import torch
 from sparse_core.errors import SparsescopeError
 from sparse_core.methods import METHODS
 
-from .service import AnalysisService, _check_alpha
-from .settings import Settings
-from .slot import ModelSlot
+from .engine.request import AnalysisRequest, check_alpha
+from .engine.service import AnalysisService
+from .engine.settings import Settings
+from .engine.slot import ModelSlot
 
 log = logging.getLogger(__name__)
 
@@ -274,7 +275,7 @@ class AttentionWidget(anywidget.AnyWidget):
     @traitlets.validate("alpha")
     def _valid_alpha(self, proposal):
         try:
-            return _check_alpha(proposal["value"])
+            return check_alpha(proposal["value"])
         except SparsescopeError as err:
             raise traitlets.TraitError(str(err)) from None
 
@@ -353,7 +354,8 @@ class AttentionWidget(anywidget.AnyWidget):
         """Run the model on (text, alpha, causal) and send the analysis; keep layer, head,
         method and params where they still apply."""
         try:
-            entry = self._service.analyze_entry(self.text, self.alpha, self.causal, True)
+            request = AnalysisRequest(self.text, self.alpha, self.causal, truncate=True)
+            entry = self._service.analyze_entry(request)
         except SparsescopeError as err:
             raise traitlets.TraitError(str(err)) from None
         self._entry = entry

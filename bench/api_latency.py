@@ -64,9 +64,9 @@ def main() -> None:
     import torch
     from fastapi.testclient import TestClient
 
-    from sparsescope.main import create_app
-    from sparsescope.service import AnalysisService
-    from sparsescope.settings import Settings
+    from sparsescope.engine.service import AnalysisService
+    from sparsescope.engine.settings import Settings
+    from sparsescope.web.main import create_app
 
     settings = Settings(device=args.device, threads=args.threads)
     service = AnalysisService(settings)

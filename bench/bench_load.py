@@ -564,8 +564,9 @@ def scenario_forwards(clients: int, rounds: int) -> None:
     import torch
 
     from sparse_core import load_model
-    from sparsescope.batching import Job, ModelWorker
-    from sparsescope.limits import JobContext
+    from sparsescope.engine.batching import Job, ModelWorker
+    from sparsescope.engine.limits import JobContext
+    from sparsescope.engine.request import AnalysisRequest
 
     torch.set_num_threads(1)
     model = load_model(None, "cpu")
@@ -578,7 +579,7 @@ def scenario_forwards(clients: int, rounds: int) -> None:
     groups_seen = 0
 
     def jobs_of(texts: list[str]) -> list[Job]:
-        return [Job(t, 1.5, False, False, len(model.encode(t).ids), JobContext()) for t in texts]
+        return [Job(AnalysisRequest(t), len(model.encode(t).ids), JobContext()) for t in texts]
 
     for r in range(rounds + 1):
         texts = short_texts(clients, seed=50 + r)

@@ -4,7 +4,7 @@
 "Opening" is what the page asks for when a text is analysed: ``POST /api/analyze``, then the
 first head's payload (``GET /api/analyses/{id}/heads/0/0``) and that head's Pareto data
 (``GET /api/analyses/{id}/pareto?layer=0&head=0``), one after the other, through the real app
-(``sparsescope.main.create_app``: every middleware, gzip included, in process through
+(``sparsescope.web.main.create_app``: every middleware, gzip included, in process through
 Starlette's TestClient) on the real default model with its shipped artefact. The reference is a
 plain ``transformers.BertModel`` forward of the same weights (eager attention, softmax) on the
 same tokens (``bench_entmax.hf_bert``), with the torch thread count the server uses.
@@ -49,9 +49,9 @@ def main() -> None:
 
     from fastapi.testclient import TestClient
 
-    from sparsescope.main import create_app
-    from sparsescope.service import AnalysisService
-    from sparsescope.settings import Settings
+    from sparsescope.engine.service import AnalysisService
+    from sparsescope.engine.settings import Settings
+    from sparsescope.web.main import create_app
 
     tmp = tempfile.TemporaryDirectory()
     # no start-up warm-up: it would also precompute the gallery in the background

@@ -99,9 +99,9 @@ THUMBS_JS = "performance.getEntriesByName('grid-thumbs').at(-1).duration"
 def start_server(model, artefact, warmup: bool = False) -> str:
     import uvicorn
 
-    from sparsescope.main import create_app
-    from sparsescope.service import AnalysisService
-    from sparsescope.settings import Settings
+    from sparsescope.engine.service import AnalysisService
+    from sparsescope.engine.settings import Settings
+    from sparsescope.web.main import create_app
 
     settings = Settings(data_dir=Path(tempfile.mkdtemp()), warmup=warmup)
     service = AnalysisService(settings, model=model, artefact=artefact)

@@ -96,6 +96,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .entmax_grad import entmax_with_grad
+
 log = logging.getLogger(__name__)
 
 __all__ = ["entmax"]
@@ -154,9 +156,7 @@ def entmax(
     ):
         if out is not None:
             raise ValueError("out= is not supported when a gradient is required")
-        from .entmax_grad import entmax_with_grad
-
-        return entmax_with_grad(scores, alpha if isinstance(alpha, Tensor) else a, dim)
+        return entmax_with_grad(scores, alpha if isinstance(alpha, Tensor) else a, dim, entmax)
     with torch.no_grad():
         z = _as_compute_dtype(scores)
         if out is not None and (out.shape != z.shape or out.dtype != z.dtype):

@@ -1,8 +1,9 @@
 """The gradient of α-entmax: closed form w.r.t. the scores and w.r.t. α (SPEC §7).
 
 :func:`sparse_core.entmax.entmax` calls :func:`entmax_with_grad` when autograd is on and the
-scores, or a tensor α, require a gradient; the forward is the exact no-grad entmax unchanged (bit
-for bit: it runs the same code), and the backward never differentiates through its iterations.
+scores, or a tensor α, require a gradient, passing itself as ``forward`` (so this module sits
+below it and imports nothing of it); the forward is the exact no-grad entmax unchanged (bit for
+bit: it runs the same code), and the backward never differentiates through its iterations.
 
 **Scores** (Peters et al. 2019, "Sparse Sequence-to-Sequence Models", §3.2). With
 ``p = α-entmax(z)``, ``p_i = [(α − 1) z_i − τ]_+^(1/(α−1))``, let ``s_i = p_i^(2−α)`` on the
@@ -34,14 +35,20 @@ float64 for float64); the gradient w.r.t. the scores is returned in their dtype.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor
 
 __all__ = ["entmax_with_grad"]
 
 
-def entmax_with_grad(scores: Tensor, alpha: float | Tensor, dim: int) -> Tensor:
+def entmax_with_grad(
+    scores: Tensor, alpha: float | Tensor, dim: int, forward: Callable[..., Tensor]
+) -> Tensor:
     """Differentiable exact α-entmax of ``scores`` along ``dim`` (module docstring).
+
+    ``forward(scores, alpha, dim)``: the exact entmax, run without autograd (the caller's).
 
     ``alpha``: a float, or a tensor broadcastable to ``scores`` with size 1 along ``dim``
     (already validated by :func:`sparse_core.entmax.entmax`); a tensor that requires grad gets
@@ -49,14 +56,14 @@ def entmax_with_grad(scores: Tensor, alpha: float | Tensor, dim: int) -> Tensor:
     """
     a_t = alpha if isinstance(alpha, Tensor) else None
     a_f = None if a_t is not None else float(alpha)
-    return _Entmax.apply(scores, a_t, a_f, dim)
+    return _Entmax.apply(scores, a_t, a_f, dim, forward)
 
 
 class _Entmax(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, scores: Tensor, a_t: Tensor | None, a_f: float | None, dim: int) -> Tensor:
-        from .entmax import entmax
-
+    def forward(
+        ctx, scores: Tensor, a_t: Tensor | None, a_f: float | None, dim: int, entmax
+    ) -> Tensor:
         a = a_t if a_t is not None else a_f
         p = entmax(scores.detach(), a.detach() if isinstance(a, Tensor) else a, dim)
         ctx.dim = dim
@@ -99,7 +106,7 @@ class _Entmax(torch.autograd.Function):
             da = (g * term).sum(dim, keepdim=True)
             da = torch.where(soft, 0.0, da)
             da = _reduce_to(da, a_raw.shape).to(a_raw.dtype)
-        return dz, da, None, None
+        return dz, da, None, None, None
 
 
 def _skew_scalar(p: Tensor, a: float) -> Tensor:

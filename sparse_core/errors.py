@@ -2,7 +2,7 @@
 
 Every error carries ``field``: the name of the input at fault (``"text"``, ``"alpha"``,
 ``"model"``, a method parameter such as ``"window"``), or None when no single input is. The web
-app maps these domain errors to HTTP statuses in one place (``sparsescope.errors``) and sends
+app maps these domain errors to HTTP statuses in one place (``sparsescope.web.errors``) and sends
 ``{"detail": str(error), "field": error.field}``; the CLI prints the message on one line.
 """
 

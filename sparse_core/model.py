@@ -5,8 +5,9 @@ LlamaModel …) loaded with ``attn_implementation`` set to our entmax function
 (:mod:`sparse_core.attention`), so every layer's attention is ``P = α-entmax(S)`` with the
 model's own scores ``S`` (its scaling rule; queries and keys after rotary embeddings), computed
 in float32, and later layers see what entmax attention produced. α = 1 is softmax and reproduces
-transformers' eager forward of the same checkpoint; 1.5 is the default, 2 sparsemax; α may be
-given per head or per (layer, head). Decoders are always causal; encoders are bidirectional
+transformers' eager forward of the same checkpoint; 1.5 is the default (a model trained with
+entmax, SparseModernBERT, defaults to its own α: :mod:`sparse_core.modernbert`), 2 sparsemax;
+α may be given per head or per (layer, head). Decoders are always causal; encoders are bidirectional
 unless ``causal=True``. The ground-truth graph of a head is ``G = {(i, j) : P_ij > 0}``.
 
 Where models come from and which work: :mod:`sparse_core.sources` (and docs/models.md);
@@ -25,6 +26,7 @@ import torch
 from torch import Tensor
 
 from . import attention as A
+from . import modernbert
 from .errors import EmptyTextError, ModelLoadError, SparsescopeError, TextTooLongError
 from .outputs import AlphaLike, ModelConfig, RunOutput, normalize_alpha
 from .sources import (
@@ -73,6 +75,7 @@ class SparseModel:
         arch: Architecture,
         *,
         max_tokens: int = DEFAULT_MAX_TOKENS,
+        default_alpha: AlphaLike | None = None,
     ) -> None:
         self.net = net.eval()
         self.tokenizer = tokenizer
@@ -85,8 +88,26 @@ class SparseModel:
         first = layers[0]
         self._scaling = torch.tensor([li.scaling for li in layers], dtype=torch.float32)
         self._softcap = first.softcap
+        #: the α of a run that names none: the model's own (what the checkpoint was trained
+        #: with: :func:`own_alpha`; a float, or an (L, H) float32 table), else
+        #: :data:`~sparse_core.attention.DEFAULT_ALPHA`. The one place a model's α lives.
+        self.default_alpha = normalize_alpha(
+            A.DEFAULT_ALPHA if default_alpha is None else default_alpha,
+            self.config.num_layers,
+            self.config.num_heads,
+        )
+        #: whether :attr:`default_alpha` is the model's own (trained with entmax) rather than
+        #: the usual 1.5 of a softmax-trained model with entmax swapped in
+        self.alpha_trained = default_alpha is not None
 
     # ------------------------------------------------------------------ properties
+    def alpha_table(self) -> Tensor:
+        """:attr:`default_alpha` as an (L, H) float32 table (one value per layer and head)."""
+        a = self.default_alpha
+        if isinstance(a, Tensor):
+            return a.float().clone()
+        return torch.full((self.config.num_layers, self.config.num_heads), float(a))
+
     @property
     def device(self) -> str:
         return self._device.type
@@ -136,10 +157,10 @@ class SparseModel:
     ) -> RunOutput:
         """Analyse one text: tokens, per-head queries/keys, entmax probabilities and graph.
 
-        ``alpha``: one value, one per head or an (L, H) table; None: the model's own α
-        (``config.alpha``: what an adapted model was trained with, else 1.5). Decoders are
-        always causal (``causal`` is then ignored and the output says True). A
-        text over the model's positions with ``truncate``: the window from token ``start``.
+        ``alpha``: one value, one per head or an (L, H) table; None: the model's own,
+        :attr:`default_alpha` (what the checkpoint was trained with, else 1.5). Decoders are
+        always causal (``causal`` is then ignored and the output says True). A text over the
+        model's positions with ``truncate``: the window from token ``start``.
         ``hidden=False``: the forward stops once the last layer's attention is recorded (its
         feed-forward part is skipped) and ``hidden`` is an empty tensor; the rest of the
         output is the same bit for bit (the Pareto sweeps need no hidden states).
@@ -160,7 +181,7 @@ class SparseModel:
         truncate: bool = True,
     ) -> list[RunOutput]:
         """Analyse several texts in one forward pass; each result is exactly (bit for bit) a
-        single run of its text when torch runs on one thread.
+        single run of its text when torch runs on one thread (``alpha`` as in :meth:`run`).
 
         The texts are packed one after the other in one row, each with its own positions
         (no padding): the linear layers work row by row (a row's result does not depend on how
@@ -301,9 +322,10 @@ class SparseModel:
         return res
 
     def _alpha(self, alpha: AlphaLike | None) -> float | Tensor:
-        """A checked α; None is the model's own (``config.alpha``)."""
-        c = self.config
-        return c.alpha if alpha is None else normalize_alpha(alpha, c.num_layers, c.num_heads)
+        """α checked; None is the model's own (:attr:`default_alpha`)."""
+        if alpha is None:
+            return self.default_alpha
+        return normalize_alpha(alpha, self.config.num_layers, self.config.num_heads)
 
     def _layer_alphas(self, alpha: float | Tensor) -> list[float | Tensor]:
         """Per layer: a float, or a (1, H, 1, 1) tensor on the device when heads differ."""
@@ -429,15 +451,17 @@ def _position_limit(hf, arch: Architecture, max_tokens: int) -> int:
     return max(1, min(own, max_tokens))
 
 
-def own_alpha(hf, layers: int, heads: int) -> tuple[float | Tensor, bool]:
-    """The α a checkpoint records (``entmax_alpha`` in its config.json: a number, or a per
-    layer and head table, written by ``sparsescope adapt``) and whether it recorded one; else
-    (the default 1.5, False). A malformed value is a :class:`ModelLoadError`."""
-    raw = getattr(hf, "entmax_alpha", None)
+def own_alpha(src, hf_cfg, layers: int, heads: int) -> AlphaLike | None:
+    """The α a checkpoint was trained with, for :attr:`SparseModel.default_alpha` (None: it
+    records none, the usual 1.5). First found: ``entmax_alpha`` in its config.json (a number,
+    or a per layer and head table, written by ``sparsescope adapt``; SPEC §7), else a
+    SparseModernBERT's trained α (:func:`sparse_core.modernbert.default_alpha`). A malformed
+    ``entmax_alpha`` is a :class:`ModelLoadError`."""
+    raw = getattr(hf_cfg, "entmax_alpha", None)
     if raw is None:
-        return A.DEFAULT_ALPHA, False
+        return modernbert.default_alpha(src.config, src.model_id, hf_cfg, heads)
     try:
-        return normalize_alpha(raw, layers, heads), True
+        return normalize_alpha(raw, layers, heads)
     except SparsescopeError as exc:
         raise ModelLoadError(f"the model's config.json has a bad entmax_alpha: {exc}") from None
 
@@ -445,7 +469,6 @@ def own_alpha(hf, layers: int, heads: int) -> tuple[float | Tensor, bool]:
 def _model_config(hf, arch: Architecture, layers: list[A.LayerInfo], max_tokens: int):
     pad = getattr(hf, "pad_token_id", None)
     first = layers[0]
-    alpha, trained = own_alpha(hf, len(layers), first.heads)
     return ModelConfig(
         model_type=arch.model_type,
         num_layers=len(layers),
@@ -458,8 +481,6 @@ def _model_config(hf, arch: Architecture, layers: list[A.LayerInfo], max_tokens:
         vocab_size=int(hf.vocab_size),
         pad_token_id=int(pad) if isinstance(pad, int) else 0,
         hf=hf,
-        alpha=alpha,
-        alpha_trained=trained,
     )
 
 
@@ -532,8 +553,8 @@ def load_model(
     all-MiniLM-L6-v2 adapted with 1.5-entmax), ``"sentence-transformers/all-MiniLM-L6-v2"``
     (the softmax-trained original), a shipped adapted id (``sparsescope/...``), a local model
     directory in the Hugging Face layout, or a model name in the local Hugging Face cache. A
-    model whose config records ``entmax_alpha`` runs at that α by default (``config.alpha``).
-    Architectures: :data:`SUPPORTED_MODEL_TYPES` (docs/models.md).
+    model trained with entmax runs at its own α by default (:attr:`SparseModel.default_alpha`,
+    :func:`own_alpha`). Architectures: :data:`SUPPORTED_MODEL_TYPES` (docs/models.md).
     ``device``: "auto" (CUDA when available), "cpu" or "cuda". ``dtype``: the weights' dtype,
     "float32" (default), "bfloat16" or "float16" (attention is computed in float32 always).
     ``max_tokens``: the token limit, capped by the model's own positions.
@@ -573,8 +594,11 @@ def load_model(
             f"{src.path}: the tokenizer has {tok.get_vocab_size(with_added_tokens=True)} tokens "
             f"but the model only {hf_cfg.vocab_size} embeddings; they do not belong together"
         )
+    own = own_alpha(src, hf_cfg, L, H)  # a bad one is refused before any weight is read
     net = _from_pretrained(AutoModel, src, hf_cfg, torch_dtype).to(dev)
-    model = SparseModel(net, tok, src.model_id, dev, src.arch, max_tokens=max_tokens)
+    model = SparseModel(
+        net, tok, src.model_id, dev, src.arch, max_tokens=max_tokens, default_alpha=own
+    )
     c = model.config
     log.info(
         "loaded %s (%s, %d layers x %d heads, %d kv heads) on %s in %s",

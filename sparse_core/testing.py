@@ -33,6 +33,7 @@ TINY_ARCHITECTURES = (
     "xlm-roberta",
     "distilbert",
     "electra",
+    "modernbert",
     "gpt2",
     "llama",
     "qwen2",
@@ -63,7 +64,9 @@ def tiny_config(
 
     Decoders with key/value heads (Llama, Qwen, Mistral, Gemma) get ``kv_heads`` of them
     (default ``heads // 2``: grouped-query attention); GPT-2 scales its scores by the inverse
-    layer index too; Mistral and Gemma-2 get an 8-token sliding window, Gemma-2 a logit cap.
+    layer index too; Mistral and Gemma-2 get an 8-token sliding window, Gemma-2 a logit cap;
+    ModernBERT alternates global and local layers (every 2nd global; local ones see
+    |i − j| ≤ 4: ``local_attention`` 8) with its two rotary bases.
     """
     import transformers as T
 
@@ -91,6 +94,13 @@ def tiny_config(
         )
     if arch == "electra":
         return T.ElectraConfig(**enc, embedding_size=D // 2, max_position_embeddings=P)
+    if arch == "modernbert":
+        cls, sep = min(101, V - 1), min(102, V - 1)  # the tokenizer's [CLS] / [SEP]
+        return T.ModernBertConfig(
+            **enc, max_position_embeddings=P, global_attn_every_n_layers=2, local_attention=8,
+            pad_token_id=0, cls_token_id=cls, bos_token_id=cls, sep_token_id=sep,
+            eos_token_id=sep,
+        )  # fmt: skip
     if arch == "gpt2":
         return T.GPT2Config(
             vocab_size=V, n_embd=D, n_layer=L, n_head=H, n_positions=P,

@@ -21,7 +21,8 @@ special-token post-processing), whichever files the model ships:
   removed. Specials are shown as they are ("[CLS]", "<s>");
 - ``continuation``: True for a token that continues the previous word: WordPiece's ``##``
   pieces; for BPE and SentencePiece, a piece that does not begin with a space (other than the
-  first token of the text).
+  first token of the text, and a piece after one that ends in whitespace: a newline ``Ċ`` or a
+  run of spaces, which byte-level BPE such as ModernBERT's keeps as tokens of their own).
 """
 
 from __future__ import annotations
@@ -148,7 +149,7 @@ class TokenReader:
     ) -> tuple[list[str], list[bool]]:
         """Tokens as a person reads them, and which ones continue the previous word."""
         shown, cont = [], []
-        first = True
+        first, after_space = True, False
         for tok, sp, (s, e) in zip(tokens, special, offsets, strict=True):
             if sp:
                 shown.append(tok)
@@ -164,7 +165,9 @@ class TokenReader:
                     d = _from_metaspace(tok, text[s:e])
                 else:
                     d = tok
-                glued = not first and not d[:1].isspace()
+                # a piece after whitespace (a newline, a run of spaces) starts a word too
+                glued = not first and not d[:1].isspace() and not after_space
+                after_space = d[-1:].isspace()
             shown.append(d)
             cont.append(glued)
             first = False

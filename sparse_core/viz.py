@@ -495,13 +495,25 @@ def to_share_state(
     token: int | None = None,
     view: Mapping[str, bool | int | float | str] | None = None,
 ) -> dict[str, Any]:
-    """A ShareState dict (app/routes/share.py) for this text and view, ready for
+    """A ShareState dict (app/web/routes/share.py) for this text and view, ready for
     ``POST /api/share {"state": ...}``: text, α, causal, truncate, layer, head, method and its
     parameters (validated and completed with the defaults for this n; ``artefact`` for the
-    sf-kmeans cluster counts), the locked query row ``token`` and small ``view`` flags
-    (``{"scope": "mean", "grid": "recall", "hideSpecial": True}``).
+    sf-kmeans cluster counts), the locked query row ``token`` and the page's ``view`` flags
+    (``{"scope": "mean", "grid": "recall", "hideSpecial": True, "block": "64"}``), checked by the
+    page's rules (:mod:`sparse_core.view_schema`: the one definition of a view).
     """
     from .methods import get_method
+    from .view_codec import share_flags
+    from .view_schema import FLAGS
+
+    flags, errors = share_flags(view or {})
+    unknown = sorted(k for k in flags if k not in FLAGS)
+    if errors or unknown:
+        raise ValueError(
+            next(iter(errors.values()), None)
+            or f"view flag {unknown[0]!r} is not one the page reads; the flags are "
+            + ", ".join(FLAGS)
+        )
 
     _check_head(out, layer, head)
     alpha = out.alpha
@@ -525,7 +537,7 @@ def to_share_state(
         "token": token,
         "cluster": None,
         "lecture_step": None,
-        "view": dict(view or {}),
+        "view": flags,
     }
 
 

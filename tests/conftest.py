@@ -1,8 +1,17 @@
-"""Shared fixtures: a tiny random model for speed, the real default model for end-to-end tests."""
+"""Shared fixtures: a tiny random model for speed, the real default model for end-to-end tests.
+
+The tests import this checkout's code (``_use_the_checkout``), installed or not, and run on both
+cores by default (pyproject's addopts: ``-n auto --dist loadgroup``, capped at 2 workers); tests
+that share something heavy or exclusive run in one worker (``pytest_collection_modifyitems``).
+"""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -10,50 +19,118 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+
+def _library_logging_on_the_session_stream() -> None:
+    """transformers' log handler writes to the ``sys.stderr`` of the moment it is configured
+    (its first logger). Configured inside a test that captures with ``capsys``, it kept that
+    test's stream, closed afterwards: a later model load's warning then printed "--- Logging
+    error ---" into another test's stderr (an order-dependent failure, e.g. test_cli_analyze then
+    test_cli_fit). Configured here, at start-up, it writes to the session's stream."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.get_logger("transformers")
+
+
+_library_logging_on_the_session_stream()
+
 ROOT = Path(__file__).resolve().parents[1]
-#: checkout folder -> installed package (pyproject's [tool.setuptools] package-dir)
-INSTALLED = {
-    "app": "sparsescope",
-    "frontend": "sparsescope/frontend",
-    "static": "sparsescope/static",
-}
+#: The installed package's sub-packages whose folders lie outside app/ (pyproject's package-dir).
+OUTSIDE_APP = {"frontend": ROOT / "frontend", "static": ROOT / "static"}
 
 
-def _stale_install() -> str | None:
-    """Why the installed ``sparsescope`` is not this checkout's code, or None.
-
-    The web app is tested as installed (``import sparsescope``), so after editing app/,
-    frontend/ or static/ a non-editable install must be redone; an editable one is always live.
-    """
+def _is_checkout() -> bool:
+    """Whether ``import sparsescope`` loads this checkout's app/ (an editable install of it, or
+    the shim below, possibly from a parent process's PYTHONPATH)."""
     try:
         import sparsescope
     except ImportError:
-        return "sparsescope is not installed: run `bash scripts/install.sh` (or `pip install -e .`)"
-    pkg = Path(sparsescope.__file__).resolve().parent
-    if pkg == ROOT / "app":  # an editable install of this checkout
-        return None
-    site = pkg.parent
-    for folder, installed in INSTALLED.items():
-        for src in (ROOT / folder).rglob("*"):
-            if src.suffix not in (".py", ".js", ".html", ".css", ".json") or "__pycache__" in str(
-                src
-            ):
-                continue
-            dst = site / installed / src.relative_to(ROOT / folder)
-            if not dst.is_file() or dst.read_bytes() != src.read_bytes():
-                return (
-                    f"the installed sparsescope ({pkg}) differs from this checkout's {folder}/ "
-                    f"({src.relative_to(ROOT)}): run `pip install .` again, or "
-                    "`pip install -e .` while developing"
-                )
-    return None
+        return False
+    return any(Path(p).resolve() == ROOT / "app" for p in getattr(sparsescope, "__path__", []))
 
 
-def pytest_configure(config) -> None:
-    if (ROOT / "app").is_dir():
-        why = _stale_install()
-        if why:
-            pytest.exit(why, returncode=2)
+def _use_the_checkout() -> str:
+    """Make ``import sparsescope`` load this checkout's code, here and in every subprocess the
+    tests start (servers, the CLI, Jupyter kernels, xdist workers), whatever is installed.
+
+    An editable install of this checkout already does. Otherwise (a plain ``pip install .``, as
+    CI does, or an editable install of another checkout) a small package ``sparsescope`` in a
+    temporary folder is put first on ``sys.path`` and ``PYTHONPATH``: its ``__path__`` starts with
+    app/, and links to frontend/ and static/ stand for ``sparsescope.frontend`` and
+    ``sparsescope.static``. Returns the line the report header shows."""
+    if _is_checkout():
+        return f"sparsescope: this checkout's app/ ({ROOT / 'app'})"
+    for name in [m for m in sys.modules if m == "sparsescope" or m.startswith("sparsescope.")]:
+        del sys.modules[name]  # another copy, imported before: forgotten
+    shim = Path(tempfile.mkdtemp(prefix="sparsescope-checkout-"))
+    pkg = shim / "sparsescope"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(
+        f'"""This checkout\'s app/ as the sparsescope package (made by tests/conftest.py)."""\n'
+        f"__path__[:0] = [{str(ROOT / 'app')!r}]\n" + (ROOT / "app" / "__init__.py").read_text()
+    )
+    for name, folder in OUTSIDE_APP.items():
+        (pkg / name).symlink_to(folder, target_is_directory=True)
+    sys.path.insert(0, str(shim))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(shim), os.environ.get("PYTHONPATH", "")) if p
+    )
+    made_by = os.getpid()
+    atexit.register(lambda: os.getpid() == made_by and shutil.rmtree(shim, ignore_errors=True))
+    assert _is_checkout(), "the shim does not load this checkout's app/"
+    return f"sparsescope: this checkout's app/ through {shim} (the installed copy is not used)"
+
+
+CHECKOUT = _use_the_checkout() if (ROOT / "app").is_dir() else "sparsescope: as installed"
+
+
+def pytest_report_header(config) -> str:
+    return CHECKOUT
+
+
+#: Tests that share something heavy or exclusive, by folder or file: one xdist worker each.
+GROUPS = {
+    "tests/browser": "browser",  # one Chromium and one live server per worker session
+    "tests/core/test_ray_engine.py": "ray",  # a local Ray cluster of 2 CPUs
+    "tests/test_image.py": "image",  # a container build: its steps share one image
+}
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Group the tests for ``--dist loadgroup`` (pyproject's addopts): the browser tests, the Ray
+    tests and the image test each in one worker (see :data:`GROUPS`); every other module as a
+    whole (its module-scoped fixtures, a fitted artefact or a corpus sweep, are made once)."""
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        rel = item.path.relative_to(ROOT).as_posix()
+        group = next((g for prefix, g in GROUPS.items() if rel.startswith(prefix)), rel)
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Under xdist, every test holds a shared lock on one file of the run while it runs (setup,
+    call, teardown) and a ``serial`` test an exclusive one: a serial test waits for the other
+    worker's test to end, and the other worker waits for it. (The file lies in the run's shared
+    temporary folder.)"""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return (yield)
+    import fcntl
+
+    lock = item.config._tmp_path_factory.getbasetemp().parent / "serial.lock"
+    with open(lock, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX if item.get_closest_marker("serial") else fcntl.LOCK_SH)
+        try:
+            return (yield)
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def pytest_xdist_auto_num_workers(config) -> int:
+    """``-n auto`` (pyproject's addopts): both cores of a 2-core machine, never more than 2 (each
+    worker loads its own models; the suite's heavy tests are grouped, see pytest_collection_
+    modifyitems)."""
+    return max(1, min(2, os.cpu_count() or 1))
 
 
 SENTENCE = "The chef who ran to the store was out of food, so he went back."

@@ -45,9 +45,9 @@ from sparse_core import metrics
 from sparse_core.errors import SparsescopeError
 from sparse_core.methods import METHODS, PredictContext
 from sparse_core.rng import hash_u32, hash_uniform
-from sparsescope.main import create_app
-from sparsescope.service import AnalysisService
-from sparsescope.settings import Settings
+from sparsescope.engine.service import AnalysisService
+from sparsescope.engine.settings import Settings
+from sparsescope.web.main import create_app
 from tests.browser.conftest import random_artefact
 
 ROOT = Path(__file__).resolve().parents[1]

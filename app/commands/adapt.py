@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-from . import add_model_argument
+from .common import add_device, add_engine, add_model, add_seed, add_threads, add_workers
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -25,7 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "write it as a Hugging Face model directory with its alpha recorded. With --evaluate: "
         "print a model's held-out loss and gold sparsity instead.",
     )
-    add_model_argument(p)
+    add_model(p)
     p.add_argument(
         "--corpus", required=True, metavar="FILE", help="WikiText, plain text or CoNLL-U"
     )
@@ -56,17 +56,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--eval-every", type=int, default=5, metavar="K",
         help="hold out every K-th document (article) for evaluation (5; 0: none)",
     )  # fmt: skip
-    p.add_argument("--seed", type=int, default=0, help="random seed (0)")
+    add_seed(p)
     p.add_argument("--resume", action="store_true", help="continue the run in --out exactly")
     p.add_argument("--checkpoint-every", type=int, default=100, metavar="K",
                    help="write a checkpoint every K steps (100; 0: only on Ctrl-C)")  # fmt: skip
-    p.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (torch's default)")
-    p.add_argument(
-        "--engine", default="local", choices=("local", "ray"),
-        help="local, or ray: data-parallel on Ray Train at RAY_ADDRESS (else a local cluster)",
-    )  # fmt: skip
-    p.add_argument("--workers", type=int, default=2, help="Ray Train workers (2)")
+    add_device(p)
+    add_threads(p, default=None, help="torch CPU threads (default: torch's)")
+    add_engine(p, what="where training runs: local (this process) or data-parallel on Ray Train")
+    add_workers(p, default=2, help="Ray Train workers with --engine ray (default 2)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument(
         "--evaluate", action="store_true",

@@ -8,7 +8,16 @@ import sys
 
 from sparse_core.methods import METHODS
 
-from . import add_model_argument
+from .common import (
+    add_alpha,
+    add_artefact,
+    add_block,
+    add_causal,
+    add_device,
+    add_json,
+    add_model,
+    alpha_of,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -21,12 +30,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "artefact fits the model at this alpha).",
     )
     p.add_argument("text", help="the text to analyse (use - to read standard input)")
-    p.add_argument("--alpha", type=float, default=1.5, help="entmax alpha in [1, 2] (default 1.5)")
-    p.add_argument("--causal", action="store_true", help="mask future keys (decoder-style)")
-    p.add_argument("--truncate", action="store_true", help="keep the first 512 tokens")
-    add_model_argument(p)
-    p.add_argument("--artefact", default=None, help="a Sparsefinder artefact (default: shipped)")
-    p.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
+    add_alpha(p)
+    add_causal(p)
+    p.add_argument(
+        "--truncate", action="store_true", help="keep the first tokens (the model's positions)"
+    )
+    add_model(p)
+    add_artefact(p)
+    add_device(p)
     p.add_argument(
         "--method",
         action="append",
@@ -34,12 +45,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="NAME",
         help=f"report only this method (repeatable; default all: {', '.join(METHODS)})",
     )
-    p.add_argument(
-        "--block", type=int, default=64, choices=(16, 32, 64, 128), metavar="B",
-        help="tile size of the block sparsity column of the table: 16, 32, 64 (default) or 128 "
-        "(the JSON carries every size)",
-    )  # fmt: skip
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_block(p)
+    add_json(p)
     p.set_defaults(run=run)
 
 
@@ -146,11 +153,10 @@ def _table(report: dict, block: int = 64) -> str:
 def run(args: argparse.Namespace) -> int:
     from sparse_core import load_model
     from sparse_core.errors import ArtefactError
-    from sparse_core.model import normalize_alpha
     from sparse_core.sparsefinder import load_artefact
 
     text = sys.stdin.read() if args.text == "-" else args.text
-    normalize_alpha(args.alpha, 1, 1)  # a bad alpha is the user's first error, before any loading
+    alpha_of(args)  # a bad alpha is the user's first error, before any loading
     model = load_model(args.model, device=args.device)
     try:
         artefact = load_artefact(args.artefact, model_id=model.model_id, alpha=args.alpha)

@@ -17,7 +17,19 @@ from __future__ import annotations
 import argparse
 import json
 
-from . import add_model_argument
+from .common import (
+    add_alpha,
+    add_artefact,
+    add_corpus,
+    add_device,
+    add_json,
+    add_limit,
+    add_max_tokens,
+    add_model,
+    alpha_of,
+    check_limit,
+    check_max_tokens,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -27,28 +39,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Assign one head's queries and keys to the Sparsefinder k-means clusters on "
         "a corpus and report the share of each Universal POS tag per cluster (paper Figure 6).",
     )
-    p.add_argument(
-        "--corpus", required=True, metavar="PATH", help="corpus file (CoNLL-U: gold POS)"
-    )
-    p.add_argument(
-        "--format", default="auto", choices=("auto", "conllu", "wikitext", "plain"),
-        help="corpus format (default: detected)",
+    add_corpus(p, several=False, what=" (CoNLL-U: its gold POS; other text: tagged by spaCy)")
+    add_limit(
+        p, default=50, why="the tag shares of a head's clusters settle within a few thousand "
+        "tokens, and every input is tagged by spaCy",
     )  # fmt: skip
-    p.add_argument(
-        "--limit", type=int, default=50, metavar="N", help="use the first N inputs (default 50)"
-    )
     p.add_argument("--layer", type=int, required=True, help="layer (0-based)")
     p.add_argument("--head", type=int, required=True, help="head (0-based)")
     p.add_argument("--clusters", type=int, default=8, metavar="B", help="k-means centroids (8)")
     p.add_argument("--top-k", type=int, default=1, help="clusters per token (default 1)")
-    p.add_argument("--alpha", type=float, default=1.5, help="entmax alpha in [1, 2] (default 1.5)")
-    p.add_argument(
-        "--max-tokens", type=int, default=512, help="tokens per input, specials included (512)"
-    )
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.add_argument("--artefact", default=None, help="a Sparsefinder artefact (default: shipped)")
-    add_model_argument(p)
-    p.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
+    add_alpha(p)
+    add_max_tokens(p)
+    add_json(p)
+    add_artefact(p)
+    add_model(p)
+    add_device(p)
     p.set_defaults(run=run)
 
 
@@ -97,22 +102,17 @@ def run(args: argparse.Namespace) -> int:
     from sparse_core import load_model
     from sparse_core.corpus import pack, read_corpus, token_counter
     from sparse_core.errors import SparsescopeError
-    from sparse_core.model import normalize_alpha
     from sparse_core.sparsefinder import load_artefact
 
-    if args.limit < 1:
-        raise SparsescopeError(f"--limit must be >= 1, got {args.limit}")
+    check_limit(args)
+    alpha_of(args)  # before any loading
     model = load_model(args.model, device=args.device)
     cfg = model.config
-    normalize_alpha(args.alpha, cfg.num_layers, cfg.num_heads)
     if not 0 <= args.layer < cfg.num_layers:
         raise SparsescopeError(f"--layer must be in [0, {cfg.num_layers - 1}], got {args.layer}")
     if not 0 <= args.head < cfg.num_heads:
         raise SparsescopeError(f"--head must be in [0, {cfg.num_heads - 1}], got {args.head}")
-    if not 8 <= args.max_tokens <= cfg.max_positions:
-        raise SparsescopeError(
-            f"--max-tokens must be in [8, {cfg.max_positions}], got {args.max_tokens}"
-        )
+    check_max_tokens(args, model)
     artefact = load_artefact(args.artefact, model_id=model.model_id, alpha=args.alpha)
     if args.clusters not in artefact.centroids:
         raise SparsescopeError(

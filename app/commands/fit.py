@@ -13,7 +13,21 @@ import argparse
 import time
 from pathlib import Path
 
-from . import add_model_argument
+from .common import (
+    add_alpha,
+    add_corpus,
+    add_device,
+    add_engine,
+    add_limit,
+    add_max_tokens,
+    add_model,
+    add_out,
+    add_seed,
+    alpha_of,
+    check_limit,
+    check_max_tokens,
+    check_out,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -25,43 +39,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "(<out>/sparsefinder-<model>-a<alpha>.safetensors + .json). Prints the validation loss "
         "and sf-distance recall/sparsity at the reference threshold.",
     )
-    p.add_argument(
-        "--corpus", nargs="+", required=True, metavar="PATH", help="corpus files (fitted in order)"
-    )
-    p.add_argument(
-        "--format",
-        default="auto",
-        choices=("auto", "conllu", "wikitext", "plain"),
-        help="corpus format (default: detected per file)",
-    )
-    p.add_argument("--alpha", type=float, default=1.5, help="entmax alpha in [1, 2] (default 1.5)")
-    p.add_argument(
-        "--max-tokens", type=int, default=512, help="tokens per input, specials included (512)"
-    )
-    p.add_argument(
-        "--limit",
-        type=int,
-        default=None,
-        metavar="N",
-        help="use only the first N packed inputs (corpus order); later text stays unseen",
-    )
+    add_corpus(p, what=" (fitted in order)")
+    add_alpha(p)
+    add_max_tokens(p)
+    add_limit(p)
     p.add_argument("--rank", type=int, default=4, help="projected dimensions r (default 4)")
     p.add_argument("--epochs", type=int, default=3, help="training epochs (default 3)")
     p.add_argument("--batch-size", type=int, default=1, help="inputs per Adam step (default 1)")
     p.add_argument(
         "--valid-fraction", type=float, default=0.2, help="inputs held out for validation (0.2)"
     )
-    p.add_argument("--out", default=".", help="output directory (default: current directory)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    add_model_argument(p)
-    p.add_argument(
-        "--device", default="auto", help="auto, cpu or cuda for the model (training runs on cpu)"
-    )
-    p.add_argument(
-        "--engine", default="local", choices=("local", "ray"),
-        help="where the graphs are extracted: local (this process) or ray (the Ray cluster at "
-        "RAY_ADDRESS, else a local one; needs pip install 'sparsescope[ray]'; docs/ray.md)",
+    add_out(
+        p, default=".", why="default: the current directory; the artefact's two files are named "
+        "by model and alpha, so serve --artefact-dir finds them in any folder",
     )  # fmt: skip
+    add_seed(p)
+    add_model(p)
+    add_device(p)  # the model's forwards; the training runs on the CPU
+    add_engine(p, what="where the graphs are extracted: local (this process)")
     p.set_defaults(run=run)
 
 
@@ -70,17 +65,14 @@ def _check(args: argparse.Namespace) -> None:
 
     if not 1 <= args.rank <= 64:
         raise SparsescopeError(f"--rank must be in [1, 64], got {args.rank}")
+    check_limit(args)
     if args.epochs < 1:
         raise SparsescopeError(f"--epochs must be >= 1, got {args.epochs}")
     if args.batch_size < 1:
         raise SparsescopeError(f"--batch-size must be >= 1, got {args.batch_size}")
-    if args.limit is not None and args.limit < 1:
-        raise SparsescopeError(f"--limit must be >= 1, got {args.limit}")
     if not 0.0 <= args.valid_fraction < 1.0:
         raise SparsescopeError(f"--valid-fraction must be in [0, 1), got {args.valid_fraction}")
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise SparsescopeError(f"--out must be a directory, but {str(out)!r} is a file")
+    check_out(args)
 
 
 def read_inputs(paths: list[str], fmt: str, tokenizer, max_tokens: int, limit: int | None):
@@ -120,22 +112,17 @@ def read_inputs(paths: list[str], fmt: str, tokenizer, max_tokens: int, limit: i
 def run(args: argparse.Namespace) -> int:
     from sparse_core import load_model
     from sparse_core.errors import SparsescopeError
-    from sparse_core.model import normalize_alpha
     from sparse_core.sparsefinder import save_artefact
     from sparse_core.sparsefinder_fit import FitConfig, fit_artefact
 
     _check(args)
+    alpha_of(args)  # before any loading
     if args.engine == "ray":
         from sparse_core.ray_engine import require_ray
 
         require_ray()  # the one-line error before any work
     model = load_model(args.model, device=args.device)
-    normalize_alpha(args.alpha, model.config.num_layers, model.config.num_heads)
-    if not 8 <= args.max_tokens <= model.config.max_positions:
-        raise SparsescopeError(
-            f"--max-tokens must be in [8, {model.config.max_positions}] (the model's positions), "
-            f"got {args.max_tokens}"
-        )
+    check_max_tokens(args, model)
     texts, corpora = read_inputs(
         args.corpus, args.format, model.tokenizer, args.max_tokens, args.limit
     )

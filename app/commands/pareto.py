@@ -36,7 +36,24 @@ from pathlib import Path
 
 import numpy as np
 
-from . import add_model_argument
+from .common import (
+    add_alpha,
+    add_artefact,
+    add_block,
+    add_causal,
+    add_corpus,
+    add_engine,
+    add_limit,
+    add_max_tokens,
+    add_model,
+    add_out,
+    add_threads,
+    add_workers,
+    alpha_of,
+    check_limit,
+    check_max_tokens,
+    check_out,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -48,26 +65,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "its sweep grid: sparsity, recall, exact, precision, the gold sparsity and each "
         "method's Pareto frontier. Writes DIR/pareto.json and DIR/pareto.html.",
     )
-    p.add_argument("--corpus", nargs="+", required=True, metavar="PATH", help="corpus file(s)")
-    p.add_argument(
-        "--format", default="auto", choices=("auto", "conllu", "wikitext", "plain"),
-        help="corpus format (default: detected per file)",
-    )  # fmt: skip
-    p.add_argument("--limit", type=int, default=None, metavar="N", help="use at most N inputs")
+    add_corpus(p)
+    add_limit(p)
     p.add_argument("--skip", type=int, default=0, metavar="N", help="skip the first N inputs")
     p.add_argument(
         "--held-out", action="store_true",
         help="skip the inputs the artefact was fitted on (read from its metadata)",
     )  # fmt: skip
-    p.add_argument("--causal", action="store_true", help="mask future keys (decoder-style)")
+    add_causal(p)
     p.add_argument(
         "--methods", nargs="+", default=None, metavar="NAME",
         help="methods to sweep (default: all available); names or one comma-separated list",
     )  # fmt: skip
-    p.add_argument("--alpha", type=float, default=1.5, help="entmax alpha in [1, 2] (default 1.5)")
-    p.add_argument(
-        "--max-tokens", type=int, default=512, help="tokens per input, specials included (512)"
-    )
+    add_alpha(p)
+    add_max_tokens(p)
     p.add_argument(
         "--min-tokens", type=int, default=None, metavar="N",
         help="drop shorter inputs (default: max-tokens / 2; the sweep grid is that of the "
@@ -95,23 +106,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="x-axis of the frontiers and the figure: token sparsity (default) or block "
         "sparsity (the share of B x B tiles with no predicted pair; what a kernel can skip)",
     )  # fmt: skip
-    p.add_argument(
-        "--block", type=int, default=None, metavar="B",
-        help="tile size for --x block: 16, 32, 64 (default) or 128",
+    add_block(p, axis=True)
+    add_out(
+        p, default="pareto-out", why="default: pareto-out; it gets four files of fixed names, "
+        "pareto.json, pareto.html, pareto-run.json and pareto-heads.npz, so a folder of its own",
     )  # fmt: skip
-    p.add_argument("--out", default="pareto-out", help="output directory (default: pareto-out)")
-    p.add_argument("--artefact", default=None, help="a Sparsefinder artefact (default: shipped)")
-    add_model_argument(p)
-    p.add_argument(
-        "--workers", type=int, default=None,
-        help="processes (default: 2 when there are 2+ CPUs and 8+ inputs, else 1)",
-    )  # fmt: skip
-    p.add_argument("--threads", type=int, default=1, help="torch threads per process (default 1)")
-    p.add_argument(
-        "--engine", default="local", choices=("local", "ray"),
-        help="local (--workers processes here) or ray (actors on the Ray cluster at RAY_ADDRESS, "
-        "else a local one; --workers actors, default one per GPU or CPU; needs pip install "
-        "'sparsescope[ray]'; docs/ray.md)",
+    add_artefact(p)
+    add_model(p)
+    add_workers(
+        p, default=None, help="processes (default: 2 when there are 2+ CPUs and 8+ inputs, else 1)"
+    )
+    add_threads(p, default=1, help="torch threads per process (default 1)")
+    add_engine(
+        p, what="where the sweep runs: local (--workers processes here) or ray (--workers actors, "
+        "default one per GPU or CPU)",
     )  # fmt: skip
     p.set_defaults(run=run)
 
@@ -162,8 +170,7 @@ def select_inputs(args, tokenizer, artefact) -> tuple[list[str], list[dict]]:
 def _check(args) -> None:
     from sparse_core.errors import SparsescopeError
 
-    if args.limit is not None and args.limit < 1:
-        raise SparsescopeError(f"--limit must be >= 1, got {args.limit}")
+    check_limit(args)
     if args.skip < 0:
         raise SparsescopeError(f"--skip must be >= 0, got {args.skip}")
     if args.workers is not None and not 1 <= args.workers <= 64:
@@ -182,9 +189,7 @@ def _check(args) -> None:
         check_axis(args.x, args.block)
     except SparsescopeError as exc:
         raise SparsescopeError(f"--{exc.field}: {exc}") from None
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise SparsescopeError(f"--out must be a directory, but {str(out)!r} is a file")
+    check_out(args)
 
 
 def method_names(raw: list[str] | None, artefact) -> list[str]:
@@ -293,11 +298,11 @@ def run(args: argparse.Namespace) -> int:
 
     from sparse_core import load_model
     from sparse_core.errors import ArtefactError, SparsescopeError
-    from sparse_core.model import normalize_alpha
     from sparse_core.pareto import sweep_corpus
     from sparse_core.sparsefinder import load_artefact
 
     _check(args)
+    alpha_of(args)  # before any loading
     if args.engine == "ray":
         from sparse_core.ray_engine import require_ray
 
@@ -309,12 +314,7 @@ def run(args: argparse.Namespace) -> int:
 
         lm = check_lm(args.model)
     model = load_model(args.model, device="cpu")
-    normalize_alpha(args.alpha, model.config.num_layers, model.config.num_heads)
-    if not 8 <= args.max_tokens <= model.config.max_positions:
-        raise SparsescopeError(
-            f"--max-tokens must be in [8, {model.config.max_positions}] (the model's positions), "
-            f"got {args.max_tokens}"
-        )
+    check_max_tokens(args, model)
     try:
         artefact = load_artefact(args.artefact, model_id=model.model_id, alpha=args.alpha)
     except ArtefactError as exc:

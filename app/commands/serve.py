@@ -1,7 +1,8 @@
 """``sparsescope serve``: the web app on http://127.0.0.1:8000 (the default command).
 
-Flags override the ``SPARSESCOPE_*`` environment (app/settings.py). The model is loaded before
-the server starts, so a bad ``--model`` / ``--artefact`` is a one-line error, not a traceback.
+Flags override the ``SPARSESCOPE_*`` environment (app/engine/settings.py). The model is loaded
+before the server starts, so a bad ``--model`` / ``--artefact`` is a one-line error, not a
+traceback.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import logging
 
 from sparse_core.errors import SparsescopeError
 
-from . import add_model_argument
+from .common import add_artefact, add_device, add_max_tokens, add_model
 
 log = logging.getLogger(__name__)
 
@@ -25,12 +26,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--host", default=None, help="interface to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=None, help="TCP port (default 8000)")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None, help="default auto")
-    add_model_argument(p, several=True)
-    p.add_argument(
-        "--max-tokens", type=int, default=None, help="token limit per text (default 512)"
-    )
-    p.add_argument("--artefact", default=None, help="a Sparsefinder artefact (default: shipped)")
+    add_device(p, setting=True)
+    add_model(p, several=True)
+    add_max_tokens(p, setting=True)
+    add_artefact(p)
     p.add_argument(
         "--artefact-dir",
         default=None,
@@ -44,7 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def settings_from_args(args: argparse.Namespace):
     import os
 
-    from ..settings import ENV_PREFIX, Settings, served_by_default
+    from ..engine.settings import ENV_PREFIX, Settings, served_by_default
 
     models = tuple(args.model) if args.model else None
     if models is None and not any(
@@ -66,11 +65,11 @@ def settings_from_args(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from ..connections import bind, uvicorn_options
-    from ..main import create_app
-    from ..memory import freeze_startup_objects, limit_malloc_arenas
-    from ..service import AnalysisService
-    from ..store import ShareStore
+    from ..engine.memory import freeze_startup_objects, limit_malloc_arenas
+    from ..engine.service import AnalysisService
+    from ..engine.store import ShareStore
+    from ..web.connections import bind, uvicorn_options
+    from ..web.main import create_app
 
     limit_malloc_arenas()  # before the model and the server start their threads
     settings = settings_from_args(args)
@@ -83,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     # nothing (one warm-up)
     service.start()
     # the models and everything imported stay for the server's life: out of the collector's
-    # walks (a full collection took ~0.2 s of the GIL with them; app/memory.py)
+    # walks (a full collection took ~0.2 s of the GIL with them; app/engine/memory.py)
     frozen = freeze_startup_objects()
     log.debug("%d start-up objects frozen for the garbage collector", frozen)
     if settings.host not in ("127.0.0.1", "localhost", "::1"):

@@ -16,6 +16,7 @@ import { prepareHead } from "./head.js";
 import { predict } from "./methods.js";
 import { computeMetrics } from "./metrics.js";
 import { tokenLabel, visibleTokens } from "./tokens.js";
+import { field, fromShare } from "./view-state.js";
 
 const LABEL_FONT = "11px system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', sans-serif";
 
@@ -126,8 +127,9 @@ function attachReadout(canvas, h, tokens, geo, vis) {
   });
 }
 
-/** The tile size of the block sparsity shown: the shared view's (the page's picker), else 128. */
-let block = "128";
+/** The tile size of the block sparsity shown: the shared view's (the page's picker), else the
+ * default (view-state.js). */
+let block = field("block").default;
 
 function showMetrics(values) {
   for (const dd of byId("embed-metrics").querySelectorAll("dd[data-metric]")) {
@@ -147,7 +149,8 @@ function fullParams(analysis, method, shared) {
 async function main() {
   const shared = readIsland("shared-state");
   const s = shared.state;
-  if (["16", "32", "64", "128"].includes(String(s.view?.block))) block = String(s.view.block);
+  const view = fromShare(s).state; // the flags, checked as the page checks them
+  if (view.block !== undefined) block = view.block;
   byId("embed-block-name").textContent = `block sparsity (${block})`;
   setStatus("Analysing…");
   const analysis = await analyze({
@@ -170,7 +173,7 @@ async function main() {
   }
   const canvas = byId("embed-heatmap");
   const labels = analysis.tokens.map((t) => tokenLabel(t.text));
-  const vis = visibleTokens(analysis.tokens, s.view?.hideSpecial === true);
+  const vis = visibleTokens(analysis.tokens, view.hideSpecial === true);
   const geo = drawHeatmap(canvas, h, mask, s.token ?? null, labels, vis);
   attachReadout(canvas, h, analysis.tokens, geo, vis);
   showMetrics({ gold_sparsity: h.goldSparsity });

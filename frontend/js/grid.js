@@ -6,7 +6,7 @@
  *
  * Each tile draws its head's graph small (a canvas: P pooled by max into at most 24 × 24 cells,
  * white where every P is exactly 0, blue by √p), as BertViz's model view shows every head's shape.
- * Every head is drawn at once from the analysis body's `thumbs` (app/thumbs.py: the same blocks,
+ * Every head is drawn at once from the analysis body's `thumbs` (app/engine/thumbs.py: the same blocks,
  * √p in seven steps), so a 512-token text shows all 72 heads without fetching their payloads; a
  * head whose payload is in the page (the open one, those prefetched) is redrawn from its exact
  * probabilities (the full 256-step ramp). The tile's frame and label are the chosen metric. Gold sparsity is coloured on this text's
@@ -59,7 +59,7 @@ const STATE_PX = Uint32Array.from({ length: 8 }, (_, s) =>
 );
 
 /**
- * One head's thumbnail from the analysis body (`thumbs.cells[idx]`, app/thumbs.py) as a k × k
+ * One head's thumbnail from the analysis body (`thumbs.cells[idx]`, app/engine/thumbs.py) as a k × k
  * image; null when the string does not hold k² cells.
  * @param {string} cells
  * @param {number} k

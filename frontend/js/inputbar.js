@@ -6,6 +6,10 @@
 
 import { byId } from "./dom.js";
 import * as store from "./state.js";
+import { field } from "./view-state.js";
+
+/** α's range: the view's one definition (sparse_core/view_schema.py). */
+const ALPHA = field("alpha");
 
 const PRESETS = ["1", "1.5", "2"];
 /** Quiet time after an α / causal change before it is analysed (ms). */
@@ -49,6 +53,9 @@ export function initInputBar(onAnalyze, models = []) {
     if (locked) causal.checked = true;
   }
   const free = byId("alpha-free");
+  free.min = String(ALPHA.lo);
+  free.max = String(ALPHA.hi);
+  free.setAttribute("aria-label", `α, a value in [${ALPHA.lo}, ${ALPHA.hi}]`);
   const causal = byId("causal");
   const form = byId("input-bar");
   const radios = [...form.querySelectorAll("input[name=alpha]")];
@@ -109,7 +116,7 @@ export function initInputBar(onAnalyze, models = []) {
   });
   free.addEventListener("input", () => {
     const a = Number(free.value);
-    if (free.value !== "" && a >= 1 && a <= 2) reanalyse(); // out of range: said on change
+    if (free.value !== "" && a >= ALPHA.lo && a <= ALPHA.hi) reanalyse(); // else: said on change
   });
   form.addEventListener("submit", (ev) => {
     ev.preventDefault();

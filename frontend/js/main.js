@@ -21,44 +21,35 @@ import { adoptPreloaded, analyze, initSession, reopen } from "./session.js";
 import * as store from "./state.js";
 import { initSweep } from "./sweep.js";
 import { initTokenStrip } from "./tokens.js";
-import { BLOCK_SIZES, decodeState } from "./url.js";
+import { decodeQuery, fromShare } from "./view-state.js";
 
 /**
  * The saved view the page was opened on (`<script type="application/json" id="shared-state">`:
- * a share link, a gallery example, or the first visit's example; see app/routes/share.py), and
+ * a share link, a gallery example, or the first visit's example; see app/web/routes/share.py), and
  * the `base` of its address (session.js `addressOf`); null on a plain `/?…`.
  */
 function savedView() {
   if (!document.getElementById("shared-state")) return null;
   const island = readIsland("shared-state");
   const { state } = island;
-  const view = state.view ?? {};
+  const saved = fromShare(state); // flags a newer or older page wrote wrong are left out
+  if (Object.keys(saved.errors).length) console.warn("saved view:", saved.errors);
   return {
-    view: {
-      text: state.text,
-      alpha: state.alpha,
-      causal: state.causal,
-      truncate: Boolean(state.truncate),
-      start: state.start ?? 0,
-      model: state.model ?? null,
-      layer: state.layer ?? 0,
-      head: state.head ?? 0,
-      method: state.method,
-      params: state.params ?? {},
-      lockedRow: state.token ?? null,
-      cluster: state.cluster ?? null,
-      ...(view.scope === "mean" ? { scope: "mean" } : {}),
-      ...(view.grid === "recall" ? { gridColour: "recall" } : {}),
-      ...(view.hideSpecial === true ? { hideSpecial: true } : {}),
-      ...(BLOCK_SIZES.includes(String(view.block)) ? { block: String(view.block) } : {}),
-      ...(view.paretoX === "block" ? { paretoX: "block" } : {}),
-    },
+    view: saved.state,
     // the first visit's example lives at `/?text=…` once changed; a share or gallery page keeps
     // its own address, the query overriding the saved view
     base: island.home
       ? null
       : { path: location.pathname, text: state.text, start: state.start ?? 0 },
   };
+}
+
+/** Values of the address the view does not allow, said under the input bar. */
+function reportAddress(errors) {
+  const msgs = Object.values(errors);
+  if (!msgs.length) return;
+  const _ = `Left out of this address: ${msgs.join("; ")}.`;
+  store.set({ errors: { ...store.get().errors, _ } });
 }
 
 /** Toggle buttons (`data-toggle="key" data-value="v"`) that write one store key. */
@@ -138,14 +129,15 @@ function main() {
 
   // the address bar is the truth: its query overrides the saved view (a share, an example)
   const saved = savedView();
-  const query = decodeState(location.search);
+  const { state: query, errors } = decodeQuery(location.search);
   const { id, params, ...view } = saved ? { ...saved.view, ...query } : { params: {}, ...query };
   store.set({ ...view, base: saved?.base ?? null });
   const keep = { params, lockedRow: view.lockedRow, cluster: view.cluster };
   const pre = document.getElementById("preload") ? readIsland("preload") : null;
-  if (pre && !query.text && adoptPreloaded(pre, store.get(), keep)) return;
+  if (pre && !query.text && adoptPreloaded(pre, store.get(), keep)) return reportAddress(errors);
   if (view.text) analyze(keep);
   else if (id) reopen(id, keep);
+  reportAddress(errors);
 }
 
 main();

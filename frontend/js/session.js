@@ -17,6 +17,7 @@ import { markHeadStart } from "./live.js";
 import { resolveParams } from "./params.js";
 import * as store from "./state.js";
 import { MAX_TEXT_IN_URL, encodeState } from "./url.js";
+import { QUERY_KEYS, toShare, viewDefaults } from "./view-state.js";
 
 /** Listeners told of every head prepared (the head grid draws its thumbnail). */
 const headListeners = new Set();
@@ -196,7 +197,7 @@ function adopt(a, keep, seed = null) {
 }
 
 /**
- * Open a view whose data came with the page (the `preload` island, app/preload.py): the analysis,
+ * Open a view whose data came with the page (the `preload` island, app/web/preload.py): the analysis,
  * the open head's payload and maybe its Pareto data, exactly as the API answers them. Nothing is
  * requested before the heatmap is painted. False when the island does not match the view (e.g.
  * the query asked for another α): the caller analyses instead.
@@ -304,14 +305,11 @@ function keepLink(a) {
 
 /** A ShareState of the view (share.js has the full one; this one names the window too). */
 function shareStateOf(s, a) {
-  const state = {
+  return toShare({
+    ...viewDefaults(), // the rest of the view is in the address's query
     text: s.text, alpha: s.alpha, causal: Boolean(s.causal), truncate: Boolean(a.truncated),
-    layer: s.layer, head: s.head, method: s.method, params: {}, token: null, cluster: null,
-    lecture_step: null, view: {},
-  };
-  if (s.start) state.start = s.start;
-  if (s.model) state.model = s.model;
-  return state;
+    start: s.start, model: s.model, layer: s.layer, head: s.head, method: s.method,
+  });
 }
 
 /**
@@ -338,9 +336,8 @@ function writeUrl() {
   }, 200);
 }
 
-const URL_KEYS = ["text", "model", "alpha", "causal", "analysis", "layer", "head", "method",
-  "params", "lockedRow", "cluster", "scope", "gridColour", "hideSpecial", "start", "base", "block",
-  "paretoX"];
+/** Store keys whose change rewrites the address: the view's (view-state.js) and the page's base. */
+const URL_KEYS = [...QUERY_KEYS, "analysis", "base"];
 
 /** Subscribe the session to the store. */
 export function initSession() {

@@ -1,5 +1,5 @@
 /**
- * The main page's Share button: save the current view (`POST /api/share`, app/routes/share.py)
+ * The main page's Share button: save the current view (`POST /api/share`, app/web/routes/share.py)
  * and show its short link, with a Copy button. The saved state is the page's view state in the
  * ShareState shape, so `/s/{id}` reopens exactly this view (main.js reads it back from the
  * `shared-state` island).
@@ -7,39 +7,28 @@
 
 import * as api from "./api.js";
 import { el } from "./dom.js";
+import { toShare } from "./view-state.js";
 
 /**
- * The ShareState (app/routes/share.py) of the page's state.
+ * The ShareState (app/web/routes/share.py) of the page's state (view-state.js `toShare`: the view's
+ * one definition), the analysis' window and model, and the scalar slider values.
  * @param {import("./state.js").State} s
  * @returns {object}
  */
 export function shareState(s) {
-  const view = {};
-  if (s.scope === "mean") view.scope = "mean";
-  if (s.gridColour === "recall") view.grid = "recall";
-  if (s.hideSpecial) view.hideSpecial = true;
-  if (s.block && s.block !== "128") view.block = s.block;
-  if (s.paretoX === "block") view.paretoX = "block";
   const params = {};
   for (const [k, v] of Object.entries(s.params ?? {})) {
     if (["boolean", "number", "string"].includes(typeof v)) params[k] = v;
   }
-  return {
-    text: s.text,
-    alpha: s.alpha,
+  return toShare({
+    ...s,
     causal: Boolean(s.causal),
     truncate: Boolean(s.analysis?.truncated),
-    ...(s.analysis?.truncated && s.start ? { start: s.start } : {}),
     model: s.analysis?.model ?? s.model ?? null,
-    layer: s.layer,
-    head: s.head,
-    method: s.method,
     params,
-    token: s.lockedRow ?? null,
+    lockedRow: s.lockedRow ?? null,
     cluster: s.cluster ?? null,
-    lecture_step: null,
-    view,
-  };
+  });
 }
 
 /**

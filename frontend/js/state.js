@@ -7,7 +7,14 @@
  * `changed` is the Set of keys whose value changed (by `!==`). A `set` made by a subscriber while
  * subscribers are being notified is queued and dispatched afterwards, in order, so every
  * subscriber sees every change exactly once.
+ *
+ * The view's fields (what the address and a share link hold: text, alpha, causal, model,
+ * truncate, start, layer, head, method, params, lockedRow, cluster, scope, gridColour,
+ * hideSpecial, block, paretoX) and their defaults come from the view's one definition
+ * (view-state.js).
  */
+
+import { viewDefaults } from "./view-state.js";
 
 /**
  * @typedef {object} State
@@ -49,32 +56,20 @@
  * @property {object|null} meanMetrics the current setting's metrics, mean over heads (sweep.js)
  */
 
-/** @type {State} */
+/**
+ * The view's fields (text … paretoX: sparse_core/view_schema.py VIEW_FIELDS, their defaults
+ * there) and the page's working data.
+ * @type {State}
+ */
 const initial = {
-  text: "",
-  alpha: 1.5,
-  causal: false,
-  truncate: false,
-  start: 0,
-  model: null,
+  ...viewDefaults(),
   base: null,
   analysis: null,
   status: "idle",
   errors: {},
-  layer: 0,
-  head: 0,
   headData: null,
-  method: "window",
-  params: {},
   result: null,
-  scope: "head",
-  block: "128",
-  paretoX: "sparsity",
   paretoPoints: false,
-  gridColour: "gold",
-  hideSpecial: false,
-  lockedRow: null,
-  cluster: null,
   hoverToken: null,
   clusterMembers: null,
   posClusters: null,

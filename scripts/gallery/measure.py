@@ -19,7 +19,7 @@ THUMB = 40  # thumbnails are at most THUMB x THUMB cells
 @dataclass
 class Example:
     """One gallery example as written to static/gallery/examples.json (its schema is
-    ``sparsescope.schemas.Example``)."""
+    ``sparsescope.web.schemas.Example``)."""
 
     slug: str
     title: str
@@ -46,7 +46,7 @@ def fig(label: str, value: float | int | str, digits: int = 3) -> dict:
 
 def state(out, layer: int, head: int, method: str, params: dict | None = None, artefact=None,
           **extra: Any) -> dict:  # fmt: skip
-    """A ShareState dict (app/routes/share.py) with the method's parameters completed."""
+    """A ShareState dict (app/web/routes/share.py) with the method's parameters completed."""
     clean = METHODS[method].validate(out.n, dict(params or {}), artefact)
     s = {
         "text": out.text,

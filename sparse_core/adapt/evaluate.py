@@ -132,7 +132,7 @@ def evaluate_corpus(
             field="model",
         )
     c = lm.sparse.config
-    a = c.alpha if alpha == "own" else alpha
+    a = lm.sparse.default_alpha if alpha == "own" else alpha
     docs = read_corpus(corpus)
     tok = lm.sparse.tokenizer
     seqs = token_sequences(docs, tok, seq_len)
@@ -142,7 +142,7 @@ def evaluate_corpus(
     res = {
         "model": lm.source.model_id,
         "alpha": a if not isinstance(a, Tensor) else a.tolist(),
-        "alpha_trained": c.alpha_trained,
+        "alpha_trained": lm.sparse.alpha_trained,
         "objective": lm.objective,
         "seq_len": seq_len,
     }

@@ -29,7 +29,7 @@ from torch import Tensor
 
 from .. import attention as A
 from ..errors import ModelLoadError, SparsescopeError
-from ..model import SparseModel, _resolve_device, quiet_load_report, quiet_progress
+from ..model import SparseModel, _resolve_device, own_alpha, quiet_load_report, quiet_progress
 from ..sources import ModelSource, resolve
 from ..tokens import load_tokenizer
 
@@ -122,6 +122,8 @@ def head_logits(lm, model_type: str, hidden: Tensor) -> Tensor:
         return lm.vocab_projector(x)
     if model_type == "electra":
         return lm.generator_lm_head(lm.generator_predictions(hidden))
+    if model_type == "modernbert":  # ModernBertForMaskedLM: head (dense, act, norm), decoder
+        return lm.decoder(lm.head(hidden))
     logits = lm.lm_head(hidden)
     cap = getattr(lm.config, "final_logit_softcapping", None)
     if cap:  # Gemma-2 caps its output logits
@@ -163,7 +165,10 @@ def load_lm(path_or_name=None, device: str = "auto", *, max_tokens: int = 512) -
         )
     lm = lm.to(dev)
     tok = load_tokenizer(src.path)
-    sparse = SparseModel(lm.base_model, tok, src.model_id, dev, src.arch, max_tokens=max_tokens)
+    sparse = SparseModel(
+        lm.base_model, tok, src.model_id, dev, src.arch, max_tokens=max_tokens,
+        default_alpha=own_alpha(src, cfg, int(cfg.num_hidden_layers), int(cfg.num_attention_heads)),
+    )  # fmt: skip
     if head_missing:
         log.info("%s: added a new %s head (%s)", src.model_id, type(lm).__name__, head_missing[0])
     return LanguageModel(lm.eval(), sparse, src, new_head=bool(head_missing))

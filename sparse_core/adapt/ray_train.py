@@ -33,7 +33,7 @@ def _worker(config: dict) -> None:
     from . import store
     from .data import Batches, split_corpus, token_sequences
     from .lm import load_lm
-    from .run import _checkpoint, train_loop
+    from .loop import checkpoint, train_loop
     from .trainer import AdaptConfig, Trainer
 
     ctx = ray.train.get_context()
@@ -59,7 +59,7 @@ def _worker(config: dict) -> None:
     train_loop(trainer, out, source, meta, checkpoint_every=int(config["checkpoint_every"]),
                progress=False, write=rank == 0)  # fmt: skip
     if rank == 0:
-        _checkpoint(trainer, out, source, meta)
+        checkpoint(trainer, out, source, meta)
 
 
 def train_ray(

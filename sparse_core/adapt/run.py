@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import signal
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,10 +23,11 @@ from ..corpus import file_digest
 from ..errors import SparsescopeError
 from ..sources import available_memory
 from . import store
-from .alpha import LearnedAlpha, alpha_record
+from .alpha import alpha_record
 from .data import Batches, split_corpus, token_sequences
 from .evaluate import evaluate_loss
 from .lm import LanguageModel, check_alpha, load_lm
+from .loop import config_extra, train_loop
 from .trainer import SCHEDULES, TRAIN_CHOICES, AdaptConfig, Trainer, trainable
 
 log = logging.getLogger(__name__)
@@ -36,15 +35,6 @@ log = logging.getLogger(__name__)
 #: keys of ``AdaptConfig`` a resumed run may not change
 _RESUME_SAME = ("alpha", "alpha_start", "steps", "seq_len", "batch", "lr", "alpha_lr", "warmup",
                 "schedule", "weight_decay", "clip", "seed", "train", "eval_every")  # fmt: skip
-
-
-class Interrupted(KeyboardInterrupt):
-    """Ctrl-C during an adaptation; the checkpoint of the last finished step is on disk."""
-
-    def __init__(self, step: int, checkpoint: Path | None) -> None:
-        super().__init__(f"interrupted after step {step}; checkpoint: {checkpoint}")
-        self.step = step
-        self.checkpoint = checkpoint
 
 
 def check_config(cfg: AdaptConfig) -> None:
@@ -216,85 +206,10 @@ def adapt(
     return _finish(lm, trainer_alpha, cfg, out, source_dir, meta, eval_data)
 
 
-def train_loop(
-    trainer: Trainer,
-    out: Path,
-    source_dir: Path,
-    meta: dict,
-    *,
-    checkpoint_every: int = 0,
-    progress: bool = True,
-    on_step: Callable[[dict], None] | None = None,
-    write: bool = True,
-) -> None:
-    """Run the remaining steps; ``write``: this process writes the log and the checkpoints
-    (rank 0 of a data-parallel run)."""
-    from tqdm.auto import tqdm
-
-    cfg = trainer.cfg
-    stop = {"asked": False}
-
-    def on_sigint(signum, frame):  # the first Ctrl-C: finish the step, then checkpoint
-        if stop["asked"]:
-            raise KeyboardInterrupt
-        stop["asked"] = True
-
-    main = threading.current_thread() is threading.main_thread()
-    old = signal.signal(signal.SIGINT, on_sigint) if main else None
-    bar = tqdm(total=cfg.steps, initial=trainer.done, desc="adapt", unit="step",
-               disable=not progress, dynamic_ncols=True)  # fmt: skip
-    recent: list[float] = []
-    t0 = time.perf_counter()
-    try:
-        while trainer.done < cfg.steps:
-            rec = trainer.step()
-            rec["elapsed_s"] = round(time.perf_counter() - t0, 3)
-            recent = (recent + [rec["loss"]])[-50:]
-            bar.update(1)
-            bar.set_postfix(loss=f"{sum(recent) / len(recent):.4f}", lr=f"{rec['lr']:.2e}")
-            last = trainer.done == cfg.steps
-            due = checkpoint_every and trainer.done % checkpoint_every == 0 and not last
-            if write:
-                if due and isinstance(trainer.alpha, LearnedAlpha):
-                    rec["alpha_table"] = alpha_record(trainer.alpha)
-                store.append_log(out, [rec])
-            if on_step is not None:
-                on_step(rec)
-            if write and (due or (stop["asked"] and not last)):
-                _checkpoint(trainer, out, source_dir, meta)
-            if stop["asked"] and not last:
-                ck = store.checkpoint_dir(out)
-                raise Interrupted(trainer.done, ck)
-    finally:
-        bar.close()
-        if old is not None:
-            signal.signal(signal.SIGINT, old)
-
-
-def _checkpoint(trainer: Trainer, out: Path, source_dir: Path, meta: dict) -> Path:
-    extra = _config_extra(trainer.alpha, meta, trainer.done)
-    path = store.save_checkpoint(out, trainer.lm, trainer.state_dict(), source_dir, extra)
-    log.info("checkpoint at step %d: %s", trainer.done, path)
-    return path
-
-
-def _config_extra(alpha, meta: dict, steps: int) -> dict:
-    return {
-        "entmax_alpha": alpha_record(alpha),
-        "sparsescope_adapt": {
-            "base": meta["base"]["model_id"],
-            "objective": meta["objective"],
-            "steps": steps,
-            "train": meta["config"]["train"],
-            "corpus_sha256": meta["corpus"]["sha256"],
-        },
-    }
-
-
 def _finish(lm, alpha, cfg, out: Path, source_dir: Path, meta: dict, eval_data) -> dict:
     t0 = time.perf_counter()
     held = evaluate_loss(lm, eval_data, alpha, batch=cfg.batch) if eval_data is not None else None
-    store.save_model(lm, out, source_dir, _config_extra(alpha, meta, cfg.steps))
+    store.save_model(lm, out, source_dir, config_extra(alpha, meta, cfg.steps))
     records = store.read_log(out)
     from .report import write_loss_html
 

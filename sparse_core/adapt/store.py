@@ -29,7 +29,7 @@ import torch
 
 from ..errors import SparsescopeError
 from ..model import quiet_progress
-from ..sources import TOKENIZER_FILES
+from ..sources import TOKENIZER_EXTRA_FILES, TOKENIZER_FILES
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,6 @@ MARKER = "adapt.json"
 LOG = "adapt-log.jsonl"
 CHECKPOINT = "checkpoint"
 TRAINER_STATE = "trainer.pt"
-_EXTRA_TOKENIZER = ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
 
 
 class OutDirError(SparsescopeError):
@@ -101,7 +100,7 @@ def save_model(lm, directory: Path, source_dir: Path, config_extra: dict) -> Non
         setattr(cfg, k, v)
     with quiet_progress():
         lm.lm.save_pretrained(str(directory), safe_serialization=True)
-    names = {n for group in TOKENIZER_FILES for n in group} | set(_EXTRA_TOKENIZER)
+    names = {n for group in TOKENIZER_FILES for n in group} | set(TOKENIZER_EXTRA_FILES)
     for name in sorted(names):
         if (source_dir / name).is_file() and source_dir.resolve() != directory.resolve():
             shutil.copy(source_dir / name, directory / name)

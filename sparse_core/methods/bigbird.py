@@ -175,7 +175,8 @@ def width_draws(
         bit = (draws & 7).astype(np.uint8)  # −1 & 7: any bit of the zero byte
         at, bit = (np.ascontiguousarray(x.transpose(2, 0, 1)) for x in (at.astype(dtype), bit))
         got = (m, at, bit, tiles)  # at, bit step-major: (k, L·H, n)
-        if len(_DRAWS) >= _DRAWS_MAX or any(kk[0] != n for kk in _DRAWS):
+        # list(): a snapshot (C-level, atomic under the GIL); another thread may add to it
+        if len(_DRAWS) >= _DRAWS_MAX or any(kk[0] != n for kk in list(_DRAWS)):
             _DRAWS.clear()  # one length at a time: bounded memory in a long-lived server
         _DRAWS[key] = got
     return got
@@ -200,7 +201,8 @@ def _seed_draws(
         draws = fisher_yates(cand, m, draw_positions(u, m, n))
         got = (m, draws, draw_tiles(gold, base, draws))
         size = draws.nbytes
-        if sum(g[1].nbytes for g in _SEED_DRAWS.values()) + size > _SEED_BYTES:
+        # list(): a snapshot (C-level, atomic under the GIL); another thread may add to it
+        if sum(g[1].nbytes for g in list(_SEED_DRAWS.values())) + size > _SEED_BYTES:
             _SEED_DRAWS.clear()
         if size <= _SEED_BYTES:
             _SEED_DRAWS[key] = got

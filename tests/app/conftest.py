@@ -6,9 +6,9 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from sparsescope.main import create_app
-from sparsescope.service import AnalysisService
-from sparsescope.settings import Settings
+from sparsescope.engine.service import AnalysisService
+from sparsescope.engine.settings import Settings
+from sparsescope.web.main import create_app
 
 
 def make_settings(tmp_path, **kw) -> Settings:

@@ -8,9 +8,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from sparse_core.sources import ADAPTED_MODEL_ID, DEFAULT_MODEL_ID, ORIGINAL_MODEL_ID
-from sparsescope.main import create_app
-from sparsescope.service import AnalysisService
-from sparsescope.settings import Settings, served_by_default
+from sparsescope.engine.service import AnalysisService
+from sparsescope.engine.settings import Settings, served_by_default
+from sparsescope.web.main import create_app
 
 
 def parse(*argv: str):

@@ -10,8 +10,8 @@ import re
 import pytest
 import torch
 
-from sparsescope.schemas import Analysis, ErrorOut, HeadPayload, Health, MethodsOut
-from sparsescope.service import ID_HEX
+from sparsescope.engine.request import ID_HEX, AnalysisRequest
+from sparsescope.web.schemas import Analysis, ErrorOut, HeadPayload, Health, MethodsOut
 
 HEX_ID = re.compile(rf"[0-9a-f]{{{ID_HEX}}}")
 
@@ -111,8 +111,8 @@ def test_cache_key_covers_every_setting(client, service, sentence, change):
 def test_evicted_analysis_is_404_and_can_be_reposted(tmp_path, tiny_model, sentence):
     from fastapi.testclient import TestClient
 
-    from sparsescope.main import create_app
-    from sparsescope.service import AnalysisService
+    from sparsescope.engine.service import AnalysisService
+    from sparsescope.web.main import create_app
     from tests.app.conftest import make_settings
 
     settings = make_settings(tmp_path, cache_entries=1)
@@ -148,11 +148,13 @@ def test_head_payload(client, analysis, sentence, tiny_model):
 
 
 def test_head_payload_is_computed_once(client, analysis, service, monkeypatch):
-    import sparsescope.service
+    import sparsescope.engine.derived
 
     calls = []
-    real = sparsescope.service.head_body
-    monkeypatch.setattr(sparsescope.service, "head_body", lambda *a: calls.append(a) or real(*a))
+    real = sparsescope.engine.derived.head_body
+    monkeypatch.setattr(
+        sparsescope.engine.derived, "head_body", lambda *a: calls.append(a) or real(*a)
+    )
     for _ in range(3):
         assert client.get(f"/api/analyses/{analysis['id']}/heads/0/0").status_code == 200
     assert len(calls) == 1
@@ -313,7 +315,7 @@ def test_script_text_round_trips_as_data(client):
 def test_catch_all_handler_hides_the_trace(app_settings, service, caplog):
     from fastapi.testclient import TestClient
 
-    from sparsescope.main import create_app
+    from sparsescope.web.main import create_app
 
     app = create_app(app_settings, service)
 
@@ -354,18 +356,18 @@ def test_concurrent_requests_run_the_model_once(service, sentence):
 
     service.start()
     with ThreadPoolExecutor(8) as pool:
-        bodies = list(pool.map(lambda _: service.analyze(sentence, 1.5, False, False), range(16)))
+        bodies = list(pool.map(lambda _: service.analyze(AnalysisRequest(sentence)), range(16)))
     assert len({b["id"] for b in bodies}) == 1
     assert service.stats.runs == 1 and service.stats.hits == 15
 
 
 def test_cache_is_bounded_in_bytes(tmp_path, tiny_model):
-    from sparsescope.service import AnalysisService
+    from sparsescope.engine.service import AnalysisService
     from tests.app.conftest import make_settings
 
     service = AnalysisService(make_settings(tmp_path, cache_bytes=1 << 20), model=tiny_model)
     service.start()
     for k in range(12):
-        service.analyze(f"Text number {k}. " * 40, 1.5, False, False)
+        service.analyze(AnalysisRequest(f"Text number {k}. " * 40))
     assert service.cache.nbytes <= 1 << 20 or len(service.cache) == 1
     assert 1 <= len(service.cache) < 12 and service.cache.evictions >= 1

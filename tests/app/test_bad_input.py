@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from sparsescope.main import create_app
-from sparsescope.service import AnalysisService
-from sparsescope.settings import Settings
+from sparsescope.engine.service import AnalysisService
+from sparsescope.engine.settings import Settings
+from sparsescope.web.main import create_app
 
 JSON = {"content-type": "application/json"}
 MIB = 1 << 20

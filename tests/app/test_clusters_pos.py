@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sparse_core import pos
-from sparsescope.schemas import Clusters
+from sparsescope.web.schemas import Clusters
 from tests.app.test_api import assert_error
 
 

@@ -1,4 +1,4 @@
-"""gzip of JSON, pages and static files (app/compress.py): smaller bodies, the same content, and
+"""gzip of JSON, pages and static files (app/web/compress.py): smaller bodies, the same content, and
 the caching and security headers still hold."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import re
 import anyio
 import pytest
 
-from sparsescope.compress import Compress, GzipCache, accepts_gzip
-from sparsescope.middleware import CSP
+from sparsescope.web.compress import Compress, GzipCache, accepts_gzip
+from sparsescope.web.middleware import CSP
 
 GZIP = {"Accept-Encoding": "gzip"}
 PLAIN = {"Accept-Encoding": "identity"}

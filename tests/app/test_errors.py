@@ -1,4 +1,4 @@
-"""The one table that maps domain errors to HTTP (app/errors.py): each class's status and
+"""The one table that maps domain errors to HTTP (app/web/errors.py): each class's status and
 ``{detail, field}`` body, the most specific class winning, hidden messages, and that a new kind
 of refusal is a class plus one row."""
 
@@ -8,9 +8,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from sparse_core.errors import ArtefactError, EmptyTextError, SparsescopeError
-from sparsescope import errors
-from sparsescope.main import create_app
-from sparsescope.store import ShareStoreError
+from sparsescope.engine.store import ShareStoreError
+from sparsescope.web import errors
+from sparsescope.web.main import create_app
 
 
 @pytest.fixture

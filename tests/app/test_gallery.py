@@ -12,11 +12,12 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from sparsescope import gallery as G
-from sparsescope.main import create_app
-from sparsescope.schemas import Gallery, ShareState
-from sparsescope.service import AnalysisService
-from sparsescope.shares import ISLAND_ID
+from sparsescope.engine.request import AnalysisRequest
+from sparsescope.engine.service import AnalysisService
+from sparsescope.web import gallery as G
+from sparsescope.web.main import create_app
+from sparsescope.web.schemas import Gallery, ShareState
+from sparsescope.web.shares import ISLAND_ID
 from tests.app.conftest import make_settings
 
 ISLAND_RE = re.compile(
@@ -80,13 +81,14 @@ def wait_precomputed(client, timeout: float = 120.0) -> dict:
         time.sleep(0.2)
 
 
+@pytest.mark.serial  # a timed assertion: no other test meanwhile
 def test_every_example_is_precomputed_after_startup(warm_client):
     service = warm_client.app.state.service
     body = wait_precomputed(warm_client)
     assert body["precomputed"], [ex["slug"] for ex in body["examples"] if not ex["ready"]]
     for ex in body["examples"]:
         s = ex["state"]
-        key = service.key(s["text"], s["alpha"], s["causal"], s["truncate"])
+        key = service.key(AnalysisRequest(s["text"], s["alpha"], s["causal"], s["truncate"]))
         assert ex["analysis"] == key and ex["ready"]
         entry = service.cache.get(key)
         assert entry is not None, ex["slug"]
@@ -103,6 +105,7 @@ def test_every_example_is_precomputed_after_startup(warm_client):
     assert service.stats.runs == runs
 
 
+@pytest.mark.serial  # a timed assertion: no other test meanwhile
 def test_healthz_answers_while_the_gallery_is_being_precomputed(tmp_path, tiny_model):
     settings = make_settings(tmp_path, warmup=True)
     service = AnalysisService(settings, model=tiny_model)
@@ -136,7 +139,9 @@ def test_no_precomputation_without_warmup(client):
     ex = next(e for e in body["examples"] if e["slug"] == "entmax")
     assert island["state"] == ex["state"]
     s = ex["state"]
-    assert island["analysis"] == service.key(s["text"], s["alpha"], s["causal"], s["truncate"])
+    assert island["analysis"] == service.key(
+        AnalysisRequest(s["text"], s["alpha"], s["causal"], s["truncate"])
+    )
     assert island["gallery"]["title"] == ex["title"]
 
 

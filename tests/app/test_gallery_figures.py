@@ -15,7 +15,7 @@ import re
 import pytest
 
 from scripts.build_gallery import build, load_artefact_for
-from sparsescope.gallery import examples_path
+from sparsescope.web.gallery import examples_path
 
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
 

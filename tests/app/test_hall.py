@@ -17,12 +17,13 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from sparsescope.batching import Job, ModelWorker
-from sparsescope.limits import LOW, NORMAL, JobContext, RateLimiter
-from sparsescope.main import create_app
-from sparsescope.schemas import MAX_ANALYZE_CHARS
-from sparsescope.service import AnalysisService
-from sparsescope.store import DB_NAME, ShareStore, ShareStoreError
+from sparsescope.engine.batching import Job, ModelWorker
+from sparsescope.engine.limits import LOW, NORMAL, JobContext, RateLimiter
+from sparsescope.engine.request import AnalysisRequest
+from sparsescope.engine.service import AnalysisService
+from sparsescope.engine.store import DB_NAME, ShareStore, ShareStoreError
+from sparsescope.web.main import create_app
+from sparsescope.web.schemas import MAX_ANALYZE_CHARS
 from tests.app.conftest import make_settings
 
 WAIT_S = 30.0  # bound of every poll below (a generous one: the machine is shared)
@@ -69,7 +70,7 @@ def test_batched_runs_equal_single_runs_exactly(tiny_model, one_thread):
     others = ["Hi.", "A rather longer sentence than the others, with commas, and more words."]
     worker = ModelWorker(tiny_model, window_s=0.5)  # a long window: they surely meet
     with ThreadPoolExecutor(len(texts) + 2) as pool:
-        futures = [pool.submit(worker.run, t, 1.5, False, False, len(tiny_model.encode(t).ids))
+        futures = [pool.submit(worker.run, AnalysisRequest(t), len(tiny_model.encode(t).ids))
                    for t in texts + others]  # fmt: skip
         outs = [f.result(timeout=WAIT_S) for f in futures]
     assert worker.stats.largest_batch >= 2  # really batched
@@ -86,7 +87,7 @@ def test_texts_of_different_lengths_share_a_forward_exactly(tiny_model, one_thre
     assert len({len(tiny_model.encode(t).ids) for t in texts}) == 8
     worker = ModelWorker(tiny_model, window_s=0.5)
     with ThreadPoolExecutor(len(texts)) as pool:
-        futures = [pool.submit(worker.run, t, 1.5, False, False, len(tiny_model.encode(t).ids))
+        futures = [pool.submit(worker.run, AnalysisRequest(t), len(tiny_model.encode(t).ids))
                    for t in texts]  # fmt: skip
         outs = [f.result(timeout=WAIT_S) for f in futures]
     assert worker.stats.largest_batch >= 4  # different lengths, one forward
@@ -105,7 +106,7 @@ def test_a_large_forward_split_side_by_side_equals_single_runs(tiny_model, one_t
     worker = ModelWorker(tiny_model, window_s=0, split=2)
     seen = []
     worker.after_batch = lambda jobs, outs: seen.append(len(jobs))
-    jobs = [Job(t, 1.5, False, False, n, JobContext()) for t, n in zip(texts, lengths, strict=True)]
+    jobs = [Job(AnalysisRequest(t), n, JobContext()) for t, n in zip(texts, lengths, strict=True)]
     worker._run_round(jobs)  # what the worker does with a round of these jobs
     assert worker.stats.split == (worker.split > 1) and seen == [len(texts)]  # one core: 1 part
     for text, job in zip(texts, jobs, strict=True):
@@ -113,7 +114,7 @@ def test_a_large_forward_split_side_by_side_equals_single_runs(tiny_model, one_t
         for name in ("probs", "queries", "keys", "hidden", "graph"):
             assert torch.equal(getattr(out, name), getattr(alone, name)), (text, name)
     small = ModelWorker(tiny_model, window_s=0, split=2)  # a small round: one forward
-    few = [Job(texts[k], 1.5, False, False, lengths[k], JobContext()) for k in range(3)]
+    few = [Job(AnalysisRequest(texts[k]), lengths[k], JobContext()) for k in range(3)]
     small._run_round(few)
     assert small.stats.split == 0
     assert [j.future.result(timeout=WAIT_S).n for j in few] == lengths[:3]
@@ -126,12 +127,12 @@ def test_arrivals_extend_the_gathering_window_up_to_its_most():
     batches: list[list[str]] = []
 
     def run_many(jobs):
-        batches.append([j.text for j in jobs])
-        return [j.text for j in jobs]
+        batches.append([j.request.text for j in jobs])
+        return [j.request.text for j in jobs]
 
     def run_one(job):
-        batches.append([job.text])
-        return job.text
+        batches.append([job.request.text])
+        return job.request.text
 
     # window 2 s, at most 3 s: A at 0, B at ~1.2, C at ~2.4 (past A's own window, within
     # B's extension and the most), D at ~3.6 (past the most); 0.6 s of slack either side, so
@@ -139,7 +140,7 @@ def test_arrivals_extend_the_gathering_window_up_to_its_most():
     worker = ModelWorker(None, window_s=2.0, max_window_s=3.0, run_one=run_one, run_many=run_many)
     futures = []
     for text in "ABCD":
-        futures.append(worker.submit_text(text, 1.5, False, False, 5))
+        futures.append(worker.submit_request(AnalysisRequest(text), 5))
         if text != "D":
             time.sleep(1.2)
     assert [f.result(timeout=WAIT_S) for f in futures] == list("ABCD")
@@ -147,11 +148,11 @@ def test_arrivals_extend_the_gathering_window_up_to_its_most():
     # without extensions (the default of the class): one window, then what came later
     batches.clear()
     plain = ModelWorker(None, window_s=1.0, run_one=run_one, run_many=run_many)
-    first = plain.submit_text("A", 1.5, False, False, 5)
+    first = plain.submit_request(AnalysisRequest("A"), 5)
     time.sleep(0.5)
-    second = plain.submit_text("B", 1.5, False, False, 5)
+    second = plain.submit_request(AnalysisRequest("B"), 5)
     time.sleep(1.0)  # past the first window: the worker has taken what it had
-    third = plain.submit_text("C", 1.5, False, False, 5)
+    third = plain.submit_request(AnalysisRequest("C"), 5)
     for f in (first, second, third):
         f.result(timeout=WAIT_S)
     assert batches[0] == ["A", "B"] and ["C"] in batches
@@ -185,7 +186,7 @@ def test_piped_pos_tagging_equals_one_text_at_a_time():
 
 
 def test_tagger_pipes_the_texts_that_wait_together():
-    from sparsescope.tagging import Tagger
+    from sparsescope.engine.tagging import Tagger
 
     tagger = Tagger()
     model_like = type("Enc", (), {})
@@ -306,12 +307,12 @@ def test_48_simultaneous_analyses_from_one_address_are_served(tmp_path, tiny_mod
 
 def test_a_job_whose_client_is_gone_is_not_run(tiny_model):
     ran: list[str] = []
-    worker = ModelWorker(tiny_model, window_s=0, run_one=lambda j: ran.append(j.text))
+    worker = ModelWorker(tiny_model, window_s=0, run_one=lambda j: ran.append(j.request.text))
     worker.lock.acquire()
-    blocker = Job("first", 1.5, False, False, 3, JobContext(priority=NORMAL))
+    blocker = Job(AnalysisRequest("first"), 3, JobContext(priority=NORMAL))
     worker.submit(blocker)
     wait_for(lambda: worker.waiting == 0, "the worker to take the first job")
-    gone = Job("gone", 1.5, False, False, 3, JobContext(priority=NORMAL))
+    gone = Job(AnalysisRequest("gone"), 3, JobContext(priority=NORMAL))
     worker.submit(gone)
     gone.ctx.gone.set()  # the client hung up while it waited
     worker.lock.release()
@@ -326,7 +327,7 @@ def test_a_disconnected_http_client_s_analysis_is_dropped(tmp_path, tiny_model):
     never runs its text."""
     import uvicorn
 
-    from sparsescope.connections import uvicorn_options
+    from sparsescope.web.connections import uvicorn_options
 
     settings = make_settings(tmp_path, batch_window_ms=0)
     svc = AnalysisService(settings, model=tiny_model)
@@ -418,7 +419,7 @@ def test_shares_queue_no_unbounded_work(tmp_path, tiny_model):
 def test_shutdown_drops_low_priority_work(tiny_model):
     worker = ModelWorker(tiny_model, window_s=0)
     worker.lock.acquire()
-    jobs = [Job(f"low {i}", 1.5, False, False, 400, JobContext(priority=LOW)) for i in range(5)]
+    jobs = [Job(AnalysisRequest(f"low {i}"), 400, JobContext(priority=LOW)) for i in range(5)]
     for job in jobs:
         worker.submit(job)
     wait_for(lambda: worker.waiting == 4, "the worker to take one (400 tokens: one a round)")
@@ -676,7 +677,7 @@ def test_kill_9_during_batched_work_loses_no_acknowledged_share(tmp_path):
 def test_round6_equals_python_round():
     import numpy as np
 
-    from sparsescope.payloads import round6
+    from sparsescope.engine.payloads import round6
 
     rng = np.random.default_rng(0)
     k = rng.integers(0, 2_000_000, 20_000)

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-import sparsescope.service
+import sparsescope.engine.derived
 from sparse_core import methods as M
 from sparse_core.methods import METHODS, PredictContext, evaluate
-from sparsescope.schemas import Analysis, HeadPayload, Metrics
+from sparsescope.web.schemas import Analysis, HeadPayload, Metrics
 
 LAYER, HEAD = 1, 2
 
@@ -115,9 +115,9 @@ def test_metrics_match_sparse_core(art_client, art_analysis, ctx, method, params
 
 def test_metrics_are_computed_once_per_setting(art_client, art_analysis, monkeypatch):
     calls = []
-    real = sparsescope.service.evaluate
+    real = sparsescope.engine.derived.evaluate
     monkeypatch.setattr(
-        sparsescope.service, "evaluate", lambda *a, **k: calls.append(a) or real(*a, **k)
+        sparsescope.engine.derived, "evaluate", lambda *a, **k: calls.append(a) or real(*a, **k)
     )
     aid = art_analysis["id"]
     for head in (0, 1, 2):

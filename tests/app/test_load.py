@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import pytest
 
-import sparsescope.cache as cache_mod
-import sparsescope.slot as slot_mod
+import sparsescope.engine.cache as cache_mod
+import sparsescope.engine.slot as slot_mod
 from bench.bench_load import listening_addresses, live_server, run_load, summary, text_pool
-from sparsescope.service import AnalysisService
+from sparsescope.engine.request import AnalysisRequest
+from sparsescope.engine.service import AnalysisService
 from tests.app.conftest import make_settings
 
 # ----------------------------------------------------------------------------- cache bounds
@@ -23,7 +24,7 @@ from tests.app.conftest import make_settings
 
 def test_the_cache_is_bounded_in_entries(tmp_path, tiny_model):
     svc = AnalysisService(make_settings(tmp_path, cache_entries=3), model=tiny_model)
-    ids = [svc.analyze(t, 1.5, False, False)["id"] for t in text_pool(7)]
+    ids = [svc.analyze(AnalysisRequest(t))["id"] for t in text_pool(7)]
     assert len(svc.cache) == 3 and svc.cache.evictions == 4
     assert [svc.cache.get(i) is not None for i in ids] == [False] * 4 + [True] * 3
 
@@ -31,7 +32,7 @@ def test_the_cache_is_bounded_in_entries(tmp_path, tiny_model):
 def test_the_cache_is_bounded_in_bytes(tmp_path, tiny_model):
     svc = AnalysisService(make_settings(tmp_path, cache_bytes=1 << 20), model=tiny_model)
     for text in text_pool(16, seed=1):  # about 20 to 300 KiB each
-        svc.analyze(text, 1.5, False, False)
+        svc.analyze(AnalysisRequest(text))
         assert len(svc.cache) == 1 or svc.cache.nbytes <= svc.cache.max_bytes
     assert svc.cache.evictions > 0 and len(svc.cache) > 1
 
@@ -41,7 +42,7 @@ def test_derived_results_per_analysis_are_bounded(tmp_path, tiny_model, monkeypa
     MAX_DERIVED results they are computed but not kept (and give the same numbers)."""
     monkeypatch.setattr(cache_mod, "MAX_DERIVED", 6)
     svc = AnalysisService(make_settings(tmp_path), model=tiny_model)
-    entry = svc.analyze_entry(" ".join(text_pool(3)), 1.5, False, False)
+    entry = svc.analyze_entry(AnalysisRequest(" ".join(text_pool(3))))
     first = {w: svc.metrics(entry.id, 1, 2, "window", {"window": str(w)}) for w in range(0, 19)}
     assert len(entry.derived) <= 6 and len(entry.key_locks) <= 6
     size = entry.nbytes
@@ -52,7 +53,7 @@ def test_derived_results_per_analysis_are_bounded(tmp_path, tiny_model, monkeypa
 
 def test_an_analysis_over_the_byte_bound_keeps_nothing_more(tmp_path, tiny_model):
     svc = AnalysisService(make_settings(tmp_path), model=tiny_model)
-    entry = svc.analyze_entry("The chef who ran to the store was out of food.", 1.5, False, False)
+    entry = svc.analyze_entry(AnalysisRequest("The chef who ran to the store was out of food."))
     svc.cache.max_bytes = entry.nbytes  # as if this one analysis filled the whole budget
     svc.head(entry.id, 0, 1)
     size = entry.nbytes
@@ -70,7 +71,7 @@ def test_artefact_lookups_are_bounded_in_alphas(tmp_path, tiny_model):
 
 
 def test_memory_helpers_are_best_effort(monkeypatch):
-    from sparsescope.memory import limit_malloc_arenas, release_free_memory
+    from sparsescope.engine.memory import limit_malloc_arenas, release_free_memory
 
     release_free_memory()  # glibc: trims; elsewhere: nothing, and no error
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
@@ -104,7 +105,7 @@ def test_concurrent_mixed_load_no_errors_and_flat_memory(tmp_path, record_proper
 def test_trimmer_trims_once_a_busy_spell():
     """memory.Trimmer: overlapping pieces of work trim once, when the last one ends; with
     ``every_s=0`` every piece trims (sustained load is still trimmed)."""
-    from sparsescope.memory import Trimmer
+    from sparsescope.engine.memory import Trimmer
 
     calls = []
     t = Trimmer(every_s=3600, trim=lambda: calls.append(1))
@@ -131,7 +132,7 @@ def test_start_up_objects_are_frozen_for_the_collector():
     alive now leaves the collector's walks; the objects stay usable."""
     import gc
 
-    from sparsescope.memory import freeze_startup_objects
+    from sparsescope.engine.memory import freeze_startup_objects
 
     keep = {"a": [1, 2, 3]}
     try:

@@ -14,9 +14,9 @@ from fastapi.testclient import TestClient
 
 from sparse_core.testing import write_tiny_checkpoint
 from sparsescope.cli import main
-from sparsescope.main import create_app
-from sparsescope.service import AnalysisService
-from sparsescope.settings import Settings
+from sparsescope.engine.service import AnalysisService
+from sparsescope.engine.settings import Settings
+from sparsescope.web.main import create_app
 
 TEXT = "The chef who ran to the store was out of food."
 LONG = " ".join(["The river ran past the old mill and the miller watched it."] * 12)

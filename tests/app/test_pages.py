@@ -10,7 +10,7 @@ from importlib.resources import files
 
 import pytest
 
-from sparsescope.render import json_for_html, json_island
+from sparsescope.web.render import json_for_html, json_island
 
 NASTY = {"text": '</script><script>alert("x")</script><!-- & \u2028 \' "', "n": [1, 2.5, None]}
 
@@ -75,7 +75,7 @@ def test_es_modules_are_served_as_javascript(client):
 def test_static_files_and_missing_ones(client):
     r = client.get("/static/does-not-exist.css")
     assert r.status_code == 404 and set(r.json()) == {"detail", "field"}
-    r = client.get("/js/../app/main.py")
+    r = client.get("/js/../app/web/main.py")
     assert r.status_code == 404
 
 

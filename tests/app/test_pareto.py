@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sparse_core import pareto as P
-from sparsescope.schemas import Pareto
+from sparsescope.web.schemas import Pareto
 from tests.app.test_api import assert_error
 
 

@@ -31,9 +31,10 @@ from schemathesis.checks import positive_data_acceptance
 from schemathesis.config import SchemathesisConfig
 
 from sparse_core.methods import METHODS
-from sparsescope.main import create_app
-from sparsescope.service import AnalysisService
-from sparsescope.settings import Settings
+from sparsescope.engine.request import AnalysisRequest
+from sparsescope.engine.service import AnalysisService
+from sparsescope.engine.settings import Settings
+from sparsescope.web.main import create_app
 
 pytestmark = pytest.mark.slow
 
@@ -98,7 +99,7 @@ def api_schema(tmp_path_factory, tiny_model, tiny_artefact):
     # the app's lifespan (model, share store) stays up while schemathesis calls it
     with TestClient(app) as client:
         text = "The chef who ran to the store."
-        KNOWN["analysis_id"] = service.analyze(text, 1.5, False, False)["id"]
+        KNOWN["analysis_id"] = service.analyze(AnalysisRequest(text))["id"]
         r = client.post("/api/share", json={"state": {"text": "The chef ran.", "layer": 1}})
         assert r.status_code == 200, r.text
         KNOWN["share_id"] = r.json()["id"]  # a real share, made through the API

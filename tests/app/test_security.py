@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from sparsescope.main import create_app
-from sparsescope.service import AnalysisService
-from sparsescope.settings import Settings
+from sparsescope.engine.service import AnalysisService
+from sparsescope.engine.settings import Settings
+from sparsescope.web.main import create_app
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "frontend" / "templates"
@@ -172,7 +172,7 @@ def test_a_server_bug_is_a_plain_500(client, monkeypatch):
 
 
 def test_a_share_database_failure_does_not_show_its_path(client, monkeypatch):
-    from sparsescope.store import ShareStoreError
+    from sparsescope.engine.store import ShareStoreError
 
     store = client.app.state.share_store
 
@@ -187,7 +187,7 @@ def test_a_share_database_failure_does_not_show_its_path(client, monkeypatch):
 
 @pytest.mark.parametrize(
     ("method", "path"),
-    [("get", "/static/../app/main.py"), ("get", "/static/%2e%2e/%2e%2e/etc/passwd"),
+    [("get", "/static/../app/web/main.py"), ("get", "/static/%2e%2e/%2e%2e/etc/passwd"),
      ("get", "/js/..%2f..%2fpyproject.toml"), ("get", "/static/nope.css"), ("post", "/healthz"),
      ("get", "/api/analyses/%00/heads/0/0")],
 )  # fmt: skip

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sparsescope.cache import Entry, LruCache, tensor_nbytes
-from sparsescope.payloads import sig6
-from sparsescope.service import AnalysisService
+from sparsescope.engine.cache import Entry, LruCache, tensor_nbytes
+from sparsescope.engine.payloads import sig6
+from sparsescope.engine.request import AnalysisRequest
+from sparsescope.engine.service import AnalysisService
 from tests.app.conftest import make_settings
 
 
@@ -60,13 +61,13 @@ def test_warmup_does_not_fill_the_cache(tmp_path, tiny_model):
 
 def test_ids_are_stable_and_depend_on_every_input(service, tiny_model):
     service.start()
-    k = service.key("Hello.", 1.5, False, False)
-    assert k == service.key("Hello.", 1.5, False, False) and len(k) == 24
+    k = service.key(AnalysisRequest("Hello.", 1.5, False, False))
+    assert k == service.key(AnalysisRequest("Hello.", 1.5, False, False)) and len(k) == 24
     others = {
-        service.key("Hello!", 1.5, False, False),
-        service.key("Hello.", 1.25, False, False),
-        service.key("Hello.", 1.5, True, False),
-        service.key("Hello.", 1.5, False, True),
+        service.key(AnalysisRequest("Hello!", 1.5, False, False)),
+        service.key(AnalysisRequest("Hello.", 1.25, False, False)),
+        service.key(AnalysisRequest("Hello.", 1.5, True, False)),
+        service.key(AnalysisRequest("Hello.", 1.5, False, True)),
     }
     assert k not in others and len(others) == 4
 
@@ -79,7 +80,7 @@ def test_artefact_only_at_its_alpha(tmp_path, tiny_model, tiny_artefact):
     no_art = AnalysisService(make_settings(tmp_path), model=tiny_model, use_artefact=False)
     no_art.start()
     assert no_art.slot.artefact_for(1.5) == (None, None)
-    assert service.key("x", 1.5, False, False) != no_art.key("x", 1.5, False, False)
+    assert service.key(AnalysisRequest("x")) != no_art.key(AnalysisRequest("x"))
 
 
 def test_bad_artefact_path_fails_at_start(tmp_path, tiny_model):
@@ -102,7 +103,7 @@ def test_warm_up_runs_once_when_serve_has_started_the_service(tmp_path, tiny_mod
     lifespan starts it again, which must not warm up a second time."""
     from fastapi.testclient import TestClient
 
-    from sparsescope.main import create_app
+    from sparsescope.web.main import create_app
 
     settings = make_settings(tmp_path, warmup=True)
     service = AnalysisService(settings, model=tiny_model)

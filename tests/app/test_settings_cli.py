@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from sparse_core.errors import SparsescopeError
-from sparsescope.settings import Settings, get_settings
+from sparsescope.engine.settings import Settings, get_settings
 
 
 def test_defaults_bind_localhost():
@@ -86,12 +86,12 @@ class FakeService:
 def fake_serve(monkeypatch):
     import uvicorn
 
-    import sparsescope.main
-    import sparsescope.service
+    import sparsescope.engine.service
+    import sparsescope.web.main
 
     calls = {}
-    monkeypatch.setattr(sparsescope.service, "AnalysisService", FakeService)
-    monkeypatch.setattr(sparsescope.main, "create_app", lambda s, svc: ("app", s, svc))
+    monkeypatch.setattr(sparsescope.engine.service, "AnalysisService", FakeService)
+    monkeypatch.setattr(sparsescope.web.main, "create_app", lambda s, svc: ("app", s, svc))
     monkeypatch.setattr(uvicorn, "run", lambda a, **kw: calls.update(app=a, **kw))
     monkeypatch.delenv("SPARSESCOPE_HOST", raising=False)
     monkeypatch.delenv("SPARSESCOPE_PORT", raising=False)
@@ -137,7 +137,7 @@ def test_serve_bad_model_is_one_line(capsys, tmp_path):
 def test_threads_setting_sets_torch_threads(tmp_path, tiny_model):
     import torch
 
-    from sparsescope.service import AnalysisService
+    from sparsescope.engine.service import AnalysisService
 
     before = torch.get_num_threads()
     try:

@@ -21,11 +21,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from sparse_core.methods import METHODS
-from sparsescope.main import create_app
-from sparsescope.schemas import ShareState
-from sparsescope.service import AnalysisService
-from sparsescope.shares import ISLAND_ID, MAX_STATE_BYTES
-from sparsescope.store import DB_NAME, ShareStoreError
+from sparsescope.engine.request import AnalysisRequest
+from sparsescope.engine.service import AnalysisService
+from sparsescope.engine.store import DB_NAME, ShareStoreError
+from sparsescope.web.main import create_app
+from sparsescope.web.schemas import ShareState
+from sparsescope.web.shares import ISLAND_ID, MAX_STATE_BYTES
 
 ROOT = Path(__file__).resolve().parents[2]
 ID_RE = re.compile(r"[A-Za-z0-9_-]{12}")
@@ -208,11 +209,12 @@ def test_an_unreadable_database_stops_start_up_naming_the_file(app_settings, tin
 # ----------------------------------------------------------------------------- warm links
 
 
+@pytest.mark.serial  # a timed assertion: no other test meanwhile
 def test_creating_a_share_warms_the_analysis(client, service):
     state = {**STATE, "text": "A text nobody analysed before sharing it."}
     sid = share(client, state)
     assert client.app.state.limits.warmups.join()  # warmed at low priority, in the background
-    key = service.key(state["text"], state["alpha"], state["causal"], False)
+    key = service.key(AnalysisRequest(state["text"], state["alpha"], state["causal"], False))
     entry = service.cache.get(key)
     assert entry is not None and ("head", STATE["layer"], STATE["head"]) in entry.derived
     runs = service.stats.runs
@@ -225,6 +227,7 @@ def test_creating_a_share_warms_the_analysis(client, service):
     assert island_of(page.text)["analysis"] == r.json()["id"] == key
 
 
+@pytest.mark.serial  # a timed assertion: no other test meanwhile
 @pytest.mark.real_model
 def test_a_shared_link_opens_within_a_second_on_a_warm_server(real_client):
     text = " ".join(["The chef who ran to the store was out of food, so he went back."] * 8)
@@ -326,9 +329,9 @@ def test_embed_page(client):
 
 SERVER = textwrap.dedent(
     """
-    from sparsescope.main import create_app
-    from sparsescope.service import AnalysisService
-    from sparsescope.settings import Settings
+    from sparsescope.web.main import create_app
+    from sparsescope.engine.service import AnalysisService
+    from sparsescope.engine.settings import Settings
     from sparse_core.testing import tiny_model
 
 

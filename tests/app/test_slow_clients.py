@@ -23,8 +23,9 @@ import httpx
 import pytest
 
 from bench.bench_load import HOST, LiveServer, live_server, text_pool
-from sparsescope.main import create_app
-from sparsescope.service import AnalysisService
+from sparsescope.engine.request import AnalysisRequest
+from sparsescope.engine.service import AnalysisService
+from sparsescope.web.main import create_app
 from tests.app.conftest import make_settings
 
 pytestmark = pytest.mark.slow
@@ -244,7 +245,7 @@ def test_the_same_text_at_once_runs_the_model_once(tmp_path, tiny_model):
     service = AnalysisService(make_settings(tmp_path), model=model)
     with ThreadPoolExecutor(max_workers=8) as pool:
         bodies = list(
-            pool.map(lambda _: service.analyze("Eight at once.", 1.5, False, False), range(8))
+            pool.map(lambda _: service.analyze(AnalysisRequest("Eight at once.")), range(8))
         )
     assert all(b == bodies[0] for b in bodies)
     assert service.stats.runs == 1 and model.most == 1

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from sparsescope.store import (
+from sparsescope.engine.store import (
     DB_NAME,
     SCHEMA_VERSION,
     ShareStore,

@@ -1,4 +1,4 @@
-"""The analyze body written straight to JSON (app/payloads.py ``summary_json`` and
+"""The analyze body written straight to JSON (app/engine/payloads.py ``summary_json`` and
 ``analysis_json``): byte for byte what ``dumps`` makes of the body with its summary rows, and
 the cache entry's ``body`` parsed back from those bytes is the dict the rows would have made."""
 
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from sparse_core.methods import PredictContext
-from sparsescope.payloads import (
+from sparsescope.engine.payloads import (
     _rows,
     analysis_body,
     analysis_json,
@@ -21,7 +21,8 @@ from sparsescope.payloads import (
     summary_rows,
     summary_texts,
 )
-from sparsescope.service import AnalysisService
+from sparsescope.engine.request import AnalysisRequest
+from sparsescope.engine.service import AnalysisService
 from tests.app.conftest import make_settings
 
 NAMES = ["window", "sf-kmeans", 'odd "name" 100%', "longformer", "ünï"]
@@ -98,7 +99,7 @@ def test_the_service_body_is_the_dumps_of_the_old_body(tmp_path, tiny_model, tin
     ``Entry.body`` (parsed back when a route asks) is that same dict."""
     svc = AnalysisService(make_settings(tmp_path), model=tiny_model, artefact=tiny_artefact)
     for k, text in enumerate(["The chef who ran to the store.", "One.", "Two words here!"]):
-        entry = svc.analyze_entry(text, 1.5, bool(k % 2), False)
+        entry = svc.analyze_entry(AnalysisRequest(text, 1.5, bool(k % 2), False))
         assert entry.body_dict is None  # nothing parsed yet
         out, art = entry.out, entry.artefact
         rows = summary_rows(out, art, PredictContext.from_run(out, art))

@@ -1,12 +1,12 @@
-"""The head grid's thumbnails in the analysis body (app/thumbs.py): max pooling over exact blocks,
-the √p states, the two-cells-per-character strings, and the body's ``thumbs`` field."""
+"""The head grid's thumbnails in the analysis body (app/engine/thumbs.py): max pooling over exact
+blocks, the √p states, the two-cells-per-character strings, and the body's ``thumbs`` field."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from sparsescope.thumbs import (
+from sparsescope.engine.thumbs import (
     ALPHABET,
     THUMB,
     bounds,

@@ -75,14 +75,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
+# package scope: the server thread and Playwright's event loop end with the browser tests (an xdist
+# worker then goes on with other modules, which run asyncio loops, freeze the collector ...)
+@pytest.fixture(scope="package")
 def server_url(tmp_path_factory, tiny_model):
     """Base URL of a live server (uvicorn thread) on the tiny model with a random artefact."""
     import uvicorn
 
-    from sparsescope.main import create_app
-    from sparsescope.service import AnalysisService
-    from sparsescope.settings import Settings
+    from sparsescope.engine.service import AnalysisService
+    from sparsescope.engine.settings import Settings
+    from sparsescope.web.main import create_app
 
     settings = Settings(data_dir=tmp_path_factory.mktemp("browser-data"), warmup=False)
     service = AnalysisService(settings, model=tiny_model, artefact=random_artefact(tiny_model))
@@ -103,7 +105,7 @@ def server_url(tmp_path_factory, tiny_model):
     thread.join(timeout=10)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser():
     from playwright.sync_api import sync_playwright
 

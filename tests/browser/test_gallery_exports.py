@@ -181,7 +181,7 @@ def test_view_html_renders_offline(page, browser, server_url, tmp_path):
 
 
 def test_analysis_json_download(page, server_url):
-    from sparsescope.schemas import ShareState
+    from sparsescope.web.schemas import ShareState
 
     analyse(page, server_url, "The chef who ran to the store was out of food.")
     name, data = download(page, '[data-export="analysis-json"]')

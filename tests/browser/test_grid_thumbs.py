@@ -1,13 +1,13 @@
 """The head grid at a long text in a real headless Chromium: every head's thumbnail is drawn from
-the analysis body (app/thumbs.py) at once, without any head payload, and the open head's, redrawn
-from its payload, has the same blocks."""
+the analysis body (app/engine/thumbs.py) at once, without any head payload, and the open head's,
+redrawn from its payload, has the same blocks."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from sparsescope.thumbs import decode, pool_max
+from sparsescope.engine.thumbs import decode, pool_max
 
 pytestmark = pytest.mark.browser
 

@@ -17,11 +17,11 @@ from urllib.parse import parse_qs, quote, urlparse
 import pytest
 from fastapi.testclient import TestClient
 
-from sparsescope.main import create_app
-from sparsescope.payloads import MAX_RAW_TOKENS
-from sparsescope.render import LECTURE_TEXT
-from sparsescope.service import AnalysisService
-from sparsescope.settings import Settings
+from sparsescope.engine.payloads import MAX_RAW_TOKENS
+from sparsescope.engine.service import AnalysisService
+from sparsescope.engine.settings import Settings
+from sparsescope.web.main import create_app
+from sparsescope.web.render import LECTURE_TEXT
 
 # ----------------------------------------------------------------------------- the API (no browser)
 

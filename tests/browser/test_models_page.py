@@ -23,9 +23,9 @@ class LiveServer:
     def __init__(self, data_dir, *models) -> None:
         import uvicorn
 
-        from sparsescope.main import create_app
-        from sparsescope.service import AnalysisService
-        from sparsescope.settings import Settings
+        from sparsescope.engine.service import AnalysisService
+        from sparsescope.engine.settings import Settings
+        from sparsescope.web.main import create_app
 
         settings = Settings(data_dir=data_dir, models=tuple(str(m) for m in models), warmup=False)
         port = free_port()

@@ -117,7 +117,7 @@ def test_resume_continues_exactly(tiny_dir: Path, corpus: Path, tmp_path: Path) 
     assert ck is not None and store.load_trainer_state(ck)["done"] == 3
     from sparse_core import load_model
 
-    assert load_model(ck, device="cpu").config.alpha == 1.5  # the checkpoint loads
+    assert load_model(ck, device="cpu").default_alpha == 1.5  # the checkpoint loads
     with pytest.raises(Exception, match="already holds an adapt run"):
         adapt(str(tiny_dir), corpus, part, cfg(), device="cpu", progress=False)
     with pytest.raises(Exception, match="steps = 6, not 7"):
@@ -146,7 +146,7 @@ def test_output_dir_loads_with_its_alpha(tiny_dir: Path, corpus: Path, tmp_path:
     html = (out / "loss.html").read_text()
     assert "Plotly.newPlot" in html and not re.search(r"<script[^>]*src=", html)  # inlined
     m = load_model(out, device="cpu")
-    assert m.config.alpha == 1.25 and m.config.alpha_trained
+    assert m.default_alpha == 1.25 and m.alpha_trained
     run = m.run("The river ran past the mill.")
     assert run.alpha == 1.25
     assert m.run("The river ran past the mill.", alpha=1.5).alpha == 1.5  # explicit wins
@@ -172,18 +172,18 @@ def test_learned_alpha_moves_and_is_recorded(tiny_dir: Path, corpus: Path, tmp_p
     log = store.read_log(out)
     assert log[0]["alpha"]["std"] > 0  # after one step the heads differ
     m = load_model(out, device="cpu")
-    assert isinstance(m.config.alpha, torch.Tensor) and m.config.alpha_trained
-    assert torch.allclose(m.config.alpha.double(), table, atol=1e-6)
+    assert isinstance(m.default_alpha, torch.Tensor) and m.alpha_trained
+    assert torch.allclose(m.default_alpha.double(), table, atol=1e-6)
     run = m.run("The river ran past the mill.")
-    assert torch.equal(run.alpha, m.config.alpha)
-    assert torch.equal(run.alpha_table(), m.config.alpha_table())
+    assert torch.equal(run.alpha, m.default_alpha)
+    assert torch.equal(run.alpha_table(), m.alpha_table())
     # every head at its own α: head (l, h)'s P is entmax at α[l, h] of its own scores
     from sparse_core.entmax import entmax
 
     s = run.scores()  # (L, H, n, n)
     for li in range(2):
         for h in range(4):
-            want = entmax(s[li, h], float(m.config.alpha[li, h]))
+            want = entmax(s[li, h], float(m.default_alpha[li, h]))
             torch.testing.assert_close(run.probs[li, h], want, atol=2e-6, rtol=0)
     fixed = m.run("The river ran past the mill.", alpha=1.5)
     assert fixed.alpha_table().eq(1.5).all() and not torch.equal(fixed.probs, run.probs)
@@ -203,7 +203,7 @@ def test_every_architecture_trains(arch: str, corpus: Path, tmp_path: Path) -> N
     assert meta["held_out"]["loss"] > 0
     from sparse_core import load_model
 
-    assert load_model(out, device="cpu").config.alpha == 1.5
+    assert load_model(out, device="cpu").default_alpha == 1.5
 
 
 def test_head_only_on_a_softmax_body(tiny_dir: Path, corpus: Path, tmp_path: Path) -> None:

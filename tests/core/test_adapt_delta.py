@@ -1,4 +1,5 @@
-"""Shipped adapted models as deltas over their base (sparse_core.adapt.delta), tiny models."""
+"""Shipped adapted models as deltas over their base (sparse_core.adapt.delta writes them,
+sparse_core.shipped rebuilds them), tiny models."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ import pytest
 import torch
 
 from sparse_core.adapt import AdaptConfig, adapt, load_lm
-from sparse_core.adapt.delta import materialize, read_meta, save_delta
+from sparse_core.adapt.delta import save_delta
 from sparse_core.errors import ModelLoadError
+from sparse_core.shipped import materialize, read_meta
 from sparse_core.testing import write_tiny_checkpoint
 
+TOKENIZER = ("tokenizer.json", "vocab.txt", "tokenizer_config.json")
 ARTICLE = (
     " = Mill {k} = \n\n The {k} river ran past the old mill , and the miller watched it every "
     "morning while children played near the water . In winter the wheel froze , so the village "
@@ -49,9 +52,12 @@ def test_delta_holds_only_what_training_changed(adapted, tmp_path, monkeypatch) 
     assert meta["base"] == str(base) and meta["config"]["entmax_alpha"] == 1.25
 
     monkeypatch.setenv("SPARSESCOPE_CACHE", str(tmp_path / "cache"))
-    built = materialize("test/tiny-adapted", tmp_path / "d.safetensors")
-    assert materialize("test/tiny-adapted", tmp_path / "d.safetensors") == built  # cached
+    built = materialize("test/tiny-adapted", base, TOKENIZER, tmp_path / "d.safetensors")
+    assert (
+        materialize("test/tiny-adapted", base, TOKENIZER, tmp_path / "d.safetensors") == built
+    )  # cached
     assert json.loads((built / "config.json").read_text())["entmax_alpha"] == 1.25
+    assert any((built / f).is_file() for f in TOKENIZER)
     want = load_lm(str(out), "cpu").lm.state_dict()
     got = load_lm(str(built), "cpu").lm.state_dict()
     for k, v in want.items():
@@ -60,7 +66,7 @@ def test_delta_holds_only_what_training_changed(adapted, tmp_path, monkeypatch) 
     from sparse_core import load_model
 
     m = load_model(built, device="cpu")
-    assert m.config.alpha == 1.25 and m.config.alpha_trained
+    assert m.default_alpha == 1.25 and m.alpha_trained
 
 
 def test_a_delta_over_other_base_weights_is_refused(adapted, tmp_path, monkeypatch) -> None:
@@ -75,7 +81,7 @@ def test_a_delta_over_other_base_weights_is_refused(adapted, tmp_path, monkeypat
     save_file(w, str(base / "model.safetensors"))
     try:
         with pytest.raises(ModelLoadError, match="installed ones differ"):
-            materialize("test/tiny-adapted", tmp_path / "d.safetensors")
+            materialize("test/tiny-adapted", base, TOKENIZER, tmp_path / "d.safetensors")
     finally:
         w[name] = w[name] - 1
         save_file(w, str(base / "model.safetensors"))
@@ -83,4 +89,4 @@ def test_a_delta_over_other_base_weights_is_refused(adapted, tmp_path, monkeypat
 
 def test_missing_delta_is_a_one_line_error(tmp_path: Path) -> None:
     with pytest.raises(ModelLoadError, match="is not installed"):
-        materialize("test/none", tmp_path / "missing.safetensors")
+        materialize("test/none", tmp_path, TOKENIZER, tmp_path / "missing.safetensors")

@@ -77,4 +77,4 @@ def test_two_workers_train_data_parallel(setup, tmp_path, monkeypatch) -> None:
     from sparse_core import load_model
 
     m = load_model(tmp_path / "ray2", device="cpu")
-    assert torch.allclose(m.config.alpha.double(), table.double(), atol=1e-6)
+    assert torch.allclose(m.default_alpha.double(), table.double(), atol=1e-6)

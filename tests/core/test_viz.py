@@ -156,7 +156,7 @@ def test_pos_figure_of_a_real_cluster_breakdown(out):
 
 
 def test_to_share_state_validates_as_the_apps_share_state(out):
-    from sparsescope.schemas import ShareState
+    from sparsescope.web.schemas import ShareState
 
     state = viz.to_share_state(out, 1, 2, method="strided", params={"stride": 3}, token=4)
     parsed = ShareState.model_validate(state)
@@ -169,7 +169,7 @@ def test_to_share_state_validates_as_the_apps_share_state(out):
 
 
 def test_to_share_state_of_a_causal_run(tiny_model):
-    from sparsescope.schemas import ShareState
+    from sparsescope.web.schemas import ShareState
 
     o = tiny_model.run(TEXT, alpha=2.0, causal=True)
     state = ShareState.model_validate(viz.to_share_state(o, view={"scope": "mean"}))

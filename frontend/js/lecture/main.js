@@ -52,7 +52,7 @@ function readConfig() {
 
 /**
  * A lecture share too long for a redirect arrives as the `shared-state` island
- * ({id, state, created, analysis}, app/routes/share.py) instead of a URL query.
+ * ({id, state, created, analysis}, app/web/routes/share.py) instead of a URL query.
  * @returns {import("./state.js").LectureState | null}
  */
 function readShared() {

@@ -1,0 +1,247 @@
+"""Flags that several commands take, each declared once here with its one default and help.
+
+A command calls ``add_<flag>(parser)`` for each shared flag it takes and the matching check
+(``alpha_of(args)``, ``check_max_tokens(args, model)`` ...) in its ``run``; its own flags
+(``--layer``, ``--workers`` ...) stay in its module. Where one flag must default differently in
+two commands, the helper takes the default as an argument and the help says why:
+
+==================  ================================  =========================================
+flag                commands                          default
+==================  ================================  =========================================
+``--model``         all                               the shipped adapted all-MiniLM-L6-v2
+                                                      (serve: repeatable, SPARSESCOPE_MODELS,
+                                                      else it and the original)
+``--alpha``         analyze, fit, pareto, clusters    1.5 (``request.DEFAULT_ALPHA``)
+``--artefact``      serve, analyze, pareto, clusters  the one fitted for the model at --alpha
+``--device``        serve, analyze, fit, clusters     auto (serve: SPARSESCOPE_DEVICE first)
+``--max-tokens``    serve, fit, pareto, clusters      512 (``settings.DEFAULT_MAX_TOKENS``;
+                                                      serve: SPARSESCOPE_MAX_TOKENS first)
+``--corpus``        fit, pareto, clusters             required
+``--format``        fit, pareto, clusters             auto (detected per file)
+``--limit``         fit, pareto, clusters             all inputs; clusters 50 (see its help)
+``--causal``        analyze, pareto                   off
+``--json``          analyze, clusters                 off (a table)
+``--block``         analyze, pareto                   64 (``pareto.points.DEFAULT_BLOCK``)
+``--engine``        fit, pareto, adapt                local
+``--seed``          fit, adapt                        0
+``--workers``       pareto, adapt                     pareto: by the inputs; adapt: 2 Ray workers
+``--threads``       pareto, adapt                     pareto: 1 per process; adapt: torch's
+``--alpha`` (adapt) adapt                             None: 1.5 to train, the model's own with
+                                                      --evaluate; also 'learned' / 'own'
+``--out``           fit, pareto                       fit: ``.``; pareto: ``pareto-out`` (see
+                                                      their help)
+==================  ================================  =========================================
+
+``serve``'s flags default to None so that the ``SPARSESCOPE_*`` environment (app/engine/
+settings.py) applies when a flag is not given; the settings carry the same defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from sparse_core.errors import SparsescopeError
+from sparse_core.metrics import BLOCKS
+from sparse_core.pareto.points import DEFAULT_BLOCK
+
+from ..engine.request import DEFAULT_ALPHA, check_alpha
+from ..engine.settings import DEFAULT_MAX_TOKENS
+
+#: What ``--model`` accepts, said once for every command.
+MODEL_HELP = (
+    "a local Hugging Face directory or a name in the local Hugging Face cache (never "
+    "downloaded; default: the shipped sparsescope/all-MiniLM-L6-v2-entmax1.5, all-MiniLM-L6-v2 "
+    "adapted to 1.5-entmax; the original is sentence-transformers/all-MiniLM-L6-v2)"
+)
+#: Corpus formats (``sparse_core.corpus.read_corpus``).
+FORMATS = ("auto", "conllu", "wikitext", "plain")
+#: Where the model runs when no --device is given.
+DEFAULT_DEVICE = "auto"
+#: The shortest input a corpus command packs.
+MIN_MAX_TOKENS = 8
+
+
+def add_model(p: argparse.ArgumentParser, *, several: bool = False) -> None:
+    """``--model NAME_OR_DIR`` (``several``: repeatable, the first is the default)."""
+    p.add_argument(
+        "--model",
+        action="append" if several else "store",
+        default=None,
+        metavar="NAME_OR_DIR",
+        help=("a model to serve, repeatable (the first is the default): " if several else "")
+        + MODEL_HELP,
+    )
+
+
+def add_alpha(p: argparse.ArgumentParser) -> None:
+    """``--alpha A``: entmax's alpha, checked by :func:`alpha_of`."""
+    p.add_argument(
+        "--alpha",
+        type=float,
+        default=DEFAULT_ALPHA,
+        help=f"entmax alpha in [1, 2] (default {DEFAULT_ALPHA:g})",
+    )
+
+
+def alpha_of(args: argparse.Namespace) -> float:
+    """``--alpha`` checked (``engine.request.check_alpha``: the app's one range and message),
+    before any model is loaded."""
+    return check_alpha(args.alpha)
+
+
+def add_artefact(p: argparse.ArgumentParser) -> None:
+    """``--artefact PATH``: a Sparsefinder artefact."""
+    p.add_argument(
+        "--artefact",
+        default=None,
+        metavar="PATH",
+        help="a Sparsefinder artefact (its .safetensors, .json or base name; default: one "
+        "fitted for the model at the alpha used, if any: the shipped one for the default model "
+        "at 1.5)",
+    )
+
+
+def add_device(p: argparse.ArgumentParser, *, setting: bool = False) -> None:
+    """``--device auto|cpu|cuda[:N]`` (checked where the model loads). ``setting``: default
+    None, so that ``SPARSESCOPE_DEVICE`` applies (serve)."""
+    p.add_argument(
+        "--device",
+        default=None if setting else DEFAULT_DEVICE,
+        metavar="DEVICE",
+        help="auto, cpu or cuda where the model runs (default: "
+        + ("SPARSESCOPE_DEVICE, else " if setting else "")
+        + f"{DEFAULT_DEVICE})",
+    )
+
+
+def add_max_tokens(p: argparse.ArgumentParser, *, setting: bool = False) -> None:
+    """``--max-tokens N``: a corpus command's tokens per packed input (specials included), or
+    (``setting``: serve) each served model's token limit, default None so that
+    ``SPARSESCOPE_MAX_TOKENS`` applies. One default either way."""
+    if setting:
+        p.add_argument(
+            "--max-tokens", type=int, default=None, metavar="N",
+            help="token limit per text, capped by each model's positions (default: "
+            f"SPARSESCOPE_MAX_TOKENS, else {DEFAULT_MAX_TOKENS}); a longer text is analysed in "
+            "windows of that many tokens",
+        )  # fmt: skip
+    else:
+        p.add_argument(
+            "--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, metavar="N",
+            help=f"tokens per input, specials included (default {DEFAULT_MAX_TOKENS}, at most "
+            "the model's positions)",
+        )  # fmt: skip
+
+
+def check_max_tokens(args: argparse.Namespace, model: Any) -> int:
+    """A corpus command's ``--max-tokens`` within [8, the model's positions]."""
+    most = model.config.max_positions
+    if not MIN_MAX_TOKENS <= args.max_tokens <= most:
+        raise SparsescopeError(
+            f"--max-tokens must be in [{MIN_MAX_TOKENS}, {most}] (the model's positions), "
+            f"got {args.max_tokens}"
+        )
+    return args.max_tokens
+
+
+def add_corpus(p: argparse.ArgumentParser, *, several: bool = True, what: str = "") -> None:
+    """``--corpus PATH [PATH ...]`` (required; ``several``: one or more files, read in order)
+    and ``--format``."""
+    p.add_argument(
+        "--corpus",
+        nargs="+" if several else None,
+        required=True,
+        metavar="PATH",
+        help=("corpus files, read in order" if several else "a corpus file") + what,
+    )
+    p.add_argument(
+        "--format",
+        default="auto",
+        choices=FORMATS,
+        help="corpus format (default: detected per file)",
+    )
+
+
+def add_limit(p: argparse.ArgumentParser, *, default: int | None = None, why: str = "") -> None:
+    """``--limit N``: only the first N packed inputs (corpus order; the rest stays unseen)."""
+    p.add_argument(
+        "--limit",
+        type=int,
+        default=default,
+        metavar="N",
+        help="use only the first N packed inputs (corpus order; later text stays unseen; "
+        + (f"default {default}: {why})" if default is not None else "default: all)"),
+    )
+
+
+def check_limit(args: argparse.Namespace) -> None:
+    if args.limit is not None and args.limit < 1:
+        raise SparsescopeError(f"--limit must be >= 1, got {args.limit}")
+
+
+def add_causal(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--causal", action="store_true", help="mask future keys (decoder-style)")
+
+
+def add_json(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def add_block(p: argparse.ArgumentParser, *, axis: bool = False) -> None:
+    """``--block B``: the tile size of the block sparsity. ``axis`` (pareto): the x-axis with
+    ``--x block``; its default is then None (read as 64) so that a ``--block`` given without
+    ``--x block`` is caught."""
+    sizes = ", ".join(map(str, BLOCKS))
+    p.add_argument(
+        "--block",
+        type=int,
+        default=None if axis else DEFAULT_BLOCK,
+        choices=None if axis else BLOCKS,
+        metavar="B",
+        help=f"tile size ({sizes}; default {DEFAULT_BLOCK}) "
+        + (
+            "of the block sparsity axis of --x block"
+            if axis
+            else "of the table's block sparsity column (the JSON carries every size)"
+        ),
+    )
+
+
+def add_seed(p: argparse.ArgumentParser) -> None:
+    """``--seed S``: the random seed of a command's draws."""
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+
+
+def add_workers(p: argparse.ArgumentParser, *, default: int | None, help: str) -> None:
+    """``--workers N``: processes or Ray workers (``help`` says what they are and the default)."""
+    p.add_argument("--workers", type=int, default=default, metavar="N", help=help)
+
+
+def add_threads(p: argparse.ArgumentParser, *, default: int | None, help: str) -> None:
+    """``--threads T``: torch CPU threads (``help`` says whose and the default)."""
+    p.add_argument("--threads", type=int, default=default, metavar="T", help=help)
+
+
+def add_engine(p: argparse.ArgumentParser, *, what: str) -> None:
+    """``--engine local|ray`` (``what``: what runs where)."""
+    p.add_argument(
+        "--engine",
+        default="local",
+        choices=("local", "ray"),
+        help=f"{what}; ray: on the Ray cluster at RAY_ADDRESS, else a local one (needs pip "
+        "install 'sparsescope[ray]'; docs/ray.md)",
+    )
+
+
+def add_out(p: argparse.ArgumentParser, *, default: str, why: str) -> None:
+    """``--out DIR``: the output folder (``default`` per command: ``why`` says why)."""
+    p.add_argument("--out", default=default, metavar="DIR", help=f"output directory ({why})")
+
+
+def check_out(args: argparse.Namespace) -> Path:
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise SparsescopeError(f"--out must be a directory, but {str(out)!r} is a file")
+    return out

@@ -1,0 +1,164 @@
+"""What is derived from one cached analysis on request, computed once and kept with its entry.
+
+One head's payload (edges and what the page needs to recompute every mask), the lecture's raw
+vectors, the Pareto sweep of every method's grid (per head, or every head for the mean), the POS
+make-up of the k-means clusters, and the metrics of one method setting. Each is computed the
+first time it is asked for and kept in the entry (``LruCache.derive``: one lock per result, its
+bytes counted against the cache's bound). The service (app/engine/service.py) finds the entry
+and checks the layer and head; the bodies are JSON bytes (app/engine/payloads.py).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from sparse_core import pareto, pos
+from sparse_core.bitsets import METRICS, fold_blocks
+from sparse_core.errors import SparsescopeError
+from sparse_core.methods import METHODS, available, evaluate
+
+from .cache import Entry, LruCache
+from .memory import release_free_memory
+from .payloads import MAX_RAW_TOKENS, dumps, head_body, raw_body
+
+if TYPE_CHECKING:
+    from .service import Stats
+
+log = logging.getLogger(__name__)
+
+
+class Derived:
+    """The results derived from the entries of ``cache``; ``stats`` counts the sweeps."""
+
+    def __init__(self, cache: LruCache, stats: Stats) -> None:
+        self.cache = cache
+        self.stats = stats
+
+    def head(self, entry: Entry, layer: int, head: int) -> bytes:
+        """The head payload as JSON bytes (serialised once, then served from the entry)."""
+        return self.cache.derive(
+            entry, ("head", layer, head), lambda: dumps(head_body(entry, layer, head))
+        )
+
+    def raw(self, entry: Entry, layer: int, head: int, d_model: int) -> bytes:
+        """The lecture's raw vectors of one head (texts of at most ``MAX_RAW_TOKENS`` tokens)."""
+        if entry.out.n > MAX_RAW_TOKENS:
+            raise SparsescopeError(
+                f"raw vectors are served for texts of at most {MAX_RAW_TOKENS} tokens; this one "
+                f"has {entry.out.n} (use a shorter text for the lecture view)",
+                field="id",
+            )
+        return dumps(raw_body(entry.out, layer, head, d_model=d_model))
+
+    def pareto(
+        self, entry: Entry, layer: int | None, head: int | None, x: str, block: int | None
+    ) -> bytes:
+        """Per-text Pareto data for one head, or (both None) the mean over heads, as JSON bytes;
+        frontiers over (x, recall), x the token or the block sparsity (checked by the caller,
+        ``pareto.check_axis``).
+
+        The sweep of every method's grid (``sparse_core.pareto.sweep_text``) runs once per
+        analysis, on the first request; each scope is then sliced from it and kept.
+        """
+
+        def make() -> bytes:
+            whole = self.cache.peek(entry, ("sweep",))
+            if layer is None or whole is not None:  # the mean needs every head's sweep
+                sweep = self.cache.derive(entry, ("sweep",), lambda: self._sweep(entry))
+                body = sweep.points(layer, head, x, block)
+            else:  # one head: swept alone (PredictContext.view), 1/(L·H) of the work
+                sweep = self.cache.derive(
+                    entry, ("sweep", layer, head), lambda: self._sweep(entry, layer, head)
+                )
+                body = sweep.points(0, 0, x, block)
+            return dumps({**body, "layer": layer, "head": head})
+
+        return self.cache.derive(entry, ("pareto", layer, head, x, block), make)
+
+    def _sweep(self, entry: Entry, layer: int | None = None, head: int | None = None) -> Any:
+        """Every method's grid on this text: every head, or (``layer``, ``head``) alone."""
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            ctx = entry.ctx if layer is None else entry.ctx.view(layer, head)
+            sweep = pareto.sweep_text(ctx, per_head=True)
+        release_free_memory()  # the sweep's bitsets
+        self.stats.pareto_runs += 1
+        log.info(
+            "Pareto sweep of %d tokens (%s) in %.0f ms",
+            entry.out.n,
+            "every head" if layer is None else f"head {layer}.{head}",
+            1000 * (time.perf_counter() - t0),
+        )
+        return sweep
+
+    def clusters(
+        self, entry: Entry, layer: int, head: int, clusters: int | None, top_k: int
+    ) -> bytes:
+        """POS make-up of one head's Sparsefinder k-means clusters on this text (paper Figure 6,
+        ``sparse_core.pos.cluster_breakdown``, the ``sparsescope clusters --json`` shape)."""
+        art = entry.artefact
+        if art is None or not art.centroids:
+            raise SparsescopeError(
+                f"the cluster breakdown needs a Sparsefinder artefact with k-means centroids, and "
+                f"none is fitted for this model at alpha {entry.body['alpha']:g}",
+                field="clusters",
+            )
+        choices = sorted(art.centroids)
+        if clusters is None:
+            clusters = 8 if 8 in choices else choices[0]
+        if clusters not in art.centroids:
+            raise SparsescopeError(
+                f"clusters must be one of {', '.join(map(str, choices))} (the artefact's k-means "
+                f"fits), got {clusters}",
+                field="clusters",
+            )
+        if not 1 <= top_k <= clusters:
+            raise SparsescopeError(f"top_k must be in [1, {clusters}], got {top_k}", field="top_k")
+        tags = entry.out.extra.get("pos_tags")
+
+        def make() -> bytes:
+            with torch.inference_mode():
+                body = pos.cluster_breakdown(
+                    entry.out, art, layer, head, clusters, pos_tags=tags, top_k=top_k
+                )
+            return dumps(body)
+
+        return self.cache.derive(entry, ("clusters", layer, head, clusters, top_k), make)
+
+    def metrics(
+        self, entry: Entry, layer: int, head: int, method: str, params: dict[str, str]
+    ) -> dict:
+        """Recall, sparsity, exact, precision and block sparsity (``{"16": …, "128": …}``) of
+        one method setting on one head.
+
+        ``params`` come from the query string (strings; missing ones take their defaults) and
+        are checked by ``Method.validate``, whose error names the parameter at fault. The (L, H)
+        metrics of a setting are computed once and kept with the analysis.
+        """
+        if method not in METHODS:
+            raise SparsescopeError(
+                f"method must be one of {', '.join(METHODS)}, got {method!r}", field="method"
+            )
+        m = METHODS[method]
+        if m.needs_artefact and entry.artefact is None:
+            raise SparsescopeError(
+                f"method {method} needs a Sparsefinder artefact, and none is fitted for this "
+                f"model at alpha {entry.body['alpha']:g}; methods without one: "
+                f"{', '.join(available(None))}",
+                field="method",
+            )
+        clean = m.validate(entry.out.n, params, entry.artefact)
+        key = ("metrics", m.name, json.dumps(clean, sort_keys=True))
+
+        def make() -> dict[str, list]:
+            with torch.inference_mode():
+                got = evaluate(entry.ctx, m, clean)
+            return {k: v.tolist() for k, v in got.items()}
+
+        table = self.cache.derive(entry, key, make)
+        return fold_blocks({k: table[k][layer][head] for k in METRICS})

@@ -1,0 +1,350 @@
+"""The analysis service: the facade the web app, the widget and ``sparsescope serve`` call.
+
+The models are loaded once, in :meth:`AnalysisService.start` (the app's lifespan, or ``sparsescope
+serve`` before the server starts), never at import; each lives in a :class:`ModelSlot` keyed by its
+id, the first being the default, and each slot's worker runs its forwards (app/engine/batching.py).
+An analysis is asked for with an :class:`~sparsescope.engine.request.AnalysisRequest` and cached
+under its key (``AnalysisRequest.key``: the text, alpha, causal, truncate, start, the model's id
+and the artefact's name) in a cache bounded in entries and bytes (app/engine/cache.py). What is
+heavy and not always needed (the Pareto sweep, per-head payloads, metrics tables) is derived on
+request and kept with the entry (app/engine/derived.py).
+
+Bad input raises a domain error with the field at fault (``sparse_core.errors``,
+app/engine/errors.py); nothing here knows an HTTP status. Tensors become JSON in
+app/engine/payloads.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+
+from sparse_core import __version__, pareto
+from sparse_core.errors import SparsescopeError
+
+from .cache import Entry, KeyLocks, LruCache, tensor_nbytes
+from .derived import Derived
+from .errors import NotFound
+from .memory import Trimmer
+from .models import ModelRegistry
+from .payloads import analysis_body, analysis_json, methods_json, summary_rows
+from .request import DEFAULT_ALPHA, AnalysisRequest, api_wording, check_alpha, looks_like_id
+from .settings import Settings
+from .slot import ModelSlot, artefact_label
+from .summaries import summarise
+from .tagging import Tagger
+
+log = logging.getLogger(__name__)
+
+#: Method lists remembered per (n, artefact name).
+MAX_METHOD_LISTS = 4096
+#: What the warm-up analyses (uncached).
+WARMUP_TEXT = "Warm up the model."
+
+
+@dataclass
+class Stats:
+    """Counters the tests (and /healthz readers) use: model runs, cache hits, warm-ups."""
+
+    runs: int = 0
+    hits: int = 0
+    pareto_runs: int = 0
+    warmups: int = 0
+    summary_batches: int = 0  # batches of analyses whose summaries were computed together
+    timings: dict[str, float] = field(default_factory=dict)  # last analyze: stage -> seconds
+
+
+class AnalysisService:
+    """Answers every API question about analysed texts, on the models of :attr:`slots`.
+
+    One :class:`~sparsescope.engine.slot.ModelSlot` per model of ``settings.model_names()`` (the
+    first is the default), or the ``slots`` given. ``slot_options`` (``model``, ``artefact``,
+    ``use_artefact``, ``loader``) are handed to the first slot (tests pass a tiny model).
+    """
+
+    def __init__(
+        self, settings: Settings, *, slots: list[ModelSlot] | None = None, **slot_options: Any
+    ) -> None:
+        self.settings = settings
+        if slots is None:
+            names = settings.model_names()
+            slots = [ModelSlot(settings, name=names[0], **slot_options)]
+            slots += [ModelSlot(settings, name=nm) for nm in names[1:]]
+        elif slot_options:
+            raise TypeError("give either slots or the options of one slot, not both")
+        #: the served models (app/engine/models.py)
+        self.registry = ModelRegistry(settings, slots)
+        # batching off (SPARSESCOPE_BATCH_TOKENS=1: every forward alone): tag one text a call
+        self.tagger = Tagger(pipe=settings.batch_tokens > 1)
+        self._start_lock = threading.Lock()
+        self._started = False
+        self.cache = LruCache(settings.cache_entries, settings.cache_bytes)
+        self.stats = Stats()
+        self.derived = Derived(self.cache, self.stats)
+        self._method_lists: dict[tuple[int, str | None], list[dict]] = {}
+        self._inflight = KeyLocks()
+        self.trimmer = Trimmer()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    @property
+    def slot(self) -> ModelSlot:
+        """The default model's slot (the first served)."""
+        return self.registry.default
+
+    @property
+    def slots(self) -> dict[str, ModelSlot]:
+        """Every served model's slot by id (empty before :meth:`start`)."""
+        return self.registry.by_id
+
+    @property
+    def ready(self) -> bool:
+        return self.registry.ready
+
+    @property
+    def model(self):
+        return self.slot.model
+
+    def start(self) -> None:
+        """Load the models (and the ``--artefact`` one), then warm up with one short text.
+
+        Once: ``sparsescope serve`` starts the service before the server (so that a load error
+        is one line on stderr) and the app's lifespan starts it again, which does nothing.
+        """
+        with self._start_lock:
+            if self._started:
+                return
+            if self.settings.threads is not None or not self.slot.ready:
+                # process-wide, like the model; a model handed in (tests) leaves it alone
+                torch.set_num_threads(self.settings.torch_threads())
+            self.registry.load()
+            if self.settings.warmup:
+                t0 = time.perf_counter()
+                self.warmup()
+                log.info("warm-up done in %.1f s", time.perf_counter() - t0)
+            self._started = True
+
+    def drop_background_work(self) -> None:
+        """At the app's shutdown: drop the low-priority model work still queued (share and
+        gallery warm-ups) on every model's worker; user requests already queued still run."""
+        self.registry.drop_background_work()
+
+    def slot_for(self, model: str | None) -> ModelSlot:
+        """The slot of a served model (``ModelRegistry.slot_for``: None is the default)."""
+        return self.registry.slot_for(model)
+
+    def models(self) -> dict:
+        """``GET /api/models``: every served model, the default first."""
+        return self.registry.info()
+
+    def warmup(self) -> None:
+        """Run the whole pipeline once (tagger load, each served model's first forward, through
+        its worker) without caching it, so that no model's first analysis pays the start-up
+        cost."""
+        request = AnalysisRequest(WARMUP_TEXT)
+        for k, slot in enumerate(self.registry.loaded()):
+            out = slot.run(request)
+            if k == 0:
+                self.tagger.tags(out)
+            summary_rows(out, slot.artefact_for(request.alpha)[0])
+            self.stats.warmups += 1
+
+    def health(self) -> dict:
+        _, name = self.slot.artefact_for(DEFAULT_ALPHA)
+        return {
+            "status": "ok",
+            "model": self.slot.id,
+            "models": [s.id for s in self.registry.all],
+            "device": self.model.device,
+            "artefact": name,
+            "version": __version__,
+        }
+
+    def methods(self, n: int, alpha: float = DEFAULT_ALPHA, model: str | None = None) -> list[dict]:
+        """The method registry as sliders for a text of ``n`` tokens analysed at ``alpha`` (the
+        sf-* methods' choices are those of the artefact used there)."""
+        slot = self.slot_for(model)
+        limit = slot.model.max_positions
+        if isinstance(n, bool) or not 1 <= n <= limit:
+            raise SparsescopeError(
+                f"n must be in [1, {limit}] (the model's positions), got {n}", field="n"
+            )
+        return self._method_list(n, slot.artefact_for(check_alpha(alpha))[0])
+
+    def _method_list(self, n: int, artefact: Any) -> list[dict]:
+        """:func:`~sparsescope.engine.payloads.methods_json`, remembered per (n, artefact name):
+        what the sliders depend on, unlike the artefact's ``id()``, which Python reuses once an
+        artefact is freed."""
+        key = (n, artefact_label(artefact))
+        listed = self._method_lists.get(key)
+        if listed is None:
+            listed = methods_json(n, artefact)
+            if len(self._method_lists) < MAX_METHOD_LISTS:
+                self._method_lists[key] = listed
+        return listed
+
+    # -- analyze -------------------------------------------------------------------------------
+
+    def key(self, request: AnalysisRequest) -> str:
+        """The analysis id ``request`` gets on the model and artefact it resolves to."""
+        slot = self.slot_for(request.model)
+        _, art_name = slot.artefact_for(request.alpha)
+        return request.key(slot.id, art_name)
+
+    def analyze(self, request: AnalysisRequest) -> dict:
+        """The analyze body (a dict) of ``request``, from the cache when it was seen before."""
+        return self.analyze_entry(request).body
+
+    def analyze_entry(self, request: AnalysisRequest) -> Entry:
+        """The cached :class:`Entry` of ``request``, analysing the text on a cache miss."""
+        request = request.checked()
+        slot = self.slot_for(request.model)
+        if request.start:  # the window it names (clamped, at a word): one id per window
+            with api_wording():
+                enc = slot.model.encode(request.text, truncate=True, start=request.start)
+            request = replace(request, start=enc.window_start)
+        key = self.key(request)
+        entry = self.cache.get(key)
+        if entry is not None:
+            self.stats.hits += 1
+            return entry
+        # analyses of different texts run together (app/engine/batching.py); a racing twin of
+        # this one waits for it and finds it cached
+        # the forward's temporaries and evicted analyses are handed back to the system when
+        # the last analysis running ends (memory.Trimmer: once a burst, not once an analysis)
+        with self.trimmer.work(), self._inflight.hold(key):
+            entry = self.cache.get(key)
+            if entry is not None:
+                self.stats.hits += 1
+                return entry
+            entry = self._analyze(slot, key, request)
+            self.cache.put(entry)
+        return entry
+
+    def _analyze(self, slot: ModelSlot, key: str, request: AnalysisRequest) -> Entry:
+        model = slot.model
+        t: dict[str, float] = {}
+        t0 = time.perf_counter()
+        with api_wording():  # the words the model will see, tagged beside the forward
+            enc = model.encode(request.text, truncate=request.truncate, start=request.start)
+            # the model's worker batches it with others; Busy when its queue is full
+            pending = slot.submit(request, len(enc.ids))
+            words = self.tagger.start(request.text, enc)
+            out = pending.result()
+        t["model"] = time.perf_counter() - t0
+        self.stats.runs += 1
+        art, art_name = slot.artefact_for(request.alpha)
+        t0 = time.perf_counter()
+        tags = self.tagger.tags(out, words)
+        t["pos"] = time.perf_counter() - t0  # what is left of the tagging after the forward
+        t0 = time.perf_counter()
+        # run in one forward with others: summarised with them (app/engine/summaries.py)
+        ctx, summary, together = summarise(out, art)
+        if together > 1:
+            self.stats.summary_batches += 1
+        t["summary"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        body = analysis_body(
+            key,
+            out,
+            model_id=slot.id,
+            device=model.device,
+            alpha=request.alpha,
+            causal=bool(out.causal),
+            decoder=bool(model.config.is_decoder),
+            artefact_name=art_name,
+            pos=tags,
+            summary=None,  # written as JSON text straight away (payloads.summary_json)
+            methods=self._method_list(out.n, art),
+        )
+        body_json = analysis_json(body, summary)
+        t["body"] = time.perf_counter() - t0
+        self.stats.timings = t
+        log.info(
+            "analysed %d tokens on %s: %s",
+            out.n,
+            slot.id,
+            ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in t.items()),
+        )
+        out.hidden = torch.empty(0)  # no route needs the hidden states: not cached
+        # no dict kept: Entry.body parses body_json the first time a route reads it
+        entry = Entry(key, out, art, art_name, ctx, None, body_json, tags, model_id=slot.id)
+        entry.nbytes = tensor_nbytes([out, ctx], exclude=[art]) + 2 * len(body_json)
+        return entry
+
+    # -- one analysis, and what is derived from it (app/engine/derived.py) -----------------------
+
+    def get(self, analysis_id: str) -> Entry:
+        """The cached analysis ``analysis_id``; :class:`NotFound` when unknown or evicted."""
+        entry = self.cache.get(analysis_id) if looks_like_id(analysis_id) else None
+        if entry is None:
+            raise NotFound(
+                f"no analysis with id {analysis_id[:40]!r}: it is unknown or was evicted from "
+                "the cache; POST the text to /api/analyze again"
+            )
+        return entry
+
+    def cached(self, analysis_id: str) -> bool:
+        return looks_like_id(analysis_id) and self.cache.get(analysis_id) is not None
+
+    def _head_entry(self, analysis_id: str, layer: int, head: int) -> Entry:
+        entry = self.get(analysis_id)
+        out = entry.out
+        if not 0 <= layer < out.layers:
+            raise SparsescopeError(
+                f"layer must be in [0, {out.layers - 1}] for this model, got {layer}", field="layer"
+            )
+        if not 0 <= head < out.heads:
+            raise SparsescopeError(
+                f"head must be in [0, {out.heads - 1}] for this model, got {head}", field="head"
+            )
+        return entry
+
+    def head(self, analysis_id: str, layer: int, head: int) -> bytes:
+        """One head's payload as JSON bytes (``Derived.head``)."""
+        return self.derived.head(self._head_entry(analysis_id, layer, head), layer, head)
+
+    def raw(self, analysis_id: str, layer: int, head: int) -> bytes:
+        """The lecture's raw vectors of one head (``Derived.raw``)."""
+        entry = self._head_entry(analysis_id, layer, head)
+        d_model = self.slot_for(entry.model_id or None).model.config.hidden_size
+        return self.derived.raw(entry, layer, head, d_model)
+
+    def pareto(
+        self, analysis_id: str, layer: int | None, head: int | None, x: str = "sparsity",
+        block: int | None = None,
+    ) -> bytes:  # fmt: skip
+        """Pareto data of one head, or (both None) the mean over heads (``Derived.pareto``)."""
+        x, block = pareto.check_axis(x, block)
+        if (layer is None) != (head is None):
+            self.get(analysis_id)  # an unknown id is the first thing to say
+            missing = "head" if head is None else "layer"
+            raise SparsescopeError(
+                f"give both layer and head for one head's Pareto data, or neither for the mean "
+                f"over heads; {missing} is missing",
+                field=missing,
+            )
+        if layer is None:
+            entry = self.get(analysis_id)
+        else:
+            entry = self._head_entry(analysis_id, layer, head)
+        return self.derived.pareto(entry, layer, head, x, block)
+
+    def clusters(
+        self, analysis_id: str, layer: int, head: int, clusters: int | None, top_k: int
+    ) -> bytes:
+        """POS make-up of one head's k-means clusters (``Derived.clusters``)."""
+        entry = self._head_entry(analysis_id, layer, head)
+        return self.derived.clusters(entry, layer, head, clusters, top_k)
+
+    def metrics(
+        self, analysis_id: str, layer: int, head: int, method: str, params: dict[str, str]
+    ) -> dict:
+        """The metrics of one method setting on one head (``Derived.metrics``)."""
+        entry = self._head_entry(analysis_id, layer, head)
+        return self.derived.metrics(entry, layer, head, method, params)

@@ -1,0 +1,91 @@
+"""Summaries of a batched forward's texts, computed together (the analyze body's ``summary``).
+
+The model worker (app/engine/batching.py) runs several texts in one forward; its ``after_batch``
+hook (:func:`tie_batch`, installed by the model slot) ties their outputs to one
+:class:`SummaryBatch`. Each request then asks :func:`summarise` for its predict context and
+summary rows: the first of a batch to ask computes those of every sibling of its length (and
+causality) at once (``payloads.summary_texts``: texts of one length stacked, each head's figures
+exactly its own text's); the others take theirs. A text run alone is summarised alone.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import torch
+
+from sparse_core.methods import PredictContext
+
+from .payloads import summary_texts
+
+#: Where a batch ties an output to its siblings (``RunOutput.extra``; popped by summarise).
+BATCH_KEY = "_summary_batch"
+
+
+class SummaryBatch:
+    """The outputs of one batched forward, summarised together on first demand.
+
+    One length group is summarised at a time: the summaries are many small numpy / torch calls,
+    and several threads running them at once mostly contend for the GIL (the server's CPU per
+    analysis in a burst of 48 fell from about 30 to 23 ms with one at a time;
+    docs/benchmarks.md). A sibling whose request has gone leaves its part to the garbage
+    collector with this object.
+    """
+
+    def __init__(self, outs: list) -> None:
+        self._waiting: dict[tuple, list] = {}
+        for o in outs:
+            self._waiting.setdefault(_summary_group(o), []).append(o)
+        self._done: dict[int, tuple] = {}
+        one = threading.Lock()  # one length group at a time (see the class docstring)
+        self._locks = {k: one for k in self._waiting}
+
+    def take(self, out: Any, art: Any) -> tuple[PredictContext, str, int]:
+        """``(ctx, summary rows as JSON text, texts summarised by this call)`` of ``out`` (one
+        of the batch's outputs); the count is 0 when a sibling's call summarised it."""
+        key = _summary_group(out)
+        lock = self._locks.get(key)
+        got, count = None, 0
+        if lock is not None:
+            with lock:
+                outs = self._waiting.pop(key, None)
+                if outs is not None:
+                    with torch.inference_mode():
+                        ctxs = [PredictContext.from_run(o, art) for o in outs]
+                    rows = summary_texts(ctxs)
+                    count = len(outs)
+                    for o, c, r in zip(outs, ctxs, rows, strict=True):
+                        self._done[id(o)] = (c, r)
+                got = self._done.pop(id(out), None)
+        if got is None:  # not one of ours after all: alone
+            return (*_alone(out, art), 1)
+        return (*got, count)
+
+
+def _alone(out: Any, art: Any) -> tuple[PredictContext, str]:
+    with torch.inference_mode():
+        ctx = PredictContext.from_run(out, art)
+    return ctx, summary_texts([ctx])[0]
+
+
+def _summary_group(out: Any) -> tuple:
+    """Outputs summarised together: one length and causality (``PredictContext.stack``)."""
+    return (out.n, bool(out.causal))
+
+
+def tie_batch(jobs: list, outs: list) -> None:
+    """The model worker's ``after_batch``: tie a batch's outputs to one :class:`SummaryBatch`."""
+    batch = SummaryBatch(outs)
+    for out in outs:
+        if isinstance(getattr(out, "extra", None), dict):
+            out.extra[BATCH_KEY] = batch
+
+
+def summarise(out: Any, art: Any) -> tuple[PredictContext, str, int]:
+    """``(ctx, summary rows as JSON text, texts summarised by this call)`` of one output: with
+    its batch's siblings when the worker tied it to them (:func:`tie_batch`), else alone."""
+    batch = out.extra.pop(BATCH_KEY, None) if isinstance(out.extra, dict) else None
+    if batch is not None:
+        return batch.take(out, art)
+    return (*_alone(out, art), 1)

@@ -1,0 +1,102 @@
+"""Connections: how ``sparsescope serve`` runs uvicorn so that slow or idle clients cannot hold
+the server (docs/api.md, "Limits").
+
+- a request's head (request line and headers) must arrive within ``header_timeout`` seconds of
+  the connection opening, or of the previous response on a kept-alive connection; trickling it
+  a byte at a time does not reset the clock (uvicorn's own keep-alive timer restarts on every
+  byte, and a fresh connection has no timer at all). The body then has ``header_timeout``
+  seconds too (app/web/middleware.py ``BodySizeLimit``: 408).
+- an idle kept-alive connection is closed after ``timeout_keep_alive`` seconds;
+- at most ``max_connections`` connections are served at once (uvicorn's ``limit_concurrency``:
+  beyond it a plain 503);
+- the listening socket is bound before the model is loaded, so a port in use is a one-line
+  error (exit 2), not a traceback after a minute of loading.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from typing import Any
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from sparse_core.errors import SparsescopeError
+
+log = logging.getLogger(__name__)
+
+
+def timed_protocol(header_timeout: float) -> type[H11Protocol]:
+    """uvicorn's h11 protocol with a request-head deadline (module docstring)."""
+
+    class TimedH11Protocol(H11Protocol):
+        _head_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm_head_timer()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self.conn.their_state is not h11.IDLE:  # a whole request head has arrived
+                self._cancel_head_timer()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+                self._arm_head_timer()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._cancel_head_timer()
+            super().connection_lost(exc)
+
+        def _arm_head_timer(self) -> None:
+            self._cancel_head_timer()
+            self._head_timer = self.loop.call_later(header_timeout, self._head_timed_out)
+
+        def _cancel_head_timer(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _head_timed_out(self) -> None:
+            self._head_timer = None
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                log.info("closing a connection that sent no request head in %g s", header_timeout)
+                self.transport.close()
+
+    return TimedH11Protocol
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket (uvicorn's own options); a clear error when it cannot be bound."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as exc:
+        raise SparsescopeError(f"cannot bind {host}:{port}: {exc.strerror or exc}") from None
+    family, _, _, _, address = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+        sock.set_inheritable(True)
+    except OSError as exc:
+        sock.close()
+        hint = " (is another server running there? try --port)" if exc.errno == 98 else ""
+        raise SparsescopeError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}"
+        ) from None
+    return sock
+
+
+def uvicorn_options(settings: Any) -> dict[str, Any]:
+    """uvicorn.Config keywords for the connection limits in ``settings``."""
+    return {
+        "http": timed_protocol(settings.header_timeout),
+        "timeout_keep_alive": settings.timeout_keep_alive,
+        "limit_concurrency": settings.max_connections,
+        "timeout_graceful_shutdown": 10,
+    }

@@ -1,0 +1,100 @@
+"""Data a page paints before it sends any request: the ``preload`` JSON island.
+
+A page that opens on a known view (the first visit's example, a gallery example, a share link)
+carries the analysis body, the open head's payload and (when already computed, or cheap) that
+head's Pareto data, exactly as ``/api/analyze``, ``/api/analyses/{id}/heads/{l}/{h}`` and
+``.../pareto?layer=&head=`` would answer them. The page (frontend/js/session.js ``adoptPreloaded``)
+seeds its caches with them and paints the heatmap at once; later requests (other heads) use the
+analysis id as usual (and analyse the text again when the server evicted it).
+
+Bodies are the service's cached JSON bytes, spliced without re-encoding (app/web/render.py escapes
+``<``, ``>``, ``&`` for the island).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from sparse_core.errors import SparsescopeError
+from sparse_core.view_codec import decode_query, share_patch
+
+from ..engine.request import AnalysisRequest
+from ..engine.service import AnalysisService
+
+log = logging.getLogger(__name__)
+
+#: The island's element id.
+PRELOAD_ID = "preload"
+#: Heavier head payloads are fetched by the page instead (the HTML would wait for them).
+MAX_PRELOAD_BYTES = 4_000_000
+#: Pareto sweeps are computed for the island only for texts up to this many tokens (short texts
+#: sweep in milliseconds); longer ones are included only when already computed.
+PARETO_INLINE_TOKENS = 64
+
+
+def preload(
+    service: AnalysisService,
+    text: str,
+    alpha: float,
+    causal: bool,
+    truncate: bool,
+    layer: int | None,
+    head: int | None,
+    *,
+    model: str | None = None,
+    start: int = 0,
+    pareto: bool = True,
+) -> bytes | None:
+    """The ``preload`` island (JSON bytes) of this view, or None when it cannot be made now (no
+    model yet, a text the API refuses, a payload too heavy): the page then asks the API."""
+    if not service.ready:
+        return None
+    try:
+        entry = service.analyze_entry(
+            AnalysisRequest(text, alpha, causal, truncate, model=model, start=start)
+        )
+        body = entry.body
+        layer = layer if layer is not None and 0 <= layer < body["layers"] else 0
+        head = head if head is not None and 0 <= head < body["heads"] else 0
+        head_json = service.head(body["id"], layer, head)
+        if len(head_json) + len(entry.body_json) > MAX_PRELOAD_BYTES:
+            return None
+        parts = [
+            b'{"analysis":',
+            entry.body_json,
+            b',"layer":%d,"head":%d,"payload":' % (layer, head),
+            head_json,
+        ]
+        if pareto and body["n"] <= PARETO_INLINE_TOKENS:
+            parts += [b',"pareto":', service.pareto(body["id"], layer, head)]
+        parts.append(b"}")
+        return b"".join(parts)
+    except SparsescopeError as exc:
+        log.info("view not preloaded: %s", exc)
+        return None
+
+
+def preload_view(service: AnalysisService, view: dict[str, Any]) -> bytes | None:
+    """:func:`preload` of a view in the ShareState shape."""
+    return preload(
+        service, view["text"], view["alpha"], view["causal"], view.get("truncate", False),
+        view.get("layer"), view.get("head"), model=view.get("model"), start=view.get("start", 0),
+    )  # fmt: skip
+
+
+def state_with_query(state: dict[str, Any], query: Any) -> dict[str, Any]:
+    """A saved view with the overrides of a page's query string (``/s/{id}?layer=4&head=1``):
+    the address bar of a share or gallery page is the truth, read as the page reads it
+    (:func:`sparse_core.view_codec.decode_query`, frontend/js/view-state.js): values it does not
+    allow are left out, as the page leaves them out. A text in the query is not applied (the page
+    analyses it itself and uses no island)."""
+    decoded = decode_query(query)
+    if decoded.errors:
+        log.info("query values left out: %s", "; ".join(decoded.errors.values()))
+    fields = {k: v for k, v in decoded.state.items() if k not in ("text", "id")}
+    patch = share_patch(fields)
+    out = {**state, **patch}
+    if "view" in patch:
+        out["view"] = {**(state.get("view") or {}), **patch["view"]}
+    return out

@@ -1,0 +1,106 @@
+"""``/api/analyze`` and everything about one analysis (``/api/analyses/{id}/...``).
+
+Plain ``def`` routes: the torch work runs in FastAPI's thread pool, off the event loop. Heavy
+bodies are serialised once by the service and sent as bytes (their schema is still declared).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
+
+from ...engine.request import AnalysisRequest
+from ..calls import client_of, model_call
+from ..deps import AnalysisId, Head, Layer, ServiceDep
+from ..errors import documented
+from ..schemas import Analysis, AnalyzeRequest, Clusters, HeadPayload, Metrics, Pareto
+
+router = APIRouter(prefix="/api", tags=["analyses"])
+
+ERRORS = documented(400, 404, 413, 422, _404="unknown or evicted analysis id")
+#: The analyze route may also be refused for now (app/engine/limits.py).
+ANALYZE_ERRORS = {**ERRORS, **documented(429, 503)}
+
+
+def json_bytes(body: bytes) -> Response:
+    return Response(content=body, media_type="application/json")
+
+
+@router.post("/analyze", response_model=Analysis, responses=ANALYZE_ERRORS)
+async def analyze(req: AnalyzeRequest, request: Request, service: ServiceDep) -> Response:
+    """Run the model on a text (or answer from the cache): tokens, per-head summary, methods.
+
+    429 over the client's rate, 503 when the model's queue is full (both with ``Retry-After``).
+    """
+    request.app.state.limits.analyses.take(client_of(request))
+    entry = await model_call(request, service.analyze_entry, AnalysisRequest.of(req))
+    return json_bytes(entry.body_json)
+
+
+@router.get("/analyses/{analysis_id}", response_model=Analysis, responses=ERRORS)
+def get_analysis(analysis_id: AnalysisId, service: ServiceDep) -> Response:
+    """The analyze body of a cached analysis (404 once evicted: POST the text again)."""
+    return json_bytes(service.get(analysis_id).body_json)
+
+
+@router.get(
+    "/analyses/{analysis_id}/heads/{layer}/{head}", response_model=HeadPayload, responses=ERRORS
+)
+def get_head(analysis_id: AnalysisId, layer: Layer, head: Head, service: ServiceDep) -> Response:
+    """One head: its entmax edges and what the page needs to recompute every method's mask."""
+    return json_bytes(service.head(analysis_id, layer, head))
+
+
+@router.get("/analyses/{analysis_id}/pareto", response_model=Pareto, responses=ERRORS)
+def get_pareto(
+    analysis_id: AnalysisId,
+    service: ServiceDep,
+    layer: Annotated[int | None, Query(description="with head: one head; omit both: mean")] = None,
+    head: Annotated[int | None, Query(description="with layer: one head")] = None,
+    x: Annotated[
+        Literal["sparsity", "block"],
+        Query(description="frontiers over token sparsity (default) or block sparsity"),
+    ] = "sparsity",
+    # an int checked by pareto.check_axis (a Literal of ints rejects every query string)
+    block: Annotated[
+        int | None, Query(description="tile size for x=block: 16, 32, 64 or 128 (default 64)")
+    ] = None,
+) -> Response:
+    """Sparsity-recall points of every method's sweep grid on this text, and their frontiers
+    (over token sparsity, or with ``x=block`` the block sparsity at ``block``)."""
+    return json_bytes(service.pareto(analysis_id, layer, head, x, block))
+
+
+@router.get(
+    "/analyses/{analysis_id}/clusters/{layer}/{head}", response_model=Clusters, responses=ERRORS
+)
+def get_clusters(
+    analysis_id: AnalysisId,
+    layer: Layer,
+    head: Head,
+    service: ServiceDep,
+    clusters: Annotated[int | None, Query(description="k-means clusters B (artefact's)")] = None,
+    top_k: Annotated[int, Query(description="centroids per token")] = 1,
+) -> Response:
+    """POS breakdown of the queries and keys in each Sparsefinder k-means cluster of a head."""
+    return json_bytes(service.clusters(analysis_id, layer, head, clusters, top_k))
+
+
+@router.get(
+    "/analyses/{analysis_id}/metrics/{layer}/{head}", response_model=Metrics, responses=ERRORS
+)
+def get_metrics(
+    analysis_id: AnalysisId,
+    layer: Layer,
+    head: Head,
+    request: Request,
+    service: ServiceDep,
+    method: Annotated[str, Query(description="a method name from /api/methods")],
+) -> dict:
+    """Recall, sparsity, exact, precision and block sparsity (per tile size) of one method at
+    the given parameters (query string, e.g. ``&window=3&globals=true``; missing ones take
+    their defaults)."""
+    params = {k: v for k, v in request.query_params.items() if k != "method"}
+    return service.metrics(analysis_id, layer, head, method, params)

@@ -1,0 +1,78 @@
+"""The explorer page, ``GET /``, and the vendored Plotly bundle the pages load.
+
+A first visit (``/`` without a ``text`` or ``id`` in its query) opens on an analysed example, the
+gallery's :data:`HOME_EXAMPLE`: its view in the ``shared-state`` island (as a gallery page has it,
+the query overriding it) and its analysis, open head and Pareto data in the ``preload`` island, so
+the page paints it before any request returns. The gallery's warmer computes it at start-up;
+otherwise the first visit computes it (a short text) and the service's cache keeps it.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+
+from fastapi import APIRouter, Request
+from fastapi.responses import FileResponse, HTMLResponse
+
+from ..gallery import get_example
+from ..preload import PRELOAD_ID, preload_view, state_with_query
+from ..render import PLOTLY_URL, main_page
+from ..shares import ISLAND_ID
+
+router = APIRouter(include_in_schema=False)
+
+#: The gallery example a first visit opens on.
+HOME_EXAMPLE = "coreference"
+#: Static assets are served under versioned URLs (app/web/main.py): cached for a year, immutable.
+IMMUTABLE = {"Cache-Control": "public, max-age=31536000, immutable"}
+
+
+def home_islands(request: Request) -> dict:
+    """The first visit's islands: the example's view and its preloaded data ({} without one)."""
+    ex = get_example(HOME_EXAMPLE)
+    if ex is None:
+        return {}
+    state = state_with_query(ex.state.model_dump(mode="json"), request.query_params)
+    view = {
+        "id": None,
+        "state": state,
+        "created": None,
+        "home": True,
+        "gallery": {"slug": ex.slug, "title": ex.title, "explain": ex.explain,
+                    "credit": ex.credit},
+    }  # fmt: skip
+    islands: dict = {ISLAND_ID: view}
+    data = preload_view(request.app.state.service, state)
+    if data is not None:
+        islands[PRELOAD_ID] = data
+    return islands
+
+
+@router.get("/", response_class=HTMLResponse)
+def index(request: Request) -> HTMLResponse:
+    """The explorer; its state lives in the URL and is restored by the page itself. Without a
+    text in the URL it opens on an analysed example (:func:`home_islands`)."""
+    q = request.query_params
+    islands = {} if ("text" in q or "id" in q) else home_islands(request)
+    return main_page(request, islands=islands)
+
+
+def _plotly_path() -> str:
+    return str(importlib.resources.files("plotly").joinpath("package_data", "plotly.min.js"))
+
+
+@router.get(PLOTLY_URL)
+def plotly_js() -> FileResponse:
+    """The Plotly bundle shipped inside the installed ``plotly`` Python package (no CDN)."""
+    return FileResponse(
+        _plotly_path(),
+        media_type="text/javascript",
+        headers={"Cache-Control": "public, max-age=86400"},
+    )
+
+
+@router.get("/v/{version}/plotly.min.js")
+def plotly_js_versioned(version: str) -> FileResponse:
+    """The same bundle under the pages' versioned URL (render.asset_urls): immutable. Any
+    version answers (a page rendered before an upgrade still gets a Plotly)."""
+    return FileResponse(_plotly_path(), media_type="text/javascript", headers=IMMUTABLE)

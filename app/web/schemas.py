@@ -1,0 +1,475 @@
+"""Every pydantic model of the API: the web contract of docs/architecture.md ("Web contract").
+
+The page (frontend/js) is built against exactly these shapes; docs/api.md shows an example of each.
+The share state (:class:`ShareState`) is also the form in which share links and the example
+gallery (static/gallery/examples.json, :class:`Gallery`) are stored.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    StringConstraints,
+    WithJsonSchema,
+    field_validator,
+)
+
+from sparse_core.methods import METHODS
+from sparse_core.view_schema import FIELDS as VIEW
+
+from .view_state import ViewBase, inline_defs, view_flags_model
+
+#: A method name of the registry (an enum in the OpenAPI schema), in registry order.
+MethodName = Literal[tuple(METHODS)]  # type: ignore[valid-type]
+
+# ----------------------------------------------------------------------------- errors, health
+
+
+class ErrorOut(BaseModel):
+    """Every error body: what was wrong and what is allowed, and the field at fault (or null)."""
+
+    detail: str = Field(examples=["alpha must be in [1, 2], got 3.0"])
+    field: str | None = Field(None, examples=["alpha"])
+
+
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"
+    model: str = Field(description="the default model's id")
+    models: list[str] = Field(default_factory=list, description="every served model's id")
+    device: Literal["cpu", "cuda"]
+    artefact: str | None = Field(None, description="the Sparsefinder artefact in use at alpha 1.5")
+    version: str
+
+
+# ----------------------------------------------------------------------------- methods
+
+
+class ParamSpecOut(BaseModel):
+    """One slider of a method; ``default`` is resolved for the text length n."""
+
+    name: str
+    label: str
+    kind: Literal["int", "float", "choice", "bool"]
+    min: int | float | None = None
+    max: int | float | None = None
+    step: int | float | None = None
+    choices: list[Any] | None = None
+    default: Any = None
+    help: str = ""
+
+
+class MethodOut(BaseModel):
+    name: str
+    label: str
+    needs_artefact: bool
+    params: list[ParamSpecOut]
+
+
+class MethodsOut(BaseModel):
+    methods: list[MethodOut]
+
+
+# ----------------------------------------------------------------------------- analyze
+
+
+#: The longest text POST /api/analyze reads (422 beyond it): 500,000 characters (about 100,000
+#: words, a short book), half of spaCy's ``max_length`` (1,000,000) and within the 1 MiB body cap.
+MAX_ANALYZE_CHARS = 500_000
+
+
+class AnalyzeRequest(BaseModel):
+    """``POST /api/analyze``. alpha is checked against [1, 2] by the service (a 400 naming it)."""
+
+    # strict: JSON types as declared (no "true" -> True, false -> 0, "1.5" -> 1.5)
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    text: str = Field(
+        description="the text to analyse (not empty; at most the model's positions, or any "
+        f"length up to {MAX_ANALYZE_CHARS:,} characters with truncate)",
+    )
+    alpha: float = Field(1.5, description="entmax alpha in [1, 2]: 1 softmax, 1.5, 2 sparsemax")
+    causal: bool = Field(False, description="mask future keys (decoder-style)")
+    truncate: bool = Field(
+        False, description="analyse a window of the model's positions of a too long text"
+    )
+    start: int = Field(
+        0,
+        ge=0,
+        le=10_000_000,
+        description="with truncate: the window's first token (of the text's tokens, specials "
+        "excluded; moved back to the start of its word and so that the window is full)",
+    )
+    model: str | None = Field(
+        None,
+        max_length=300,
+        description="a served model's id (GET /api/models); null: the default model",
+    )
+
+    @field_validator("text")
+    @classmethod
+    def _not_over_the_limit(cls, text: str) -> str:
+        # a validator, not max_length: pydantic's length check fails on a lone surrogate first,
+        # which the service reports in its own words
+        if len(text) > MAX_ANALYZE_CHARS:
+            raise ValueError(
+                f"must be at most {MAX_ANALYZE_CHARS:,} characters long, got {len(text):,}; "
+                "analyse a part of it"
+            )
+        return text
+
+
+class ModelInfo(BaseModel):
+    id: str = Field(description="what analyses, shares and URLs name the model by")
+    architecture: str = Field(examples=["BERT", "GPT-2", "Llama"])
+    model_type: str = Field(description="transformers' model_type", examples=["bert", "gpt2"])
+    layers: int
+    heads: int = Field(description="query heads per layer")
+    kv_heads: int = Field(description="key/value heads per layer (fewer: grouped-query)")
+    decoder: bool = Field(description="a decoder is always causal")
+    max_tokens: int = Field(description="token limit: the model's positions, capped by a setting")
+    device: Literal["cpu", "cuda"]
+    artefacts: list[float] = Field(
+        description="alphas with a Sparsefinder artefact for this model (the sf-* methods); "
+        "empty: `sparsescope fit --model ID` makes one"
+    )
+
+
+class ModelsOut(BaseModel):
+    default: str = Field(description="the model used when a request names none")
+    models: list[ModelInfo]
+
+
+class TokenOut(BaseModel):
+    text: str
+    start: int = Field(description="character offset in the text (0 for special tokens)")
+    end: int
+    pos: str | None = Field(None, description="Universal POS tag of the word holding the token")
+    special: bool
+
+
+class MethodScore(BaseModel):
+    recall: float
+    sparsity: float
+
+
+class HeadSummary(BaseModel):
+    layer: int
+    head: int
+    gold_sparsity: float
+    methods: dict[str, MethodScore] = Field(
+        default_factory=dict, description="each method at its defaults for this n"
+    )
+
+
+class Thumbs(BaseModel):
+    """Every head's graph max-pooled into k × k blocks, for the head grid (app/engine/thumbs.py)."""
+
+    k: int = Field(description="side in blocks: min(n, 24)")
+    cells: list[str] = Field(
+        description="one string per head (layer-major), two block states 0–7 per base64url "
+        "character: 0 every p of the block is 0, s ≥ 1 the block's largest p at √p ≈ (s − 1) / 6"
+    )
+
+
+class Analysis(BaseModel):
+    """``POST /api/analyze`` and ``GET /api/analyses/{id}``."""
+
+    id: str = Field(
+        description="hex hash of (text, alpha, causal, truncate, start, model, artefact)"
+    )
+    n: int
+    layers: int
+    heads: int
+    model: str
+    device: Literal["cpu", "cuda"]
+    alpha: float
+    causal: bool = Field(description="future keys masked (always, on a decoder)")
+    decoder: bool = Field(False, description="the model is a decoder (causal locked on)")
+    truncated: bool = Field(description="only a window of the text's tokens was analysed")
+    total_tokens: int = Field(0, description="the whole text's tokens, specials excluded")
+    window_start: int = Field(0, description="first analysed token of the text (specials excluded)")
+    window_end: int = Field(0, description="one past the last analysed token of the text")
+    artefact: str | None = Field(
+        None, description="the Sparsefinder artefact used (null: sf-* methods are unavailable)"
+    )
+    tokens: list[TokenOut]
+    summary: list[HeadSummary]
+    methods: list[MethodOut]
+    thumbs: Thumbs | None = Field(None, description="every head's thumbnail (the head grid)")
+
+
+# ----------------------------------------------------------------------------- one head
+
+
+class Projections(BaseModel):
+    queries: list[list[float]] = Field(description="projected queries q~ (n x r)")
+    keys: list[list[float]] = Field(description="projected keys k~ (n x r)")
+
+
+class RoutingMembers(BaseModel):
+    queries: list[list[int]] = Field(description="per centroid c, the query tokens it chose")
+    keys: list[list[int]]
+
+
+class HeadPayload(BaseModel):
+    """``GET /api/analyses/{id}/heads/{layer}/{head}``: all the page needs to redraw one head."""
+
+    layer: int
+    head: int
+    n: int
+    gold_sparsity: float
+    edges: list[tuple[int, int, float]] = Field(description="[i, j, p] for every p > 0")
+    proj: Projections | None = Field(None, description="null without a Sparsefinder artefact")
+    centroids: dict[str, list[list[float]]] = Field(default_factory=dict)
+    reformer: dict[str, list[list[int]]] = Field(default_factory=dict)
+    routing: dict[str, RoutingMembers] = Field(default_factory=dict)
+    seed: int
+    pos: list[str | None]
+
+
+# ----------------------------------------------------------------------------- pareto, metrics
+
+
+class Metrics(BaseModel):
+    recall: float
+    sparsity: float
+    exact: float
+    precision: float
+    block_sparsity: dict[Literal["16", "32", "64", "128"], float | None] = Field(
+        default_factory=dict,
+        description="tile size B -> share of the B x B tiles (ragged last ones included) that "
+        "the valid region reaches and that hold no predicted pair: what a block-sparse kernel "
+        "can skip (sparse_core.metrics.block_sparsity)",
+    )
+
+
+class ParetoPoint(Metrics):
+    method: str
+    params: dict[str, Any]
+
+
+class Pareto(BaseModel):
+    scope: Literal["head", "mean"]
+    layer: int | None = None
+    head: int | None = None
+    x: Literal["sparsity", "block"] = Field(
+        "sparsity", description="the frontiers' x-axis: token sparsity or block sparsity"
+    )
+    block: int | None = Field(None, description="the tile size of x = block (else null)")
+    gold_sparsity: float
+    points: list[ParetoPoint]
+    frontiers: dict[str, list[int]] = Field(description="per method, indices into points")
+
+
+class Cluster(BaseModel):
+    id: int
+    queries: dict[str, float] = Field(description="UPOS tag -> share among its queries")
+    keys: dict[str, float] = Field(description="UPOS tag -> share among its keys")
+    n_queries: int
+    n_keys: int
+    examples: list[str] = Field(description="its most frequent (non-special) tokens")
+
+
+class Clusters(BaseModel):
+    """The ``sparsescope clusters --json`` shape for this text (sparse_core.pos)."""
+
+    layer: int
+    head: int
+    clusters: list[Cluster]
+
+
+# ----------------------------------------------------------------------------- share links
+
+#: A share's text is at most this long (its state, as JSON, at most shares.MAX_STATE_BYTES).
+MAX_TEXT_CHARS = 20_000
+MAX_STR_CHARS = 200
+Key = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,39}$")]
+
+
+def _unicode(value: str) -> str:
+    """Reject a lone UTF-16 surrogate (JSON's ``"\\ud800"``): it cannot be stored or served."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"strings must be valid Unicode; character {exc.start} is a lone surrogate"
+        ) from None
+    return value
+
+
+def _scalar(value: Any) -> bool | int | float | str:
+    """A slider value or view flag: true/false, a finite number or a short string."""
+    if isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"numbers must be finite, got {value}")
+        return value
+    if isinstance(value, str):
+        if len(value) > MAX_STR_CHARS:
+            raise ValueError(f"strings are at most {MAX_STR_CHARS} characters, got {len(value)}")
+        return _unicode(value)
+    raise ValueError(
+        f"a value must be true/false, a number or a short string, got {type(value).__name__}"
+    )
+
+
+_ScalarType = bool | int | float | str
+Scalar = Annotated[_ScalarType, PlainValidator(_scalar, json_schema_input_type=_ScalarType)]
+
+
+class _ViewExtras(ViewBase):
+    """``ShareState.view``'s keys of no flag: a short scalar each."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    __pydantic_extra__: dict[Key, Scalar]
+
+
+#: ``ShareState.view``: one typed field per display flag of the view's one definition.
+ViewFlags = view_flags_model(_ViewExtras)
+
+
+class ShareState(BaseModel):
+    """Everything needed to reopen exactly one view of the page."""
+
+    # strict: JSON types as declared (no "true" -> True, false -> 0, "1.5" -> 1.5)
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS, description="the analysed text")
+    # defaults and bounds: the view's one definition (sparse_core/view_schema.py)
+    alpha: float = Field(
+        VIEW["alpha"].default, ge=VIEW["alpha"].lo, le=VIEW["alpha"].hi,
+        description="entmax alpha in [1, 2]",
+    )  # fmt: skip
+    causal: bool = Field(False, description="decoder-style mask (j <= i)")
+    truncate: bool = Field(False, description="analyse only a window of the model's positions")
+    start: int = Field(
+        0, ge=VIEW["start"].lo, le=VIEW["start"].hi,
+        description="with truncate: the window's first token",
+    )  # fmt: skip
+    model: str | None = Field(
+        None, max_length=VIEW["model"].max_len,
+        description="the model's id (null: the server's default model)",
+    )  # fmt: skip
+    layer: int | None = Field(
+        0, ge=VIEW["layer"].lo, le=VIEW["layer"].hi, description="open layer (null: none chosen)"
+    )
+    head: int | None = Field(
+        0, ge=VIEW["head"].lo, le=VIEW["head"].hi, description="open head (null: none chosen)"
+    )
+    method: MethodName = Field(VIEW["method"].default, description="the method whose mask is shown")
+    params: dict[Key, Scalar] = Field(
+        default_factory=dict,
+        max_length=32,
+        description="the method's slider values, add-ons (window, globals) included",
+    )
+    token: int | None = Field(
+        None, ge=VIEW["lockedRow"].lo, le=VIEW["lockedRow"].hi,
+        description="selected (locked) query row",
+    )  # fmt: skip
+    cluster: int | None = Field(
+        None, ge=VIEW["cluster"].lo, le=VIEW["cluster"].hi,
+        description="selected k-means cluster",
+    )  # fmt: skip
+    lecture_step: int | None = Field(None, ge=0, le=1000, description="lecture step, if any")
+    view: ViewFlags = Field(
+        default_factory=ViewFlags,
+        description="display flags (sparse_core/view_schema.py), e.g. {hideSpecial: true, "
+        "block: '64'}; other short keys are kept as they are",
+    )
+
+    @field_validator("text")
+    @classmethod
+    def _not_blank(cls, text: str) -> str:
+        if not text.strip():
+            raise ValueError("text is empty or whitespace only; share a view with some text")
+        return _unicode(text)
+
+
+class ShareIn(BaseModel):
+    """``POST /api/share``. ``state`` is checked by hand (size first, then :class:`ShareState`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    state: Annotated[dict[str, Any], WithJsonSchema(inline_defs(ShareState.model_json_schema()))]
+
+
+class ShareCreated(BaseModel):
+    id: str = Field(description="12 URL-safe characters from secrets.token_urlsafe")
+    url: str = Field(description="the page of this view: /s/{id}")
+    embed: str = Field(description="a minimal view for an iframe: /embed/{id}")
+
+
+class ShareOut(BaseModel):
+    id: str
+    state: ShareState
+    created: str = Field(description="UTC creation time, ISO 8601")
+
+
+# ----------------------------------------------------------------------------- the gallery
+
+
+class Figure(BaseModel):
+    """One measured number that justifies the example's choice of head."""
+
+    label: str
+    value: float | int | str
+
+
+class Thumb(BaseModel):
+    """A small picture of the head: ``m`` x ``m`` characters, row-major (see the build script):
+    ``-`` exact zero, ``s`` predicted zero, ``1``-``f`` p > 0 on the √p ramp."""
+
+    m: int = Field(ge=1, le=64)
+    cells: str
+
+
+class Example(BaseModel):
+    """One curated example of static/gallery/examples.json (scripts/build_gallery.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    slug: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,63}$")
+    title: str
+    summary: str
+    explain: str = Field(description="what to look at, and why")
+    how: str = Field(description="how the head was picked (measured with the real model)")
+    state: ShareState
+    figures: list[Figure] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    credit: str | None = None
+    needs_artefact: bool = False
+    thumb: Thumb | None = None
+
+
+class Gallery(BaseModel):
+    """static/gallery/examples.json."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: int
+    model: str
+    artefact: str | None = None
+    built_by: str = ""
+    examples: list[Example]
+
+
+class ExampleOut(Example):
+    url: str = Field(description="the main page opened on this example")
+    analysis: str | None = Field(None, description="its analysis id once precomputed")
+    ready: bool = Field(False, description="analysis, open head and Pareto sweep are cached")
+
+
+class GalleryOut(BaseModel):
+    """``GET /api/gallery``."""
+
+    model: str = Field(description="the model the examples were measured on")
+    artefact: str | None
+    precomputed: bool = Field(description="every example has been precomputed")
+    examples: list[ExampleOut]

@@ -1,0 +1,116 @@
+"""Flags that several commands take are declared once (app/commands/common.py), with one default
+and one check each; the command modules declare only their own flags."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+from pathlib import Path
+
+import pytest
+
+from sparsescope.cli import COMMANDS, build_parser, main
+
+COMMANDS_DIR = Path(__file__).resolve().parents[2] / "app" / "commands"
+
+#: Where a shared flag's default differs, and why (the flag's help says it too).
+DIFFERENT_DEFAULTS = {
+    # serve: None, so that the SPARSESCOPE_* environment applies (the settings default the same)
+    ("serve", "--device"),
+    ("serve", "--max-tokens"),
+    ("clusters", "--limit"),  # 50 inputs: the POS shares settle long before a whole corpus
+    ("pareto", "--block"),  # None: --block without --x block is an error
+    ("fit", "--out"),  # an artefact's two named files: any folder (--artefact-dir)
+    ("pareto", "--out"),  # four fixed names: a folder of its own
+    # adapt: a number or 'learned' (training: default 1.5) / 'own' (--evaluate: the model's own)
+    ("adapt", "--alpha"),
+    ("adapt", "--workers"),  # Ray Train workers: 2 (pareto: chosen by the inputs)
+    ("adapt", "--threads"),  # torch's own count (pareto: 1 per worker process)
+}
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+def _flags(p: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    return {a.option_strings[-1]: a for a in p._actions if a.option_strings and a.dest != "help"}
+
+
+def _declared(path: Path) -> set[str]:
+    """Flags a module declares itself: ``*.add_argument("--flag", ...)`` calls."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "add_argument"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and str(node.args[0].value).startswith("--")
+        ):
+            found.add(node.args[0].value)
+    return found
+
+
+def test_a_flag_of_several_commands_is_declared_in_common_only():
+    by_flag: dict[str, list[str]] = {}
+    for name in COMMANDS:
+        for flag in _declared(COMMANDS_DIR / f"{name}.py"):
+            by_flag.setdefault(flag, []).append(name)
+    shared = {flag: names for flag, names in by_flag.items() if len(names) > 1}
+    assert not shared, f"declare these in app/commands/common.py (add_<flag>): {shared}"
+
+
+def test_the_checker_sees_a_flag_declared_in_a_command(tmp_path):
+    f = tmp_path / "cmd.py"
+    f.write_text('def add_parser(sub):\n    sub.add_parser("x").add_argument("--alpha")\n')
+    assert _declared(f) == {"--alpha"}
+
+
+def test_shared_flags_have_one_default_and_one_help():
+    subs = _subparsers(build_parser())
+    seen: dict[str, dict[str, argparse.Action]] = {}
+    for name, p in subs.items():
+        for flag, action in _flags(p).items():
+            seen.setdefault(flag, {})[name] = action
+    shared = {flag: acts for flag, acts in seen.items() if len(acts) > 1}
+    assert {"--alpha", "--artefact", "--device", "--max-tokens", "--model"} <= set(shared)
+    for flag, acts in shared.items():
+        usual = [a for cmd, a in acts.items() if (cmd, flag) not in DIFFERENT_DEFAULTS]
+        assert len({repr(a.default) for a in usual}) <= 1, (flag, {a.default for a in usual})
+    assert (
+        len(
+            {
+                a.help
+                for c, a in shared["--alpha"].items()
+                if (c, "--alpha") not in DIFFERENT_DEFAULTS
+            }
+        )
+        == 1
+    )
+    assert len({a.help for a in shared["--artefact"].values()}) == 1
+    for cmd, flag in DIFFERENT_DEFAULTS:  # each exception is real, and its help says why
+        action = seen[flag][cmd]
+        others = {repr(a.default) for c, a in seen[flag].items() if c != cmd}
+        assert repr(action.default) not in others, (cmd, flag)
+        assert "default" in action.help, (cmd, flag)
+
+
+@pytest.mark.parametrize("command", ["analyze", "fit", "pareto", "clusters"])
+def test_a_bad_alpha_is_one_message_before_any_loading(command, capsys, tmp_path):
+    """Every command checks --alpha first, with the engine's one message (no model loads: the
+    model directory does not even exist)."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("The chef ran.\n")
+    argv = {
+        "analyze": ["analyze", "hi"],
+        "fit": ["fit", "--corpus", str(corpus)],
+        "pareto": ["pareto", "--corpus", str(corpus)],
+        "clusters": ["clusters", "--corpus", str(corpus), "--layer", "0", "--head", "0"],
+    }[command]
+    code = main([*argv, "--alpha", "2.5", "--model", str(tmp_path / "missing")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert "alpha must be in [1, 2] (1 softmax, 1.5 entmax, 2 sparsemax), got 2.5" in err

@@ -1,0 +1,71 @@
+/**
+ * view-state.js under node:test: the store's defaults come from the one definition, the address
+ * codec reads back what it writes and reads the old page's addresses as it did, and bad values
+ * are left out with a message. (The same cases against Python: tests/test_view_schema.py.)
+ */
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import * as store from "../../frontend/js/state.js";
+import { BLOCK_SIZES, DEFAULT_BLOCK, decodeState, encodeState } from "../../frontend/js/url.js";
+import {
+  FLAGS, VIEW_FIELDS, decodeQuery, encodeQuery, field, fromShare, toShare, viewDefaults,
+} from "../../frontend/js/view-state.js";
+import { VIEW_SCHEMA } from "../../frontend/js/view-schema.js";
+
+test("the store starts at the definition's defaults", () => {
+  const s = store.get();
+  for (const f of VIEW_FIELDS) if (f.state !== false) assert.deepEqual(s[f.key], f.default, f.key);
+  assert.equal(s.alpha, 1.5);
+  assert.equal(s.block, "128");
+  assert.deepEqual(BLOCK_SIZES, ["16", "32", "64", "128"]);
+  assert.equal(DEFAULT_BLOCK, "128");
+  assert.deepEqual(field("alpha").lo, 1);
+  assert.deepEqual(field("alpha").hi, 2);
+  assert.notEqual(viewDefaults().params, viewDefaults().params); // a fresh object each time
+});
+
+test("a state written to the address reads back (a saved view's page: every flag)", () => {
+  const s = { ...viewDefaults(), analysis: { id: "x" }, text: "A cat & a dog.", alpha: 1.25,
+    causal: true, layer: 2, head: 5, method: "strided", params: { stride: 4, globals: true },
+    lockedRow: 0, cluster: null, scope: "mean", gridColour: "recall", hideSpecial: true,
+    block: "32", paretoX: "block" };
+  const got = decodeState(encodeState(s, { withText: false }));
+  assert.deepEqual(got, {
+    alpha: 1.25, causal: true, layer: 2, head: 5, method: "strided",
+    params: { stride: "4", globals: "1" }, lockedRow: 0, cluster: null, scope: "mean",
+    gridColour: "recall", hideSpecial: true, block: "32", paretoX: "block",
+  });
+  assert.equal(decodeState(encodeState(s)).text, "A cat & a dog.");
+});
+
+test("the old page's addresses read as before", () => {
+  assert.deepEqual(decodeState("?text=hi&alpha=2&start=40&block=64&px=block"),
+    { text: "hi", alpha: 2, truncate: true, start: 40, block: "64", paretoX: "block" });
+  assert.deepEqual(decodeState("?id=abc&method=window"), { id: "abc", method: "window", params: {} });
+  assert.deepEqual(decodeState("?row=&cluster="), { lockedRow: null, cluster: null });
+  assert.equal(encodeQuery({ ...viewDefaults(), text: "x".repeat(1501), analysis: { id: "k" } }),
+    "id=k&alpha=1.5&layer=0&head=0&method=window");
+});
+
+test("bad values are left out, each with a message naming its key", () => {
+  const { state, errors } = decodeQuery("?alpha=2.5&scope=all&layer=7&hide=yes&p.1x=3");
+  assert.deepEqual(state, { layer: 7, params: {} });
+  assert.equal(errors.alpha, 'alpha must be a number in [1, 2], got "2.5"');
+  assert.equal(errors.scope, 'scope must be one of head, mean, got "all"');
+  assert.equal(errors.hide, 'hide must be 1 or 0, got "yes"');
+  assert.match(errors["p.1x"], /is not a slider/);
+});
+
+test("shares: the flags that differ from their defaults, read back with bad ones left out", () => {
+  const share = toShare({ ...viewDefaults(), text: "t", hideSpecial: true, block: "16" });
+  assert.deepEqual(share.view, { hideSpecial: true, block: "16" });
+  assert.equal(share.lecture_step, null);
+  const { state, errors } = fromShare({ ...share, view: { ...share.view, grid: "red", block: 64 } });
+  assert.equal(state.block, "64"); // a number: its string
+  assert.equal(state.hideSpecial, true);
+  assert.ok(!("gridColour" in state));
+  assert.deepEqual(Object.keys(errors), ["view.grid"]);
+  assert.deepEqual([...FLAGS.keys()], ["scope", "grid", "hideSpecial", "block", "paretoX"]);
+  assert.equal(VIEW_SCHEMA.fields.length, VIEW_FIELDS.length);
+});
