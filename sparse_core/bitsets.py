@@ -39,7 +39,7 @@ from .metrics import BLOCKS
 #: Block sparsity per tile size, as the engines key it (the JSON bodies fold them into
 #: ``"block_sparsity": {"16": …}``: :func:`fold_blocks`).
 BLOCK_METRICS = tuple(f"block_{b}" for b in BLOCKS)
-METRICS = ("sparsity", "recall", "exact", "precision", *BLOCK_METRICS)
+METRICS = ("sparsity", "recall", "exact", "precision", "mass_recall", *BLOCK_METRICS)
 _ONE = np.uint64(1)
 
 
@@ -152,13 +152,33 @@ def tile_geometry(n: int, block: int, causal: bool) -> tuple[np.ndarray, np.ndar
 class Gold:
     """Per text: the gold edges, the valid region and window geometry, shared by all methods."""
 
-    def __init__(self, graph: Tensor, causal: bool) -> None:
+    def __init__(self, graph: Tensor, causal: bool, probs: Tensor | None = None) -> None:
         L, H, n, _ = graph.shape
-        self.L, self.H, self.n, self.causal, self.W = L, H, n, bool(causal), words(n)
         g = graph.numpy() if isinstance(graph, Tensor) else np.asarray(graph)
         # sorted (lh, i, j); ``flatnonzero`` then a divmod is ~8x faster than a 3-d ``nonzero``
-        self.e_lh, rest = np.divmod(np.flatnonzero(g), n * n)
-        self.e_i, self.e_j = np.divmod(rest, n)
+        flat = np.flatnonzero(g)
+        e_lh, rest = np.divmod(flat, n * n)
+        e_i, e_j = np.divmod(rest, n)
+        e_p = None
+        if probs is not None:
+            pr = probs.numpy() if isinstance(probs, Tensor) else np.asarray(probs)
+            e_p = pr.reshape(-1)[flat]
+        self._setup(L, H, n, causal, e_lh, e_i, e_j, e_p)
+
+    @classmethod
+    def of(cls, ctx) -> Gold:
+        """The gold edges of a ``methods.PredictContext`` (its ``gold_edges`` accessor), with P
+        on every edge (mass recall)."""
+        obj = cls.__new__(cls)
+        obj._setup(ctx.layers, ctx.heads, ctx.n, ctx.causal, *ctx.gold_edges())
+        return obj
+
+    def _setup(self, L, H, n, causal, e_lh, e_i, e_j, e_p) -> None:
+        self.L, self.H, self.n, self.causal, self.W = L, H, n, bool(causal), words(n)
+        self.e_lh, self.e_i, self.e_j = e_lh, e_i, e_j
+        #: P of every edge (float64), None when the probabilities were not given (mass recall
+        #: is then NaN)
+        self.e_p = None if e_p is None else np.asarray(e_p, dtype=np.float64)
         self.e_d = np.abs(self.e_i - self.e_j)
         self.gold = np.bincount(self.e_lh, minlength=L * H).astype(np.int64)  # |G| per head
         v = np.ones((n, n), dtype=bool)
@@ -177,6 +197,17 @@ class Gold:
         self.tiles = {b: tile_geometry(n, b, self.causal) for b in BLOCKS}
         self.n_tiles = {b: int(c.sum()) for b, (c, _) in self.tiles.items()}
         self._tile_order: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._bits: np.ndarray | None = None
+
+    def bits(self) -> np.ndarray:
+        """The gold graph as row bitsets (L·H, n, W) uint64, built from the edge list (made
+        once): a method that needs the whole graph's bits reads them here."""
+        if self._bits is None:
+            LH, nb = self.L * self.H, 8 * self.W
+            weights = (np.uint8(1) << self.shift).astype(np.float64)
+            byte = np.bincount(self.flat_pos(LH), weights=weights, minlength=LH * self.n * nb)
+            self._bits = byte.astype(np.uint8).view(np.uint64).reshape(LH, self.n, self.W)
+        return self._bits
 
     def tile_order(self, block: int) -> tuple[np.ndarray, np.ndarray]:
         """(flat indices of the counted B × B tiles by ascending least |i − j|, those distances)."""
@@ -236,7 +267,10 @@ class Gold:
             starts = np.flatnonzero(np.diff(key, prepend=-1))  # runs of one (head, first)
             heads = key[starts] // (nq + 1)
             head_starts = np.flatnonzero(np.diff(heads, prepend=-1))
+            p = self.e_p[order] if self.e_p is not None else None
             plan = self._plans[tag] = {
+                "p": p,  # P of each edge, in plan order (None: no probabilities)
+                "run_p": None if p is None else np.add.reduceat(p, starts) if len(p) else p,
                 "pos": self.flat_pos(A)[order],
                 "shift": self.shift[order],
                 "first": geo["first"][order],
@@ -383,14 +417,15 @@ def evaluate_bits(gold: Gold, bits: np.ndarray, windows: Sequence[int]) -> dict[
 
 
 def to_metrics(gold: Gold, c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Counts (``size`` = |M ∩ V|, ``hit`` = |M ∩ G|, ``covered`` rows) -> SPEC §4 metrics
-    (degenerate ratios as in :mod:`sparse_core.metrics`)."""
+    """Counts (``size`` = |M ∩ V|, ``hit`` = |M ∩ G|, ``covered`` rows, ``mass`` = Σ P over
+    M ∩ G) -> SPEC §4 / §8 metrics (degenerate ratios as in :mod:`sparse_core.metrics`)."""
     size, t, g = c["size"], c["hit"], gold.gold
     out = {
         "sparsity": 1.0 - size / gold.n_valid,
         "recall": np.where(g > 0, t / np.maximum(g, 1), 1.0),
         "exact": c["covered"] / gold.n,
         "precision": np.where(size > 0, t / np.maximum(size, 1), 1.0),
+        "mass_recall": c["mass"] / gold.n,
     }
     for b in BLOCKS:  # ``empty_B``: empty counted tiles (n >= 1: at least one tile counts)
         out[f"block_{b}"] = c[f"empty_{b}"] / gold.n_tiles[b]
@@ -417,8 +452,8 @@ def empty_tiles(gold: Gold, bits: np.ndarray, hs: np.ndarray) -> dict[str, np.nd
 
 
 def count_bits(gold: Gold, bits: np.ndarray, windows: Sequence[int]) -> dict[str, np.ndarray]:
-    """The integer counts behind :func:`evaluate_bits`: size, hit, covered and the empty tiles
-    ``empty_B`` of each block size (P, nW, L·H)."""
+    """The counts behind :func:`evaluate_bits`: size, hit, covered, mass (Σ P over M_w ∩ G,
+    float64) and the empty tiles ``empty_B`` of each block size, each (P, nW, L·H)."""
     P, A, n, W = bits.shape
     LH = gold.L * gold.H
     hs = half_widths(windows)
@@ -442,6 +477,16 @@ def count_bits(gold: Gold, bits: np.ndarray, windows: Sequence[int]) -> dict[str
         hist[:, plan["bin"]] = plan["size"] - got  # missed edges, at their first window
         hist[:, plan["held_bins"]] += np.add.reduceat(got, plan["head_starts"], axis=1)
     hits = np.cumsum(hist.reshape(P, LH, nq + 1), axis=-1)[..., :nq]  # (P, LH, nq), sorted h
+    # mass recall's numerator, the same way with each edge weighted by its P
+    if plan["p"] is None:
+        mass = np.full((P, LH, nq), np.nan)
+    else:
+        mhist = np.zeros((P, plan["bins"]))
+        if held.shape[1]:
+            got_p = np.add.reduceat(held * plan["p"], plan["starts"], axis=1)  # (P, runs)
+            mhist[:, plan["bin"]] = plan["run_p"] - got_p
+            mhist[:, plan["held_bins"]] += np.add.reduceat(got_p, plan["head_starts"], axis=1)
+        mass = np.cumsum(mhist.reshape(P, LH, nq + 1), axis=-1)[..., :nq]
     # exact: a row is whole in M_w iff its latest-covered gold key is covered at w
     held -= np.uint8(1)  # 0 where M holds the edge, else 0xFF
     cov = torch.from_numpy(plan["first"] & held)  # (P, E) in [0, nq]: 0 where M holds it
@@ -457,6 +502,7 @@ def count_bits(gold: Gold, bits: np.ndarray, windows: Sequence[int]) -> dict[str
         "size": np.ascontiguousarray(size),
         "hit": hits[..., inv].transpose(0, 2, 1),
         "covered": covered[..., inv].transpose(0, 2, 1),
+        "mass": mass[..., inv].transpose(0, 2, 1),
     }
     for k, e in empty_tiles(gold, bits, hs).items():  # (P, nq, A)
         out[k] = np.broadcast_to(e, (P, nq, LH)) if A == 1 else e

@@ -24,8 +24,10 @@ CHAIN = [
     ["bitsets", "sparsefinder", "baselines", ""],  # "" is sparse_core/__init__.py
     ["sparsefinder_fit"],
     ["methods.spec", "methods.grids", "methods.context"],
+    ["methods.selection"],
     ["methods.base", "methods.distance_bits"],
-    ["methods.structured", "methods.bigbird", "methods.hashing", "methods.learned"],
+    ["methods.structured", "methods.bigbird", "methods.hashing", "methods.learned",
+     "methods.streaming", "methods.oracle", "methods.blocks", "methods.block_scores"],
     ["methods"],
     ["pareto.points"],
     ["pareto.text_sweep", "pareto.corpus_sweep"],
