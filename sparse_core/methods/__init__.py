@@ -59,7 +59,6 @@ from .grids import (
     sweep_windows,
 )
 from .hashing import ReformerMethod, RoutingMethod, reformer_buckets, routing_members
-from .oracle import TopKMethod, TopPMethod
 from .learned import (
     DistanceMethod,
     KMeansMethod,
@@ -67,6 +66,7 @@ from .learned import (
     kmeans_assignments,
     quantization_buckets,
 )
+from .oracle import TopKMethod, TopPMethod
 from .spec import ParamSpec
 from .streaming import H2OMethod, StreamingMethod, VerticalSlashMethod
 from .structured import FixedMethod, LongformerMethod, StridedMethod, WindowMethod
@@ -146,8 +146,8 @@ def available(artefact: Artefact | None, names: Sequence[str] | None = None) -> 
 
 def evaluate(ctx: PredictContext, method: Method | str, params: dict) -> dict[str, Tensor]:
     """Per-head metrics of one setting (SPEC §4, §8): recall, sparsity, exact, precision, mass
-    recall and the block sparsity ``block_B`` of each tile size B of ``metrics.BLOCKS``, each (L, H) float64,
-    for the finished mask ``method.predict(ctx, **params)`` against the gold graph."""
+    recall and the block sparsity ``block_B`` of each tile size B of ``metrics.BLOCKS``, each
+    (L, H) float64, for the finished mask ``method.predict(ctx, **params)`` against the gold graph."""
     m = get_method(method) if isinstance(method, str) else method
     pred = m.predict(ctx, **params)
     gold, causal = ctx.out.graph, ctx.causal

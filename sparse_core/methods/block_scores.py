@@ -117,8 +117,9 @@ class XAttentionMethod(ArenaMethod):
         """(L·H, T, T) E of every head (memoised per text, B and S)."""
         return ctx.memo(
             ("xattention", block, stride),
-            lambda: np.concatenate([xattn_mass(ctx, li, block, stride)
-                                    for li in range(ctx.layers)]),  # fmt: skip
+            lambda: np.concatenate(
+                [xattn_mass(ctx, li, block, stride) for li in range(ctx.layers)]
+            ),  # fmt: skip
         )
 
     def selected(self, ctx, p) -> np.ndarray:

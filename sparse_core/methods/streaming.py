@@ -170,7 +170,7 @@ class VerticalSlashMethod(ArenaMethod):
             ParamSpec("verticals", "vertical lines", "int", min(16, n), 0, n, 1,
                       help="key columns kept for every query (most mass from the last queries)"),
             ParamSpec("slashes", "slash lines", "int", min(16, n), 0, 2 * n - 1, 1,
-                      help="diagonals i − j kept for every query (most mass from the last queries)"),
+                      help="diagonals i − j kept for every query (most mass from the last ones)"),
         ]  # fmt: skip
 
     def own_grid(self, n, artefact=None):
