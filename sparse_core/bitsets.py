@@ -198,6 +198,36 @@ class Gold:
         self.n_tiles = {b: int(c.sum()) for b, (c, _) in self.tiles.items()}
         self._tile_order: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._bits: np.ndarray | None = None
+        self._runs: dict | None = None
+        self._edge_idx: dict = {}
+
+    def runs(self) -> dict[str, np.ndarray]:
+        """The edges' runs (made once): ``row_starts`` / ``row_len`` of each row that has edges,
+        ``head_starts`` of each head that has edges (``heads``), ``row_head_starts`` (where each
+        such head's rows start among the rows), ``rows_per_head`` (L·H,) rows with edges."""
+        if self._runs is None:
+            LH, n = self.L * self.H, self.n
+            row = self.e_lh * n + self.e_i
+            row_starts = np.flatnonzero(np.diff(row, prepend=-1))
+            row_head = self.e_lh[row_starts]
+            head_starts = np.flatnonzero(np.diff(self.e_lh, prepend=-1))
+            heads = self.e_lh[head_starts]
+            self._runs = {
+                "row_starts": row_starts,
+                "row_len": np.diff(np.append(row_starts, len(row))),
+                "head_starts": head_starts,
+                "heads": heads,
+                "row_head_starts": np.searchsorted(row_head, heads),
+                "rows_per_head": np.bincount(row_head, minlength=LH),
+            }
+        return self._runs
+
+    def edge_index(self, key: tuple, make) -> np.ndarray:
+        """A per-edge array memoised on this Gold under ``key`` (e.g. each edge's flat index
+        into a method's (L·H, n, T) block choices)."""
+        if key not in self._edge_idx:
+            self._edge_idx[key] = make()
+        return self._edge_idx[key]
 
     def bits(self) -> np.ndarray:
         """The gold graph as row bitsets (L·H, n, W) uint64, built from the edge list (made
@@ -507,3 +537,74 @@ def count_bits(gold: Gold, bits: np.ndarray, windows: Sequence[int]) -> dict[str
     for k, e in empty_tiles(gold, bits, hs).items():  # (P, nq, A)
         out[k] = np.broadcast_to(e, (P, nq, LH)) if A == 1 else e
     return out
+
+
+# ----------------------------------------------------------------------------- masks by selection
+
+
+def pool_tiles(occ: np.ndarray, n: int, f: int) -> np.ndarray:
+    """OR-pool tile flags (…, T, T) of side b into tiles of side f·b: (…, ⌈n / (f b)⌉, …)."""
+    T = occ.shape[-1]
+    Tb = -(-T // f)
+    if Tb * f != T:
+        pad = [(0, 0)] * (occ.ndim - 2) + [(0, Tb * f - T)] * 2
+        occ = np.pad(occ, pad)
+    return occ.reshape(*occ.shape[:-2], Tb, f, Tb, f).any(axis=(-3, -1))
+
+
+def selection_counts(
+    gold: Gold, held: np.ndarray, size: np.ndarray, occ16: np.ndarray
+) -> dict[str, np.ndarray]:
+    """The counts of :func:`to_metrics` for P masks given without bitsets — a method that knows
+    which keys it keeps (a threshold per row, a set of blocks) says, per mask:
+
+    - ``held`` (P, E) bool: whether it keeps each gold edge (``Gold``'s edge order);
+    - ``size`` (P, L·H) int: |M ∩ V| per head;
+    - ``occ16`` (P, L·H, T, T) bool, T = ⌈n / 16⌉: which 16 × 16 tiles hold a pair of M ∩ V
+      (the larger tiles of ``metrics.BLOCKS`` are OR-pooled from them).
+
+    Returns size, hit, covered, mass and ``empty_B`` (P, L·H), equal to :func:`count_bits` of
+    the same masks without a window (tested through every arena method's measure). The edges
+    are sorted by (head, row): one ``reduceat`` per count over all P masks at once."""
+    P = held.shape[0]
+    LH, n = gold.L * gold.H, gold.n
+    g = gold.runs()
+    out = {"size": np.asarray(size, dtype=np.int64)}
+    hit = np.zeros((P, LH), dtype=np.int64)
+    cov = np.broadcast_to(n - g["rows_per_head"], (P, LH)).copy()  # rows without gold edges
+    mass = np.full((P, LH), np.nan)
+    if held.shape[1]:
+        h8 = held.view(np.uint8)
+        kept = np.add.reduceat(h8, g["row_starts"], axis=1, dtype=np.int64)  # (P, R)
+        whole = (kept == g["row_len"]).view(np.uint8)
+        cov[:, g["heads"]] += np.add.reduceat(whole, g["row_head_starts"], axis=1, dtype=np.int64)
+        hit[:, g["heads"]] = np.add.reduceat(kept, g["row_head_starts"], axis=1)
+        if gold.e_p is not None:
+            mass[:] = 0.0
+            mass[:, g["heads"]] = np.add.reduceat(h8 * gold.e_p, g["head_starts"], axis=1)
+    elif gold.e_p is not None:
+        mass[:] = 0.0
+    out.update(hit=hit, covered=cov, mass=mass)
+    base = BLOCKS[0]
+    for b in BLOCKS:
+        occ = occ16 if b == base else pool_tiles(occ16, n, b // base)
+        counted = gold.tiles[b][0]
+        out[f"empty_{b}"] = (counted & ~occ).sum(axis=(-2, -1))
+    return out
+
+
+def row_tiles(rows: np.ndarray, n: int, tile: int = 16) -> np.ndarray:
+    """OR rows in groups of ``tile``: (…, n, C) bool -> (…, ⌈n / tile⌉, C)."""
+    T = -(-n // tile)
+    if T * tile != n:
+        pad = [(0, 0)] * (rows.ndim - 2) + [(0, T * tile - n), (0, 0)]
+        rows = np.pad(rows, pad)
+    return rows.reshape(*rows.shape[:-2], T, tile, rows.shape[-1]).any(axis=-2)
+
+
+def valid_tiles16(n: int, causal: bool) -> np.ndarray:
+    """(n, T) bool, T = ⌈n / 16⌉: whether row i has a valid key in column tile c."""
+    T = -(-n // 16)
+    if not causal:
+        return np.ones((n, T), dtype=bool)
+    return (np.arange(T)[None, :] * 16) <= np.arange(n)[:, None]

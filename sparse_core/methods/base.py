@@ -213,7 +213,32 @@ class Method:
 class ArenaMethod(Method):
     """A method of today's sparse-attention arena (SPEC §8, docs/methods.md): swept as its
     authors publish it, without the add-ons (every grid point has window 0 and globals off;
-    both stay sliders). Its own grid is ``own_grid``."""
+    both stay sliders). Its own grid is ``own_grid``.
+
+    Engine hook ``plain_counts(ctx, gold, owns) -> counts (P, L·H)`` (optional): the counts of
+    ``bitsets.selection_counts`` for points without add-ons, from what the method knows it keeps
+    (gold edges, sizes, 16-tiles) instead of bitsets; points with a window or globals take the
+    generic bitset path."""
 
     def grid(self, n: int, artefact: Artefact | None = None) -> list[dict]:
         return [{**g, "window": 0, "globals": False} for g in self.own_grid(check_n(n), artefact)]
+
+    def plain_counts(self, ctx: PredictContext, gold: Gold, owns: Sequence[dict]) -> dict | None:
+        return None
+
+    def measure(self, ctx: PredictContext, gold: Gold, points: Sequence[dict]) -> dict:
+        plain = [k for k, p in enumerate(points) if p["window"] == 0 and not p["globals"]]
+        got = (
+            self.plain_counts(ctx, gold, [own_params(points[k]) for k in plain]) if plain else None
+        )
+        if got is None:
+            return super().measure(ctx, gold, points)
+        res = {m: np.zeros((len(points), ctx.layers * ctx.heads)) for m in METRICS}
+        for m, v in to_metrics(gold, got).items():
+            res[m][plain] = v
+        rest = [k for k in range(len(points)) if k not in set(plain)]
+        if rest:
+            other = super().measure(ctx, gold, [points[k] for k in rest])
+            for m in METRICS:
+                res[m][rest] = other[m]
+        return res

@@ -39,14 +39,23 @@ import torch
 
 from .base import ArenaMethod
 from .context import PredictContext
-from .selection import BLOCK_CHOICES, b64_floats, block_bits, block_count, block_means, stable_order
+from .selection import (
+    BLOCK_CHOICES,
+    b64_floats,
+    block_bits,
+    block_count,
+    block_counts,
+    block_means,
+    regroup,
+    stable_order,
+)
 from .spec import ParamSpec
 
 GRID_BLOCKS = (16, 32, 64)
 STRIDES = [2, 4, 8, 16]
-XATTN_TAUS = (0.5, 0.8, 0.9, 0.95, 0.99)
-SPARGE_THETAS = (0.3, 0.6)
-SPARGE_TAUS = (0.5, 0.8, 0.9, 0.95)
+XATTN_TAUS = (0.5, 0.9, 0.99)
+SPARGE_THETA = 0.5
+SPARGE_TAUS = (0.5, 0.9)
 
 
 def _pad_to(x: np.ndarray, size: int, axes: tuple[int, ...]) -> np.ndarray:
@@ -56,21 +65,42 @@ def _pad_to(x: np.ndarray, size: int, axes: tuple[int, ...]) -> np.ndarray:
     return np.pad(x, pad)
 
 
-def xattn_mass(ctx: PredictContext, layer: int, block: int, stride: int,
-               head: int | None = None) -> np.ndarray:  # fmt: skip
-    """(H, T, T) (or (T, T)) float64: XAttention's block estimates E_ab (module docstring)."""
-    s = ctx.head_scores(layer, head).numpy().astype(np.float64)  # (…, n, n)
+def xattn_groups(ctx: PredictContext, layer: int, stride: int,
+                 head: int | None = None) -> np.ndarray:  # fmt: skip
+    """(H, G, G) (or (G, G)) float64, G = ⌈n / S⌉: XAttention's antidiagonal scores of every
+    pair of S-groups, softmax-normalised per query group (module docstring). Without a softcap
+    they are the reference's reshaped product: row g holds the queries of group g in reverse,
+    column h the keys of group h, each S·d long (positions past n are zero vectors)."""
     n = ctx.n
     G = -(-n // stride)
-    s = _pad_to(s, G * stride, (-2, -1)).reshape(*s.shape[:-2], G, stride, G, stride)
-    v = sum(s[..., :, stride - 1 - r, :, r] for r in range(stride)) / stride  # (…, G, G)
+    if ctx.out.softcap is None:
+        q, k = (x.double() for x in ctx.head_qk(layer, head))
+        pad = G * stride - n
+        q, k = (torch.nn.functional.pad(x, (0, 0, 0, pad)) for x in (q, k))
+        qr = q.reshape(*q.shape[:-2], G, stride, q.shape[-1]).flip(-2).flatten(-2)
+        kr = k.reshape(*k.shape[:-2], G, stride, k.shape[-1]).flatten(-2)
+        v = ((qr @ kr.transpose(-1, -2)) * (ctx.head_scale(layer) / stride)).numpy()
+    else:  # capped scores: the antidiagonals of the scores themselves
+        s = ctx.head_scores(layer, head).numpy().astype(np.float64)
+        s = _pad_to(s, G * stride, (-2, -1)).reshape(*s.shape[:-2], G, stride, G, stride)
+        v = sum(s[..., :, stride - 1 - r, :, r] for r in range(stride)) / stride
     if ctx.causal:
         v = np.where(np.tri(G, dtype=bool), v, -np.inf)
     v = np.exp(v - v.max(axis=-1, keepdims=True))
-    w = v / v.sum(axis=-1, keepdims=True)  # softmax over the key groups
+    return v / v.sum(axis=-1, keepdims=True)
+
+
+def xattn_blocks(w: np.ndarray, n: int, block: int, stride: int) -> np.ndarray:
+    """(…, G, G) group weights -> (…, T, T) block estimates E_ab (their sums per block pair)."""
     T, per = block_count(n, block), block // stride
     w = _pad_to(w, T * per, (-2, -1)).reshape(*w.shape[:-2], T, per, T, per)
     return w.sum(axis=(-3, -1))
+
+
+def xattn_mass(ctx: PredictContext, layer: int, block: int, stride: int,
+               head: int | None = None) -> np.ndarray:  # fmt: skip
+    """(H, T, T) (or (T, T)) float64: XAttention's block estimates E_ab (module docstring)."""
+    return xattn_blocks(xattn_groups(ctx, layer, stride, head), ctx.n, block, stride)
 
 
 def xattn_select(E: np.ndarray, tau: float, causal: bool) -> np.ndarray:
@@ -114,13 +144,12 @@ class XAttentionMethod(ArenaMethod):
         return [{"block": b, "stride": 8, "tau": t} for b in GRID_BLOCKS for t in XATTN_TAUS]
 
     def masses(self, ctx: PredictContext, block: int, stride: int) -> np.ndarray:
-        """(L·H, T, T) E of every head (memoised per text, B and S)."""
-        return ctx.memo(
-            ("xattention", block, stride),
-            lambda: np.concatenate(
-                [xattn_mass(ctx, li, block, stride) for li in range(ctx.layers)]
-            ),  # fmt: skip
+        """(L·H, T, T) E of every head (the group weights memoised per text and S)."""
+        w = ctx.memo(
+            ("xattention", stride),
+            lambda: np.concatenate([xattn_groups(ctx, li, stride) for li in range(ctx.layers)]),
         )
+        return xattn_blocks(w, ctx.n, block, stride)
 
     def selected(self, ctx, p) -> np.ndarray:
         return xattn_select(self.masses(ctx, p["block"], p["stride"]), p["tau"], ctx.causal)
@@ -131,12 +160,21 @@ class XAttentionMethod(ArenaMethod):
     def base_bits(self, ctx, own):
         return block_bits(self.selected(ctx, own), ctx.n, own["block"])
 
+    def plain_counts(self, ctx, gold, owns):
+        groups: dict[int, list[int]] = {}
+        for k, own in enumerate(owns):
+            groups.setdefault(own["block"], []).append(k)
+        parts = {b: block_counts(gold, [self.selected(ctx, owns[k]) for k in ks], b)
+                 for b, ks in groups.items()}  # fmt: skip
+        return regroup(parts, groups, len(owns))
+
     def head_payload(self, ctx, layer, head):
         """``{"xattention": {"<B>": {"<S>": E}}}``: the (T, T) estimates, float64 bit-exact,
         for every block size and stride of the sliders."""
+        w = {s: xattn_groups(ctx, layer, s, head) for s in STRIDES}
         return {
             "xattention": {
-                str(b): {str(s): b64_floats(xattn_mass(ctx, layer, b, s, head)) for s in STRIDES}
+                str(b): {str(s): b64_floats(xattn_blocks(w[s], ctx.n, b, s)) for s in STRIDES}
                 for b in BLOCK_CHOICES
             }
         }
@@ -204,10 +242,7 @@ class SpargeMethod(ArenaMethod):
 
     def own_grid(self, n, artefact=None):
         return [
-            {"block": b, "theta": th, "tau": t}
-            for b in GRID_BLOCKS
-            for th in SPARGE_THETAS
-            for t in SPARGE_TAUS
+            {"block": b, "theta": SPARGE_THETA, "tau": t} for b in GRID_BLOCKS for t in SPARGE_TAUS
         ]
 
     def stats(self, ctx: PredictContext, block: int) -> tuple:
@@ -226,6 +261,14 @@ class SpargeMethod(ArenaMethod):
 
     def base_bits(self, ctx, own):
         return block_bits(self.selected(ctx, own), ctx.n, own["block"])
+
+    def plain_counts(self, ctx, gold, owns):
+        groups: dict[int, list[int]] = {}
+        for k, own in enumerate(owns):
+            groups.setdefault(own["block"], []).append(k)
+        parts = {b: block_counts(gold, [self.selected(ctx, owns[k]) for k in ks], b)
+                 for b, ks in groups.items()}  # fmt: skip
+        return regroup(parts, groups, len(owns))
 
     def head_payload(self, ctx, layer, head):
         """``{"sparge": {"<B>": {"qsim", "ksim", "u"}}}`` for every block size: the

@@ -32,13 +32,15 @@ from .selection import (
     b64_ints,
     block_count,
     block_means,
+    regroup,
     row_block_bits,
+    row_block_counts,
     stable_order,
 )
 from .spec import ParamSpec
 
 GRID_BLOCKS = (16, 32, 64)
-GRID_TOPK = (1, 2, 4, 8)
+GRID_TOPK = (1, 2, 4)
 
 
 def _future(n: int, block: int) -> np.ndarray:
@@ -126,6 +128,14 @@ class BlockRouting(ArenaMethod):
 
     def base_bits(self, ctx, own):
         return row_block_bits(self.selected(ctx, own), ctx.n, own[self.block_param])
+
+    def plain_counts(self, ctx, gold, owns):
+        groups: dict[int, list[int]] = {}
+        for k, own in enumerate(owns):
+            groups.setdefault(own[self.block_param], []).append(k)
+        parts = {b: row_block_counts(gold, [self.selected(ctx, owns[k]) for k in ks], b)
+                 for b, ks in groups.items()}  # fmt: skip
+        return regroup(parts, groups, len(owns))
 
     def head_payload(self, ctx, layer, head):
         """``{name: {"<B>": order}}``: every query's block order for each B of the slider

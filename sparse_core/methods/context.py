@@ -92,8 +92,11 @@ class PredictContext:
         """(n, n) bool (or (H, n, n)): the gold graph G = P > 0."""
         return self.out.graph[layer] if head is None else self.out.graph[layer, head]
 
-    def probs_rows(self, layer: int, head: int, rows: Tensor | slice) -> Tensor:
-        """(len(rows), n) float32: the rows ``rows`` (indices or a slice) of one head's P."""
+    def probs_rows(self, layer: int, head: int | None, rows: Tensor | slice) -> Tensor:
+        """(len(rows), n) float32 (or (H, len(rows), n)): the rows ``rows`` (indices or a
+        slice) of one head's P."""
+        if head is None:
+            return self.out.probs[layer][:, rows]
         return self.out.probs[layer, head][rows]
 
     def head_qk(self, layer: int, head: int | None = None) -> tuple[Tensor, Tensor]:

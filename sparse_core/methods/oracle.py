@@ -22,14 +22,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..bitsets import words
+from ..bitsets import selection_counts, words
 from .base import ArenaMethod
 from .context import PredictContext
-from .selection import b64_ints, first_k_mask, stable_order, threshold_bits
+from .selection import b64_ints, first_k_mask, stable_order, threshold_bits, threshold_counts
 from .spec import ParamSpec
 
-TOPK_KS = (2, 4, 8, 16, 32, 64, 128)
-TOPP_PS = (0.5, 0.7, 0.8, 0.9, 0.95, 0.99)
+TOPK_KS = (2, 8, 32, 128)
+TOPP_PS = (0.5, 0.8, 0.9, 0.95, 0.99)
 
 
 def k_max(n: int) -> int:
@@ -78,6 +78,10 @@ class TopKMethod(ArenaMethod):
     def base_bits(self, ctx, own):
         return next(self.bases_bits(ctx, [own]))
 
+    def plain_counts(self, ctx, gold, owns):
+        pairs = [(own["k"], -1) for own in owns]
+        return threshold_counts(gold, lambda li: topk_scores(ctx, li), pairs)
+
     def head_payload(self, ctx, layer, head):
         """``{"topk": {"k_max", "order"}}``: each row's keys by score, the first K_MAX(n)
         (``selection.b64_ints``, n × K_MAX row-major); top-k is the first k of a row."""
@@ -92,7 +96,10 @@ def topp_keep(a, i, j, p, ps, n: int) -> list[np.ndarray]:
     from 0 in order of P descending (ties to the lower j), as the page adds it."""
     row = a * n + i
     pp = np.asarray(p, dtype=np.float64)
-    order = np.lexsort((j, -pp, row))  # by row, then P descending, then j
+    # by row, then P descending, then j (a stable sort of row-major edges; a positive float32's
+    # bits order like its value)
+    desc = np.uint64(0xFFFFFFFF) - pp.astype(np.float32).view(np.uint32).astype(np.uint64)
+    order = np.argsort((row.astype(np.uint64) << np.uint64(32)) | desc, kind="stable")
     srow, sp = row[order], pp[order]
     starts = np.flatnonzero(np.diff(srow, prepend=-1))
     rank = np.arange(len(srow)) - np.repeat(starts, np.diff(np.append(starts, len(srow))))
@@ -144,3 +151,14 @@ class TopPMethod(ArenaMethod):
 
     def bases_bits(self, ctx, owns):
         return iter(self._edge_bits(ctx, [own["p"] for own in owns]))
+
+    def plain_counts(self, ctx, gold, owns):
+        # a top-p mask is a set of gold edges: every count comes from the edge list
+        n, LH = ctx.n, ctx.head_count()
+        keeps = topp_keep(gold.e_lh, gold.e_i, gold.e_j, gold.e_p, [o["p"] for o in owns], n)
+        held = np.stack(keeps)
+        T = -(-n // 16)
+        tile = (gold.e_lh * T + gold.e_i // 16) * T + gold.e_j // 16
+        size = np.stack([np.bincount(gold.e_lh[k], minlength=LH) for k in keeps])
+        occ = np.stack([np.bincount(tile[k], minlength=LH * T * T) > 0 for k in keeps])
+        return selection_counts(gold, held, size, occ.reshape(len(keeps), LH, T, T))

@@ -22,13 +22,13 @@ cumulative sums and comparisons are Python's to the last bit.
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from ..bitsets import pack, words
+from ..bitsets import Gold, pack, row_tiles, selection_counts, valid_tiles16, words
 from ..metrics import BLOCKS
 
 #: The block sizes a block method's slider offers: the tile sizes of block sparsity, so a
@@ -80,9 +80,178 @@ def threshold_bits(values: np.ndarray, ks: Sequence[int]) -> Iterator[np.ndarray
         yield pack(keep)
 
 
+def threshold_counts(
+    gold: Gold,
+    layer_values: Callable[[int], np.ndarray],
+    pairs: Sequence[tuple[int, int]],
+) -> dict[str, np.ndarray]:
+    """``bitsets.selection_counts`` of per-row top-k masks, optionally with a band: for each
+    (k, r) of ``pairs`` the mask M_i = first_k(v_i) ∪ {j : |i − j| ≤ r} (r = −1: no band), ∩ V.
+
+    ``layer_values(layer)`` gives (H, n, n) float32 with −∞ outside V: the whole-row top-k
+    then ∩ V and the top-k among the valid keys keep the same valid keys (a valid key never
+    ranks after an invalid one), so |first_k ∩ V_i| = min(k, |V_i|). Per layer one sort gives
+    every row's k-th largest value t; a gold edge is kept iff its value is ≥ t, a 16-tile is
+    filled iff its largest valid value is ≥ t, the band's kept keys are counted on the band
+    itself (2r + 1 values a row). Rows whose ties at t are not all kept are redone exactly
+    (:func:`first_k_mask`). Equal to the bitset path on explicit masks (tested)."""
+    L, H, n = gold.L, gold.H, gold.n
+    P, LH, T = len(pairs), L * H, -(-n // 16)
+    held = np.zeros((P, len(gold.e_lh)), dtype=bool)
+    size = np.zeros((P, LH), dtype=np.int64)
+    occ = np.zeros((P, LH, T, T), dtype=bool)
+    counted16, dist16 = gold.tiles[16]
+    nvalid = np.arange(1, n + 1) if gold.causal else np.full(n, n)  # |V_i|
+    bounds = np.searchsorted(gold.e_lh, np.arange(L + 1) * H)
+    for li in range(L):
+        vals = layer_values(li).reshape(H * n, n)
+        asc = np.sort(vals, axis=1)
+        pad = T * 16 - n
+        tm = vals if not pad else np.pad(vals, ((0, 0), (0, pad)), constant_values=-np.inf)
+        tm = tm.reshape(H * n, T, 16).max(axis=-1)  # (H·n, T) the largest value of each tile
+        tm_fin = np.isfinite(tm)
+        hh0 = np.tile(nvalid, H)  # |V_i| of every row
+        e0, e1 = bounds[li], bounds[li + 1]
+        erow = (gold.e_lh[e0:e1] - li * H) * n + gold.e_i[e0:e1]
+        ecol = gold.e_j[e0:e1]
+        ev = vals[erow, ecol]
+        heads = slice(li * H, (li + 1) * H)
+        bands: dict[int, tuple] = {}
+        padded = None
+        for q, (k, r) in enumerate(pairs):
+            k = max(0, min(int(k), n))
+            t = asc[:, n - k] if k else np.full(H * n, np.inf, dtype=vals.dtype)
+            partial = np.zeros(H * n, dtype=bool)
+            if 0 < k < n:
+                partial = (asc[:, n - k - 1] == t) & np.isfinite(t)
+            exact = None
+            rows = np.flatnonzero(partial)
+            if rows.size:  # ties straddle the k-th place: the lowest-index ones are kept
+                exact = first_k_mask(vals[rows], k).numpy() & np.isfinite(vals[rows])
+                where = np.full(H * n, -1)
+                where[rows] = np.arange(rows.size)
+            sel = ev >= t[erow]
+            filled = (tm >= t[:, None]) & tm_fin
+            if exact is not None:
+                pe = partial[erow]
+                sel[pe] = exact[where[erow[pe]], ecol[pe]]
+                ex = exact if not pad else np.pad(exact, ((0, 0), (0, pad)))
+                filled[rows] = ex.reshape(rows.size, T, 16).any(axis=-1)
+            hh = np.minimum(k, hh0)  # (H·n,) kept valid keys
+            o = row_tiles(filled.reshape(H, n, T), n)  # (H, T, T)
+            if r >= 0:
+                if r not in bands:
+                    offs = np.arange(-r, r + 1)
+                    cols = np.arange(n)[:, None] + offs[None, :]  # (n, 2r + 1)
+                    ok = (cols >= 0) & (cols < n) & ((offs <= 0) if gold.causal else True)
+                    if padded is None:  # one padded copy per layer serves every band
+                        padded = _padded(vals, H, n, max(rr for _, rr in pairs))
+                    bands[r] = (_band_view(padded, r), np.tile(ok.sum(axis=1), H), cols, ok)
+                bv, nband, cols, ok = bands[r]
+                tt = t.reshape(H, n, 1)
+                inter = ((bv >= tt) & (bv > -np.inf)).sum(axis=2).reshape(H * n)
+                if exact is not None:
+                    rr = rows % n
+                    inter[rows] = (exact[np.arange(rows.size)[:, None], np.clip(cols[rr], 0, n - 1)]
+                                   & ok[rr]).sum(axis=1)  # fmt: skip
+                hh = hh + nband - inter
+                sel = sel | (np.abs(gold.e_i[e0:e1] - ecol) <= r)
+                o = o | (counted16 & (dist16 <= r))
+            held[q, e0:e1] = sel
+            size[q, heads] = hh.reshape(H, n).sum(axis=1)
+            occ[q, heads] = o
+    return selection_counts(gold, held, size, occ)
+
+
+def _padded(vals: np.ndarray, H: int, n: int, r: int) -> np.ndarray:
+    """(H, n, n + 2r) float32: each row's values with r −∞ on either side."""
+    pad = np.full((H, n, n + 2 * r), -np.inf, dtype=vals.dtype)
+    pad[:, :, r : r + n] = vals.reshape(H, n, n)
+    return pad
+
+
+def _band_view(padded: np.ndarray, r: int) -> np.ndarray:
+    """(H, n, 2r + 1): row i's values at keys i − r … i + r (−∞ past the ends), a strided view of
+    :func:`_padded` (each row's window starts one key further than the last row's)."""
+    H, n, width = padded.shape
+    start = (width - n) // 2 - r  # the padding exceeds r by this much on the left
+    s0, s1, s2 = padded.strides
+    base = padded[:, :, start:]
+    return np.lib.stride_tricks.as_strided(base, (H, n, 2 * r + 1), (s0, s1 + s2, s2))
+
+
 def block_count(n: int, block: int) -> int:
     """T = ⌈n / B⌉ blocks (the last one ragged when B does not divide n)."""
     return -(-n // block)
+
+
+def row_block_counts(gold: Gold, sels: Sequence[np.ndarray], block: int) -> dict:
+    """``bitsets.selection_counts`` of per-query block choices ``sels`` (each (L·H, n, T)
+    bool): a gold edge is kept iff its query chose its key's block; row i keeps
+    |block b ∩ V_i| keys of each chosen block; a 16-tile is filled iff a row of it chose the
+    block holding the tile's columns and has a valid key there."""
+    n, causal = gold.n, gold.causal
+    T = block_count(n, block)
+    sizes = np.minimum(block, n - np.arange(T) * block)  # (T,) keys per block
+    if causal:  # row i: the blocks before its own whole, its own up to i
+        own = np.arange(n) // block
+        start = np.arange(T) * block
+        vcnt = np.where(np.arange(T)[None, :] < own[:, None], sizes[None, :],
+                        np.where(np.arange(T)[None, :] == own[:, None],
+                                 np.arange(n)[:, None] - start[None, :] + 1, 0))  # fmt: skip
+    else:
+        vcnt = np.broadcast_to(sizes, (n, T))
+    T16 = -(-n // 16)
+    v16 = valid_tiles16(n, causal)
+    at = gold.edge_index(
+        ("rows", block), lambda: (gold.e_lh * n + gold.e_i) * T + gold.e_j // block
+    )
+    held, size, occ = [], [], []
+    for sel in sels:
+        held.append(sel.reshape(-1)[at])
+        size.append((sel * vcnt).sum(axis=(1, 2)))
+        fine = np.repeat(sel, block // 16, axis=-1)[..., :T16] & v16
+        occ.append(row_tiles(fine, n))
+    return selection_counts(gold, np.stack(held), np.stack(size), np.stack(occ))
+
+
+def block_counts(gold: Gold, sels: Sequence[np.ndarray], block: int) -> dict:
+    """``bitsets.selection_counts`` of per-query-block choices ``sels`` (each (L·H, T, T)
+    bool): B × B blocks ∩ V."""
+    n, causal = gold.n, gold.causal
+    T = block_count(n, block)
+    sizes = np.minimum(block, n - np.arange(T) * block)
+    vblock = sizes[:, None] * sizes[None, :]  # valid pairs of each block pair
+    if causal:
+        a, b = np.arange(T)[:, None], np.arange(T)[None, :]
+        vblock = np.where(
+            b < a, vblock, np.where(b == a, sizes[:, None] * (sizes[:, None] + 1) // 2, 0)
+        )
+    T16 = -(-n // 16)
+    counted16 = gold.tiles[16][0]
+    f = block // 16
+    at = gold.edge_index(
+        ("blocks", block),
+        lambda: (gold.e_lh * T + gold.e_i // block) * T + gold.e_j // block,
+    )
+    held, size, occ = [], [], []
+    for sel in sels:
+        held.append(sel.reshape(-1)[at])
+        size.append((sel * vblock).sum(axis=(1, 2)))
+        fine = np.repeat(np.repeat(sel, f, axis=-1), f, axis=-2)[:, :T16, :T16]
+        occ.append(fine & counted16)
+    return selection_counts(gold, np.stack(held), np.stack(size), np.stack(occ))
+
+
+def regroup(parts: dict, groups: dict, total: int) -> dict:
+    """Counts computed per group (``groups``: key -> point indices, ``parts``: key -> counts of
+    those points in order) put back in point order: {count: (total, …)}."""
+    first = next(iter(parts.values()))
+    out = {k: np.zeros((total, *v.shape[1:]), dtype=v.dtype) for k, v in first.items()}
+    for key, idxs in groups.items():
+        for k, v in parts[key].items():
+            out[k][idxs] = v
+    return out
 
 
 def row_block_bits(sel: np.ndarray, n: int, block: int) -> np.ndarray:

@@ -38,16 +38,16 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..bitsets import pack, row_bits, words
+from ..bitsets import row_bits, selection_counts, words
 from .base import ArenaMethod
 from .context import PredictContext
-from .selection import first_k_mask, stable_order, threshold_bits
+from .selection import first_k_mask, stable_order, threshold_bits, threshold_counts
 from .spec import ParamSpec
 
 RECENTS = (1, 2, 4, 8, 16, 32, 64, 128)
-H2O_KS = (4, 8, 16, 32, 64)
-H2O_RECENTS = (2, 8, 32)
-VS_BUDGETS = (4, 8, 16, 32, 64, 128)
+#: H2O's grid: heavy hitters and recent keys in equal parts, as the paper's budgets
+H2O_BUDGETS = (2, 8, 32, 128)
+VS_BUDGETS = (4, 16, 64)
 
 
 def _band_mask(n: int, recent: int) -> torch.Tensor:
@@ -70,7 +70,7 @@ class StreamingMethod(ArenaMethod):
         ]  # fmt: skip
 
     def own_grid(self, n, artefact=None):
-        return [{"sinks": min(s, n), "recent": r} for s in (1, 4) for r in RECENTS if r <= n - 1]
+        return [{"sinks": min(4, n), "recent": r} for r in RECENTS if r <= n - 1]
 
     def base(self, ctx, p):
         n = ctx.n
@@ -117,7 +117,7 @@ class H2OMethod(ArenaMethod):
         ]  # fmt: skip
 
     def own_grid(self, n, artefact=None):
-        return [{"recent": r, "k": k} for k in H2O_KS if k <= n for r in H2O_RECENTS if r < n]
+        return [{"recent": b, "k": b} for b in H2O_BUDGETS if b < n]
 
     def base(self, ctx, p):
         hh = [first_k_mask(h2o_mass(ctx, li), p["k"]) for li in range(ctx.layers)]
@@ -143,18 +143,42 @@ class H2OMethod(ArenaMethod):
     def base_bits(self, ctx, own):
         return next(self.bases_bits(ctx, [own]))
 
+    def plain_counts(self, ctx, gold, owns):
+        def values(li: int) -> np.ndarray:
+            a = h2o_mass(ctx, li)
+            if ctx.causal:  # −∞ outside V (selection.threshold_counts)
+                a = np.where(np.tri(ctx.n, dtype=bool), a, np.float32(-np.inf))
+            return a
 
-def vs_scores(ctx: PredictContext, layer: int, head: int, last: int) -> tuple[np.ndarray, ...]:
-    """(column masses (n,), diagonal masses (2n − 1,) at index d + n − 1) of the last ``last``
-    queries' rows of P, float64, added row by row in order (the page repeats the sums)."""
+        return threshold_counts(gold, values, [(own["k"], own["recent"]) for own in owns])
+
+
+def vs_scores(
+    ctx: PredictContext, layer: int, head: int | None, last: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(column masses (…, n), diagonal masses (…, 2n − 1) at index d + n − 1) of the last
+    ``last`` queries' rows of P (every head of the layer when ``head`` is None), float64, added
+    row by row in order (the page repeats the sums)."""
     n = ctx.n
-    rows = ctx.probs_rows(layer, head, slice(n - last, n)).numpy()  # (last, n) float32
-    cols = np.zeros(n)
-    diag = np.zeros(2 * n - 1)
+    rows = ctx.probs_rows(layer, head, slice(n - last, n)).numpy()  # (…, last, n) float32
+    cols = np.zeros((*rows.shape[:-2], n))
+    diag = np.zeros((*rows.shape[:-2], 2 * n - 1))
     for r, i in enumerate(range(n - last, n)):
-        cols += rows[r]
-        diag[i : i + n] += rows[r][::-1]  # j = 0..n−1 -> offset i − j at index i − j + n − 1
+        row = rows[..., r, :]
+        cols += row
+        diag[..., i : i + n] += row[..., ::-1]  # key j -> offset i − j at index i − j + n − 1
     return cols, diag
+
+
+def vs_sets(cols: np.ndarray, diag: np.ndarray, verticals: int, slashes: int,
+            causal: bool) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """(kept columns (…, n) bool, kept offsets (…, 2n − 1) bool): the top ``verticals`` columns
+    and the top ``slashes`` offsets (causal: d >= 0 only), ties to the lower index."""
+    n = cols.shape[-1]
+    ckeep = first_k_mask(cols, verticals).numpy()
+    cand = np.arange(2 * n - 1) >= (n - 1 if causal else 0)
+    dkeep = first_k_mask(np.where(cand, diag, -np.inf), min(slashes, int(cand.sum()))).numpy()
+    return ckeep, dkeep
 
 
 class VerticalSlashMethod(ArenaMethod):
@@ -176,29 +200,62 @@ class VerticalSlashMethod(ArenaMethod):
     def own_grid(self, n, artefact=None):
         return [{"last": min(64, n), "verticals": b, "slashes": b} for b in VS_BUDGETS if b <= n]
 
-    def head_sets(self, ctx, layer, head, p) -> tuple[np.ndarray, np.ndarray]:
-        """(kept columns (n,) bool, kept offsets (2n − 1,) bool at index d + n − 1)."""
-        n = ctx.n
-        cols, diag = vs_scores(ctx, layer, head, p["last"])
-        ckeep = first_k_mask(cols, p["verticals"]).numpy()
-        cand = np.arange(2 * n - 1) >= (n - 1 if ctx.causal else 0)  # causal: d >= 0 only
-        order = stable_order(np.where(cand, diag, -np.inf))
-        dkeep = np.zeros(2 * n - 1, dtype=bool)
-        dkeep[order[: min(p["slashes"], int(cand.sum()))]] = True
-        return ckeep, dkeep
+    def scores(self, ctx: PredictContext, last: int) -> tuple[np.ndarray, np.ndarray]:
+        """(L·H, n), (L·H, 2n − 1): :func:`vs_scores` of every head (memoised per text)."""
 
-    def _head_mask(self, ctx, layer, head, p) -> np.ndarray:
-        n = ctx.n
-        ckeep, dkeep = self.head_sets(ctx, layer, head, p)
-        idx = np.arange(n)[:, None] - np.arange(n)[None, :] + n - 1  # offset index of (i, j)
-        return dkeep[idx] | ckeep[None, :]
+        def make():
+            got = [vs_scores(ctx, li, None, last) for li in range(ctx.layers)]
+            return np.concatenate([g[0] for g in got]), np.concatenate([g[1] for g in got])
+
+        return ctx.memo((self.name, last), make)
+
+    def sets(self, ctx, p) -> tuple[np.ndarray, np.ndarray]:
+        cols, diag = self.scores(ctx, p["last"])
+        return vs_sets(cols, diag, p["verticals"], p["slashes"], ctx.causal)
 
     def base(self, ctx, p):
-        L, H = ctx.layers, ctx.heads
-        m = [[self._head_mask(ctx, li, hi, p) for hi in range(H)] for li in range(L)]
-        return torch.from_numpy(np.array(m, dtype=bool))  # (L, H, n, n)
+        n = ctx.n
+        ckeep, dkeep = self.sets(ctx, p)
+        idx = np.arange(n)[:, None] - np.arange(n)[None, :] + n - 1  # offset index of (i, j)
+        m = dkeep[:, idx] | ckeep[:, None, :]
+        return torch.from_numpy(m).view(ctx.layers, ctx.heads, n, n)
 
-    def base_bits(self, ctx, own):
-        L, H = ctx.layers, ctx.heads
-        return np.stack([pack(self._head_mask(ctx, li, hi, own)) for li in range(L)
-                         for hi in range(H)])  # fmt: skip  # (L·H, n, W)
+    def plain_counts(self, ctx, gold, owns):
+        n, LH, causal = ctx.n, ctx.head_count(), ctx.causal
+        T = -(-n // 16)
+        r0 = np.arange(T) * 16
+        r1 = np.minimum(r0 + 16, n) - 1
+        rows = np.arange(n)
+        held, size, occ = [], [], []
+        for own in owns:
+            ckeep, dkeep = self.sets(ctx, own)
+            held.append(ckeep[gold.e_lh, gold.e_j] | dkeep[gold.e_lh, gold.e_i - gold.e_j + n - 1])
+            cs = np.zeros((LH, 2 * n))
+            np.cumsum(dkeep, axis=1, out=cs[:, 1:])
+            if causal:  # valid keys j <= i: columns up to i, offsets d >= 0
+                cv = np.cumsum(ckeep, axis=1)
+                dv = cs[:, rows + n] - cs[:, n - 1 : n]
+            else:
+                cv = np.broadcast_to(ckeep.sum(axis=1, keepdims=True), (LH, n))
+                dv = cs[:, rows + n] - cs[:, rows]
+            kc = stable_order(np.where(ckeep, -np.arange(n), -np.inf))[:, : ckeep.sum(1).max()]
+            kc_ok = np.take_along_axis(ckeep, kc, axis=1)  # (LH, kv) the kept columns
+            at = rows[None, :, None] - kc[:, None, :] + n - 1  # (LH, n, kv)
+            both = np.take_along_axis(dkeep[:, None, :], at, axis=2) & kc_ok[:, None, :]
+            if causal:
+                both &= kc[:, None, :] <= rows[None, :, None]
+            size.append((cv + dv - both.sum(axis=2)).sum(axis=1))
+            # 16-tiles: a kept column reaches tile (a, c) if a row of a may see it; a kept offset
+            # if it lies in the range of i − j over the tile (its pairs' offsets are contiguous)
+            cpad = np.pad(np.where(ckeep, rows, n), ((0, 0), (0, T * 16 - n)), constant_values=n)
+            first_col = cpad.reshape(LH, T, 16).min(axis=2)  # (LH, T) the lowest kept column
+            ctile = first_col[:, None, :] <= (r1[None, :, None] if causal else n - 1)
+            lo = r0[:, None] - r1[None, :]
+            hi = r1[:, None] - r0[None, :]
+            if causal:
+                lo = np.maximum(lo, 0)
+            ok = hi >= lo
+            lo_i, hi_i = np.clip(lo + n - 1, 0, 2 * n - 1), np.clip(hi + n, 0, 2 * n - 1)
+            dtile = ok & ((cs[:, hi_i] - cs[:, lo_i]) > 0)
+            occ.append((ctile | dtile) & gold.tiles[16][0])
+        return selection_counts(gold, np.stack(held), np.stack(size), np.stack(occ))
