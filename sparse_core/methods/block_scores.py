@@ -74,14 +74,15 @@ def xattn_groups(ctx: PredictContext, layer: int, stride: int,
     n = ctx.n
     G = -(-n // stride)
     if ctx.out.softcap is None:
-        q, k = (x.double() for x in ctx.head_qk(layer, head))
-        pad = G * stride - n
-        q, k = (torch.nn.functional.pad(x, (0, 0, 0, pad)) for x in (q, k))
-        qr = q.reshape(*q.shape[:-2], G, stride, q.shape[-1]).flip(-2).flatten(-2)
-        kr = k.reshape(*k.shape[:-2], G, stride, k.shape[-1]).flatten(-2)
-        v = ((qr @ kr.transpose(-1, -2)) * (ctx.head_scale(layer) / stride)).numpy()
+        q, k = (x.astype(np.float64) for x in ctx.head_qk(layer, head))
+        pad = [(0, 0)] * (q.ndim - 2) + [(0, G * stride - n), (0, 0)]
+        q, k = np.pad(q, pad), np.pad(k, pad)
+        qr = q.reshape(*q.shape[:-2], G, stride, q.shape[-1])[..., ::-1, :]
+        qr = qr.reshape(*q.shape[:-2], G, -1)
+        kr = k.reshape(*k.shape[:-2], G, -1)
+        v = np.matmul(qr, np.swapaxes(kr, -1, -2)) * (ctx.head_scale(layer) / stride)
     else:  # capped scores: the antidiagonals of the scores themselves
-        s = ctx.head_scores(layer, head).numpy().astype(np.float64)
+        s = ctx.head_scores(layer, head).astype(np.float64)
         s = _pad_to(s, G * stride, (-2, -1)).reshape(*s.shape[:-2], G, stride, G, stride)
         v = sum(s[..., :, stride - 1 - r, :, r] for r in range(stride)) / stride
     if ctx.causal:
@@ -182,19 +183,19 @@ class XAttentionMethod(ArenaMethod):
 
 def sparge_stats(ctx: PredictContext, layer: int, block: int, head: int | None = None) -> tuple:
     """(qsim (…, T), ksim (…, T), u (…, T, T)) float64 of SpargeAttn (module docstring)."""
-    q, k = (x.double() for x in ctx.head_qk(layer, head))
+    q, k = (x.astype(np.float64) for x in ctx.head_qk(layer, head))
     n = ctx.n
     T = block_count(n, block)
+    sizes = np.full(T, float(block))
+    sizes[-1] = n - (T - 1) * block
 
-    def sim(x: torch.Tensor) -> np.ndarray:
-        norm = x.norm(dim=-1, keepdim=True)
-        unit = torch.where(norm > 0, x / norm.clamp(min=1e-300), 0.0)
-        sizes = torch.full((T,), float(block), dtype=torch.float64)
-        sizes[-1] = n - (T - 1) * block
+    def sim(x: np.ndarray) -> np.ndarray:
+        norm = np.sqrt((x * x).sum(axis=-1, keepdims=True))
+        unit = np.divide(x, norm, out=np.zeros_like(x), where=norm > 0)
         sums = block_means(unit, block) * sizes[:, None]  # Σ_t x̂_t per block
-        return ((sums * sums).sum(-1) / sizes**2).numpy()
+        return (sums * sums).sum(axis=-1) / sizes**2
 
-    z = (block_means(q, block) @ block_means(k, block).transpose(-1, -2)).numpy()
+    z = np.matmul(block_means(q, block), np.swapaxes(block_means(k, block), -1, -2))
     z = z * ctx.head_scale(layer)
     if ctx.causal:
         z = np.where(np.tri(T, dtype=bool), z, -np.inf)
@@ -284,4 +285,4 @@ def _dense(ctx: PredictContext, sel: np.ndarray, block: int) -> torch.Tensor:
     """(L·H, T, T) block choices -> (L, H, n, n) bool (before ∩ V)."""
     n = ctx.n
     m = np.repeat(np.repeat(sel, block, axis=-1)[..., :n], block, axis=-2)[..., :n, :]
-    return torch.from_numpy(m).view(ctx.layers, ctx.heads, n, n)
+    return torch.from_numpy(np.ascontiguousarray(m)).view(ctx.layers, ctx.heads, n, n)

@@ -52,7 +52,7 @@ def _future(n: int, block: int) -> np.ndarray:
 def moba_gate(ctx: PredictContext, layer: int, block: int, head: int | None = None) -> np.ndarray:
     """(H, n, T) (or (n, T)) float32: MoBA's gate, own block +∞, causal future blocks −∞."""
     q, k = ctx.head_qk(layer, head)
-    gate = (q @ block_means(k, block).transpose(-1, -2)).numpy()  # (…, n, T)
+    gate = np.matmul(q, np.swapaxes(block_means(k, block), -1, -2))  # (…, n, T) float32
     n = ctx.n
     own = (np.arange(n) // block)[:, None] == np.arange(gate.shape[-1])[None, :]
     if ctx.causal:
@@ -66,12 +66,11 @@ def quest_bound(ctx: PredictContext, layer: int, block: int, head: int | None = 
     n = ctx.n
     T = block_count(n, block)
     pad = T * block - n
-    kp = torch.nn.functional.pad(k, (0, 0, 0, pad), value=float("nan"))
+    kp = np.pad(k, [(0, 0)] * (k.ndim - 2) + [(0, pad), (0, 0)], constant_values=np.nan)
     pages = kp.reshape(*k.shape[:-2], T, block, k.shape[-1])  # ragged last page: NaN padding
-    kmax = torch.from_numpy(np.nanmax(pages.numpy(), axis=-2))  # (…, T, d)
-    kmin = torch.from_numpy(np.nanmin(pages.numpy(), axis=-2))
-    u = q.clamp(min=0) @ kmax.transpose(-1, -2) + q.clamp(max=0) @ kmin.transpose(-1, -2)
-    u = u.numpy()
+    kmax = np.swapaxes(np.nanmax(pages, axis=-2), -1, -2)  # (…, d, T)
+    kmin = np.swapaxes(np.nanmin(pages, axis=-2), -1, -2)
+    u = np.matmul(np.maximum(q, 0), kmax) + np.matmul(np.minimum(q, 0), kmin)
     if ctx.causal:
         u = np.where(_future(n, block), np.float32(-np.inf), u)
     return u

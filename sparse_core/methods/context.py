@@ -84,41 +84,45 @@ class PredictContext:
         """L·H: the heads of this context, flat index ``a = layer * H + head``."""
         return self.layers * self.heads
 
-    def head_probs(self, layer: int, head: int | None = None) -> Tensor:
-        """(n, n) float32 (or (H, n, n)): the entmax probabilities P (0 off the graph)."""
-        return self.out.probs[layer] if head is None else self.out.probs[layer, head]
+    def head_probs(self, layer: int, head: int | None = None) -> np.ndarray:
+        """(n, n) float32 (or (H, n, n)): the entmax probabilities P (0 off the graph); a
+        read-only view, not a copy."""
+        p = self.out.probs[layer] if head is None else self.out.probs[layer, head]
+        return p.numpy()
 
-    def head_graph(self, layer: int, head: int | None = None) -> Tensor:
+    def head_graph(self, layer: int, head: int | None = None) -> np.ndarray:
         """(n, n) bool (or (H, n, n)): the gold graph G = P > 0."""
-        return self.out.graph[layer] if head is None else self.out.graph[layer, head]
+        g = self.out.graph[layer] if head is None else self.out.graph[layer, head]
+        return g.numpy()
 
-    def probs_rows(self, layer: int, head: int | None, rows: Tensor | slice) -> Tensor:
-        """(len(rows), n) float32 (or (H, len(rows), n)): the rows ``rows`` (indices or a
-        slice) of one head's P."""
-        if head is None:
-            return self.out.probs[layer][:, rows]
-        return self.out.probs[layer, head][rows]
+    def probs_rows(self, layer: int, head: int | None, rows: slice) -> np.ndarray:
+        """(len(rows), n) float32 (or (H, len(rows), n)): the rows ``rows`` of one head's P."""
+        p = self.out.probs[layer][:, rows] if head is None else self.out.probs[layer, head][rows]
+        return p.numpy()
 
-    def head_qk(self, layer: int, head: int | None = None) -> tuple[Tensor, Tensor]:
+    def head_qk(self, layer: int, head: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(queries, keys), (n, d) float32 each (or (H, n, d)), as they enter the scores."""
         q, k = self.out.queries[layer], self.out.keys[layer]
         if head is not None:
             q, k = q[head], k[head]
-        return q.float(), k.float()
+        return q.float().numpy(), k.float().numpy()
 
     def head_scale(self, layer: int) -> float:
         """The score factor of ``layer`` (the model's own ``scaling``; 1/√d_head by default)."""
         sc = self.out.scaling
         return float(sc[layer]) if sc is not None else self.out.queries.shape[-1] ** -0.5
 
-    def head_scores(self, layer: int, head: int | None = None) -> Tensor:
+    def head_scores(self, layer: int, head: int | None = None) -> np.ndarray:
         """(n, n) float32 (or (H, n, n)): the scores S = scaling · q_i · k_j (softcapped where
-        the model caps them), before any mask, recomputed from the recorded queries and keys
-        (the same for every caller: predict, the sweep and the page's payload)."""
+        the model caps them), before any mask, recomputed from the recorded queries and keys.
+        numpy's product takes one head at a time, so a head's scores are the same whether it
+        is asked for alone or with its layer (predict, the sweep and the page's payload agree
+        to the bit)."""
         q, k = self.head_qk(layer, head)
-        s = (q @ k.transpose(-1, -2)) * self.head_scale(layer)
+        s = np.matmul(q, np.swapaxes(k, -1, -2)) * np.float32(self.head_scale(layer))
         if self.out.softcap is not None:
-            s = torch.tanh(s / self.out.softcap) * self.out.softcap
+            c = np.float32(self.out.softcap)
+            s = np.tanh(s / c) * c
         return s
 
     def column_mass(self, layer: int, head: int | None = None, prefix: bool = False) -> np.ndarray:
@@ -128,7 +132,7 @@ class PredictContext:
         ``prefix=False``: (n,) C_j = Σ_i P_ij; ``prefix=True``: (n, n) A with A_ij = Σ_{i' < i}
         P_i'j, the mass key j received from the queries before i (row 0 is 0). With
         ``head=None`` every head of the layer: (H, n) / (H, n, n)."""
-        p = self.head_probs(layer, head).numpy()  # (…, n, n) float32
+        p = self.head_probs(layer, head)  # (…, n, n) float32
         n = p.shape[-1]
         rows = np.moveaxis(p, -2, 0)  # (n, …, n): row i of every head
         if not prefix:

@@ -39,7 +39,7 @@ def k_max(n: int) -> int:
 
 def topk_scores(ctx: PredictContext, layer: int, head: int | None = None) -> np.ndarray:
     """(n, n) float32 (or (H, n, n)): the scores top-k ranks, −∞ where j > i when causal."""
-    s = ctx.head_scores(layer, head).numpy()
+    s = ctx.head_scores(layer, head)
     if ctx.causal:
         n = ctx.n
         s = np.where(np.tri(n, dtype=bool), s, np.float32(-np.inf))

@@ -269,15 +269,17 @@ def block_bits(sel: np.ndarray, n: int, block: int) -> np.ndarray:
     return np.repeat(rows, block, axis=1)[:, :n]
 
 
-def block_means(x: Tensor, block: int) -> Tensor:
-    """(…, n, d) -> (…, T, d): the mean of each block's rows (the last block's own rows)."""
+def block_means(x: np.ndarray, block: int) -> np.ndarray:
+    """(…, n, d) -> (…, T, d): the mean of each block's rows (the last block's own rows). The
+    rows are added one after another (numpy adds along a non-last axis in order), so a head's
+    means do not depend on the heads computed with it."""
     n = x.shape[-2]
     T = block_count(n, block)
     pad = T * block - n
     if pad:
-        x = torch.cat([x, x.new_zeros(*x.shape[:-2], pad, x.shape[-1])], dim=-2)
-    sums = x.reshape(*x.shape[:-2], T, block, x.shape[-1]).sum(dim=-2)
-    sizes = torch.full((T,), float(block), dtype=x.dtype)
+        x = np.concatenate([x, np.zeros((*x.shape[:-2], pad, x.shape[-1]), x.dtype)], axis=-2)
+    sums = x.reshape(*x.shape[:-2], T, block, x.shape[-1]).sum(axis=-2)
+    sizes = np.full(T, block, dtype=x.dtype)
     sizes[-1] = n - (T - 1) * block
     return sums / sizes[:, None]
 

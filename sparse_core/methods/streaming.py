@@ -100,7 +100,7 @@ def h2o_mass(ctx: PredictContext, layer: int) -> np.ndarray:
     if ctx.causal:
         return ctx.column_mass(layer, None, prefix=True)
     total = ctx.column_mass(layer, None)  # (H, n)
-    return total[:, None, :] - ctx.head_probs(layer).numpy()  # float32: C_j − P_ij
+    return total[:, None, :] - ctx.head_probs(layer)  # float32: C_j − P_ij
 
 
 class H2OMethod(ArenaMethod):
@@ -160,7 +160,7 @@ def vs_scores(
     ``last`` queries' rows of P (every head of the layer when ``head`` is None), float64, added
     row by row in order (the page repeats the sums)."""
     n = ctx.n
-    rows = ctx.probs_rows(layer, head, slice(n - last, n)).numpy()  # (…, last, n) float32
+    rows = ctx.probs_rows(layer, head, slice(n - last, n))  # (…, last, n) float32
     cols = np.zeros((*rows.shape[:-2], n))
     diag = np.zeros((*rows.shape[:-2], 2 * n - 1))
     for r, i in enumerate(range(n - last, n)):
