@@ -11,14 +11,14 @@
  *   float32, one query at a time, with Math.fround; top-p's and vertical-slash's in doubles);
  * - topk, moba, quest: each row's order (keys, blocks) computed by Python (payload, base64
  *   bytes), so k only cuts it;
- * - xattention, sparge: the block estimates computed by Python (float64, bit-exact); the
+ * - xattention, sparge: the block estimates computed by Python (float32, bit-exact); the
  *   selection — a sort and a cumulative sum — is repeated here in the same order.
  * Ties always go to the lower index (stable orders).
  */
 
 import { memo } from "./head.js";
 
-const ARRAYS = { u8: Uint8Array, u16: Uint16Array, f64: Float64Array };
+const ARRAYS = { u8: Uint8Array, u16: Uint16Array, f32: Float32Array, f64: Float64Array };
 
 /** A base64 array of the payload ({dtype, shape, data}, little-endian) as a typed array. */
 export function decode(enc) {

@@ -95,7 +95,8 @@ def xattn_blocks(w: np.ndarray, n: int, block: int, stride: int) -> np.ndarray:
     """(…, G, G) group weights -> (…, T, T) block estimates E_ab (their sums per block pair)."""
     T, per = block_count(n, block), block // stride
     w = _pad_to(w, T * per, (-2, -1)).reshape(*w.shape[:-2], T, per, T, per)
-    return w.sum(axis=(-3, -1))
+    # rounded to float32: what the page receives, and so what both sides select from
+    return w.sum(axis=(-3, -1)).astype(np.float32).astype(np.float64)
 
 
 def xattn_mass(ctx: PredictContext, layer: int, block: int, stride: int,
@@ -200,6 +201,7 @@ def sparge_stats(ctx: PredictContext, layer: int, block: int, head: int | None =
     if ctx.causal:
         z = np.where(np.tri(T, dtype=bool), z, -np.inf)
     u = np.exp(z - z.max(axis=-1, keepdims=True))
+    u = u.astype(np.float32).astype(np.float64)  # what the page receives (float32)
     return sim(q), sim(k), u
 
 

@@ -296,13 +296,18 @@ def b64_ints(a: np.ndarray) -> dict:
     return {"dtype": "u8" if dt.itemsize == 1 else "u16", "shape": list(a.shape), "data": data}
 
 
-def b64_floats(a: np.ndarray) -> dict:
-    """float64 values bit-exact: ``{"dtype": "f64", "shape": […], "data": base64}``."""
-    a = np.ascontiguousarray(a, dtype="<f8")
-    return {"dtype": "f64", "shape": list(a.shape), "data": base64.b64encode(a.tobytes()).decode()}
+def b64_floats(a: np.ndarray, dtype: str = "f32") -> dict:
+    """Floats bit-exact: ``{"dtype": "f32" | "f64", "shape": […], "data": base64}``. "f32" only
+    for values that are float32 already (the estimates are rounded to float32 before anyone
+    selects from them, so the page's selection works on the very same numbers)."""
+    dt = {"f32": "<f4", "f64": "<f8"}[dtype]
+    b = np.ascontiguousarray(a, dtype=dt)
+    if dtype == "f32" and not np.array_equal(b.astype(np.float64), np.asarray(a, dtype=np.float64)):
+        raise ValueError("b64_floats(dtype='f32') needs values that are float32 already")
+    return {"dtype": dtype, "shape": list(b.shape), "data": base64.b64encode(b.tobytes()).decode()}
 
 
 def from_b64(enc: dict) -> np.ndarray:
     """Inverse of :func:`b64_ints` / :func:`b64_floats` (tests read payloads with it)."""
-    dt = {"u8": "<u1", "u16": "<u2", "f64": "<f8"}[enc["dtype"]]
+    dt = {"u8": "<u1", "u16": "<u2", "f32": "<f4", "f64": "<f8"}[enc["dtype"]]
     return np.frombuffer(base64.b64decode(enc["data"]), dtype=dt).reshape(enc["shape"])
