@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from sparse_core import __version__, pareto, pos
+from sparse_core import __version__, budgets, pareto, pos
 from sparse_core.bitsets import METRICS, fold_blocks
 from sparse_core.errors import EmptyTextError, SparsescopeError, TextTooLongError
 from sparse_core.methods import METHODS, PredictContext, available, evaluate
@@ -468,6 +468,34 @@ class AnalysisService:
             1000 * (time.perf_counter() - t0),
         )
         return sweep
+
+    def budgets(self, analysis_id: str, layer: int | None, head: int | None) -> bytes:
+        """Oracle budgets (``sparse_core.budgets``, SPEC §8) as JSON bytes: one head's (every
+        query's values and their quantiles) or, with neither, every head's quantiles and the
+        pooled distribution. Computed once per analysis and scope."""
+        if (layer is None) != (head is None):
+            self.get(analysis_id)
+            missing = "head" if head is None else "layer"
+            raise SparsescopeError(
+                f"give both layer and head for one head's budgets, or neither for every head; "
+                f"{missing} is missing",
+                field=missing,
+            )
+        if layer is None:
+            entry = self.get(analysis_id)
+        else:
+            entry = self._head_entry(analysis_id, layer, head)
+
+        def make() -> bytes:
+            with torch.inference_mode():
+                if layer is None:
+                    return dumps({"scope": "all", **budgets.budgets_json(entry.ctx)})
+                body = budgets.head_json(entry.ctx.view(layer, head), 0, 0)
+                body.update(layer=layer, head=head)
+                return dumps({"scope": "head", "levels": list(budgets.LEVELS),
+                              "quantiles": list(budgets.QUANTILES), **body})  # fmt: skip
+
+        return self.cache.derive(entry, ("budgets", layer, head), make)
 
     def clusters(
         self, analysis_id: str, layer: int, head: int, clusters: int | None, top_k: int

@@ -37,7 +37,7 @@ CHAIN = [
         "methods.block_scores",
     ],
     ["methods"],
-    ["pareto.points"],
+    ["pareto.points", "budgets"],
     ["pareto.text_sweep", "pareto.corpus_sweep"],
     ["pareto"],
     ["pos", "viz"],
