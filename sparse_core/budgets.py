@@ -137,7 +137,9 @@ def budgets_json(ctx: PredictContext, levels: Sequence[float] = LEVELS) -> dict:
         "heads": heads,
         "pooled": {
             "support": summarize(np.concatenate(support)),
-            **{kind: {_key(lv): summarize(np.concatenate(pooled[kind][lv])) for lv in levels}
-               for kind in ("k", "p")},
+            **{
+                kind: {_key(lv): summarize(np.concatenate(pooled[kind][lv])) for lv in levels}
+                for kind in ("k", "p")
+            },
         },  # fmt: skip
     }

@@ -40,10 +40,26 @@ CAUGHT_STROKE = "#7c2d12"
 MISSED = "#dc2626"  # a gold edge the method misses
 #: One colour per method, in the registry's order (frontend/js/pareto.js).
 PALETTE = (
-    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
-    "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#1f2937",
-    "#a0cbe8", "#ffbe7d", "#8cd17d", "#b6992d", "#499894",
-    "#86bcb6", "#d37295", "#fabfd2", "#79706e", "#d4a6c8",
+    "#4e79a7",
+    "#f28e2b",
+    "#e15759",
+    "#76b7b2",
+    "#59a14f",
+    "#edc948",
+    "#b07aa1",
+    "#ff9da7",
+    "#9c755f",
+    "#1f2937",
+    "#a0cbe8",
+    "#ffbe7d",
+    "#8cd17d",
+    "#b6992d",
+    "#499894",
+    "#86bcb6",
+    "#d37295",
+    "#fabfd2",
+    "#79706e",
+    "#d4a6c8",
 )  # fmt: skip  (Tableau 10, then 10 of Tableau 20: one colour per method of the registry)
 #: The 17 Universal POS tags with the page's colours (frontend/js/pos.js).
 UPOS = (
@@ -363,8 +379,10 @@ def pareto_figure(
                 hoverinfo="text",
             )
         )
-        views.append(([xv(points[k]) for k in front], [points[k]["recall"] for k in front],
-                      [xv(points[k]) for k in mfront], [mass(points[k]) for k in mfront]))  # fmt: skip
+        views.append((
+            [xv(points[k]) for k in front], [points[k]["recall"] for k in front],
+            [xv(points[k]) for k in mfront], [mass(points[k]) for k in mfront],
+        ))  # fmt: skip
         texts.append((hover(front), hover(mfront)))
         traces.append(
             go.Scatter(
@@ -413,9 +431,18 @@ def pareto_figure(
                          {"yaxis.title.text": title}],
             })  # fmt: skip
         fig.update_layout(
-            updatemenus=[{"type": "buttons", "direction": "right", "x": 1.0, "y": 1.08,
-                          "xanchor": "right", "yanchor": "bottom", "buttons": buttons,
-                          "showactive": True}]  # fmt: skip
+            updatemenus=[
+                {
+                    "type": "buttons",
+                    "direction": "right",
+                    "x": 1.0,
+                    "y": 1.08,
+                    "xanchor": "right",
+                    "yanchor": "bottom",
+                    "buttons": buttons,
+                    "showactive": True,
+                }
+            ]  # fmt: skip
         )
     return fig
 
