@@ -127,7 +127,10 @@ def threshold_counts(
             exact = None
             rows = np.flatnonzero(partial)
             if rows.size:  # ties straddle the k-th place: the lowest-index ones are kept
-                exact = first_k_mask(vals[rows], k).numpy() & np.isfinite(vals[rows])
+                sub, tr = vals[rows], t[rows, None]
+                eq = sub == tr
+                need = k - (sub > tr).sum(axis=1, keepdims=True)
+                exact = (sub > tr) | (eq & (np.cumsum(eq, axis=1) <= need))
                 where = np.full(H * n, -1)
                 where[rows] = np.arange(rows.size)
             sel = ev >= t[erow]
