@@ -200,6 +200,7 @@ class Gold:
         self._bits: np.ndarray | None = None
         self._runs: dict | None = None
         self._edge_idx: dict = {}
+        self._block_gold: dict = {}
 
     def runs(self) -> dict[str, np.ndarray]:
         """The edges' runs (made once): ``row_starts`` / ``row_len`` of each row that has edges,
@@ -300,6 +301,7 @@ class Gold:
             p = self.e_p[order] if self.e_p is not None else None
             plan = self._plans[tag] = {
                 "p": p,  # P of each edge, in plan order (None: no probabilities)
+                "p32": None if p is None else p.astype(np.float32),  # the same (float32 values)
                 "run_p": None if p is None else np.add.reduceat(p, starts) if len(p) else p,
                 "pos": self.flat_pos(A)[order],
                 "shift": self.shift[order],
@@ -513,7 +515,8 @@ def count_bits(gold: Gold, bits: np.ndarray, windows: Sequence[int]) -> dict[str
     else:
         mhist = np.zeros((P, plan["bins"]))
         if held.shape[1]:
-            got_p = np.add.reduceat(held * plan["p"], plan["starts"], axis=1)  # (P, runs)
+            # held is 0 / 1: the float32 products are exact, their sums are made in float64
+            got_p = np.add.reduceat(held * plan["p32"], plan["starts"], axis=1, dtype=np.float64)
             mhist[:, plan["bin"]] = plan["run_p"] - got_p
             mhist[:, plan["held_bins"]] += np.add.reduceat(got_p, plan["head_starts"], axis=1)
         mass = np.cumsum(mhist.reshape(P, LH, nq + 1), axis=-1)[..., :nq]
@@ -585,12 +588,40 @@ def selection_counts(
     elif gold.e_p is not None:
         mass[:] = 0.0
     out.update(hit=hit, covered=cov, mass=mass)
-    base = BLOCKS[0]
+    out.update(empty_counts(gold, occ16))
+    return out
+
+
+def empty_counts(gold: Gold, occ16: np.ndarray) -> dict[str, np.ndarray]:
+    """``empty_B`` of every tile size from the 16 × 16 tiles that hold a pair of M ∩ V."""
+    out, base = {}, BLOCKS[0]
     for b in BLOCKS:
-        occ = occ16 if b == base else pool_tiles(occ16, n, b // base)
+        occ = occ16 if b == base else pool_tiles(occ16, gold.n, b // base)
         counted = gold.tiles[b][0]
         out[f"empty_{b}"] = (counted & ~occ).sum(axis=(-2, -1))
     return out
+
+
+def block_gold(gold: Gold, block: int, rows: bool) -> dict[str, np.ndarray]:
+    """Per text and block size (made once): the gold edges counted per (head, query row, key
+    block) when ``rows`` (L·H, n, T), else per (head, query block, key block) (L·H, T, T), with
+    their mass (float64, the edges added in order), and the gold keys per row (L·H, n)."""
+    key = ("rows" if rows else "blocks", block)
+    got = gold._block_gold.get(key)
+    if got is None:
+        LH, n = gold.L * gold.H, gold.n
+        T = -(-n // block)
+        a = gold.e_i if rows else gold.e_i // block
+        R = n if rows else T
+        at = (gold.e_lh * R + a) * T + gold.e_j // block
+        cnt = np.bincount(at, minlength=LH * R * T).reshape(LH, R, T)
+        cnt = cnt.astype(np.uint8 if block < 256 else np.int32)  # at most B edges a cell
+        mass = None
+        if gold.e_p is not None:
+            mass = np.bincount(at, weights=gold.e_p, minlength=LH * R * T).reshape(LH, R, T)
+        per_row = np.bincount(gold.e_lh * n + gold.e_i, minlength=LH * n).reshape(LH, n)
+        got = gold._block_gold[key] = {"count": cnt, "mass": mass, "per_row": per_row}
+    return got
 
 
 def row_tiles(rows: np.ndarray, n: int, tile: int = 16) -> np.ndarray:

@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from .base import ArenaMethod
-from .context import PredictContext
+from .context import PredictContext, products
 from .selection import (
     BLOCK_CHOICES,
     b64_floats,
@@ -81,7 +81,7 @@ def xattn_groups(ctx: PredictContext, layer: int, stride: int,
         qr = q.reshape(*q.shape[:-2], G, stride, q.shape[-1])[..., ::-1, :]
         qr = qr.reshape(*q.shape[:-2], G, -1)
         kr = k.reshape(*k.shape[:-2], G, -1)
-        v = np.matmul(qr, np.swapaxes(kr, -1, -2)) * (ctx.head_scale(layer) / stride)
+        v = products(qr, kr) * (ctx.head_scale(layer) / stride)
     else:  # capped scores: the antidiagonals of the scores themselves
         s = ctx.head_scores(layer, head).astype(np.float64)
         s = _pad_to(s, G * stride, (-2, -1)).reshape(*s.shape[:-2], G, stride, G, stride)
@@ -197,7 +197,7 @@ def sparge_stats(ctx: PredictContext, layer: int, block: int, head: int | None =
         sums = block_means(unit, block) * sizes[:, None]  # Σ_t x̂_t per block
         return (sums * sums).sum(axis=-1) / sizes**2
 
-    z = np.matmul(block_means(q, block), np.swapaxes(block_means(k, block), -1, -2))
+    z = products(block_means(q, block), block_means(k, block))
     z = z * ctx.head_scale(layer)
     if ctx.causal:
         z = np.where(np.tri(T, dtype=bool), z, -np.inf)

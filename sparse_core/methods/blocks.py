@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from .base import ArenaMethod
-from .context import PredictContext
+from .context import PredictContext, products
 from .selection import (
     BLOCK_CHOICES,
     b64_ints,
@@ -52,7 +52,7 @@ def _future(n: int, block: int) -> np.ndarray:
 def moba_gate(ctx: PredictContext, layer: int, block: int, head: int | None = None) -> np.ndarray:
     """(H, n, T) (or (n, T)) float32: MoBA's gate, own block +∞, causal future blocks −∞."""
     q, k = ctx.head_qk(layer, head)
-    gate = np.matmul(q, np.swapaxes(block_means(k, block), -1, -2))  # (…, n, T) float32
+    gate = products(q, block_means(k, block))  # (…, n, T) float32
     n = ctx.n
     own = (np.arange(n) // block)[:, None] == np.arange(gate.shape[-1])[None, :]
     if ctx.causal:
@@ -68,12 +68,27 @@ def quest_bound(ctx: PredictContext, layer: int, block: int, head: int | None = 
     pad = T * block - n
     kp = np.pad(k, [(0, 0)] * (k.ndim - 2) + [(0, pad), (0, 0)], constant_values=np.nan)
     pages = kp.reshape(*k.shape[:-2], T, block, k.shape[-1])  # ragged last page: NaN padding
-    kmax = np.swapaxes(np.nanmax(pages, axis=-2), -1, -2)  # (…, d, T)
-    kmin = np.swapaxes(np.nanmin(pages, axis=-2), -1, -2)
-    u = np.matmul(np.maximum(q, 0), kmax) + np.matmul(np.minimum(q, 0), kmin)
+    kmax = np.nanmax(pages, axis=-2)  # (…, T, d)
+    kmin = np.nanmin(pages, axis=-2)
+    u = products(np.maximum(q, 0), kmax) + products(np.minimum(q, 0), kmin)
     if ctx.causal:
         u = np.where(_future(n, block), np.float32(-np.inf), u)
     return u
+
+
+def first_blocks(values: np.ndarray, m: int) -> np.ndarray:
+    """The first ``m`` of :func:`selection.stable_order` along the last axis, by m argmax passes
+    (argmax keeps the first of equal values) instead of a sort: (…, T) -> (…, m) int64. −∞
+    estimates (causal future blocks) become the least finite double, so they still tie with
+    each other and lose to every real estimate; a block taken is set to −∞."""
+    v = values.astype(np.float64)
+    v[v == -np.inf] = np.finfo(np.float64).min
+    out = np.empty((*v.shape[:-1], m), dtype=np.int64)
+    for s in range(m):
+        idx = v.argmax(axis=-1)[..., None]
+        out[..., s : s + 1] = idx
+        np.put_along_axis(v, idx, -np.inf, axis=-1)
+    return out
 
 
 class BlockRouting(ArenaMethod):
@@ -110,6 +125,15 @@ class BlockRouting(ArenaMethod):
 
         return ctx.memo((self.name, "order", block), make)
 
+    def first(self, ctx: PredictContext, block: int, m: int) -> np.ndarray:
+        """(L·H, n, m): every query's first m blocks (:func:`first_blocks`; memoised)."""
+
+        def make():
+            got = [first_blocks(self.estimate(ctx, li, block), m) for li in range(ctx.layers)]
+            return np.concatenate(got)
+
+        return ctx.memo((self.name, "first", block, m), make)
+
     def selected(self, ctx: PredictContext, p: dict) -> np.ndarray:
         """(L·H, n, T) bool: the blocks each query keeps."""
         b = p[self.block_param]
@@ -132,8 +156,16 @@ class BlockRouting(ArenaMethod):
         groups: dict[int, list[int]] = {}
         for k, own in enumerate(owns):
             groups.setdefault(own[self.block_param], []).append(k)
-        parts = {b: row_block_counts(gold, [self.selected(ctx, owns[k]) for k in ks], b)
-                 for b, ks in groups.items()}  # fmt: skip
+        parts = {}
+        for b, ks in groups.items():
+            T = block_count(ctx.n, b)
+            first = self.first(ctx, b, min(T, max(owns[k]["topk"] for k in ks)))
+            sels = []
+            for k in ks:
+                sel = np.zeros((*first.shape[:-1], T), dtype=bool)
+                np.put_along_axis(sel, first[..., : min(owns[k]["topk"], T)], True, axis=-1)
+                sels.append(sel)
+            parts[b] = row_block_counts(gold, sels, b)
         return regroup(parts, groups, len(owns))
 
     def head_payload(self, ctx, layer, head):

@@ -23,6 +23,21 @@ if TYPE_CHECKING:
     from ..sparsefinder import Artefact
 
 
+def products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ bᵀ`` over the last two axes, (…, m, d) x (…, k, d) -> (…, m, k), one 2-d BLAS
+    product per leading index: a head's result does not depend on the heads beside it (numpy's
+    stacked ``matmul`` of a transposed operand takes a slow non-BLAS loop besides)."""
+    if a.ndim == 2:
+        return a @ b.T
+    lead = a.shape[:-2]
+    aa = a.reshape(-1, *a.shape[-2:])
+    bb = b.reshape(-1, *b.shape[-2:])
+    out = np.empty((aa.shape[0], a.shape[-2], b.shape[-2]), dtype=np.result_type(a, b))
+    for h in range(aa.shape[0]):
+        np.dot(aa[h], bb[h].T, out=out[h])
+    return out.reshape(*lead, a.shape[-2], b.shape[-2])
+
+
 @dataclass
 class PredictContext:
     """One analysed text plus its projected queries / keys (computed once, SPEC §3)."""
@@ -119,7 +134,8 @@ class PredictContext:
         is asked for alone or with its layer (predict, the sweep and the page's payload agree
         to the bit)."""
         q, k = self.head_qk(layer, head)
-        s = np.matmul(q, np.swapaxes(k, -1, -2)) * np.float32(self.head_scale(layer))
+        s = products(q, k)
+        s *= np.float32(self.head_scale(layer))
         if self.out.softcap is not None:
             c = np.float32(self.out.softcap)
             s = np.tanh(s / c) * c

@@ -28,7 +28,16 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..bitsets import Gold, pack, row_tiles, selection_counts, valid_tiles16, words
+from ..bitsets import (
+    Gold,
+    block_gold,
+    empty_counts,
+    pack,
+    row_tiles,
+    selection_counts,
+    valid_tiles16,
+    words,
+)
 from ..metrics import BLOCKS
 
 #: The block sizes a block method's slider offers: the tile sizes of block sparsity, so a
@@ -90,11 +99,12 @@ def threshold_counts(
 
     ``layer_values(layer)`` gives (H, n, n) float32 with −∞ outside V: the whole-row top-k
     then ∩ V and the top-k among the valid keys keep the same valid keys (a valid key never
-    ranks after an invalid one), so |first_k ∩ V_i| = min(k, |V_i|). Per layer one sort gives
-    every row's k-th largest value t; a gold edge is kept iff its value is ≥ t, a 16-tile is
-    filled iff its largest valid value is ≥ t, the band's kept keys are counted on the band
-    itself (2r + 1 values a row). Rows whose ties at t are not all kept are redone exactly
-    (:func:`first_k_mask`). Equal to the bitset path on explicit masks (tested)."""
+    ranks after an invalid one), so |first_k ∩ V_i| = min(k, |V_i|). Per layer one partition
+    and a sort of the K = max k + 1 largest values give every row's k-th largest value t; a
+    gold edge is kept iff its value is ≥ t, a 16-tile is filled iff its largest valid value is
+    ≥ t, the band's kept keys are counted on the band itself (2r + 1 values a row). Rows whose
+    ties at t are not all kept are redone exactly (a running count of the ties). Equal to the
+    bitset path on explicit masks (tested)."""
     L, H, n = gold.L, gold.H, gold.n
     P, LH, T = len(pairs), L * H, -(-n // 16)
     held = np.zeros((P, len(gold.e_lh)), dtype=bool)
@@ -103,12 +113,15 @@ def threshold_counts(
     counted16, dist16 = gold.tiles[16]
     nvalid = np.arange(1, n + 1) if gold.causal else np.full(n, n)  # |V_i|
     bounds = np.searchsorted(gold.e_lh, np.arange(L + 1) * H)
+    K = min(n, max(int(k) for k, _ in pairs) + 1)  # the largest values any k needs
     for li in range(L):
         vals = layer_values(li).reshape(H * n, n)
-        asc = np.sort(vals, axis=1)
+        if K < n:  # the K largest of each row, ascending: top[:, K − k] is the k-th largest
+            top = np.sort(np.partition(vals, n - K, axis=1)[:, n - K :], axis=1)
+        else:
+            top = np.sort(vals, axis=1)
         pad = T * 16 - n
-        tm = vals if not pad else np.pad(vals, ((0, 0), (0, pad)), constant_values=-np.inf)
-        tm = tm.reshape(H * n, T, 16).max(axis=-1)  # (H·n, T) the largest value of each tile
+        tm = np.maximum.reduceat(vals, np.arange(0, n, 16), axis=1)  # (H·n, T) each tile's max
         tm_fin = np.isfinite(tm)
         hh0 = np.tile(nvalid, H)  # |V_i| of every row
         e0, e1 = bounds[li], bounds[li + 1]
@@ -120,10 +133,11 @@ def threshold_counts(
         padded = None
         for q, (k, r) in enumerate(pairs):
             k = max(0, min(int(k), n))
-            t = asc[:, n - k] if k else np.full(H * n, np.inf, dtype=vals.dtype)
+            at = top.shape[1] - k  # the k-th largest
+            t = top[:, at] if k else np.full(H * n, np.inf, dtype=vals.dtype)
             partial = np.zeros(H * n, dtype=bool)
             if 0 < k < n:
-                partial = (asc[:, n - k - 1] == t) & np.isfinite(t)
+                partial = (top[:, at - 1] == t) & np.isfinite(t)
             exact = None
             rows = np.flatnonzero(partial)
             if rows.size:  # ties straddle the k-th place: the lowest-index ones are kept
@@ -189,10 +203,11 @@ def block_count(n: int, block: int) -> int:
 
 
 def row_block_counts(gold: Gold, sels: Sequence[np.ndarray], block: int) -> dict:
-    """``bitsets.selection_counts`` of per-query block choices ``sels`` (each (L·H, n, T)
-    bool): a gold edge is kept iff its query chose its key's block; row i keeps
-    |block b ∩ V_i| keys of each chosen block; a 16-tile is filled iff a row of it chose the
-    block holding the tile's columns and has a valid key there."""
+    """``bitsets.to_metrics``' counts of per-query block choices ``sels`` (each (L·H, n, T)
+    bool), at block level (``bitsets.block_gold``: the gold edges and mass per row and key
+    block): a row keeps the gold edges of its chosen blocks, and is whole iff those are all of
+    its gold edges; it keeps |block b ∩ V_i| keys of each chosen block; a 16-tile is filled iff
+    a row of it chose the block holding the tile's columns and has a valid key there."""
     n, causal = gold.n, gold.causal
     T = block_count(n, block)
     sizes = np.minimum(block, n - np.arange(T) * block)  # (T,) keys per block
@@ -204,46 +219,63 @@ def row_block_counts(gold: Gold, sels: Sequence[np.ndarray], block: int) -> dict
                                  np.arange(n)[:, None] - start[None, :] + 1, 0))  # fmt: skip
     else:
         vcnt = np.broadcast_to(sizes, (n, T))
+    vcnt = vcnt.astype(np.int16)  # at most B
+    bg = block_gold(gold, block, rows=True)
     T16 = -(-n // 16)
     v16 = valid_tiles16(n, causal)
-    at = gold.edge_index(
-        ("rows", block), lambda: (gold.e_lh * n + gold.e_i) * T + gold.e_j // block
-    )
-    held, size, occ = [], [], []
+    out: dict[str, list] = {k: [] for k in ("size", "hit", "covered", "mass")}
+    occ = []
     for sel in sels:
-        held.append(sel.reshape(-1)[at])
-        size.append((sel * vcnt).sum(axis=(1, 2)))
+        kept = (sel * bg["count"]).sum(axis=-1, dtype=np.int64)  # (L·H, n) gold edges kept
+        out["hit"].append(kept.sum(axis=-1))
+        out["covered"].append((kept == bg["per_row"]).sum(axis=-1))
+        out["size"].append((sel * vcnt).sum(axis=(1, 2), dtype=np.int64))
+        mass = bg["mass"]
+        out["mass"].append(np.nan if mass is None else _masked_sum(mass, sel))
         fine = np.repeat(sel, block // 16, axis=-1)[..., :T16] & v16
         occ.append(row_tiles(fine, n))
-    return selection_counts(gold, np.stack(held), np.stack(size), np.stack(occ))
+    res = {k: np.stack([np.broadcast_to(x, (gold.L * gold.H,)) for x in v])
+           for k, v in out.items()}  # fmt: skip
+    res.update(empty_counts(gold, np.stack(occ)))
+    return res
+
+
+def _masked_sum(values: np.ndarray, sel: np.ndarray) -> np.ndarray:
+    """Σ values over ``sel`` per leading index: (A, …) float64, (A, …) bool -> (A,)."""
+    return np.where(sel, values, 0.0).reshape(values.shape[0], -1).sum(axis=1)
 
 
 def block_counts(gold: Gold, sels: Sequence[np.ndarray], block: int) -> dict:
-    """``bitsets.selection_counts`` of per-query-block choices ``sels`` (each (L·H, T, T)
-    bool): B × B blocks ∩ V."""
+    """``bitsets.to_metrics``' counts of per-query-block choices ``sels`` (each (L·H, T, T)
+    bool): B × B blocks ∩ V, at block level (``bitsets.block_gold``)."""
     n, causal = gold.n, gold.causal
     T = block_count(n, block)
     sizes = np.minimum(block, n - np.arange(T) * block)
     vblock = sizes[:, None] * sizes[None, :]  # valid pairs of each block pair
     if causal:
         a, b = np.arange(T)[:, None], np.arange(T)[None, :]
-        vblock = np.where(
-            b < a, vblock, np.where(b == a, sizes[:, None] * (sizes[:, None] + 1) // 2, 0)
-        )
+        diag = sizes[:, None] * (sizes[:, None] + 1) // 2  # a block with itself: j <= i
+        vblock = np.where(b < a, vblock, np.where(b == a, diag, 0))
+    bg = block_gold(gold, block, rows=True)  # per row and key block: whole rows
     T16 = -(-n // 16)
     counted16 = gold.tiles[16][0]
     f = block // 16
-    at = gold.edge_index(
-        ("blocks", block),
-        lambda: (gold.e_lh * T + gold.e_i // block) * T + gold.e_j // block,
-    )
-    held, size, occ = [], [], []
+    out: dict[str, list] = {k: [] for k in ("size", "hit", "covered", "mass")}
+    occ = []
     for sel in sels:
-        held.append(sel.reshape(-1)[at])
-        size.append((sel * vblock).sum(axis=(1, 2)))
+        rsel = np.repeat(sel, block, axis=1)[:, :n]  # (L·H, n, T) each row's query block's
+        kept = (rsel * bg["count"]).sum(axis=-1, dtype=np.int64)
+        out["hit"].append(kept.sum(axis=-1))
+        out["covered"].append((kept == bg["per_row"]).sum(axis=-1))
+        out["size"].append((sel * vblock).sum(axis=(1, 2), dtype=np.int64))
+        mass = bg["mass"]
+        out["mass"].append(np.nan if mass is None else _masked_sum(mass, rsel))
         fine = np.repeat(np.repeat(sel, f, axis=-1), f, axis=-2)[:, :T16, :T16]
         occ.append(fine & counted16)
-    return selection_counts(gold, np.stack(held), np.stack(size), np.stack(occ))
+    res = {k: np.stack([np.broadcast_to(x, (gold.L * gold.H,)) for x in v])
+           for k, v in out.items()}  # fmt: skip
+    res.update(empty_counts(gold, np.stack(occ)))
+    return res
 
 
 def regroup(parts: dict, groups: dict, total: int) -> dict:

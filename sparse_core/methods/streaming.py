@@ -24,9 +24,9 @@ Defaults and own grids (every grid point with window 0 and globals off, ``base.A
 ==============  ==============================  ==============================================
 method          defaults                        grid
 ==============  ==============================  ==============================================
-streaming       sinks 4, recent 16              sinks {1, 4} × recent {1, 2, 4, …, 128}
-h2o             recent 8, k 16                  k {4, 8, 16, 32, 64} × recent {2, 8, 32}
-vertical-slash  last 64, verticals / slashes 16  last 64 × (verticals = slashes) {4, 8, …, 128}
+streaming       sinks 4, recent 16              sinks 4 × recent {1, 2, 4, …, 128}
+h2o             recent 8, k 16                  recent = k ∈ {2, 8, 32}
+vertical-slash  last 64, verticals / slashes 16  last 64 × (verticals = slashes) {4, 16, 64}
 ==============  ==============================  ==============================================
 
 (values clamped to n). StreamingLLM's and H2O's recent band is crossed in by the engine like the
@@ -46,7 +46,7 @@ from .spec import ParamSpec
 
 RECENTS = (1, 2, 4, 8, 16, 32, 64, 128)
 #: H2O's grid: heavy hitters and recent keys in equal parts, as the paper's budgets
-H2O_BUDGETS = (2, 8, 32, 128)
+H2O_BUDGETS = (2, 8, 32)
 VS_BUDGETS = (4, 16, 64)
 
 

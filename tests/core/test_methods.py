@@ -173,7 +173,7 @@ def test_grids_are_the_papers():
                      "sf-distance": 10 * 21, "sf-quantization": 8 * 21,
                      "sf-kmeans": 22 * 21,
                      # the arena (docs/methods.md "Sweep grids"): no window crossing
-                     "streaming": 8, "topk": 4, "topp": 5, "h2o": 4, "moba": 9, "quest": 9,
+                     "streaming": 8, "topk": 3, "topp": 5, "h2o": 3, "moba": 9, "quest": 9,
                      "xattention": 12, "vertical-slash": 3, "sparge": 9}  # fmt: skip
     ts = sorted({p["t"] for p in M.METHODS["sf-distance"].grid(n)})
     assert ts == [0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0]
