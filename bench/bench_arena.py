@@ -74,6 +74,7 @@ def one(src: Path, args) -> dict:
 
 def stages(args) -> dict:
     import torch
+    from threadpoolctl import threadpool_limits
 
     from sparse_core import load_model
     from sparse_core import methods as M
@@ -83,6 +84,7 @@ def stages(args) -> dict:
     from sparse_core.sparsefinder import load_artefact
 
     torch.set_num_threads(1)
+    threadpool_limits(1)  # one BLAS thread, as the sweep's workers (two spin on a loaded machine)
     model = load_model(device="cpu")
     art = load_artefact(model_id=model.model_id, alpha=1.5)
     used = int(art.meta["corpus"][0]["inputs_used"])
@@ -111,7 +113,7 @@ def main() -> int:
     p.add_argument("--corpus", type=Path, default=CORPUS)
     p.add_argument("--texts", type=int, default=40)
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=2, help="0: only --stages")
     p.add_argument("--stages", action="store_true", help="per-method CPU seconds of this tree")
     p.add_argument("--stage-texts", type=int, default=3)
     args = p.parse_args()
@@ -120,14 +122,15 @@ def main() -> int:
         for name, src in (("base", args.base_src), ("arena", ROOT)):
             runs[name].append(one(src, args))
             print(name, json.dumps(runs[name][-1]), flush=True)
-    med = {k: {m: statistics.median(r[m] for r in v) for m in ("sweep_s", "cpu_s")}
-           for k, v in runs.items()}  # fmt: skip
-    report = {
-        "runs": runs,
-        "median": med,
-        "ratio_sweep_wall": round(med["arena"]["sweep_s"] / med["base"]["sweep_s"], 3),
-        "ratio_cpu": round(med["arena"]["cpu_s"] / med["base"]["cpu_s"], 3),
-    }
+    report: dict = {"runs": runs}
+    if args.rounds:
+        med = {k: {m: statistics.median(r[m] for r in v) for m in ("sweep_s", "cpu_s")}
+               for k, v in runs.items()}  # fmt: skip
+        report.update(
+            median=med,
+            ratio_sweep_wall=round(med["arena"]["sweep_s"] / med["base"]["sweep_s"], 3),
+            ratio_cpu=round(med["arena"]["cpu_s"] / med["base"]["cpu_s"], 3),
+        )
     if args.stages:
         report["stages_cpu_s_per_text"] = stages(args)
     print(json.dumps(report, indent=1))
