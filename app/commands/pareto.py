@@ -41,9 +41,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "pareto",
         help="sweep every method's grid on a corpus: sparsity-recall points and frontiers",
         description="Run the entmax model on a corpus and measure every method (window, Sparse "
-        "Transformer, BigBird, Longformer, Reformer, Routing, Sparsefinder) at every point of "
-        "its sweep grid: sparsity, recall, exact, precision, the gold sparsity and each "
-        "method's Pareto frontier. Writes DIR/pareto.json and DIR/pareto.html.",
+        "Transformer, BigBird, Longformer, Reformer, Routing, Sparsefinder, and the arena: "
+        "StreamingLLM, top-k, top-p, H2O, MoBA, Quest, XAttention, vertical-slash, SpargeAttn) "
+        "at every point of its sweep grid: sparsity, recall, mass recall, exact, precision, the "
+        "gold sparsity and each method's Pareto frontier. Writes DIR/pareto.json and "
+        "DIR/pareto.html.",
     )
     p.add_argument("--corpus", nargs="+", required=True, metavar="PATH", help="corpus file(s)")
     p.add_argument(
