@@ -175,8 +175,10 @@ def analysis_body(
     decoder: bool = False,
     summary: list[dict],
     methods: list[dict],
+    own_alpha: list[list[float]] | None = None,
 ) -> dict:
-    """The body of ``POST /api/analyze`` and ``GET /api/analyses/{id}``."""
+    """The body of ``POST /api/analyze`` and ``GET /api/analyses/{id}``. ``own_alpha``: the
+    model's own α per (layer, head) when it was trained with entmax (:func:`own_alpha_rows`)."""
     return {
         "id": analysis_id,
         "n": out.n,
@@ -192,6 +194,7 @@ def analysis_body(
         "window_start": int(out.window_start),
         "window_end": int(out.window_start) + sum(1 for sp in out.special if not sp),
         "artefact": artefact_name,
+        "own_alpha": own_alpha,
         "tokens": [
             {"text": tok, "start": s, "end": e, "pos": p, "special": sp}
             for tok, (s, e), p, sp in zip(out.tokens, out.offsets, pos, out.special, strict=True)
@@ -200,6 +203,14 @@ def analysis_body(
         "methods": methods,
         "thumbs": head_thumbs(out),  # every head's graph, pooled (app/engine/thumbs.py)
     }
+
+
+def own_alpha_rows(model) -> list[list[float]] | None:
+    """The model's own α as (L, H) rows of floats (4 decimals) when it was trained with entmax
+    (``SparseModel.alpha_trained``: an adapted model, a SparseModernBERT), else None."""
+    if not getattr(model, "alpha_trained", False):
+        return None
+    return [[round(float(a), 4) for a in row] for row in model.alpha_table().tolist()]
 
 
 def analysis_json(body: dict, summary_text: str) -> bytes:

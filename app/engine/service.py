@@ -32,7 +32,7 @@ from .derived import Derived
 from .errors import NotFound
 from .memory import Trimmer
 from .models import ModelRegistry
-from .payloads import analysis_body, analysis_json, methods_json, summary_rows
+from .payloads import analysis_body, analysis_json, methods_json, own_alpha_rows, summary_rows
 from .request import DEFAULT_ALPHA, AnalysisRequest, api_wording, check_alpha, looks_like_id
 from .settings import Settings
 from .slot import ModelSlot, artefact_label
@@ -261,6 +261,7 @@ class AnalysisService:
             pos=tags,
             summary=None,  # written as JSON text straight away (payloads.summary_json)
             methods=self._method_list(out.n, art),
+            own_alpha=own_alpha_rows(model),
         )
         body_json = analysis_json(body, summary)
         t["body"] = time.perf_counter() - t0

@@ -198,6 +198,12 @@ class Analysis(BaseModel):
     artefact: str | None = Field(
         None, description="the Sparsefinder artefact used (null: sf-* methods are unavailable)"
     )
+    own_alpha: list[list[float]] | None = Field(
+        None,
+        description="the model's own alpha per layer (rows) and head, when it was trained with "
+        "entmax (an adapted model, a SparseModernBERT); null for a softmax-trained model. The "
+        "analysis itself ran at `alpha`",
+    )
     tokens: list[TokenOut]
     summary: list[HeadSummary]
     methods: list[MethodOut]

@@ -208,9 +208,15 @@ export function initMethodPanel(root, metricsRoot) {
       ownValue.textContent = fmt(v);
       ownBar.firstChild.style.width = Number.isFinite(v) ? `${(v * 100).toFixed(1)}%` : "0";
     }
+    const ownAlpha = s.headData
+      ? s.analysis?.own_alpha?.[s.headData.layer]?.[s.headData.head]
+      : undefined;
     gold.textContent = s.headData
       ? `gold sparsity of layer ${s.headData.layer}, head ${s.headData.head}: ` +
-        `${fmt(s.headData.goldSparsity)} · |G| = ${s.headData.goldCount} edges`
+        `${fmt(s.headData.goldSparsity)} · |G| = ${s.headData.goldCount} edges` +
+        (Number.isFinite(ownAlpha)
+          ? ` · the model's own α for this head: ${fmt(ownAlpha, 3)} (this view: α = ${s.analysis.alpha})`
+          : "")
       : "";
   }
 

@@ -220,9 +220,12 @@ export function initGrid(root, legend) {
       tile.lastChild.textContent = Number.isFinite(value) ? fmt(value, 2).replace(/^0/, "") : "–";
       tile.classList.toggle("open", row.layer === s.layer && row.head === s.head && !!s.headData);
       tile.classList.toggle("stale", byRecall && !Number.isFinite(live));
+      const own = a.own_alpha?.[row.layer]?.[row.head];
       tile.title =
         `layer ${row.layer}, head ${row.head}\ngold sparsity ${fmt(row.gold_sparsity)}` +
-        (Number.isFinite(recall) ? `\nrecall (${s.method}) ${fmt(recall)}` : "");
+        (Number.isFinite(recall) ? `\nrecall (${s.method}) ${fmt(recall)}` : "") +
+        (Number.isFinite(own) ? `\nthe model's own α ${fmt(own, 3)} (trained; shown at α = ${a.alpha})` : "");
+      tile.dataset.ownAlpha = Number.isFinite(own) ? String(own) : "";
     });
     legend.replaceChildren(
       el("span", { text: byRecall ? `recall of ${s.method}: 0` : `gold sparsity: ${fmt(lo, 2)}` }),

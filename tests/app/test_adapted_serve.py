@@ -47,6 +47,8 @@ def test_both_minilms_are_served_side_by_side(tmp_path, sentence) -> None:
         b = c.post("/api/analyze", json={"text": sentence, "model": ORIGINAL_MODEL_ID}).json()
         assert a["model"] == ADAPTED_MODEL_ID and b["model"] == ORIGINAL_MODEL_ID
         assert a["tokens"] == b["tokens"]
+        # the adapted model's own alpha per head (trained at 1.5); the original has none
+        assert a["own_alpha"] == [[1.5] * 12] * 6 and b["own_alpha"] is None
         assert a["summary"] != b["summary"]  # other attention weights: other graphs
         for m in got["models"]:  # each has its own Sparsefinder artefact at 1.5
             assert 1.5 in m["artefacts"], m

@@ -594,6 +594,29 @@ def test_default_is_the_adapted_minilm(real_model, original_model, sentence):
 
 
 @pytest.mark.real_model
+def test_the_shipped_learned_alpha_model_runs_each_head_at_its_own_alpha(sentence):
+    """sparsescope/all-MiniLM-L6-v2-entmax-learned (issue 23): rebuilt offline from its delta,
+    an (L, H) table of learned alphas as its default_alpha, used by run() unless overridden."""
+    from sparse_core import load_model
+    from sparse_core.entmax import entmax
+
+    m = load_model("sparsescope/all-MiniLM-L6-v2-entmax-learned", device="cpu")
+    table = m.default_alpha
+    assert isinstance(table, torch.Tensor) and table.shape == (6, 12) and m.alpha_trained
+    assert 1.3 < float(table.min()) < 1.5 < float(table.max()) < 1.6  # docs/results.md
+    assert torch.equal(m.alpha_table(), table)
+    run = m.run(sentence)
+    assert torch.equal(run.alpha_table(), table)
+    s = run.scores(5)  # (H, n, n)
+    for h in (0, 8):  # alphas 1.450 and 1.331: each head at its own
+        torch.testing.assert_close(
+            run.probs[5, h], entmax(s[h], float(table[5, h])), atol=2e-6, rtol=0
+        )
+    fixed = m.run(sentence, alpha=1.5)
+    assert fixed.alpha == 1.5 and not torch.equal(fixed.graph, run.graph)
+
+
+@pytest.mark.real_model
 def test_real_model_end_to_end(original_model, sentence):
     """all-MiniLM-L6-v2 (the original): softmax parity with transformers and
     sentence-transformers."""
