@@ -250,8 +250,11 @@ export function initHeatmap(root, legend) {
     ev.preventDefault();
     const at = store.get().lockedRow === null ? -1 : lay.pos[store.get().lockedRow];
     const next = ev.key === "ArrowDown" ? Math.min(lay.m - 1, at + 1) : Math.max(0, at - 1);
-    zoom = revealRow(lay, zoom, next);
-    store.set({ lockedRow: lay.vis[next] });
+    const shown = revealRow(lay, zoom, next);
+    const scrolled = shown.r0 !== zoom.r0 || shown.c0 !== zoom.c0;
+    zoom = shown;
+    store.set({ lockedRow: lay.vis[next] }); // repaints the overlay
+    if (scrolled) paintCells(); // the cells moved under it too
   });
 
   function leaveCell() {

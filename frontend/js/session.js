@@ -151,12 +151,21 @@ async function loadPareto() {
   }
 }
 
+/** The text of the analysis shown (null before the first); the selection a new text drops. */
+let adoptedText = null;
+const UNSELECTED = { lockedRow: null, cluster: null };
+
 /**
  * Make `a` the page's analysis and restore as much of the view (layer, head, method, params,
  * selection) as fits it; `keep` overrides the current view (a shared link).
  */
 function adopt(a, keep, seed = null) {
-  const want = { ...store.get(), ...keep };
+  // a new text starts unlocked (UX.md: state a person did not choose must not follow them): the
+  // selection of the text before (e.g. the first visit's example) is not carried over
+  const text = store.get().text;
+  const fresh = adoptedText !== null && text !== adoptedText;
+  adoptedText = text;
+  const want = { ...store.get(), ...(fresh ? UNSELECTED : {}), ...keep };
   const clamp = (v, n) => (Number.isInteger(v) && v >= 0 && v < n ? v : 0);
   const methods = availableMethods(a);
   const spec = methods.find((m) => m.name === want.method) ?? methods[0] ?? null;
