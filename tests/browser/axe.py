@@ -13,19 +13,23 @@ AXE = Path(__file__).with_name("vendor") / "axe.min.js"
 FAILING = ("serious", "critical")
 
 
-def serious_violations(page, *, exclude: tuple[str, ...] = ()) -> list[str]:
-    """The page's serious / critical axe violations as one line each (rule: node targets)."""
+def serious_violations(
+    page, *, exclude: tuple[str, ...] = (), rules_off: tuple[str, ...] = ()
+) -> list[str]:
+    """The page's serious / critical axe violations as one line each (rule: node targets);
+    ``exclude``: CSS selectors left out, ``rules_off``: axe rule ids not run (each use says why)."""
     if not page.evaluate("typeof window.axe !== 'undefined'"):
         page.add_script_tag(content=AXE.read_text(encoding="utf-8"))
     result = page.evaluate(
-        """async (exclude) => {
+        """async ([exclude, off]) => {
             const context = exclude.length ? {exclude: exclude.map((s) => [s])} : document;
-            const r = await axe.run(context, {resultTypes: ['violations']});
+            const rules = Object.fromEntries(off.map((id) => [id, {enabled: false}]));
+            const r = await axe.run(context, {resultTypes: ['violations'], rules});
             return r.violations.map((v) => ({id: v.id, impact: v.impact, help: v.help,
                 nodes: v.nodes.slice(0, 4).map((n) => n.target.join(' ') + ' — ' +
                     (n.failureSummary || '').split('\\n').slice(1, 2).join(''))}));
         }""",
-        list(exclude),
+        [list(exclude), list(rules_off)],
     )
     return [
         f"{v['id']} ({v['impact']}): {v['help']}: {'; '.join(v['nodes'])}"
