@@ -25,7 +25,9 @@ def test_a_new_text_starts_unlocked(page, server_url):
     assert page.locator(".chip.locked").count() == 1
     page.fill("#text", TEXT)
     page.click("#analyze")
-    page.wait_for_function("(t) => new URLSearchParams(location.search).get('text') === t", arg=TEXT)
+    page.wait_for_function(
+        "(t) => new URLSearchParams(location.search).get('text') === t", arg=TEXT
+    )
     wait_ready(page)
     page.wait_for_timeout(300)  # the address is written 200 ms after a change
     assert page.locator(".chip.locked").count() == 0
