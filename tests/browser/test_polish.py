@@ -69,3 +69,50 @@ def test_the_skip_link_is_the_first_stop_and_jumps_to_the_content(page, server_u
     assert page.locator(".skip-link").bounding_box()["y"] >= 0  # visible once focused
     page.keyboard.press("Enter")
     assert page.evaluate("document.activeElement.id") == "main"
+
+
+LONG = " ".join(f"w{k % 37}" for k in range(240))  # about 500 tokens (the window runs 0–999+)
+
+
+def test_sliders_have_a_number_field_and_a_scale_that_fits_n(page, server_url):
+    page.goto(f"{server_url}/?{urllib.parse.urlencode({'text': LONG, 'method': 'window'})}")
+    wait_ready(page)
+    n = int(page.inner_text("#head-title").split("n = ")[1])
+    assert n > 400
+    number = page.locator('input[type="number"][data-param="window"]')
+    slider = page.locator('input[type="range"][data-range="window"]')
+    assert number.count() == 1 and slider.count() == 1
+    assert slider.get_attribute("data-scale") == "sqrt"  # 2n − 1 values on a few hundred px
+    assert slider.bounding_box()["width"] >= 200
+    number.fill("37")
+    page.wait_for_function("() => new URLSearchParams(location.search).get('p.window') === '37'")
+    pos = int(slider.input_value())
+    assert 0 < pos < 1000 and slider.get_attribute("aria-valuetext") == "37"
+    # the slider's first tenth reaches the small widths one by one
+    slider.fill("20")
+    assert int(number.input_value()) <= 3
+    number.fill("5000")  # typed past the end: the largest width
+    page.wait_for_function(
+        "(m) => new URLSearchParams(location.search).get('p.window') === String(m)", arg=2 * n - 1
+    )
+
+
+def test_side_panel_labels_are_not_cut(page, server_url):
+    page.goto(f"{server_url}/?{urllib.parse.urlencode({'text': TEXT, 'method': 'sf-kmeans'})}")
+    wait_ready(page)
+    cut = page.evaluate(
+        """() => {
+            const out = [];
+            for (const l of document.querySelectorAll('#method-panel .param-name'))
+                if (l.scrollWidth > l.clientWidth + 1) out.push(l.textContent);
+            const sel = document.getElementById('method');
+            const ctx = document.createElement('canvas').getContext('2d');
+            const cs = getComputedStyle(sel);
+            ctx.font = `${cs.fontWeight} ${cs.fontSize} ${cs.fontFamily}`;
+            const text = sel.options[sel.selectedIndex].text;
+            if (ctx.measureText(text).width > sel.clientWidth - 28) out.push(text);
+            return out;
+        }"""
+    )
+    assert cut == []
+    assert page.input_value("#method") == "sf-kmeans"
