@@ -23,6 +23,7 @@
 
 import { el } from "./dom.js";
 import { cellFacts, cellSentence, revealCell } from "./heatmap-cell.js";
+import { focusRow, zoomKey, zoomOfKey } from "./heatmap-focus.js";
 import { FONT, drawCells, drawLegend, drawOverlay, fillCells } from "./heatmap-draw.js";
 import { cellCentre, hitTest, minimapPoint, onMatrix } from "./heatmap-hit.js";
 import { NARROW, fitHeight, layoutOf } from "./heatmap-layout.js";
@@ -91,7 +92,16 @@ export function initHeatmap(root, legend) {
   function setView(next) {
     zoom = next;
     paint();
+    remember();
   }
+
+  /** The zoom into the store (the address and shares keep it: view field `zoom`). */
+  function remember() {
+    const key = zoomKey(zoom);
+    if (store.get().zoom !== key) store.set({ zoom: key });
+  }
+  /** The zoom a new analysis opens on (the store's, from a link), applied at its first layout. */
+  let opening = null;
 
   function paint() {
     paintCells();
@@ -116,6 +126,13 @@ export function initHeatmap(root, legend) {
     off.width = off.height = lay.m;
     img = off.getContext("2d").createImageData(lay.m, lay.m);
     root.style.height = `${lay.height}px`;
+    if (opening !== null) {
+      // a link's zoom; else a long text's locked row opens zoomed on it (its ★ / × legible)
+      const s = store.get();
+      const locked = s.lockedRow !== null ? lay.pos[s.lockedRow] ?? -1 : -1;
+      zoom = opening ? zoomOfKey(lay, opening) : focusRow(lay, locked) ?? NO_ZOOM;
+      opening = null;
+    }
     setView(refit(lay, zoom));
   }
 
@@ -237,7 +254,14 @@ export function initHeatmap(root, legend) {
     const h = hit(ev);
     if (h.kind !== "cell" && h.kind !== "row") return;
     const i = lay.vis[h.a];
-    store.set({ lockedRow: store.get().lockedRow === i ? null : i });
+    const locking = store.get().lockedRow !== i;
+    store.set({ lockedRow: locking ? i : null });
+    // a click on a long text's unzoomed matrix locks the row and zooms there: marks legible
+    const focus = locking && zoom.z === 1 ? focusRow(lay, h.a) : null;
+    if (focus) {
+      const { x, y } = pointOf(ev);
+      setView(zoomAround(lay, zoom, focus.z, x - lay.left, y - lay.top));
+    }
   });
   // keyboard: ↑ / ↓ move the locked query row, Esc clears the selection
   overlay.addEventListener("keydown", (ev) => {
@@ -268,6 +292,7 @@ export function initHeatmap(root, legend) {
     const shown = revealCell(lay, revealRow(lay, zoom, next), next, keyCol);
     const scrolled = shown.r0 !== zoom.r0 || shown.c0 !== zoom.c0;
     zoom = shown;
+    remember();
     hoverCell = { a: next, b: keyCol };
     if (scrolled) paintCells(); // the cells moved under the labels too
     if (store.get().lockedRow === lay.vis[next]) paintOverlay();
@@ -330,6 +355,7 @@ export function initHeatmap(root, legend) {
   store.subscribe((s, changed) => {
     if (changed.has("analysis") || changed.has("hideSpecial")) {
       zoom = NO_ZOOM;
+      opening = changed.has("analysis") ? s.zoom ?? "" : "";
       keyCol = null;
       said.textContent = "";
     }

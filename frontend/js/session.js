@@ -153,7 +153,7 @@ async function loadPareto() {
 
 /** The text of the analysis shown (null before the first); the selection a new text drops. */
 let adoptedText = null;
-const UNSELECTED = { lockedRow: null, cluster: null };
+const UNSELECTED = { lockedRow: null, cluster: null, zoom: "" };
 
 /**
  * Make `a` the page's analysis and restore as much of the view (layer, head, method, params,
@@ -194,6 +194,7 @@ function adopt(a, keep, seed = null) {
     params: spec ? resolveParams(spec, sameMethod ? want.params : {}) : {},
     lockedRow: Number.isInteger(want.lockedRow) && want.lockedRow < a.n ? want.lockedRow : null,
     cluster: Number.isInteger(want.cluster) ? want.cluster : null,
+    zoom: typeof want.zoom === "string" ? want.zoom : "",
   });
   openHead().then(() => prefetchHeads(a));
   const s = store.get();

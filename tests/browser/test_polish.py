@@ -116,3 +116,44 @@ def test_side_panel_labels_are_not_cut(page, server_url):
     )
     assert cut == []
     assert page.input_value("#method") == "sf-kmeans"
+
+
+def test_a_long_texts_heatmap_takes_the_width_it_has(browser, server_url):
+    """Issue 27 item 5: ≥ 700 px square at 1440 × 900 for n ≈ 500 (it was a ~580 px square)."""
+    ctx = browser.new_context(viewport={"width": 1440, "height": 900})
+    page = ctx.new_page()
+    page.goto(f"{server_url}/?{urllib.parse.urlencode({'text': LONG})}")
+    wait_ready(page)
+    size = page.evaluate(
+        """() => { const h = document.getElementById('heatmap');
+                   const c = document.querySelector('.heatmap-cells').getBoundingClientRect();
+                   return [c.width, c.height, h.getBoundingClientRect().right]; }"""
+    )
+    wide = page.evaluate("document.querySelector('main.layout').classList.contains('big-head')")
+    scroll = page.evaluate("document.documentElement.scrollWidth")
+    ctx.close()
+    assert wide and size[0] >= 700 + 60 and size[1] >= 700 + 60, size  # matrix + label margins
+    assert scroll <= 1440
+
+
+ZOOM = "() => Number(document.getElementById('heatmap').dataset.zoom)"
+
+
+def test_zoom_is_kept_in_the_address_and_a_locked_row_opens_legible(page, server_url):
+    """Issue 27 item 5: the zoom is a view field (address, shares); a click that locks a row of
+    a long text's unzoomed matrix zooms there (cells ≥ 9 px: ★ / × drawn)."""
+    page.goto(f"{server_url}/?{urllib.parse.urlencode({'text': LONG})}")
+    wait_ready(page)
+    assert page.evaluate(ZOOM) == 1
+    box = page.locator(".heatmap-overlay").bounding_box()
+    page.mouse.click(box["x"] + box["width"] * 0.6, box["y"] + box["height"] * 0.6)
+    page.wait_for_function(f"() => ({ZOOM})() > 3")
+    page.wait_for_function("() => /^[0-9.]+@[0-9.]+,[0-9.]+$/.test("
+                           "new URLSearchParams(location.search).get('zoom') || '')")  # fmt: skip
+    q = query(page)
+    assert "row" in q
+    page.reload()
+    wait_ready(page)
+    page.wait_for_function(f"() => ({ZOOM})() > 3")
+    assert query(page)["zoom"] == q["zoom"]  # the same view (z to 2 decimals)
+    assert abs(page.evaluate(ZOOM) - float(q["zoom"].split("@")[0])) < 0.01
