@@ -153,6 +153,8 @@ async function loadPareto() {
 
 /** The text of the analysis shown (null before the first); the selection a new text drops. */
 let adoptedText = null;
+/** The view an analysis could not show ({want}) and what it showed instead ({shown}). */
+let held = null;
 const UNSELECTED = { lockedRow: null, cluster: null, zoom: "" };
 
 /**
@@ -165,7 +167,12 @@ function adopt(a, keep, seed = null) {
   const text = store.get().text;
   const fresh = adoptedText !== null && text !== adoptedText;
   adoptedText = text;
-  const want = { ...store.get(), ...(fresh ? UNSELECTED : {}), ...keep };
+  // what the analysis before could not show (another model: no artefact for a method, fewer
+  // layers or heads) comes back when the user did not change it meanwhile
+  const s0 = store.get();
+  const back = held && s0.method === held.shown.method && s0.layer === held.shown.layer &&
+    s0.head === held.shown.head ? held.want : {};
+  const want = { ...s0, ...(fresh ? UNSELECTED : {}), ...back, ...keep };
   const clamp = (v, n) => (Number.isInteger(v) && v >= 0 && v < n ? v : 0);
   const methods = availableMethods(a);
   const spec = methods.find((m) => m.name === want.method) ?? methods[0] ?? null;
@@ -196,8 +203,13 @@ function adopt(a, keep, seed = null) {
     cluster: Number.isInteger(want.cluster) ? want.cluster : null,
     zoom: typeof want.zoom === "string" ? want.zoom : "",
   });
-  openHead().then(() => prefetchHeads(a));
   const s = store.get();
+  const shown = { method: s.method, layer: s.layer, head: s.head };
+  const kept = shown.method === want.method && shown.layer === want.layer && shown.head === want.head;
+  held = kept ? null : {
+    shown, want: { method: want.method, params: want.params, layer: want.layer, head: want.head },
+  };
+  openHead().then(() => prefetchHeads(a));
   const seedFits = seed?.pareto && s.scope === "head" && s.layer === seed.layer &&
     s.head === seed.head && s.paretoX !== "block"; // the preloaded data are over token sparsity
   if (seedFits) {
