@@ -157,3 +157,27 @@ def test_zoom_is_kept_in_the_address_and_a_locked_row_opens_legible(page, server
     page.wait_for_function(f"() => ({ZOOM})() > 3")
     assert query(page)["zoom"] == q["zoom"]  # the same view (z to 2 decimals)
     assert abs(page.evaluate(ZOOM) - float(q["zoom"].split("@")[0])) < 0.01
+
+
+def test_the_embed_offers_an_iframe_and_fits_800_by_600(browser, page, server_url):
+    """Issue 27 item 7: the Share box gives an iframe snippet; the embed fits 800 × 600."""
+    page.goto(f"{server_url}/?{urllib.parse.urlencode({'text': TEXT})}")
+    wait_ready(page)
+    page.click(".share-button")
+    page.wait_for_function(
+        "() => document.querySelector('.share-iframe')?.value.includes('/embed/')"
+    )
+    snippet = page.input_value(".share-iframe")
+    assert snippet.startswith('<iframe src="http') and 'width="800" height="600"' in snippet
+    embed = snippet.split('src="')[1].split('"')[0]
+    ctx = browser.new_context(viewport={"width": 800, "height": 600})
+    pg = ctx.new_page()
+    pg.goto(embed)
+    pg.wait_for_function(
+        "() => !document.getElementById('embed-status').textContent.startsWith('Loading')"
+    )
+    size = pg.evaluate(
+        "[document.documentElement.scrollWidth, document.documentElement.scrollHeight]"
+    )
+    ctx.close()
+    assert size[0] <= 800 and size[1] <= 600, size
