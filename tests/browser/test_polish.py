@@ -181,3 +181,16 @@ def test_the_embed_offers_an_iframe_and_fits_800_by_600(browser, page, server_ur
     )
     ctx.close()
     assert size[0] <= 800 and size[1] <= 600, size
+
+
+def test_tiles_of_128_on_a_short_text_say_why_every_point_is_at_zero(page, server_url):
+    page.goto(f"{server_url}/?{urllib.parse.urlencode({'text': TEXT, 'px': 'block'})}")
+    wait_ready(page)
+    page.wait_for_function(
+        "() => document.getElementById('pareto-note').textContent.includes('tile')"
+    )
+    page.wait_for_function(
+        "() => document.getElementById('pareto-note').textContent.includes('block sparsity is 0')"
+    )
+    note = page.inner_text("#pareto-note")
+    assert "pick tile 16" in note
