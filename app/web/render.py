@@ -210,7 +210,7 @@ def routing_error_page(request: Request, status_code: int, detail: str) -> HTMLR
             title="page not found",
             heading="There is no page here",
             message=f"sparsescope has no page at {request.url.path}. The explorer, the lecture "
-            "and the gallery are linked below; share links look like /s/<id>.",
+            "and the gallery are linked at the top; share links look like /s/<id>.",
         )
     return error_page(request, status_code, title="not allowed", heading="Not allowed",
                       message=detail)  # fmt: skip
