@@ -234,6 +234,7 @@ class AttentionWidget(anywidget.AnyWidget):
         self._service = AnalysisService(settings, slots=[slot])
         self._service.start()
         self._entry = None
+        self._running = False  # inside _analyse: the causal it sets is not a new input
         super().__init__(**kwargs)
         # set in an order every validator can check: the analysis first, then head and method
         with self.hold_trait_notifications():
@@ -319,7 +320,7 @@ class AttentionWidget(anywidget.AnyWidget):
 
     @traitlets.observe("text", "alpha", "causal")
     def _on_input(self, change):
-        if self._entry is not None:
+        if self._entry is not None and not self._running:
             self._analyse()
 
     @traitlets.observe("layer", "head")
@@ -363,6 +364,10 @@ class AttentionWidget(anywidget.AnyWidget):
         body["text"] = self.text
         with self.hold_trait_notifications():
             self._analysis = json.loads(json.dumps(body))
+            # what ran: a decoder (GPT-2 style) is causal whatever was asked; the trait says so
+            # (set once the entry is cached, so the re-run it notifies is a cache hit)
+            self._running = True
+            self.causal = bool(body["causal"])
             if self.layer >= body["layers"]:
                 self.layer = 0
             if self.head >= body["heads"]:
@@ -373,6 +378,7 @@ class AttentionWidget(anywidget.AnyWidget):
                 self.params = self._clean(self.method, self.params)
             except SparsescopeError:
                 self.params = self._clean(self.method, {})
+        self._running = False
         self._send_head()
         self._send_recall()
         self._send_thumbs()

@@ -159,3 +159,22 @@ def test_the_real_default_model(real_model):
     w.layer, w.head = 5, 11
     assert (w._head["layer"], w._head["head"]) == (5, 11)
     assert 0 <= w.metrics()["recall"] <= 1
+
+
+def test_the_causal_trait_says_a_decoder_ran_causally(tmp_path):
+    """Issue 27 item 6: a GPT-2-style decoder is always causal; the trait reads True, not the
+    False it was built with, and a bidirectional encoder's stays False."""
+    from sparse_core import load_model
+    from sparse_core.testing import write_tiny_checkpoint
+
+    gpt2 = load_model(str(write_tiny_checkpoint(tmp_path / "gpt2", "gpt2")))
+    w = AttentionWidget(gpt2, TEXT)
+    assert w.analysis["causal"] is True and w.causal is True
+    w.causal = False  # asked again: still a decoder
+    assert w.causal is True and w.analysis["causal"] is True
+
+
+def test_the_causal_trait_of_an_encoder_follows_the_user(widget):
+    assert widget.causal is False
+    widget.causal = True
+    assert widget.causal is True and widget.analysis["causal"] is True

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sparse_core.errors import SparsescopeError
@@ -190,9 +191,22 @@ def validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
 BUG_DETAIL = "internal server error: the server hit a bug; the log has the details"
 
 
-def install_error_handlers(app: FastAPI) -> None:
+def wants_html(request: Request) -> bool:
+    """A browser opening a page (not the API): its ``Accept`` names ``text/html`` and the path is
+    not under ``/api/``. API clients (``Accept: application/json``, ``*/*``) keep the JSON body."""
+    accept = request.headers.get("accept", "")
+    return "text/html" in accept and not request.url.path.startswith("/api/")
+
+
+#: Renders the HTML page of a routing error for a browser: (request, status, message) -> page.
+PageMaker = Callable[[Request, int, str], Response]
+
+
+def install_error_handlers(app: FastAPI, page: PageMaker | None = None) -> None:
     """Every error as ``{detail, field}``: domain errors by :data:`HTTP`, schema errors as 422,
-    routing errors (404, 405) with a hint. A bug is answered by ``middleware.CatchBugs``."""
+    routing errors (404, 405) with a hint. A bug is answered by ``middleware.CatchBugs``.
+    ``page`` (app/web/render.py ``routing_error_page``): a routing error asked for by a browser
+    (:func:`wants_html`) is answered with the styled HTML page it makes, same status."""
 
     @app.exception_handler(SparsescopeError)
     async def _domain_error(request: Request, exc: SparsescopeError) -> JSONResponse:
@@ -221,6 +235,8 @@ def install_error_handlers(app: FastAPI) -> None:
                 "each other hundreds of levels deep); no request of this API needs that"
             )
             return error_response(422, detail, None)
+        if page is not None and exc.status_code in (404, 405) and wants_html(request):
+            return page(request, exc.status_code, detail)
         return error_response(exc.status_code, detail, None, **(exc.headers or {}))
 
     @app.exception_handler(Exception)

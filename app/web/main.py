@@ -28,7 +28,7 @@ from .compress import Compress
 from .errors import documented, install_error_handlers
 from .gallery import Warmer, load_gallery
 from .middleware import BodySizeLimit, CatchBugs, HeadAsGet, HostAllowlist, SecurityHeaders
-from .render import asset_version, template_env
+from .render import asset_version, routing_error_page, template_env
 from .routes import analyses, docs, gallery, lecture, meta, pages, share
 
 log = logging.getLogger(__name__)
@@ -98,7 +98,7 @@ def create_app(settings: Settings | None = None, service: AnalysisService | None
     app.state.service = service
     app.state.jinja = template_env()
     app.state.limits = Limits.from_settings(settings)
-    install_error_handlers(app)
+    install_error_handlers(app, routing_error_page)
     for router in ROUTERS:
         # every route's 422 is our {detail, field} body (app/web/errors.py), not FastAPI's default
         # HTTPValidationError list: the OpenAPI schema describes what is really sent

@@ -198,3 +198,19 @@ def error_page(
         link_url=link[0],
         link_text=link[1],
     )
+
+
+def routing_error_page(request: Request, status_code: int, detail: str) -> HTMLResponse:
+    """The styled page a browser gets for a path no route serves (404) or a method a page does
+    not take (405); API clients get ``{detail, field}`` (errors.install_error_handlers)."""
+    if status_code == 404:
+        return error_page(
+            request,
+            404,
+            title="page not found",
+            heading="There is no page here",
+            message=f"sparsescope has no page at {request.url.path}. The explorer, the lecture "
+            "and the gallery are linked at the top; share links look like /s/<id>.",
+        )
+    return error_page(request, status_code, title="not allowed", heading="Not allowed",
+                      message=detail)  # fmt: skip

@@ -12,9 +12,12 @@
 import { el, fmt } from "./dom.js";
 import { markInput } from "./live.js";
 import { coerceParam, resolveParams } from "./params.js";
+import { sliderScale, typedValue } from "./slider-scale.js";
 import * as store from "./state.js";
 
 const ADDONS = new Set(["window", "globals"]);
+/** A slider's width (CSS px) its scale is made for: the method panel's width, less padding. */
+const SLIDER_PX = 240;
 
 /** The methods the page can compute for this analysis (sf-* need an artefact). */
 export function availableMethods(analysis) {
@@ -37,13 +40,12 @@ function show(spec, v) {
  */
 export function initMethodPanel(root, metricsRoot) {
   const picker = el("select", { attrs: { id: "method", "aria-label": "method" } });
-  const help = el("p", { class: "help" });
   // where a model has no Sparsefinder artefact at this α: one line on how to make one
   const hint = el("p", { class: "help artefact-hint", attrs: { id: "artefact-hint" } });
   hint.hidden = true;
   const params = el("div", { class: "params" });
-  root.replaceChildren(el("label", { class: "row", text: "Method " }, [picker]), hint, help, params);
-  let controls = new Map(); // name -> {spec, input, out}
+  root.replaceChildren(el("label", { class: "row", text: "Method " }, [picker]), hint, params);
+  let controls = new Map(); // name -> {spec, input, out, range, scale}
   let built = "";
 
   function build(s) {
@@ -78,6 +80,8 @@ export function initMethodPanel(root, metricsRoot) {
   function control(spec, value) {
     const id = `param-${spec.name}`;
     let input;
+    let range = null;
+    let scale = null;
     const out = el("output", { attrs: { for: id } });
     if (spec.kind === "bool") {
       input = el("input", { attrs: { type: "checkbox", id } });
@@ -90,23 +94,41 @@ export function initMethodPanel(root, metricsRoot) {
         input.append(o);
       }
     } else {
+      // a number field (every value exactly) and a slider on a scale that fits the range
       input = el("input", {
         attrs: {
-          type: "range", id,
+          type: "number", id, class: "param-number",
           min: String(spec.min),
           max: String(spec.max),
           step: String(spec.step ?? (spec.kind === "int" ? 1 : "any")),
+          inputmode: spec.kind === "int" ? "numeric" : "decimal",
         },
       });
       input.value = String(value);
-      out.textContent = show(spec, value);
+      scale = sliderScale(spec, SLIDER_PX);
+      range = el("input", {
+        attrs: {
+          type: "range", class: "param-range", "data-scale": scale.kind,
+          min: String(scale.min), max: String(scale.max), step: String(scale.step),
+          "aria-label": `${spec.label} (slider)`,
+        },
+      });
+      range.dataset.range = spec.name;
+      range.value = String(scale.toPos(Number(value)));
+      range.setAttribute("aria-valuetext", show(spec, value));
+      out.textContent = special(spec, value);
     }
     input.dataset.param = spec.name;
-    controls.set(spec.name, { spec, input, out });
+    controls.set(spec.name, { spec, input, out, range, scale });
     const label = el("label", { class: "param-name", text: spec.label, attrs: { for: id } });
-    const row = el("div", { class: `param param-${spec.kind}` }, [label, input, out]);
-    if (spec.help) row.title = spec.help;
-    return row;
+    const helpId = `${id}-help`;
+    const parts = [label, out, input];
+    if (range) parts.push(range);
+    if (spec.help) {
+      parts.push(el("p", { class: "param-help", text: spec.help, attrs: { id: helpId } }));
+      input.setAttribute("aria-describedby", helpId);
+    }
+    return el("div", { class: `param param-${spec.kind}` }, parts);
   }
 
   function read(spec, input) {
@@ -114,14 +136,14 @@ export function initMethodPanel(root, metricsRoot) {
   }
 
   function sync(s) {
-    for (const [name, { spec, input, out }] of controls) {
+    for (const [name, { spec, input, out, range, scale }] of controls) {
       const v = s.params[name];
       if (spec.kind === "bool") input.checked = !!v;
-      else if (String(input.value) !== String(v)) input.value = String(v);
-      if (spec.kind === "int" || spec.kind === "float") out.textContent = show(spec, v);
+      else if (document.activeElement !== input && String(input.value) !== String(v)) {
+        input.value = String(v);
+      }
+      if (range) showRange(spec, range, scale, out, v);
     }
-    const spec = s.analysis?.methods.find((m) => m.name === s.method);
-    help.textContent = spec ? describe(spec) : "";
     const a = s.analysis;
     hint.hidden = !a || Boolean(a.artefact);
     if (a && !a.artefact) {
@@ -142,11 +164,20 @@ export function initMethodPanel(root, metricsRoot) {
     store.set({ method: spec.name, params: resolveParams(spec) });
   });
   params.addEventListener("input", (ev) => {
-    const name = ev.target.dataset.param;
+    const fromRange = ev.target.dataset.range;
+    const name = fromRange ?? ev.target.dataset.param;
     const c = name && controls.get(name);
     if (!c) return;
-    const v = read(c.spec, c.input);
-    if (c.spec.kind === "int" || c.spec.kind === "float") c.out.textContent = show(c.spec, v);
+    let v;
+    if (fromRange) {
+      v = coerceParam(c.spec, c.scale.toValue(Number(c.range.value)));
+      c.input.value = String(v);
+    } else if (c.range) {
+      const typed = typedValue(c.spec, c.input.value);
+      if (typed === null) return; // half typed ("", "-"): wait
+      v = coerceParam(c.spec, typed);
+    } else v = read(c.spec, c.input);
+    if (c.range) showRange(c.spec, c.range, c.scale, c.out, v, !fromRange);
     markInput();
     store.set({ params: { ...store.get().params, [name]: v } });
   });
@@ -230,10 +261,15 @@ export function initMethodPanel(root, metricsRoot) {
   });
 }
 
-/** One line under the picker: the method's parameters and what they mean. */
-function describe(spec) {
-  return spec.params
-    .filter((p) => !ADDONS.has(p.name) && p.help)
-    .map((p) => `${p.label}: ${p.help}`)
-    .join(" · ");
+/** What a value means where the number alone does not say it (the window: off, even widths). */
+function special(spec, v) {
+  const said = show(spec, v);
+  return said === String(v) || spec.kind === "float" ? "" : said;
+}
+
+/** The slider's position, its spoken value and the readout of a parameter at `v`. */
+function showRange(spec, range, scale, out, v, moveRange = true) {
+  if (moveRange) range.value = String(scale.toPos(Number(v)));
+  range.setAttribute("aria-valuetext", show(spec, v));
+  out.textContent = special(spec, v);
 }

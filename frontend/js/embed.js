@@ -25,6 +25,13 @@ function cellSize(n) {
   return Math.max(1, Math.floor(540 / n));
 }
 
+/** The side (CSS px) the heatmap may take: the window less the figure's other parts. */
+function roomFor(canvas) {
+  const fig = canvas.closest("figure");
+  const rest = fig.getBoundingClientRect().height - canvas.getBoundingClientRect().height;
+  return Math.max(160, Math.min(560, window.innerWidth - 18, window.innerHeight - 24 - rest));
+}
+
 function setStatus(text, isError = false) {
   const node = byId("embed-status");
   node.textContent = text;
@@ -43,14 +50,15 @@ function clamp(v, lo, hi) {
  * @param {Uint8Array|null} mask
  * @param {number|null} row
  */
-function drawHeatmap(canvas, h, mask, row, labels, vis) {
+function drawHeatmap(canvas, h, mask, row, labels, vis, room = 480) {
   const n = h.n;
   const m = vis.length;
-  const cs = Math.max(1, Math.floor(480 / m));
   const ctx0 = canvas.getContext("2d");
   ctx0.font = LABEL_FONT;
   const widest = Math.max(10, ...vis.map((t) => ctx0.measureText(labels[t]).width));
   const margin = Math.ceil(Math.min(widest, 100)) + 8;
+  // the matrix and its labels fit the room the frame leaves (an 800 × 600 iframe: all of it)
+  const cs = Math.max(1, Math.floor(Math.min(480, room - margin - 4) / m));
   const w = margin + m * cs + 4;
   const dpr = window.devicePixelRatio || 1;
   canvas.width = Math.round(w * dpr);
@@ -174,7 +182,7 @@ async function main() {
   const canvas = byId("embed-heatmap");
   const labels = analysis.tokens.map((t) => tokenLabel(t.text));
   const vis = visibleTokens(analysis.tokens, view.hideSpecial === true);
-  const geo = drawHeatmap(canvas, h, mask, s.token ?? null, labels, vis);
+  const geo = drawHeatmap(canvas, h, mask, s.token ?? null, labels, vis, roomFor(canvas));
   attachReadout(canvas, h, analysis.tokens, geo, vis);
   showMetrics({ gold_sparsity: h.goldSparsity });
   const summary = `${h.n} tokens · ${h.goldCount} nonzero weights of ${h.n * h.n}`;

@@ -121,10 +121,14 @@ export function heatmapSvg(s) {
   const longest = Math.max(...labels.map((t) => t.length), 3);
   const margin = Math.min(120, Math.ceil(longest * 6.6) + 14);
   const d = describe(s);
-  const textLines = wrapLines(`“${s.text}”`, 90, 2);
   const left = margin + 10;
-  const top = margin + 56 + 16 * textLines.length;
   const width = Math.max(left + size + 20, 560);
+  // the subtitle (method, setting, metrics) and the text wrapped to the figure: nothing clipped
+  const chars = Math.floor((width - 20) / 6.6);
+  const methodLines = wrapLines(d.method, chars, 3);
+  const textLines = wrapLines(`“${s.text}”`, chars, 2);
+  const sub = 16 * (methodLines.length - 1);
+  const top = margin + 56 + sub + 16 * textLines.length;
   const height = top + size + 24 + 15 * HEATMAP_LEGEND.length;
   const step = Math.ceil(14 / cell);
   const out = [];
@@ -134,8 +138,8 @@ export function heatmapSvg(s) {
     `<title>${xmlText(`sparsescope · ${d.head}`)}</title>`,
     `<rect width="100%" height="100%" fill="#ffffff"/>`,
     `<text x="10" y="20" font-size="14" font-weight="600" fill="#111827">${xmlText(d.head)}</text>`,
-    `<text x="10" y="38" font-size="12" fill="#374151">${xmlText(d.method)}</text>`,
-    ...textLines.map((t, k) => `<text x="10" y="${56 + 16 * k}" font-size="11" fill="#6b7280">${xmlText(t)}</text>`),
+    ...methodLines.map((t, k) => `<text x="10" y="${38 + 16 * k}" font-size="12" fill="#374151">${xmlText(t)}</text>`),
+    ...textLines.map((t, k) => `<text x="10" y="${56 + sub + 16 * k}" font-size="11" fill="#6b7280">${xmlText(t)}</text>`),
   );
   if (vector) {
     // runs of one colour per row: one rect each (white is the background)

@@ -18,7 +18,6 @@
 
 import { el, readIsland } from "./dom.js";
 import {
-  heatmapPng,
   heatmapSvg,
   paretoImage,
   posSvg,
@@ -225,10 +224,25 @@ function init() {
   const figures = [];
   const heatHead = panelHead("heatmap");
   if (heatHead) {
+    // PNGs rendered from the vector figure at 2× and 3× (≥ 1,800 px wide, for papers and slides):
+    // the whole matrix, its title, subtitle and legend, no hover or locked-row dimming
+    const png = (scale) => async () => {
+      const svg = heatmapSvg(get());
+      // k× of a figure at least 900 px wide (a short text's figure is narrower)
+      const w = Number(/ width="([0-9.]+)"/.exec(svg)?.[1] ?? 900);
+      const k = scale * Math.max(1, 900 / w);
+      download(await svgToPng(svg, k), `${baseName(get())}-heatmap@${scale}x.png`);
+    };
     const f = figureButtons("heatmap", hasHead, {
-      png: async () => download(await heatmapPng(document.getElementById("heatmap"), get()), `${baseName(get())}-heatmap.png`),
+      png: png(2),
+      "png3x": png(3),
       svg: async () => download(svgBlob(heatmapSvg(get())), `${baseName(get())}-heatmap.svg`),
     });
+    const [b2, b3] = f.group.querySelectorAll("button");
+    b2.textContent = "PNG 2×";
+    b2.title = "Download the heatmap as PNG at 2× (print)";
+    b3.textContent = "3×";
+    b3.title = "Download the heatmap as PNG at 3× (slides, posters)";
     heatHead.append(f.group);
     figures.push(f);
   }

@@ -20,6 +20,7 @@
 import { recallColour, sparsityColour, textOn } from "./colours.js";
 import { el, fmt } from "./dom.js";
 import { PROB_LUT, ZERO_PX, probIndex } from "./colours.js";
+import { nextIndex, setStop } from "./roving.js";
 import { onHeadLoaded } from "./session.js";
 import * as store from "./state.js";
 
@@ -218,7 +219,12 @@ export function initGrid(root, legend) {
       tile.style.background = bg;
       tile.style.color = Number.isFinite(value) ? textOn(bg) : "#6b7280";
       tile.lastChild.textContent = Number.isFinite(value) ? fmt(value, 2).replace(/^0/, "") : "–";
-      tile.classList.toggle("open", row.layer === s.layer && row.head === s.head && !!s.headData);
+      const open = row.layer === s.layer && row.head === s.head;
+      tile.classList.toggle("open", open && !!s.headData);
+      tile.setAttribute("aria-pressed", String(open)); // the open head
+      // the name holds the tile's visible figure (axe: label-content-name-mismatch)
+      tile.setAttribute("aria-label", `${byRecall ? "recall" : "gold sparsity"} ` +
+        `${tile.lastChild.textContent}, layer ${row.layer}, head ${row.head}`);
       tile.classList.toggle("stale", byRecall && !Number.isFinite(live));
       const own = a.own_alpha?.[row.layer]?.[row.head];
       tile.title =
@@ -227,6 +233,8 @@ export function initGrid(root, legend) {
         (Number.isFinite(own) ? `\nthe model's own α ${fmt(own, 3)} (trained; shown at α = ${a.alpha})` : "");
       tile.dataset.ownAlpha = Number.isFinite(own) ? String(own) : "";
     });
+    // one tab stop: the open head's tile; the arrow keys move between heads (roving tabindex)
+    setStop(tiles, s.layer * a.heads + s.head);
     legend.replaceChildren(
       el("span", { text: byRecall ? `recall of ${s.method}: 0` : `gold sparsity: ${fmt(lo, 2)}` }),
       el("span", { class: `grid-ramp ${byRecall ? "recall" : "sparsity"}` }),
@@ -241,14 +249,12 @@ export function initGrid(root, legend) {
   root.addEventListener("keydown", (ev) => {
     const s = store.get();
     if (!s.analysis) return;
-    const moves = { ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0] };
-    const mv = moves[ev.key];
-    if (!mv) return;
+    const { layers, heads } = s.analysis;
+    const k = nextIndex(ev.key, s.layer * heads + s.head, layers * heads, heads);
+    if (k === null || ev.altKey || ev.ctrlKey || ev.metaKey) return;
     ev.preventDefault();
-    const layer = Math.min(s.analysis.layers - 1, Math.max(0, s.layer + mv[0]));
-    const head = Math.min(s.analysis.heads - 1, Math.max(0, s.head + mv[1]));
-    store.set({ layer, head });
-    tiles[layer * s.analysis.heads + head].focus();
+    store.set({ layer: Math.floor(k / heads), head: k % heads });
+    tiles[k].focus();
   });
 
   // small tiles: the thumbnail and the frame's colour carry it; the figure is in the tooltip

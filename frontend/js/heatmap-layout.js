@@ -21,6 +21,13 @@ export const DOT_MIN = 3; // cells at least this big get dots
 export const GRID_MIN = 10; // cells at least this big get grid lines
 /** A narrower window is one column: the page scrolls and the width alone sizes the matrix. */
 export const NARROW = 700;
+/**
+ * Fitting the window's height may not shrink cells below this (CSS px): a long text's matrix
+ * takes the width it has instead (the page scrolls), and the page gives it the wide layout
+ * (`BIG_HEAD` tokens and more: main.js) — ≥ 700 px square at 1440 × 900 for n ≈ 500.
+ */
+export const MIN_FIT_CELL = 2;
+export const BIG_HEAD = 256;
 
 /**
  * @typedef {object} Layout
@@ -54,7 +61,9 @@ export function layoutOf({ tokens, n, hideSpecial, measure, width, fit }) {
   const labels = Array.from(vis, (t) => tokenLabel(tokens[t].text));
   const widest = Math.max(...labels.map(measure), 10);
   const margin = Math.ceil(Math.min(widest, MAX_LABEL)) + 10;
-  const avail = Math.max(160, Math.min(width - margin - 12, fit - margin));
+  const byWidth = width - margin - 12;
+  const byHeight = fit - margin;
+  const avail = Math.max(160, m * MIN_FIT_CELL > byHeight ? byWidth : Math.min(byWidth, byHeight));
   let cell = Math.min(avail, MAX_SIZE) / m;
   if (cell >= 4) cell = Math.min(MAX_CELL, Math.floor(cell)); // whole pixels: crisp grid lines
   const size = cell * m;

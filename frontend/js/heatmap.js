@@ -21,9 +21,11 @@
  * a drag or Shift + arrows pan, the minimap (when zoomed) moves the view.
  */
 
-import { el, fmt } from "./dom.js";
+import { el } from "./dom.js";
+import { cellFacts, cellSentence, revealCell } from "./heatmap-cell.js";
+import { focusRow, zoomKey, zoomOfKey } from "./heatmap-focus.js";
 import { FONT, drawCells, drawLegend, drawOverlay, fillCells } from "./heatmap-draw.js";
-import { hitTest, minimapPoint, onMatrix } from "./heatmap-hit.js";
+import { cellCentre, hitTest, minimapPoint, onMatrix } from "./heatmap-hit.js";
 import { NARROW, fitHeight, layoutOf } from "./heatmap-layout.js";
 import {
   NO_ZOOM,
@@ -49,8 +51,14 @@ export function initHeatmap(root, legend) {
   const overlay = el("canvas", { class: "heatmap-overlay", attrs: { tabindex: "0" } });
   const tooltip = el("div", { class: "tooltip", attrs: { role: "status", hidden: "" } });
   const empty = el("p", { class: "empty", text: "Analyze a text, then pick a head." });
+  // the keyboard's cell, in words, for a screen reader (and visible under the matrix)
+  const said = el("p", { class: "cell-said", attrs: { "aria-live": "polite", id: "cell-said" } });
   root.append(empty, cells, overlay, tooltip);
-  overlay.setAttribute("aria-label", "attention heatmap: rows are queries, columns are keys");
+  root.after(said);
+  overlay.setAttribute("role", "img");
+  overlay.setAttribute("aria-label", "attention heatmap: rows are queries, columns are keys. " +
+    "Arrow keys move a cell cursor (its p is read out), +/− zoom, Shift+arrows pan");
+  overlay.setAttribute("aria-describedby", "cell-said");
   drawLegend(legend);
 
   /** Layout of the current head, recomputed on head / size / special-token changes. */
@@ -62,6 +70,7 @@ export function initHeatmap(root, legend) {
   /** Zoom and pan (heatmap-zoom.js): `z` ≥ 1, the first visible row `r0` and column `c0`. */
   let zoom = NO_ZOOM;
   let drag = null; // {x, y, r0, c0, moved} while the pointer pans
+  let keyCol = null; // the keyboard cell cursor's column (visible index; its row: the locked one)
 
   function layout() {
     const s = store.get();
@@ -83,7 +92,16 @@ export function initHeatmap(root, legend) {
   function setView(next) {
     zoom = next;
     paint();
+    remember();
   }
+
+  /** The zoom into the store (the address and shares keep it: view field `zoom`). */
+  function remember() {
+    const key = zoomKey(zoom);
+    if (store.get().zoom !== key) store.set({ zoom: key });
+  }
+  /** The zoom a new analysis opens on (the store's, from a link), applied at its first layout. */
+  let opening = null;
 
   function paint() {
     paintCells();
@@ -108,6 +126,13 @@ export function initHeatmap(root, legend) {
     off.width = off.height = lay.m;
     img = off.getContext("2d").createImageData(lay.m, lay.m);
     root.style.height = `${lay.height}px`;
+    if (opening !== null) {
+      // a link's zoom; else a long text's locked row opens zoomed on it (its ★ / × legible)
+      const s = store.get();
+      const locked = s.lockedRow !== null ? lay.pos[s.lockedRow] ?? -1 : -1;
+      zoom = opening ? zoomOfKey(lay, opening) : focusRow(lay, locked) ?? NO_ZOOM;
+      opening = null;
+    }
     setView(refit(lay, zoom));
   }
 
@@ -229,7 +254,14 @@ export function initHeatmap(root, legend) {
     const h = hit(ev);
     if (h.kind !== "cell" && h.kind !== "row") return;
     const i = lay.vis[h.a];
-    store.set({ lockedRow: store.get().lockedRow === i ? null : i });
+    const locking = store.get().lockedRow !== i;
+    store.set({ lockedRow: locking ? i : null });
+    // a click on a long text's unzoomed matrix locks the row and zooms there: marks legible
+    const focus = locking && zoom.z === 1 ? focusRow(lay, h.a) : null;
+    if (focus) {
+      const { x, y } = pointOf(ev);
+      setView(zoomAround(lay, zoom, focus.z, x - lay.left, y - lay.top));
+    }
   });
   // keyboard: ↑ / ↓ move the locked query row, Esc clears the selection
   overlay.addEventListener("keydown", (ev) => {
@@ -246,13 +278,37 @@ export function initHeatmap(root, legend) {
       setView(arrowPan(lay, zoom, ev.key) ?? zoom);
       return;
     }
-    if (!lay || (ev.key !== "ArrowUp" && ev.key !== "ArrowDown")) return;
+    if (!lay || !["ArrowUp", "ArrowDown", "ArrowLeft", "ArrowRight"].includes(ev.key)) return;
     ev.preventDefault();
+    // ↑ / ↓ move the locked query row, ← / → the key column of the keyboard's cell cursor
     const at = store.get().lockedRow === null ? -1 : lay.pos[store.get().lockedRow];
-    const next = ev.key === "ArrowDown" ? Math.min(lay.m - 1, at + 1) : Math.max(0, at - 1);
-    zoom = revealRow(lay, zoom, next);
-    store.set({ lockedRow: lay.vis[next] });
+    let next = at < 0 ? 0 : at;
+    if (ev.key === "ArrowDown") next = Math.min(lay.m - 1, at + 1);
+    if (ev.key === "ArrowUp") next = Math.max(0, at - 1);
+    const col = keyCol === null ? next : keyCol;
+    if (ev.key === "ArrowLeft") keyCol = Math.max(0, col - 1);
+    else if (ev.key === "ArrowRight") keyCol = Math.min(lay.m - 1, col + 1);
+    else keyCol = col;
+    const shown = revealCell(lay, revealRow(lay, zoom, next), next, keyCol);
+    const scrolled = shown.r0 !== zoom.r0 || shown.c0 !== zoom.c0;
+    zoom = shown;
+    remember();
+    hoverCell = { a: next, b: keyCol };
+    if (scrolled) paintCells(); // the cells moved under the labels too
+    if (store.get().lockedRow === lay.vis[next]) paintOverlay();
+    store.set({ lockedRow: lay.vis[next] }); // repaints the overlay
+    sayCell(next, keyCol);
   });
+
+  /** The keyboard's cell: its facts in the live region, and the tooltip beside it. */
+  function sayCell(a, b) {
+    const f = facts(lay.vis[a], lay.vis[b]);
+    said.textContent = cellSentence(f);
+    fillTooltip(f);
+    const c = cellCentre(lay, zoom, a, b);
+    const o = overlay.getBoundingClientRect();
+    moveTooltip({ clientX: o.left + c.x, clientY: o.top + c.y });
+  }
 
   function leaveCell() {
     if (!hoverCell) return;
@@ -261,29 +317,27 @@ export function initHeatmap(root, legend) {
     paintOverlay();
   }
 
-  /** Fill the tooltip from memory: tokens, p and whether the method keeps the edge. */
-  function showTooltip(ev, i, j) {
+  /** Cell (i, j)'s facts from memory (heatmap-cell.js): tokens, p, what the method does. */
+  function facts(i, j) {
     const s = store.get();
     const head = s.headData;
-    const toks = s.analysis.tokens;
-    const x = i * head.n + j;
-    const p = head.probs[x];
-    const kept = s.result ? s.result.mask[x] === 1 : false;
-    const valid = !s.analysis.causal || j <= i;
-    let verdict;
-    if (!valid) verdict = "outside the causal region (j > i)";
-    else if (head.gold[x]) verdict = kept ? "★ kept by the method" : "× missed by the method";
-    else verdict = kept ? "predicted by the method (p = 0)" : "not predicted";
+    return cellFacts({ tokens: s.analysis.tokens, n: head.n, probs: head.probs, gold: head.gold,
+      mask: s.result ? s.result.mask : null, causal: s.analysis.causal }, i, j);
+  }
+
+  function fillTooltip(f) {
     tooltip.replaceChildren(
-      row("query", `${JSON.stringify(toks[i].text)} (${i})`),
-      row("key", `${JSON.stringify(toks[j].text)} (${j})`),
-      row("p", p > 0 ? fmt(p, 4) : "0 (exact zero)"),
-      el("div", {
-        class: `tt-verdict ${head.gold[x] ? (kept ? "caught" : "missed") : ""}`,
-        text: verdict,
-      }),
+      row("query", f.query),
+      row("key", f.key),
+      row("p", f.p),
+      el("div", { class: `tt-verdict ${f.kind}`, text: f.verdict }),
     );
     tooltip.hidden = false;
+  }
+
+  /** Fill the tooltip from memory: tokens, p and whether the method keeps the edge. */
+  function showTooltip(ev, i, j) {
+    fillTooltip(facts(i, j));
     moveTooltip(ev);
   }
 
@@ -299,7 +353,12 @@ export function initHeatmap(root, legend) {
   // ---------------------------------------------------------------- store
 
   store.subscribe((s, changed) => {
-    if (changed.has("analysis") || changed.has("hideSpecial")) zoom = NO_ZOOM;
+    if (changed.has("analysis") || changed.has("hideSpecial")) {
+      zoom = NO_ZOOM;
+      opening = changed.has("analysis") ? s.zoom ?? "" : "";
+      keyCol = null;
+      said.textContent = "";
+    }
     if (changed.has("headData") || changed.has("hideSpecial") || changed.has("analysis")) {
       hoverCell = null;
       tooltip.hidden = true;

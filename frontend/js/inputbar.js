@@ -36,16 +36,22 @@ export function initInputBar(onAnalyze, models = []) {
     );
     picker.closest(".field").hidden = models.length < 2;
     picker.addEventListener("change", () => {
-      store.set({ model: picker.value, causal: causal.checked });
       lockCausal(picker.value);
+      store.set({ model: picker.value, causal: causal.checked });
       form.requestSubmit();
     });
   }
 
-  /** A decoder is always causal: the switch shows it on, locked, with the reason. */
+  /**
+   * A decoder is always causal: the switch shows it on, locked, with the reason. Back on an
+   * encoder it shows the user's own choice again (a decoder's forced "on" does not stick).
+   */
+  let ownCausal = null; // the user's choice, kept while a decoder forces causal on
   function lockCausal(id) {
     const m = byModel.get(id ?? models[0]?.id);
     const locked = !!m?.decoder;
+    if (locked && !causal.disabled) ownCausal = causal.checked;
+    if (!locked && causal.disabled && ownCausal !== null) causal.checked = ownCausal;
     causal.disabled = locked;
     causal.closest("label").title = locked
       ? `${m.id} is a decoder: it never attends to later tokens, so its attention is always causal`
@@ -75,9 +81,9 @@ export function initInputBar(onAnalyze, models = []) {
       if (!preset) free.value = String(s.alpha);
       free.disabled = !!preset;
     }
-    causal.checked = s.causal;
     if (picker && models.length) picker.value = byModel.has(s.model) ? s.model : models[0].id;
     lockCausal(s.model);
+    causal.checked = s.causal;
   }
 
   function showErrors(errors) {

@@ -12,6 +12,7 @@ import { initMethodPanel } from "./controls.js";
 import { byId, readIsland } from "./dom.js";
 import { initGrid } from "./grid.js";
 import { initHeatmap } from "./heatmap.js";
+import { BIG_HEAD } from "./heatmap-layout.js";
 import { initInputBar } from "./inputbar.js";
 import { initLive } from "./live.js";
 import { initWindowPicker } from "./window.js";
@@ -70,6 +71,17 @@ function initToggles() {
   });
 }
 
+/** A long text's heatmap gets the wide layout (app.css `.layout.big-head`): the matrix takes the
+ * width of two columns, the metrics and the Pareto plot go under the head grid. */
+function initBigHead() {
+  const layout = document.querySelector("main.layout");
+  store.subscribe((s, changed) => {
+    if (changed.has("analysis") && layout) {
+      layout.classList.toggle("big-head", !!s.analysis && s.analysis.n >= BIG_HEAD);
+    }
+  });
+}
+
 function initHeadTitle() {
   const title = byId("head-title");
   store.subscribe((s, changed) => {
@@ -110,6 +122,7 @@ function initStatus(maxTokens) {
 function main() {
   const config = readIsland("config");
   initToggles();
+  initBigHead();
   initHeadTitle();
   initStatus(config.max_tokens);
   initInputBar(() => analyze(), config.models ?? []);
@@ -132,7 +145,7 @@ function main() {
   const { state: query, errors } = decodeQuery(location.search);
   const { id, params, ...view } = saved ? { ...saved.view, ...query } : { params: {}, ...query };
   store.set({ ...view, base: saved?.base ?? null });
-  const keep = { params, lockedRow: view.lockedRow, cluster: view.cluster };
+  const keep = { params, lockedRow: view.lockedRow, cluster: view.cluster, zoom: view.zoom ?? "" };
   const pre = document.getElementById("preload") ? readIsland("preload") : null;
   if (pre && !query.text && adoptPreloaded(pre, store.get(), keep)) return reportAddress(errors);
   if (view.text) analyze(keep);

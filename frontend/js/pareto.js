@@ -255,7 +255,13 @@ export function initPareto(root, note) {
     else if (s.scope === "mean" && !s.meanMetrics) {
       note.textContent = `${where} · ★ current setting: computing over every head…`;
     }
-    else {
+    else if (s.pareto.x === "block" && s.analysis && s.analysis.n <= Number(s.pareto.block)) {
+      // one tile holds the whole text: every pattern keeps it, every point sits at x = 0
+      const small = ["16", "32", "64"].filter((b) => Number(b) < s.analysis.n).pop();
+      note.textContent = `${where} · ${s.analysis.n} tokens fit one ${s.pareto.block} × ` +
+        `${s.pareto.block} tile, so every pattern's block sparsity is 0` +
+        (small ? `: pick tile ${small} under Metrics to compare` : ": compare token sparsity");
+    } else {
       const axis = s.pareto.x === "block" ? ` · x: ${s.pareto.block} × ${s.pareto.block} tiles` : "";
       note.textContent = `${where}${axis} · ★ = current setting · click a point to apply its setting`;
     }

@@ -151,12 +151,28 @@ async function loadPareto() {
   }
 }
 
+/** The text of the analysis shown (null before the first); the selection a new text drops. */
+let adoptedText = null;
+/** The view an analysis could not show ({want}) and what it showed instead ({shown}). */
+let held = null;
+const UNSELECTED = { lockedRow: null, cluster: null, zoom: "" };
+
 /**
  * Make `a` the page's analysis and restore as much of the view (layer, head, method, params,
  * selection) as fits it; `keep` overrides the current view (a shared link).
  */
 function adopt(a, keep, seed = null) {
-  const want = { ...store.get(), ...keep };
+  // a new text starts unlocked (UX.md: state a person did not choose must not follow them): the
+  // selection of the text before (e.g. the first visit's example) is not carried over
+  const text = store.get().text;
+  const fresh = adoptedText !== null && text !== adoptedText;
+  adoptedText = text;
+  // what the analysis before could not show (another model: no artefact for a method, fewer
+  // layers or heads) comes back when the user did not change it meanwhile
+  const s0 = store.get();
+  const back = held && s0.method === held.shown.method && s0.layer === held.shown.layer &&
+    s0.head === held.shown.head ? held.want : {};
+  const want = { ...s0, ...(fresh ? UNSELECTED : {}), ...back, ...keep };
   const clamp = (v, n) => (Number.isInteger(v) && v >= 0 && v < n ? v : 0);
   const methods = availableMethods(a);
   const spec = methods.find((m) => m.name === want.method) ?? methods[0] ?? null;
@@ -185,9 +201,15 @@ function adopt(a, keep, seed = null) {
     params: spec ? resolveParams(spec, sameMethod ? want.params : {}) : {},
     lockedRow: Number.isInteger(want.lockedRow) && want.lockedRow < a.n ? want.lockedRow : null,
     cluster: Number.isInteger(want.cluster) ? want.cluster : null,
+    zoom: typeof want.zoom === "string" ? want.zoom : "",
   });
-  openHead().then(() => prefetchHeads(a));
   const s = store.get();
+  const shown = { method: s.method, layer: s.layer, head: s.head };
+  const kept = shown.method === want.method && shown.layer === want.layer && shown.head === want.head;
+  held = kept ? null : {
+    shown, want: { method: want.method, params: want.params, layer: want.layer, head: want.head },
+  };
+  openHead().then(() => prefetchHeads(a));
   const seedFits = seed?.pareto && s.scope === "head" && s.layer === seed.layer &&
     s.head === seed.head && s.paretoX !== "block"; // the preloaded data are over token sparsity
   if (seedFits) {

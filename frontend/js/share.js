@@ -68,7 +68,12 @@ export function initShare(root, getState) {
   const copy = el("button", { class: "tool", text: "Copy", attrs: { type: "button" } });
   const embed = el("a", { class: "share-embed", text: "embed", attrs: { target: "_blank", rel: "noopener" } });
   const note = el("span", { class: "share-note", attrs: { role: "status" } });
-  const box = el("div", { class: "share-box", attrs: { hidden: "" } }, [url, copy, embed, note]);
+  // the embed as an iframe snippet to paste into a page, a slide or a notebook (800 × 600 fits)
+  const snippet = el("input", { class: "share-iframe", attrs: { type: "text", readonly: "",
+    "aria-label": "iframe snippet that embeds this view" } });
+  const copyIframe = el("button", { class: "tool", text: "Copy iframe", attrs: { type: "button" } });
+  const embedRow = el("div", { class: "share-embed-row", attrs: { hidden: "" } }, [snippet, copyIframe]);
+  const box = el("div", { class: "share-box", attrs: { hidden: "" } }, [url, copy, embed, note, embedRow]);
   root.append(button, box);
 
   button.addEventListener("click", async () => {
@@ -78,12 +83,15 @@ export function initShare(root, getState) {
     url.value = "saving…";
     note.textContent = "";
     embed.hidden = true;
+    embedRow.hidden = true;
     button.disabled = true;
     try {
       const res = await createShare(shareState(s));
       url.value = res.url;
       embed.href = res.embed;
       embed.hidden = false;
+      snippet.value = iframeSnippet(res.embed);
+      embedRow.hidden = false;
       url.focus();
       url.select();
     } catch (err) {
@@ -93,9 +101,20 @@ export function initShare(root, getState) {
       button.disabled = false;
     }
   });
+  copyIframe.addEventListener("click", async () => {
+    if (!snippet.value) return;
+    note.textContent = (await copyText(snippet.value, snippet)) ? "iframe copied" : "select the snippet and copy it";
+  });
   copy.addEventListener("click", async () => {
     if (!url.value || url.value === "saving…") return;
     note.textContent = (await copyText(url.value, url)) ? "copied" : "select the link and copy it";
   });
   return { button };
+}
+
+/** The HTML that embeds a shared view (its /embed/{id} URL, escaped for an attribute). */
+export function iframeSnippet(embedUrl) {
+  const src = String(embedUrl).replace(/&/g, "&amp;").replace(/"/g, "&quot;").replace(/</g, "&lt;");
+  return `<iframe src="${src}" width="800" height="600" style="border:0" ` +
+    `title="sparsescope: sparse attention view" loading="lazy"></iframe>`;
 }

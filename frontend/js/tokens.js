@@ -5,6 +5,7 @@
  */
 
 import { el } from "./dom.js";
+import { rove, setStop } from "./roving.js";
 import * as store from "./state.js";
 
 const MAX_LABEL_CHARS = 14;
@@ -46,7 +47,19 @@ export function initTokenStrip(root) {
     });
     root.replaceChildren(...chips);
     mark(s);
+    // one tab stop (the locked token's chip, else the first shown); arrows move between chips
+    const first = chips.findIndex((c) => !c.hidden);
+    setStop(chips, s.lockedRow !== null && chips[s.lockedRow] ? s.lockedRow : Math.max(0, first));
   }
+
+  // a focused chip is hovered for the other views (its edges in the heatmap), as the mouse does
+  rove(root, () => chips, {
+    cols: () => chips.length,
+    onMove: (k) => store.set({ hoverToken: k }),
+  });
+  root.addEventListener("focusout", (ev) => {
+    if (!root.contains(/** @type {Node} */ (ev.relatedTarget))) store.set({ hoverToken: null });
+  });
 
   function mark(s) {
     const members = s.clusterMembers;
@@ -60,6 +73,7 @@ export function initTokenStrip(root) {
       chip.classList.toggle("attended", p > 0 && k !== t);
       chip.classList.toggle("hover", s.hoverToken === k);
       chip.classList.toggle("locked", s.lockedRow === k);
+      chip.setAttribute("aria-pressed", String(s.lockedRow === k)); // the locked query row
       chip.classList.toggle("in-cluster", !!members && (members.queries[k] || members.keys[k]) === 1);
       chip.hidden = s.hideSpecial && s.analysis.tokens[k].special;
     });

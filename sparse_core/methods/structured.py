@@ -46,7 +46,8 @@ class FixedMethod(Method):
     def own_params(self, n, artefact=None):
         s = stride_default(n)
         return [
-            ParamSpec("stride", "block length l", "int", s, 1, n, 1, help="block length l"),
+            ParamSpec("stride", "block length l", "int", s, 1, n, 1,
+                      help="A1: each query sees the keys of its own block of l tokens"),
             ParamSpec(
                 "c", "summary width c", "int", max(1, s // 4), 1, n, 1,
                 help="A2: the last c positions of every block (c ≤ l)",
@@ -89,7 +90,8 @@ class StridedMethod(Method):
 
     def own_params(self, n, artefact=None):
         return [
-            ParamSpec("stride", "stride l", "int", stride_default(n), 1, n, 1, help="stride l"),
+            ParamSpec("stride", "stride l", "int", stride_default(n), 1, n, 1,
+                      help="A1 looks back l positions, A2 at every l-th key (Child et al. §4.2)"),
             ParamSpec("part", "part", "choice", "union", choices=list(patterns.PARTS),
                       help="A1 (the last l positions), A2 (every l-th) or their union"),
         ]  # fmt: skip

@@ -209,3 +209,33 @@ def test_share_button_gives_a_working_short_link(page, server_url):
     page.goto(url)
     wait_ready(page)
     assert page.input_value("#text") == "The chef who ran to the store was out of food."
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    """(width, height) from a PNG's IHDR chunk."""
+    assert data.startswith(PNG_MAGIC)
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def test_heatmap_png_at_2x_and_3x_for_papers_and_slides(page, server_url):
+    """Issue 27 item 7: PNGs ≥ 1,800 px wide from the vector figure (it was a 613×748 copy of
+    the screen), the subtitle wrapped, not clipped; no locked-row dimming unless asked."""
+    analyse(
+        page,
+        server_url,
+        "The council refused the demonstrators a permit because they feared violence.",
+    )
+    page.locator(".chip").nth(2).click()  # a locked row: the screen dims the others
+    name, two = download(page, '[data-export="heatmap-png"]')
+    assert name.endswith("@2x.png")
+    _, three = download(page, '[data-export="heatmap-png3x"]')
+    (w2, _), (w3, _) = png_size(two), png_size(three)
+    assert w2 >= 1800 and w3 >= 2700 and abs(w3 / w2 - 1.5) < 0.01, (w2, w3)
+    _, svg = download(page, '[data-export="heatmap-svg"]')
+    root = parse_svg(svg)
+    width = float(root.get("width"))
+    ns = "{http://www.w3.org/2000/svg}"
+    for t in root.iter(f"{ns}text"):
+        if t.get("x") == "10":  # the title, subtitle, text and legend lines
+            assert 10 + 6.6 * len(t.text or "") <= width + 40, t.text  # fits the figure
+    assert not [r for r in root.iter(f"{ns}rect") if r.get("fill-opacity")]  # no dimming

@@ -141,3 +141,32 @@ def test_picker_switches_models_and_a_share_reopens_after_restart(page, tmp_path
         assert page.locator("#model-select").input_value() == "tiny-enc"
     finally:
         live.stop()
+
+
+def test_switching_models_and_back_keeps_the_users_view(page, tmp_path_factory):
+    """Issue 27 item 6: to a decoder (causal forced on; no layer 2 there) and back: causal is
+    off again as the user had it, and the layer, head and method come back."""
+    root = tmp_path_factory.mktemp("models-view")
+    enc = write_tiny_checkpoint(root / "enc3", "bert", seed=1, layers=3)
+    dec = write_tiny_checkpoint(root / "dec2", "gpt2", seed=2, layers=2)
+    live = LiveServer(root / "data", enc, dec)
+    try:
+        page.goto(f"{live.url}/?text={TEXT}&layer=2&head=3&method=strided&p.stride=3")
+        wait_ready(page)
+        wait_status(page, "enc3")
+        assert not page.is_checked("#causal")
+        page.locator("#model").select_option("dec2")
+        wait_status(page, "dec2")
+        wait_ready(page)
+        assert page.is_checked("#causal")
+        assert page.inner_text("#head-title").startswith("Layer 0")  # dec2 has 2 layers
+        page.locator("#model").select_option("enc3")
+        wait_status(page, "enc3")
+        wait_ready(page)
+        assert "bidirectional" in status(page) and not page.is_checked("#causal")
+        assert page.inner_text("#head-title").startswith("Layer 2 · head 3")
+        assert page.input_value("#method") == "strided"
+        assert page.input_value('[data-param="stride"]') == "3"
+        page.goto("about:blank")
+    finally:
+        live.stop()

@@ -426,3 +426,11 @@ def test_a_new_method_needs_only_its_class(ctx, monkeypatch):
             assert np.allclose(sweep.values["diagonal"][metric][k], v.numpy(), rtol=0, atol=1e-12)
     assert "diagonal" in PA.summary(ctx.out, ctx.artefact)
     assert set(M.head_data(ctx, 0, 0)) >= {"proj", "centroids", "reformer", "routing", "seed"}
+
+
+def test_every_help_text_says_more_than_its_label():
+    """Issue 27 item 6: a help text that repeats its label tells the reader nothing."""
+    for method in M.METHODS.values():
+        for s in method.params(64, None):
+            assert s.help.strip().lower() != s.label.strip().lower(), (method.name, s.name)
+            assert len(s.help) > len(s.label), (method.name, s.name)

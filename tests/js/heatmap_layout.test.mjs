@@ -6,7 +6,8 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import {
-  BELOW_HEATMAP, LABEL_PX, MAX_CELL, MAX_LABEL, MAX_SIZE, fitHeight, labelPlan, layoutOf, minimapBox,
+  BELOW_HEATMAP, LABEL_PX, MAX_CELL, MAX_LABEL, MAX_SIZE, MIN_FIT_CELL, fitHeight, labelPlan, layoutOf,
+  minimapBox,
 } from "../../frontend/js/heatmap-layout.js";
 import { viewport } from "../../frontend/js/heatmap-zoom.js";
 import { tokens } from "./heatmap_fixtures.mjs";
@@ -103,4 +104,15 @@ test("labelPlan when zoomed: one label per cell, those off the view have no posi
   const shown = (key) => plan.filter((p) => p[key] !== null).map((p) => p.a);
   assert.deepEqual(shown("row"), Array.from({ length: 32 }, (_, k) => 10 + k));
   assert.deepEqual(shown("col"), Array.from({ length: 28 }, (_, k) => 100 + k));
+});
+
+test("a text too long to fit the height with cells of MIN_FIT_CELL px takes the width (issue 27)", () => {
+  // n = 500 in the centre of a 1440 × 900 window (the wide layout): ~1000 px wide, 600 px high
+  const l = lay(500, { width: 1000, fit: 600 });
+  assert.ok(500 * MIN_FIT_CELL > 600 - l.left);
+  assert.ok(l.size >= 700, `${l.size}`);
+  assert.equal(l.size, Math.min(MAX_SIZE, 1000 - l.left - 12));
+  // a text whose cells stay big enough at the height keeps fitting it (one screen)
+  const short = lay(128, { width: 1000, fit: 600 });
+  assert.equal(short.cell, Math.floor((600 - short.left) / 128));
 });

@@ -34,7 +34,7 @@ test("a state written to the address reads back (a saved view's page: every flag
   assert.deepEqual(got, {
     alpha: 1.25, causal: true, layer: 2, head: 5, method: "strided",
     params: { stride: "4", globals: "1" }, lockedRow: 0, cluster: null, scope: "mean",
-    gridColour: "recall", hideSpecial: true, block: "32", paretoX: "block",
+    gridColour: "recall", hideSpecial: true, block: "32", paretoX: "block", zoom: "",
   });
   assert.equal(decodeState(encodeState(s)).text, "A cat & a dog.");
 });
@@ -66,6 +66,16 @@ test("shares: the flags that differ from their defaults, read back with bad ones
   assert.equal(state.hideSpecial, true);
   assert.ok(!("gridColour" in state));
   assert.deepEqual(Object.keys(errors), ["view.grid"]);
-  assert.deepEqual([...FLAGS.keys()], ["scope", "grid", "hideSpecial", "block", "paretoX"]);
+  assert.deepEqual([...FLAGS.keys()], ["scope", "grid", "hideSpecial", "block", "paretoX", "zoom"]);
   assert.equal(VIEW_SCHEMA.fields.length, VIEW_FIELDS.length);
+});
+
+test("the heatmap's zoom is in the address and shares (issue 27 item 5)", () => {
+  const s = { ...viewDefaults(), text: "t", analysis: { id: "x" }, zoom: "5.11@120.3,98" };
+  assert.match(encodeState(s), /zoom=5\.11%40120\.3%2C98/);
+  assert.equal(decodeState(encodeState(s)).zoom, "5.11@120.3,98");
+  assert.ok(!encodeState({ ...s, zoom: "" }).includes("zoom")); // zoom 1: not written
+  assert.equal(toShare(s).view.zoom, "5.11@120.3,98");
+  const { errors } = decodeQuery("?zoom=9@x");
+  assert.match(errors.zoom, /^zoom must be z@row,column/);
 });

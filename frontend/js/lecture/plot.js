@@ -40,6 +40,12 @@ export function frame(o) {
     svg("svg", { class: "plot", attrs: { width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img" } })
   );
   root.style.fontSize = `${font}px`;
+  // an image needs a name (axe svg-img-alt): the plot's axes say what it shows
+  const name = o.title ?? [o.yLabel, o.xLabel].filter(Boolean).join(" against ");
+  root.setAttribute("aria-label", name || "plot");
+  const title = svg("title", {});
+  title.textContent = name || "plot";
+  root.append(title);
   const [x0, x1] = o.x;
   const [y0, y1] = o.y;
   const sx = (x) => m.left + ((x - x0) / (x1 - x0)) * pw;
