@@ -149,8 +149,8 @@ def live_server(
         TRANSFORMERS_OFFLINE="1",
         PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
         SPARSESCOPE_DATA_DIR=str(data_dir),
-        **(env or {}),
     )
+    full_env.update(env or {})  # the caller's settings win (e.g. another data directory)
     log_path = data_dir / f"server-{port}.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
