@@ -213,6 +213,14 @@ TABLE: list[Bad] = [
         ("at most 64 tokens",), route=AN_ROUTE + "/raw/{layer}/{head}"),
     Bad("raw: unknown id", "get", f"/api/analyses/{UNKNOWN_ID}/raw/0/0", 404, "id",
         ("no analysis",)),
+    # --------------------------------------------------------------------- Host header tricks
+    *(
+        Bad(f"Host {host!r}", "get", "/healthz", 400, None, ("Host header", "malformed"),
+            headers={"host": host})
+        for host in ("[::1]evil", "[::1]:80evil", "[nope]", "localhost:abc", "localhost:99999",
+                     "localhost:0", "localhost:", "user@localhost", "localhost:80:80",
+                     "local host", "localhost\\", "127.0.0.1:+80")
+    ),
     # --------------------------------------------------------------------- share links
     Bad("share: no state", "post", "/api/share", 422, "state", ("state is required",), {}),
     Bad("share: state a string", "post", "/api/share", 422, "state",
