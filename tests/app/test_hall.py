@@ -392,6 +392,41 @@ def test_healthz_answers_while_every_model_thread_waits(tmp_path, tiny_model):
         assert all(f.result(timeout=WAIT_S).status_code == 200 for f in futures)
 
 
+def test_healthz_needs_no_thread_of_the_default_pool(tmp_path, tiny_model):
+    """Every thread of the default pool busy (plain routes, static files): /healthz still
+    answers, its dependencies are async (issue 26, finding 8: a sync dependency queued it
+    behind the burst)."""
+    import anyio.to_thread
+
+    settings = make_settings(tmp_path)
+    with TestClient(create_app(settings, AnalysisService(settings, model=tiny_model))) as c:
+        release = threading.Event()
+
+        async def occupy() -> None:
+            anyio.to_thread.current_default_thread_limiter().total_tokens = 1
+            await anyio.to_thread.run_sync(release.wait)
+
+        c.portal.start_task_soon(occupy)
+        answered: list[int] = []
+        probe = threading.Thread(target=lambda: answered.append(c.get("/healthz").status_code))
+        try:
+            wait_for(
+                lambda: (
+                    c.portal.call(
+                        lambda: anyio.to_thread.current_default_thread_limiter().borrowed_tokens
+                    )
+                    == 1
+                ),
+                "the pool's only thread to be taken",
+            )
+            probe.start()
+            probe.join(timeout=WAIT_S)
+            assert answered == [200], "/healthz waited for a thread of the default pool"
+        finally:
+            release.set()
+            probe.join(timeout=WAIT_S)
+
+
 # ----------------------------------------------------------------------------- shares
 
 
