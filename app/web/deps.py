@@ -10,7 +10,6 @@ from fastapi import Depends, Path, Request
 from ..engine.service import AnalysisService
 from ..engine.store import ShareStore
 
-
 # Both are ``async``: FastAPI runs a plain ``def`` dependency in the default thread pool, so
 # /healthz (async itself) queued behind every waiting request for a thread just to read an
 # attribute: 1.4-3.9 s during a burst of 300 analyses (issue 26, finding 8).
