@@ -45,6 +45,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -149,8 +150,8 @@ def live_server(
         TRANSFORMERS_OFFLINE="1",
         PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
         SPARSESCOPE_DATA_DIR=str(data_dir),
-        **(env or {}),
     )
+    full_env.update(env or {})  # the caller's settings win (e.g. another data directory)
     log_path = data_dir / f"server-{port}.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
@@ -613,12 +614,74 @@ def scenario_forwards(clients: int, rounds: int) -> None:
         print(f"  {k:16s} {m:6.2f} s  ({base / m:4.2f}x)")
 
 
+#: (h)'s prober: GET /healthz every 50 ms until the file argv[2] exists; "status:seconds" lines.
+PROBER = """
+import os, sys, time, httpx
+with httpx.Client(base_url=sys.argv[1], timeout=60) as http:
+    while not os.path.exists(sys.argv[2]):
+        t0 = time.perf_counter()
+        code = http.get("/healthz").status_code
+        print(f"{code}:{time.perf_counter() - t0:.6f}", flush=True)
+        time.sleep(0.05)
+"""
+
+
+def scenario_health(tiny: bool, burst_size: int, rounds: int) -> None:
+    """(h) ``/healthz`` while a burst of ``burst_size`` simultaneous analyses arrives: one prober
+    asks every 50 ms from just before the burst until it is answered (issue 26, finding 8:
+    1.4-3.9 s during a burst of 300). p50/p99/max of the probes, and of probes with no burst."""
+    with tempfile.TemporaryDirectory() as tmp:
+        with live_server(Path(tmp), tiny=tiny, start_timeout=600) as server:
+            wait_gallery(server.url)
+            idle: list[float] = []
+            with httpx.Client(base_url=server.url, timeout=60) as http:
+                for _ in range(40):
+                    t0 = time.perf_counter()
+                    http.get("/healthz")
+                    idle.append(time.perf_counter() - t0)
+                    time.sleep(0.05)
+            probes: list[float] = []
+            codes: list[int] = []
+            for r in range(rounds):
+                # the prober is a process of its own: the burst's 300 client threads must not
+                # delay its clock (they share this process's GIL)
+                stop = Path(tmp) / f"stop-{r}"
+                prober = subprocess.Popen(
+                    [sys.executable, "-c", PROBER, server.url, str(stop)],
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+                time.sleep(0.5)
+                texts = short_texts(burst_size, seed=5000 + r)
+                statuses, _, wall = burst(server.url, [{"text": t} for t in texts])
+                stop.touch()
+                out, _ = prober.communicate(timeout=120)
+                for line in out.split():
+                    code, secs = line.split(":")
+                    codes.append(int(code))
+                    probes.append(float(secs))
+                print(
+                    f"  round {r}: burst of {burst_size} in {wall:.1f} s, answers "
+                    f"{dict(sorted(Counter(statuses).items()))}",
+                    flush=True,
+                )
+    print(f"(h) /healthz during bursts of {burst_size} analyses ({rounds} rounds):")
+    for name, xs in (("idle", idle), ("during bursts", probes)):
+        print(
+            f"  {name:14s} n={len(xs):4d}  p50 {1000 * percentile(xs, 0.5):7.1f} ms  p99 "
+            f"{1000 * percentile(xs, 0.99):7.1f} ms  max {1000 * max(xs):7.1f} ms"
+        )
+    print(f"  probe answers: {dict(Counter(codes))}")
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "hall":
         ap = argparse.ArgumentParser(description="issue 13: a lecture hall at once")
         ap.add_argument("hall")
         ap.add_argument("--tiny", action="store_true")
-        ap.add_argument("--only", choices=("a", "b", "c", "f"), nargs="+", default=["a", "b", "c"])
+        ap.add_argument(
+            "--only", choices=("a", "b", "c", "f", "h"), nargs="+", default=["a", "b", "c"]
+        )
         ap.add_argument("--rounds", type=int, default=3, help="(a) bursts per mode")
         ap.add_argument("--burst", type=int, default=48, help="(a) simultaneous analyses")
         ap.add_argument("--clients", type=int, default=16, help="(b) clients")
@@ -634,6 +697,8 @@ def main() -> None:
             scenario_shares(args.tiny, args.shares)
         if "f" in args.only:
             scenario_forwards(args.burst, args.rounds)
+        if "h" in args.only:
+            scenario_health(args.tiny, args.burst, args.rounds)
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tiny", action="store_true", help="the tiny random model (fast)")

@@ -30,6 +30,20 @@ class EmptyTextError(SparsescopeError):
         )
 
 
+class UnknownTokensError(SparsescopeError):
+    """Every token of the text is the tokenizer's unknown token (emoji, private-use characters,
+    a word longer than the tokenizer reads): not blank, but nothing the model knows."""
+
+    default_field = "text"
+
+    def __init__(self, unk: str) -> None:
+        super().__init__(
+            f"none of this text's tokens is in the model's vocabulary: the tokenizer reads all of "
+            f"it as {unk} (unknown), as it does emoji, private-use characters and words of more "
+            "than 100 letters; type text with words in the model's language"
+        )
+
+
 class TextTooLongError(SparsescopeError):
     """The text has more tokens than the model has positions."""
 

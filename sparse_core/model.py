@@ -27,7 +27,13 @@ from torch import Tensor
 
 from . import attention as A
 from . import modernbert
-from .errors import EmptyTextError, ModelLoadError, SparsescopeError, TextTooLongError
+from .errors import (
+    EmptyTextError,
+    ModelLoadError,
+    SparsescopeError,
+    TextTooLongError,
+    UnknownTokensError,
+)
 from .outputs import AlphaLike, ModelConfig, RunOutput, normalize_alpha
 from .sources import (
     ARCHITECTURES,
@@ -129,9 +135,14 @@ class SparseModel:
             raise SparsescopeError(
                 f"start must be a token index >= 0, got {start!r}", field="start"
             )
-        enc = self.tokens.read(self.tokenizer.encode(text), text)
-        if all(enc.special):  # only characters the tokenizer drops (zero-width, control)
-            raise EmptyTextError()
+        raw = self.tokenizer.encode(text)
+        enc = self.tokens.read(raw, text)
+        if all(enc.special):  # nothing but the tokenizer's markers and unknown tokens
+            unk = getattr(self.tokenizer.model, "unk_token", None)
+            unk_id = self.tokenizer.token_to_id(unk) if isinstance(unk, str) else None
+            if unk_id is not None and unk_id in raw.ids:
+                raise UnknownTokensError(unk)
+            raise EmptyTextError()  # only characters the tokenizer drops (zero-width, control)
         limit = self.max_positions
         if len(enc.ids) > limit:
             if not truncate:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import unicodedata
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
@@ -68,6 +69,22 @@ def check_unicode(text: str) -> None:
             f"({text[exc.start]!r}); send UTF-8 text (escape pairs like \\ud83d\\ude00 are fine)",
             field="text",
         ) from None
+
+
+def is_blank(text: str) -> bool:
+    """Whether ``text`` is blank as the analyser calls it before it knows the model: nothing
+    but whitespace and characters of Unicode category C (control, format such as zero-width
+    spaces and joiners, private use, unassigned), which BERT's normaliser drops, and U+FFFD.
+    (Each model's tokenizer is asked again when the text is analysed.)"""
+    return all(c.isspace() or c == "\ufffd" or unicodedata.category(c)[0] == "C" for c in text)
+
+
+def check_not_blank(text: str, *, field: str = "text") -> None:
+    """:class:`EmptyTextError` (the analyser's own message) when ``text`` :func:`is_blank`."""
+    if is_blank(text):
+        err = EmptyTextError()
+        err.field = field
+        raise err
 
 
 def looks_like_id(s: str) -> bool:

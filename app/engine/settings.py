@@ -106,6 +106,12 @@ class Settings(BaseModel):
         description="comma-separated Host names the server answers (400 otherwise); '*' any; "
         "None: loopback names when bound to loopback, else any",
     )
+    trusted_proxies: str | None = Field(
+        None,
+        description="comma-separated addresses (or networks) of reverse proxies whose "
+        "X-Forwarded-For names the client; None: no proxy is trusted and every rate limit is "
+        "per connecting address (Forwarded and X-Real-IP are never read)",
+    )
     timeout_keep_alive: int = Field(5, ge=1, description="seconds an idle connection is kept")
     header_timeout: float = Field(
         10.0, gt=0, description="seconds a client has to send a request's head, then its body"

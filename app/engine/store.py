@@ -9,10 +9,19 @@ share the API acknowledged (200) survives ``kill -9`` of the server and also an 
 loss. (``NORMAL`` with WAL would survive ``kill -9`` too, but may drop the last commits on power
 loss; one fsync per share is cheap at the rate people share links.)
 
-Never losing data. Opening never truncates or rewrites an existing file: a file that is not a
-SQLite database, is damaged (``PRAGMA quick_check``), belongs to another program or was written by
-a newer schema raises :class:`ShareStoreError` naming the file, and the file is left untouched
-(byte for byte: the schema is checked before any writing ``PRAGMA`` such as ``journal_mode``).
+Never touching another program's file. Our files carry ``PRAGMA application_id`` =
+:data:`APPLICATION_ID` and ``user_version`` = the schema version. Before a file is opened
+read-write, :func:`~sparsescope.engine.store_files.inspect` reads its header and, where needed,
+its schema through an immutable read-only connection: a file that is not SQLite, belongs to
+another program (another ``application_id``, other objects, a hot log or journal beside a file
+without our tables) or was written by a newer schema raises :class:`ShareStoreError` naming the
+file, left byte for byte untouched (no checkpoint, no rollback, no ``-wal``/``-shm`` deleted). A
+file of ours from before the mark (``application_id`` 0, exactly our tables) is adopted and
+marked. A damaged file of ours (``PRAGMA quick_check``) is refused too.
+
+Read-only. When the data directory or the file cannot be written (file modes, a read-only mount,
+the immutable attribute), the file is opened read-only: shares open, new ones are a
+:class:`ShareStoreUnavailable` (503) "the share database is read-only: …".
 
 Bounds and faults. The store holds at most ``max_shares`` shares and ``max_bytes`` bytes of state
 (:class:`ShareStoreFull`, a 507, beyond them); a full disk is the same 507, a read-only data
@@ -37,22 +46,35 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sparse_core.errors import SparsescopeError
+from .store_files import (
+    APPLICATION_ID,
+    SCHEMA_VERSION,
+    Kind,
+    ShareStoreError,
+    inspect,
+    ro_uri,
+    writable,
+)
+
+__all__ = [
+    "APPLICATION_ID",
+    "DB_NAME",
+    "SCHEMA_VERSION",
+    "ShareRecord",
+    "ShareStore",
+    "ShareStoreError",
+    "ShareStoreFull",
+    "ShareStoreUnavailable",
+]
 
 log = logging.getLogger(__name__)
 
 DB_NAME = "shares.sqlite3"
-SCHEMA_VERSION = 1
 #: ``secrets.token_urlsafe(9)`` -> 12 URL-safe characters, 72 random bits.
 ID_BYTES = 9
 #: What an id may look like; anything else is "unknown" without touching the database.
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{8,32}")
-SQLITE_MAGIC = b"SQLite format 3\x00"
 _ID_ATTEMPTS = 8
-
-
-class ShareStoreError(SparsescopeError):
-    """The share database cannot be opened or written (names the file and what is wrong)."""
 
 
 class ShareStoreFull(ShareStoreError):
@@ -63,6 +85,8 @@ class ShareStoreFull(ShareStoreError):
 class ShareStoreUnavailable(ShareStoreError):
     """The database cannot be written right now (a read-only data directory or file, an I/O
     error); reading may still work. Its message names no server path either."""
+
+    retry_after = 60
 
 
 #: Where the clients' messages point the operator (the path itself is only logged).
@@ -102,6 +126,7 @@ class ShareStore:
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
+        self.read_only = False
         self._open()
         self._shares, self._bytes = self._usage()
 
@@ -170,25 +195,30 @@ class ShareStore:
         return ShareStoreError(f"share database {self.path}: {what}")
 
     def _open(self) -> None:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise self._fail(f"cannot create its folder: {exc.strerror or exc}") from None
-        if self.path.exists():
-            self._check_header()
-        try:
-            # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE ... COMMIT).
-            conn = sqlite3.connect(
-                str(self.path), isolation_level=None, check_same_thread=False, timeout=10.0
+        """Inspect the file without writing (:func:`~.store_files.inspect`), then open it:
+        read-write when its folder and file can be written, else read-only (:attr:`read_only`:
+        shares open, new ones are a :class:`ShareStoreUnavailable`)."""
+        if not self.path.parent.is_dir():
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise self._fail(f"cannot create its folder: {exc.strerror or exc}") from None
+        kind = inspect(self.path)
+        self.read_only = not writable(self.path)
+        if self.read_only and kind is Kind.NEW:
+            raise self._fail(
+                "cannot be created: its folder is read-only; point --data-dir / "
+                "SPARSESCOPE_DATA_DIR at a writable folder"
             )
+        try:
+            conn = self._connect()
         except sqlite3.Error as exc:
             raise self._fail(f"cannot be opened: {exc}") from None
         try:
-            # read-only checks first: a file that is not ours is refused before anything (the
-            # journal mode included) is written to it
             self._check(conn)
-            self._ensure_schema(conn)
-            self._configure(conn)
+            if not self.read_only:
+                self._ensure_schema(conn, kind)
+                self._configure(conn)
         except sqlite3.Error as exc:
             conn.close()
             raise self._fail(
@@ -199,22 +229,21 @@ class ShareStore:
             conn.close()
             raise
         self._conn = conn
-        log.info("share database %s open (schema %d)", self.path, SCHEMA_VERSION)
+        how = "read-only" if self.read_only else "read-write"
+        log.info("share database %s open %s (schema %d)", self.path, how, SCHEMA_VERSION)
 
-    def _check_header(self) -> None:
-        if not self.path.is_file():
-            raise self._fail("exists but is not a regular file")
-        try:
-            with self.path.open("rb") as fh:
-                head = fh.read(len(SQLITE_MAGIC))
-        except OSError as exc:
-            raise self._fail(f"cannot be read: {exc.strerror or exc}") from None
-        # An empty file is what sqlite3 itself leaves after an interrupted first open.
-        if head and head != SQLITE_MAGIC:
-            raise self._fail(
-                "is not a SQLite database (bad header); it was left untouched: move it aside "
-                "or point --data-dir / SPARSESCOPE_DATA_DIR somewhere else"
-            )
+    def _connect(self) -> sqlite3.Connection:
+        # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE ... COMMIT).
+        opts: dict[str, Any] = {"isolation_level": None, "check_same_thread": False}
+        if not self.read_only:
+            return sqlite3.connect(str(self.path), timeout=10.0, **opts)
+        conn = sqlite3.connect(ro_uri(self.path, immutable=False), uri=True, **opts)
+        try:  # read-only: with the log's shares where SQLite can read it without writing
+            conn.execute("SELECT COUNT(*) FROM shares").fetchone()
+            return conn
+        except sqlite3.Error:  # a WAL database needs its -shm, which cannot be created here
+            conn.close()
+            return sqlite3.connect(ro_uri(self.path, immutable=True), uri=True, **opts)
 
     def _check(self, conn: sqlite3.Connection) -> None:
         conn.execute("PRAGMA busy_timeout = 10000")  # a connection setting: the file is not written
@@ -232,19 +261,12 @@ class ShareStore:
             log.warning("share database %s: WAL unavailable, journal mode is %s", self.path, mode)
         conn.execute("PRAGMA synchronous = FULL")
 
-    def _ensure_schema(self, conn: sqlite3.Connection) -> None:
+    def _ensure_schema(self, conn: sqlite3.Connection, kind: Kind) -> None:
+        """Create the tables of a new file; mark a file of ours from before the mark (its
+        ``application_id`` and ``user_version``); refuse a newer schema of ours."""
         conn.execute("BEGIN IMMEDIATE")
         try:
-            tables = {
-                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-            }
-            if "schema_version" not in tables:
-                if tables:
-                    raise self._fail(
-                        f"is a SQLite database of another program (tables {sorted(tables)}, "
-                        "no schema_version); it was left untouched: point --data-dir / "
-                        "SPARSESCOPE_DATA_DIR somewhere else"
-                    )
+            if kind is Kind.NEW:
                 conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
                 conn.execute(
                     "CREATE TABLE shares ("
@@ -255,18 +277,18 @@ class ShareStore:
                 )
                 conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
                 log.info("created share database %s", self.path)
-            else:
-                row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
-                version = row[0] if row else None
-                if version is None:
-                    raise self._fail("has an empty schema_version table; it was left untouched")
-                if version > SCHEMA_VERSION:
-                    raise self._fail(
-                        f"was written by a newer sparsescope (schema version {version}; this one "
-                        f"reads up to {SCHEMA_VERSION}); upgrade sparsescope"
-                    )
-                if "shares" not in tables:
-                    raise self._fail("has no shares table; it was left untouched")
+            row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+            version = max(conn.execute("PRAGMA user_version").fetchone()[0], row[0] or 0)
+            if version > SCHEMA_VERSION:  # the log of a file of ours may hold a newer header
+                raise self._fail(
+                    f"was written by a newer sparsescope (schema version {version}; this one "
+                    f"reads up to {SCHEMA_VERSION}): upgrade sparsescope"
+                )
+            if kind is not Kind.OURS or version != SCHEMA_VERSION:
+                conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                if kind is Kind.LEGACY:
+                    log.info("share database %s marked as sparsescope's", self.path)
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -291,6 +313,12 @@ class ShareStore:
         size = len(state_json.encode("utf-8", "surrogatepass"))
         with self._lock:
             conn = self._connection()
+            if self.read_only:
+                raise ShareStoreUnavailable(
+                    f"the share database is read-only: {DATA_DIR_WORDS} or its file cannot be "
+                    "written; shares can still be opened, and new ones saved once its operator "
+                    "makes it writable"
+                )
             self._check_room(size)
             for _ in range(_ID_ATTEMPTS):
                 share_id = new_share_id()

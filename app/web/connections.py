@@ -99,4 +99,15 @@ def uvicorn_options(settings: Any) -> dict[str, Any]:
         "timeout_keep_alive": settings.timeout_keep_alive,
         "limit_concurrency": settings.max_connections,
         "timeout_graceful_shutdown": 10,
+        # uvicorn trusts X-Forwarded-For from 127.0.0.1 by default: any local client could then
+        # claim any address and escape the per-address rate limits (issue 26, finding 11)
+        **proxy_options(getattr(settings, "trusted_proxies", None)),
     }
+
+
+def proxy_options(trusted: str | None) -> dict[str, Any]:
+    """uvicorn's proxy-header keywords: off unless ``trusted`` names the proxies."""
+    names = [n.strip() for n in (trusted or "").split(",") if n.strip()]
+    if not names:
+        return {"proxy_headers": False, "forwarded_allow_ips": ""}
+    return {"proxy_headers": True, "forwarded_allow_ips": ",".join(names)}

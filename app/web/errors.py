@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -234,6 +235,18 @@ def install_error_handlers(app: FastAPI, page: PageMaker | None = None) -> None:
                 "the request body is nested too deeply to be read (arrays or objects inside "
                 "each other hundreds of levels deep); no request of this API needs that"
             )
+            return error_response(422, detail, None)
+        elif exc.status_code == 400 and isinstance(exc.__cause__, ValueError):
+            # e.g. Python's int-string conversion limit: a JSON integer of over 4300 digits
+            limit = sys.get_int_max_str_digits()
+            if "digits" in str(exc.__cause__):
+                detail = (
+                    f"the request body holds a number of more than {limit} digits, which cannot "
+                    f"be read as JSON here; no field of this API takes one: send numbers of at "
+                    f"most {limit} digits"
+                )
+            else:
+                detail = "the request body is not valid JSON; send a JSON object"
             return error_response(422, detail, None)
         if page is not None and exc.status_code in (404, 405) and wants_html(request):
             return page(request, exc.status_code, detail)

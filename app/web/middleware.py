@@ -4,7 +4,9 @@ answered wherever GET is."""
 
 from __future__ import annotations
 
+import ipaddress
 import logging
+import re
 
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -182,7 +184,14 @@ class HostAllowlist(HttpMiddleware):
                 if key == b"host":
                     host = value.decode("latin-1")
                     break
-            name = _host_name(host)
+            name = host_name(host)
+            if name is None:
+                detail = (
+                    f"the Host header {host[:100]!r} is malformed: send a host name or an IP "
+                    "address ([::1] for IPv6), optionally with :port (1-65535), and nothing else"
+                )
+                await error_response(400, detail, None)(scope, receive, send)
+                return
             if name not in self.names:
                 detail = (
                     f"this server does not answer to the host name {name[:100]!r}; it answers "
@@ -193,13 +202,33 @@ class HostAllowlist(HttpMiddleware):
         await self.app(scope, receive, send)
 
 
-def _host_name(host: str) -> str:
-    """``"LocalHost:8000"`` -> ``"localhost"``; ``"[::1]:80"`` -> ``"[::1]"``."""
-    host = host.strip().lower()
+_NAME = re.compile(r"[a-z0-9_](?:[a-z0-9_.-]{0,252})")
+_PORT = re.compile(r"[0-9]{1,5}")
+
+
+def host_name(host: str) -> str | None:
+    """The lower-cased name of a ``Host`` header (RFC 9110 §7.2: ``uri-host [":" port]``), or
+    None when it is malformed: ``"LocalHost:8000"`` -> ``"localhost"``, ``"[::1]:80"`` ->
+    ``"[::1]"``; ``"[::1]evil"``, ``"localhost:abc"``, ``"localhost:99999"``, ``"localhost:"``,
+    ``"user@localhost"`` -> None."""
+    host = host.lower()
     if host.startswith("["):
         end = host.find("]")
-        return host[: end + 1] if end > 0 else host
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+        name, rest = host[: end + 1], host[end + 1 :]
+        try:
+            ipaddress.IPv6Address(name[1:-1])
+        except ValueError:
+            return None
+    else:
+        name, colon, port = host.partition(":")
+        rest = colon + port
+        if not _NAME.fullmatch(name):
+            return None
+    if rest:
+        port = rest[1:]
+        if rest[0] != ":" or not _PORT.fullmatch(port) or not 1 <= int(port) <= 65535:
+            return None
+    return name
 
 
 class HeadAsGet(HttpMiddleware):

@@ -20,7 +20,7 @@ from sparse_core.errors import SparsescopeError
 from sparse_core.view_codec import share_flags
 
 from ..engine.errors import Gone, Invalid, NotFound, TooLarge
-from ..engine.request import AnalysisRequest
+from ..engine.request import AnalysisRequest, check_not_blank
 from ..engine.service import AnalysisService
 from ..engine.store import ShareRecord, ShareStore, is_valid_id
 from .errors import validation_message
@@ -48,11 +48,13 @@ def check_state(state: dict[str, Any]) -> ShareState:
             field="state",
         )
     try:
-        return ShareState.model_validate(state)
+        checked = ShareState.model_validate(state)
     except ValidationError as exc:
         errors = [{**e, "loc": ("state", *e["loc"])} for e in exc.errors()]
         detail, field = validation_message(RequestValidationError(errors))
         raise Invalid(detail, field=field) from None
+    check_not_blank(checked.text, field="state.text")  # a 400, as /api/analyze answers it
+    return checked
 
 
 def load_share(store: ShareStore, share_id: str) -> tuple[ShareRecord, ShareState]:

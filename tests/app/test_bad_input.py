@@ -64,6 +64,27 @@ TABLE: list[Bad] = [
     # --------------------------------------------------------------------- POST /api/analyze
     Bad("empty text", "post", A, 400, "text", ("text is empty or whitespace only",), {"text": ""}),
     Bad("blank text", "post", A, 400, "text", ("empty or whitespace",), {"text": " \n\t\u3000"}),
+    # all [UNK]: not blank, but nothing the model knows (issue 26, finding 5)
+    *(
+        Bad(f"text of unknown tokens only: {what}", "post", A, 400, "text",
+            ("none of this text's tokens is in the model's vocabulary", "[UNK]"), {"text": text})
+        for what, text in (
+            ("emoji", "\U0001f642\U0001f680 \U0001f9ea"),
+            ("emoji among private-use characters", "\ue000\U0001f642 \U000f0000"),
+            ("a word of 101 letters", "a" * 101),
+        )
+    ),
+    # BERT's normaliser drops every character of Unicode category C (private use too): blank
+    Bad("private-use characters only", "post", A, 400, "text", ("text is empty or whitespace",),
+        {"text": "\ue000\ue001 \U000f0000"}),
+    # JSON numbers Python will not convert (over 4,300 digits) are a 422 (finding 7)
+    Bad("alpha of 5,000 digits", "post", A, 422, None, ("more than 4300 digits", "at most"),
+        content=b'{"text": "hi", "alpha": 1' + b"0" * 5000 + b"}", headers=JSON),
+    Bad("a 5,000-digit number in a share", "post", "/api/share", 422, None,
+        ("4300 digits",), content=b'{"state": {"text": "hi", "layer": ' + b"9" * 5000 + b"}}",
+        headers=JSON),
+    Bad("a 5,000-digit number, not JSON", "post", A, 422, None, ("4300 digits",),
+        content=b'{"text": "hi", "alpha": 1' + b"0" * 5000, headers=JSON),
     Bad(
         "text over the token limit",
         "post",
@@ -198,14 +219,33 @@ TABLE: list[Bad] = [
         ("at most 64 tokens",), route=AN_ROUTE + "/raw/{layer}/{head}"),
     Bad("raw: unknown id", "get", f"/api/analyses/{UNKNOWN_ID}/raw/0/0", 404, "id",
         ("no analysis",)),
+    # --------------------------------------------------------------------- Host header tricks
+    *(
+        Bad(f"Host {host!r}", "get", "/healthz", 400, None, ("Host header", "malformed"),
+            headers={"host": host})
+        for host in ("[::1]evil", "[::1]:80evil", "[nope]", "localhost:abc", "localhost:99999",
+                     "localhost:0", "localhost:", "user@localhost", "localhost:80:80",
+                     "local host", "localhost\\", "127.0.0.1:+80")
+    ),
     # --------------------------------------------------------------------- share links
     Bad("share: no state", "post", "/api/share", 422, "state", ("state is required",), {}),
     Bad("share: state a string", "post", "/api/share", 422, "state",
         ("state must be a valid dictionary",), {"state": "x"}),
     Bad("share: empty text", "post", "/api/share", 422, "state.text", ("at least 1 character",),
         {"state": {"text": ""}}),
-    Bad("share: blank text", "post", "/api/share", 422, "state.text", ("empty or whitespace",),
-        {"state": {"text": "   "}}),
+    # blank as the analyser calls it: the same 400 and message as /api/analyze (finding 6)
+    *(
+        Bad(f"share: blank text ({what})", "post", "/api/share", 400, "state.text",
+            ("text is empty or whitespace only (invisible and control characters",),
+            {"state": {"text": text}})
+        for what, text in (
+            ("spaces", "   "),
+            ("zero-width joiners", "\u200d\u200d"),
+            ("a zero-width space", "\u200b"),
+            ("NUL", "\x00 \x00"),
+            ("a BOM and a soft hyphen", "\ufeff\u00ad"),
+        )
+    ),
     Bad("share: alpha above 2", "post", "/api/share", 422, "state.alpha",
         ("less than or equal to 2", "got 3"), {"state": {"text": "hi", "alpha": 3}}),
     Bad("share: unknown method", "post", "/api/share", 422, "state.method",

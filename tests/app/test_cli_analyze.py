@@ -67,6 +67,7 @@ def test_analyze_causal_table(capsys):
     ("argv", "fragment"),
     [
         (["analyze", "   "], "empty"),
+        (["analyze", "\U0001f642\U0001f680"], "none of this text's tokens is in the model's"),
         (["analyze", "--alpha", "2.5", "hi"], "alpha must be in [1, 2]"),
         (["analyze", "--model", "/nonexistent/model", "hi"], "does not exist"),
         (["analyze", "word " * 600], "at most 512"),
@@ -75,4 +76,4 @@ def test_analyze_causal_table(capsys):
 def test_analyze_user_errors_are_one_line(capsys, argv, fragment):
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert fragment in err and "Traceback" not in err
+    assert fragment in err and "Traceback" not in err and err.count("\n") == 1

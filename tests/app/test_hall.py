@@ -13,6 +13,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import httpx
 import pytest
 import torch
 from fastapi.testclient import TestClient
@@ -391,6 +392,41 @@ def test_healthz_answers_while_every_model_thread_waits(tmp_path, tiny_model):
         assert all(f.result(timeout=WAIT_S).status_code == 200 for f in futures)
 
 
+def test_healthz_needs_no_thread_of_the_default_pool(tmp_path, tiny_model):
+    """Every thread of the default pool busy (plain routes, static files): /healthz still
+    answers, its dependencies are async (issue 26, finding 8: a sync dependency queued it
+    behind the burst)."""
+    import anyio.to_thread
+
+    settings = make_settings(tmp_path)
+    with TestClient(create_app(settings, AnalysisService(settings, model=tiny_model))) as c:
+        release = threading.Event()
+
+        async def occupy() -> None:
+            anyio.to_thread.current_default_thread_limiter().total_tokens = 1
+            await anyio.to_thread.run_sync(release.wait)
+
+        c.portal.start_task_soon(occupy)
+        answered: list[int] = []
+        probe = threading.Thread(target=lambda: answered.append(c.get("/healthz").status_code))
+        try:
+            wait_for(
+                lambda: (
+                    c.portal.call(
+                        lambda: anyio.to_thread.current_default_thread_limiter().borrowed_tokens
+                    )
+                    == 1
+                ),
+                "the pool's only thread to be taken",
+            )
+            probe.start()
+            probe.join(timeout=WAIT_S)
+            assert answered == [200], "/healthz waited for a thread of the default pool"
+        finally:
+            release.set()
+            probe.join(timeout=WAIT_S)
+
+
 # ----------------------------------------------------------------------------- shares
 
 
@@ -689,3 +725,60 @@ def test_round6_equals_python_round():
     assert len(got) == len(want)
     for g, w in zip(got, want, strict=True):
         assert (g == w and str(g) == str(w)) or (g != g and w != w), (g, w)
+
+
+def _rate_limited_server(tmp_path, tiny_model, **overrides):
+    """A real uvicorn (in a thread) with uvicorn_options(settings), as `serve` runs it."""
+    import uvicorn
+
+    from sparsescope.web.connections import uvicorn_options
+
+    settings = make_settings(tmp_path, share_rate_per_s=0.01, share_rate_burst=3, **overrides)
+    app = create_app(settings, AnalysisService(settings, model=tiny_model))
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", **uvicorn_options(settings)))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    wait_for(lambda: server.started, "the server")
+    return server, thread, f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+@pytest.mark.parametrize("header", ["X-Forwarded-For", "Forwarded", "X-Real-IP"])
+def test_forwarding_headers_of_an_untrusted_client_do_not_escape_the_rate_limit(
+    tmp_path, tiny_model, header
+):
+    """A loopback client that names itself another address each time is still one address
+    (issue 26, finding 11: 150 of 150 shares were accepted with X-Forwarded-For)."""
+    server, thread, url = _rate_limited_server(tmp_path, tiny_model)
+    try:
+        codes = []
+        for i in range(8):
+            value = f"for=10.0.0.{i}" if header == "Forwarded" else f"10.0.0.{i}"
+            r = httpx.post(
+                f"{url}/api/share",
+                json={"state": {"text": f"share {i}"}},
+                headers={header: value},
+                timeout=WAIT_S,
+            )
+            codes.append(r.status_code)
+        assert codes[:3] == [200] * 3 and set(codes[3:]) == {429}, codes
+    finally:
+        server.should_exit = True
+        thread.join(timeout=WAIT_S)
+
+
+def test_x_forwarded_for_of_a_trusted_proxy_names_the_client(tmp_path, tiny_model):
+    server, thread, url = _rate_limited_server(tmp_path, tiny_model, trusted_proxies="127.0.0.1")
+    try:
+        for i in range(6):  # each a different client behind the proxy: none limited
+            r = httpx.post(
+                f"{url}/api/share",
+                json={"state": {"text": f"share {i}"}},
+                headers={"X-Forwarded-For": f"10.0.0.{i}"},
+                timeout=WAIT_S,
+            )
+            assert r.status_code == 200, (i, r.text)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=WAIT_S)

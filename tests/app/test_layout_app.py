@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "app"
 
 ENGINE = [
+    ["engine.store_files"],
     ["engine.errors", "engine.memory", "engine.thumbs", "engine.settings", "engine.request",
      "engine.cache", "engine.store", "engine.tagging"],
     ["engine.limits", "engine.payloads"],

@@ -102,7 +102,6 @@ def test_minimal_state_gets_defaults(client):
         ({"method": "magic"}, "state.method", "sf-kmeans"),
         ({"layer": -1}, "state.layer", "greater than or equal"),
         ({"text": ""}, "state.text", "text"),
-        ({"text": "   "}, "state.text", "whitespace"),
         ({"text": "x" * 20_001}, "state.text", "20000"),
         ({"causal": "maybe"}, "state.causal", "bool"),
         ({"params": {"window": [1, 2]}}, "state.params.window", ""),

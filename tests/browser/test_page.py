@@ -332,3 +332,15 @@ def test_rng_port_reproduces_the_python_test_vectors(page, server_url):
     )
     assert [g[0] for g in got[:3]] == [0x01FCE552, 0xA6FDE042, 0xFD7B6CA4]
     assert got == [[hash_u32(*c), hash_uniform(*c)] for c in cases]
+
+
+def test_a_text_of_unknown_tokens_only_says_so_next_to_the_text(page, server_url, tmp_path):
+    """Emoji only: the true message (not "empty"), next to the text box (issue 26, finding 5)."""
+    page.goto(server_url + "/")
+    page.fill("#text", "\U0001f642\U0001f680 \U0001f9ea")
+    page.click("#analyze")
+    err = page.locator('[data-error-for="text"]')
+    err.wait_for(state="visible")
+    assert "none of this text's tokens is in the model's vocabulary" in err.inner_text()
+    assert "empty" not in err.inner_text()
+    page.screenshot(path=tmp_path / "unknown-tokens.png", full_page=False)

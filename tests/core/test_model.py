@@ -22,6 +22,7 @@ from sparse_core import (
     UnsupportedModelError,
 )
 from sparse_core.entmax import entmax
+from sparse_core.errors import UnknownTokensError
 from sparse_core.model import DEFAULT_MODEL_ID, SUPPORTED_MODEL_TYPES, load_model
 from sparse_core.tokens import TokenReader
 
@@ -138,6 +139,14 @@ def test_bad_alpha_is_refused(tiny_model, bad):
 def test_empty_text_is_refused(tiny_model, text):
     with pytest.raises(EmptyTextError, match="empty"):
         tiny_model.run(text)
+
+
+@pytest.mark.parametrize("text", ["\U0001f642 \U0001f680", "x" * 101, "\U0001f642\u200b"])
+def test_a_text_of_unknown_tokens_only_says_so(tiny_model, text):
+    """Not "empty": every token is [UNK] (issue 26, finding 5)."""
+    with pytest.raises(UnknownTokensError, match="none of this text's tokens is in the model"):
+        tiny_model.run(text)
+    assert tiny_model.run("\U0001f642 hello").n == 4  # one unknown token among known ones is fine
 
 
 def test_too_long_text_names_limit_and_length(tiny_model):
