@@ -18,6 +18,7 @@ import torch
 from sparse_core.methods import METHODS, PredictContext, head_data
 from sparse_core.pareto import summary_tables
 
+from .lod import lod_info
 from .thumbs import head_thumbs
 
 #: Longest text whose raw vectors are served (a slide cannot show more rows anyway).
@@ -232,6 +233,7 @@ def head_body(entry, layer: int, head: int) -> dict:
         # computed on the head alone (PredictContext.view: the same payload, 1/(L·H) the work)
         **head_data(entry.ctx.view(layer, head), 0, 0),
         "pos": entry.pos,
+        "lod": lod_info(out.n),  # the tile pyramid (app/engine/lod.py)
     }
 
 
