@@ -25,6 +25,7 @@ import { el, fmt } from "./dom.js";
 import { FONT, drawCells, drawLegend, drawOverlay, fillCells } from "./heatmap-draw.js";
 import { hitTest, minimapPoint, onMatrix } from "./heatmap-hit.js";
 import { NARROW, fitHeight, layoutOf } from "./heatmap-layout.js";
+import { lodActive, lodPainter } from "./heatmap-lod.js";
 import {
   NO_ZOOM,
   arrowPan,
@@ -62,6 +63,10 @@ export function initHeatmap(root, legend) {
   /** Zoom and pan (heatmap-zoom.js): `z` ≥ 1, the first visible row `r0` and column `c0`. */
   let zoom = NO_ZOOM;
   let drag = null; // {x, y, r0, c0, moved} while the pointer pans
+  /** Long texts: pooled regions instead of the m × m image (heatmap-lod.js). */
+  const lod = lodPainter();
+  let lodOn = false;
+  let maskVersion = 0; // bumped with every new mask or head (the pooled images' cache key)
 
   function layout() {
     const s = store.get();
@@ -105,8 +110,11 @@ export function initHeatmap(root, legend) {
       c.style.height = `${lay.height}px`;
       c.getContext("2d").setTransform(dpr, 0, 0, dpr, 0, 0);
     }
-    off.width = off.height = lay.m;
-    img = off.getContext("2d").createImageData(lay.m, lay.m);
+    lodOn = lodActive(lay, dpr);
+    maskVersion++;
+    // the m × m image only when it is painted (a long text pools its visible region instead)
+    off.width = off.height = lodOn ? 1 : lay.m;
+    img = lodOn ? null : off.getContext("2d").createImageData(lay.m, lay.m);
     root.style.height = `${lay.height}px`;
     setView(refit(lay, zoom));
   }
@@ -117,9 +125,15 @@ export function initHeatmap(root, legend) {
     const head = s.headData;
     if (!lay || !head) return;
     const mask = s.result?.mask ?? null;
-    fillCells(new Uint32Array(img.data.buffer), lay.vis, head.n, mask, head.probs, head.gold);
-    off.getContext("2d").putImageData(img, 0, 0);
-    drawCells(cells.getContext("2d"), lay, zoom, off, head, mask);
+    if (lodOn) {
+      const dpr = window.devicePixelRatio || 1;
+      const { canvas, place } = lod.region(lay, zoom, head, mask, dpr, maskVersion);
+      drawCells(cells.getContext("2d"), lay, zoom, canvas, head, mask, place);
+    } else {
+      fillCells(new Uint32Array(img.data.buffer), lay.vis, head.n, mask, head.probs, head.gold);
+      off.getContext("2d").putImageData(img, 0, 0);
+      drawCells(cells.getContext("2d"), lay, zoom, off, head, mask);
+    }
     if (!painted) {
       // the frame that shows the first heatmap (bench/bench_page.py --first-paint reads it)
       painted = true;
@@ -132,7 +146,9 @@ export function initHeatmap(root, legend) {
     if (!lay) return;
     const s = store.get();
     const { pos } = lay;
-    drawOverlay(overlay.getContext("2d"), lay, zoom, off, {
+    const mini = lodOn && zoom.z > 1
+      ? lod.overview(lay, s.headData, s.result?.mask ?? null, maskVersion) : off;
+    drawOverlay(overlay.getContext("2d"), lay, zoom, mini, {
       locked: s.lockedRow !== null ? pos[s.lockedRow] ?? -1 : -1,
       hovered: s.hoverToken !== null ? pos[s.hoverToken] ?? -1 : -1,
       cell: hoverCell,
@@ -306,7 +322,10 @@ export function initHeatmap(root, legend) {
       resize();
       return;
     }
-    if (changed.has("result")) paintCells();
+    if (changed.has("result")) {
+      maskVersion++;
+      paintCells();
+    }
     if (changed.has("result") && zoom.z > 1) paintOverlay(); // the minimap shows the mask too
     if (["lockedRow", "hoverToken", "clusterMembers"].some((k) => changed.has(k))) paintOverlay();
   });
