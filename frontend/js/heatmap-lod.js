@@ -22,6 +22,7 @@
  */
 
 import * as colours from "./colours.js";
+import { centreOn, maxZoom } from "./heatmap-zoom.js";
 
 /** Above this many visible tokens the heatmap always paints through the pooled region. */
 export const LOD_MIN = 1024;
@@ -115,6 +116,28 @@ export function poolCells(px, region, head, lay, mask, starts) {
     else if (kept[c] > 0) px[c] = colours.PROB_LUT[colours.probIndex(kept[c])];
     else px[c] = shade !== null && shade[c] ? colours.SHADE_PX : colours.ZERO_PX;
   }
+}
+
+/** Cells of a focused row are about this big (CSS px): ★ / × drawn (STAR_MIN 9). */
+export const FOCUS_CELL = 14;
+
+/**
+ * The zoom that shows token i's query row with cells of about FOCUS_CELL px, centred on the
+ * row's strongest key (its largest P_ij; the diagonal for an empty row), never zooming out.
+ * @returns {{z: number, r0: number, c0: number}}
+ */
+export function focusRow(lay, zoom, head, i) {
+  const { n, probs } = head;
+  let best = i, bp = 0;
+  for (let j = 0; j < n; j++) {
+    if (lay.pos[j] >= 0 && probs[i * n + j] > bp) {
+      bp = probs[i * n + j];
+      best = j;
+    }
+  }
+  const z = Math.max(zoom.z, Math.min(maxZoom(lay), FOCUS_CELL / lay.cell));
+  const b = lay.pos[best] >= 0 ? lay.pos[best] : lay.pos[i];
+  return centreOn(lay, { ...zoom, z }, b + 0.5, lay.pos[i] + 0.5);
 }
 
 /**

@@ -25,7 +25,7 @@ import { el, fmt } from "./dom.js";
 import { FONT, drawCells, drawLegend, drawOverlay, fillCells } from "./heatmap-draw.js";
 import { hitTest, minimapPoint, onMatrix } from "./heatmap-hit.js";
 import { NARROW, fitHeight, layoutOf } from "./heatmap-layout.js";
-import { lodActive, lodPainter } from "./heatmap-lod.js";
+import { focusRow, lodActive, lodPainter } from "./heatmap-lod.js";
 import {
   NO_ZOOM,
   arrowPan,
@@ -60,6 +60,7 @@ export function initHeatmap(root, legend) {
   const off = document.createElement("canvas"); // m × m, one pixel per cell
   let img = null; // its pixels, reused by every repaint
   let painted = false; // the first heatmap was drawn
+  let freshHead = false; // a new head is waiting for its first paint
   /** Zoom and pan (heatmap-zoom.js): `z` ≥ 1, the first visible row `r0` and column `c0`. */
   let zoom = NO_ZOOM;
   let drag = null; // {x, y, r0, c0, moved} while the pointer pans
@@ -111,6 +112,7 @@ export function initHeatmap(root, legend) {
       c.getContext("2d").setTransform(dpr, 0, 0, dpr, 0, 0);
     }
     lodOn = lodActive(lay, dpr);
+    root.dataset.lod = lodOn ? "pooled" : "cells";
     maskVersion++;
     // the m × m image only when it is painted (a long text pools its visible region instead)
     off.width = off.height = lodOn ? 1 : lay.m;
@@ -133,6 +135,11 @@ export function initHeatmap(root, legend) {
       fillCells(new Uint32Array(img.data.buffer), lay.vis, head.n, mask, head.probs, head.gold);
       off.getContext("2d").putImageData(img, 0, 0);
       drawCells(cells.getContext("2d"), lay, zoom, off, head, mask);
+    }
+    if (freshHead) {
+      // the frame that shows a newly opened head (bench/bench_longpage.py reads it)
+      freshHead = false;
+      requestAnimationFrame(() => performance.mark("heatmap-head-paint"));
     }
     if (!painted) {
       // the frame that shows the first heatmap (bench/bench_page.py --first-paint reads it)
@@ -312,6 +319,15 @@ export function initHeatmap(root, legend) {
     tooltip.style.top = `${y + 14}px`;
   }
 
+  // token search (token-search.js): zoom onto a token's query row and lock it
+  root.addEventListener("heatmap-focus", (ev) => {
+    const s = store.get();
+    const i = ev.detail.token;
+    if (!lay || !s.headData || lay.pos[i] < 0) return;
+    setView(focusRow(lay, zoom, s.headData, i));
+    store.set({ lockedRow: i });
+  });
+
   // ---------------------------------------------------------------- store
 
   store.subscribe((s, changed) => {
@@ -319,6 +335,7 @@ export function initHeatmap(root, legend) {
     if (changed.has("headData") || changed.has("hideSpecial") || changed.has("analysis")) {
       hoverCell = null;
       tooltip.hidden = true;
+      freshHead = changed.has("headData") && s.headData !== null;
       resize();
       return;
     }
