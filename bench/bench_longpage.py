@@ -31,12 +31,14 @@ from bench_page import SLIDE_JS, pct  # noqa: E402
 from conftest import CHROMIUM_ARGS, chromium_path, free_port, random_artefact  # noqa: E402
 
 FIRST_PAINT_JS = """() => {
-  const res = performance.getEntriesByType('resource').filter((e) => e.name.endsWith('/api/analyze'));
-  const done = res.at(-1).responseEnd;
-  const paint = performance.getEntriesByName('heatmap-head-paint').find((m) => m.startTime >= done);
-  const head = performance.getEntriesByType('resource').filter((e) => e.name.includes('/heads/')).at(-1);
+  const res = performance.getEntriesByType('resource');
+  const done = res.filter((e) => e.name.endsWith('/api/analyze')).at(-1).responseEnd;
+  const paint = performance.getEntriesByName('heatmap-head-paint')
+    .find((m) => m.startTime >= done);
+  const head = res.filter((e) => e.name.includes('/heads/')).at(-1);
   return { afterAnalyze: paint ? paint.startTime - done : null,
-           headBytes: head ? head.encodedBodySize : null, headDecoded: head ? head.decodedBodySize : null,
+           headBytes: head ? head.encodedBodySize : null,
+           headDecoded: head ? head.decodedBodySize : null,
            headFetch: head ? head.responseEnd - head.startTime : null };
 }"""
 
@@ -48,7 +50,8 @@ ZOOM_JS = """async (count) => {
   for (let k = 0; k < count; k++) {
     const t0 = performance.now();
     el.dispatchEvent(new WheelEvent('wheel', { deltaY: k % 2 ? 160 : -320, ctrlKey: true,
-      clientX: box.left + box.width * 0.55, clientY: box.top + box.height * 0.5, bubbles: true, cancelable: true }));
+      clientX: box.left + box.width * 0.55, clientY: box.top + box.height * 0.5,
+      bubbles: true, cancelable: true }));
     await frame();
     out.push(performance.now() - t0);
   }
@@ -104,9 +107,11 @@ def main() -> int:
             "() => performance.getEntriesByName('heatmap-head-paint').length > 0",
             timeout=args.timeout * 1000,
         )
-        page.evaluate("() => { performance.clearMarks('heatmap-head-paint'); "
-                      "performance.clearResourceTimings(); "
-                      "performance.setResourceTimingBufferSize(100000); }")
+        page.evaluate(
+            "() => { performance.clearMarks('heatmap-head-paint'); "
+            "performance.clearResourceTimings(); "
+            "performance.setResourceTimingBufferSize(100000); }"
+        )
         page.fill("#text", text)
         t0 = time.perf_counter()
         page.click("#analyze")
@@ -119,22 +124,28 @@ def main() -> int:
         fp = page.evaluate(FIRST_PAINT_JS)
         print(f"n = {args.n}, model {model.model_id} ({args.shape}), load {os.getloadavg()[0]:.2f}")
         print(f"analyze click -> painted: {wall:.1f} s (server analysis included)")
-        print(f"first paint after the analysis returned: {fp['afterAnalyze']:.0f} ms "
-              f"(head payload {fp['headBytes'] / 1e6:.2f} MB on the wire, "
-              f"{fp['headDecoded'] / 1e6:.2f} MB JSON, fetched in {fp['headFetch']:.0f} ms)")
+        print(
+            f"first paint after the analysis returned: {fp['afterAnalyze']:.0f} ms "
+            f"(head payload {fp['headBytes'] / 1e6:.2f} MB on the wire, "
+            f"{fp['headDecoded'] / 1e6:.2f} MB JSON, fetched in {fp['headFetch']:.0f} ms)"
+        )
         shots = args.screenshots
         if shots:
             shots.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(shots / "long-4k-overview.png"))
         zooms = page.evaluate(ZOOM_JS, 12)
-        print(f"wheel zoom -> repainted: p50 {statistics.median(zooms):.1f} ms, "
-              f"p95 {pct(zooms, 0.95):.1f} ms ({len(zooms)} steps)")
+        print(
+            f"wheel zoom -> repainted: p50 {statistics.median(zooms):.1f} ms, "
+            f"p95 {pct(zooms, 0.95):.1f} ms ({len(zooms)} steps)"
+        )
         page.keyboard.press("Escape")
         res = page.evaluate(SLIDE_JS, ["window", args.steps])
         if res["update"]:
             up = res["update"]
-            print(f"slider (window) -> repainted: p50 {statistics.median(up):.0f} ms, "
-                  f"p95 {pct(up, 0.95):.0f} ms ({len(up)} steps)")
+            print(
+                f"slider (window) -> repainted: p50 {statistics.median(up):.0f} ms, "
+                f"p95 {pct(up, 0.95):.0f} ms ({len(up)} steps)"
+            )
         if shots:
             page.fill(".token-search-input", "the")
             page.wait_for_selector(".token-hit")
