@@ -34,6 +34,8 @@ import torch
 
 from sparse_core.errors import SparsescopeError
 
+from .payloads import sig6_list
+
 #: Cells a side of one tile, and of the overview at most.
 TILE = 256
 
@@ -121,7 +123,7 @@ def tile_body(p: torch.Tensor, level: int, ti: int, tj: int) -> dict:
     r1, c1 = min(n, r0 + span), min(n, c0 + span)
     mx, count = pool(p[r0:r1, c0:c1].float(), f)  # (R, C)
     ij = mx.nonzero()  # (E, 2), row-major
-    vals = mx[ij[:, 0], ij[:, 1]].tolist()
+    vals = sig6_list(mx[ij[:, 0], ij[:, 1]].numpy())
     return {
         "level": level,
         "factor": f,
@@ -133,6 +135,6 @@ def tile_body(p: torch.Tensor, level: int, ti: int, tj: int) -> dict:
         "cells": [int(mx.shape[0]), int(mx.shape[1])],
         "i": ij[:, 0].tolist(),
         "j": ij[:, 1].tolist(),
-        "p": [float(f"{v:.6g}") for v in vals],
+        "p": vals,
         "count": count[ij[:, 0], ij[:, 1]].tolist(),
     }

@@ -18,7 +18,6 @@ import torch
 from sparse_core.methods import METHODS, PredictContext, head_data
 from sparse_core.pareto import summary_tables
 
-from .lod import lod_info
 from .thumbs import head_thumbs
 
 #: Longest text whose raw vectors are served (a slide cannot show more rows anyway).
@@ -28,6 +27,29 @@ MAX_RAW_TOKENS = 64
 def sig6(x: float) -> float:
     """``x`` rounded to 6 significant digits (the edge weights sent to the page)."""
     return float(f"{x:.6g}")
+
+
+def sig6_list(values) -> list[float]:
+    """``[sig6(x) for x in values]``, vectorised: x rounded to 6 significant digits as
+    ``k / 10^s`` (k = rint(x·10^s) an integer, s = 5 − ⌊log10 |x|⌋: one correctly rounded
+    division of two exact doubles, i.e. the double nearest the 6-digit decimal, which is what
+    ``float(f"{x:.6g}")`` gives). Where x·10^s is within rounding error of a half, or s is out
+    of the exact powers of ten, or x is 0 or not finite, ``sig6`` itself decides."""
+    a = np.asarray(values, dtype=np.float64).ravel()
+    out = np.zeros_like(a)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        s = 5 - np.floor(np.log10(np.abs(a)))
+        ok = np.isfinite(s) & (s >= -22) & (s <= 22)
+        scale = np.where(ok, 10.0 ** np.where(ok, s, 0), 1.0)
+        y = a * scale
+        k = np.rint(y)
+        pos = scale >= 1  # 10^s exact: divide; else 10^-s exact: multiply
+        out = np.where(pos, k / scale, k * (10.0 ** np.where(ok & ~pos, -s, 0)))
+        unsure = ~ok | ~(np.abs(np.abs(y - np.floor(y)) - 0.5) > 1e-6)
+    res = out.tolist()
+    for i in np.flatnonzero(unsure).tolist():
+        res[i] = sig6(float(a[i]))
+    return res
 
 
 def dumps(data: Any) -> bytes:
@@ -223,17 +245,17 @@ def head_body(entry, layer: int, head: int) -> dict:
     out = entry.out
     p = out.probs[layer, head]  # (n, n)
     ij = p.nonzero()  # (E, 2)
-    vals = p[ij[:, 0], ij[:, 1]].tolist()
+    vals = sig6_list(p[ij[:, 0], ij[:, 1]].numpy())
+    rows, cols = ij[:, 0].tolist(), ij[:, 1].tolist()
     return {
         "layer": layer,
         "head": head,
         "n": out.n,
         "gold_sparsity": entry.body["summary"][layer * out.heads + head]["gold_sparsity"],
-        "edges": [[i, j, sig6(v)] for (i, j), v in zip(ij.tolist(), vals, strict=True)],
+        "edges": [list(e) for e in zip(rows, cols, vals, strict=True)],
         # computed on the head alone (PredictContext.view: the same payload, 1/(L·H) the work)
         **head_data(entry.ctx.view(layer, head), 0, 0),
         "pos": entry.pos,
-        "lod": lod_info(out.n),  # the tile pyramid (app/engine/lod.py)
     }
 
 

@@ -24,10 +24,10 @@ ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "app"
 
 ENGINE = [
-    ["engine.errors", "engine.memory", "engine.thumbs", "engine.lod", "engine.settings",
-     "engine.request",
+    ["engine.errors", "engine.memory", "engine.thumbs", "engine.settings", "engine.request",
      "engine.cache", "engine.store", "engine.tagging"],
     ["engine.limits", "engine.payloads"],
+    ["engine.lod"],
     ["engine.batching", "engine.summaries", "engine.derived"],
     ["engine.slot"],
     ["engine.models"],
