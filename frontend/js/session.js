@@ -15,6 +15,7 @@ import { availableMethods } from "./controls.js";
 import { prepareHead } from "./head.js";
 import { markHeadStart } from "./live.js";
 import { resolveParams } from "./params.js";
+import { LOD_MIN } from "./heatmap-lod.js";
 import * as store from "./state.js";
 import { MAX_TEXT_IN_URL, encodeState } from "./url.js";
 import { QUERY_KEYS, toShare, viewDefaults } from "./view-state.js";
@@ -186,13 +187,15 @@ function adopt(a, keep, seed = null) {
     lockedRow: Number.isInteger(want.lockedRow) && want.lockedRow < a.n ? want.lockedRow : null,
     cluster: Number.isInteger(want.cluster) ? want.cluster : null,
   });
-  openHead().then(() => prefetchHeads(a));
+  const shown = openHead();
+  shown.then(() => prefetchHeads(a));
   const s = store.get();
   const seedFits = seed?.pareto && s.scope === "head" && s.layer === seed.layer &&
     s.head === seed.head && s.paretoX !== "block"; // the preloaded data are over token sparsity
   if (seedFits) {
     store.set({ pareto: seed.pareto, paretoStatus: "ready", paretoKey: paretoKeyOf(s) });
-  } else loadPareto();
+  } else if (a.n > LOD_MIN) shown.then(loadPareto); // a long text: the heatmap first, its sweep after
+  else loadPareto();
   keepLink(a);
 }
 
