@@ -41,9 +41,9 @@ def long_url(tmp_path_factory):
 
 
 def long_text() -> str:
-    """About 4,500 tokens of varied words (cut to 4,096 by truncate), with one rare word."""
+    """Over 4,096 tokens of varied words (cut to 4,096 by truncate), with one rare word."""
     words = [f"w{k % 251}x" for k in range(4400)]
-    words[3000] = "zebra"
+    words[300] = "zebra"  # inside the first 4,096 tokens (a word is several tokens)
     return " ".join(words)
 
 
