@@ -20,8 +20,9 @@ the top level ``top(n)`` is the first whose side ⌈n / f⌉ fits in one tile of
 
 Tiles. Level ℓ is cut into ⌈⌈n / f⌉ / TILE⌉² tiles of TILE × TILE cells; tile (ti, tj) holds cells
 ``ti·TILE …`` (rows) and ``tj·TILE …`` (columns). A tile is sent sparse and columnar: the local
-row ``i``, column ``j``, value ``p`` (6 significant digits) and ``count`` of each non-zero cell,
-row-major. At level 0 that is exactly the head's edges inside the tile (tested).
+row ``i``, column ``j``, value ``p`` and ``count`` of each non-zero cell,
+row-major; p exactly (the float32 value, ``payloads.f32_exact``). At level 0 that is exactly
+the head's edges inside the tile (tested).
 
 One head is read at a time, through ``head_probs`` (the per-head accessor of
 ``sparse_core.methods.PredictContext`` when the context has one, else a slice of the run's
@@ -30,11 +31,12 @@ probabilities), never the whole (L, H, n, n) tensor.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from sparse_core.errors import SparsescopeError
 
-from .payloads import sig6_list
+from .payloads import f32_exact
 
 #: Cells a side of one tile, and of the overview at most.
 TILE = 256
@@ -90,13 +92,15 @@ def check_tile(n: int, level: int, ti: int, tj: int) -> None:
 
 
 def head_probs(ctx, layer: int, head: int) -> torch.Tensor:
-    """One head's probabilities (n, n): the context's per-head accessor when it has one (sparse
-    storage), else a slice of the run's dense tensor."""
+    """One head's probabilities (n, n) as a tensor, read through the context's per-head accessor
+    (``PredictContext.head_probs``: a numpy view today, whatever storage backs it tomorrow)."""
     get = getattr(ctx, "head_probs", None)
-    if get is not None:
-        p = get(layer, head)
+    if get is None:
+        return ctx.out.probs[layer, head]
+    p = get(layer, head)
+    if isinstance(p, torch.Tensor):
         return p.to_dense() if p.layout != torch.strided else p
-    return ctx.out.probs[layer, head]
+    return torch.from_numpy(np.asarray(p))
 
 
 @torch.inference_mode()
@@ -123,7 +127,7 @@ def tile_body(p: torch.Tensor, level: int, ti: int, tj: int) -> dict:
     r1, c1 = min(n, r0 + span), min(n, c0 + span)
     mx, count = pool(p[r0:r1, c0:c1].float(), f)  # (R, C)
     ij = mx.nonzero()  # (E, 2), row-major
-    vals = sig6_list(mx[ij[:, 0], ij[:, 1]].numpy())
+    vals = f32_exact(mx[ij[:, 0], ij[:, 1]].numpy())
     return {
         "level": level,
         "factor": f,

@@ -24,32 +24,18 @@ from .thumbs import head_thumbs
 MAX_RAW_TOKENS = 64
 
 
+def f32_exact(values) -> list[float]:
+    """float32 values as the shortest decimals that read back, as a double rounded to float32
+    (JavaScript's ``Math.fround`` / a Float32Array), to the very same float32: the page then
+    holds P exactly (its top-p, H2O and mass-recall sums are Python's to the bit)."""
+    v = np.asarray(values, dtype=np.float32)
+    short = v.astype(str).astype(np.float64)
+    return np.where(short.astype(np.float32) == v, short, v.astype(np.float64)).tolist()
+
+
 def sig6(x: float) -> float:
     """``x`` rounded to 6 significant digits (the edge weights sent to the page)."""
     return float(f"{x:.6g}")
-
-
-def sig6_list(values) -> list[float]:
-    """``[sig6(x) for x in values]``, vectorised: x rounded to 6 significant digits as
-    ``k / 10^s`` (k = rint(x·10^s) an integer, s = 5 − ⌊log10 |x|⌋: one correctly rounded
-    division of two exact doubles, i.e. the double nearest the 6-digit decimal, which is what
-    ``float(f"{x:.6g}")`` gives). Where x·10^s is within rounding error of a half, or s is out
-    of the exact powers of ten, or x is 0 or not finite, ``sig6`` itself decides."""
-    a = np.asarray(values, dtype=np.float64).ravel()
-    out = np.zeros_like(a)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        s = 5 - np.floor(np.log10(np.abs(a)))
-        ok = np.isfinite(s) & (s >= -22) & (s <= 22)
-        scale = np.where(ok, 10.0 ** np.where(ok, s, 0), 1.0)
-        y = a * scale
-        k = np.rint(y)
-        pos = scale >= 1  # 10^s exact: divide; else 10^-s exact: multiply
-        out = np.where(pos, k / scale, k * (10.0 ** np.where(ok & ~pos, -s, 0)))
-        unsure = ~ok | ~(np.abs(np.abs(y - np.floor(y)) - 0.5) > 1e-6)
-    res = out.tolist()
-    for i in np.flatnonzero(unsure).tolist():
-        res[i] = sig6(float(a[i]))
-    return res
 
 
 def dumps(data: Any) -> bytes:
@@ -240,12 +226,12 @@ def _total(out) -> int:
 @torch.inference_mode()
 def head_body(entry, layer: int, head: int) -> dict:
     """``GET /api/analyses/{id}/heads/{layer}/{head}``: every edge ``[i, j, p]`` with p > 0
-    (p to 6 significant digits), plus what the page needs to recompute every method's mask for
+    (p exactly, :func:`f32_exact`), plus what the page needs to recompute every method's mask for
     any slider value (the registry's ``head_payload`` hooks: ``sparse_core.methods.head_data``)."""
     out = entry.out
     p = out.probs[layer, head]  # (n, n)
     ij = p.nonzero()  # (E, 2)
-    vals = sig6_list(p[ij[:, 0], ij[:, 1]].numpy())
+    vals = f32_exact(p[ij[:, 0], ij[:, 1]].numpy())
     rows, cols = ij[:, 0].tolist(), ij[:, 1].tolist()
     return {
         "layer": layer,

@@ -25,6 +25,8 @@
  * @property {Map<number, {queries: Int32Array[], keys: Int32Array[]}>} routing C -> chosen tokens
  * @property {number} seed per-head seed of the BigBird / Longformer draws
  * @property {Array<string|null>} pos Universal POS tag of every token
+ * @property {object} payload the payload itself (the arena methods decode their parts of it on
+ *   first use: arena.js)
  * @property {Map<string, any>} memo method-specific precomputations (see `memo`)
  */
 
@@ -47,6 +49,7 @@ export function prepareHead(payload, causal) {
   const gold = new Uint8Array(n * n);
   // the gold edges in row-major order (the drawing order of the marks, heatmap-lod.js' rows):
   // the server sends them so (O(E)); any other order is sorted by one scan of the n² cells
+  // (p is sent exactly, payloads.f32_exact: the float32 Python holds)
   const goldCount = payload.edges.length;
   const edgeI = new Int32Array(goldCount);
   const edgeJ = new Int32Array(goldCount);
@@ -94,6 +97,7 @@ export function prepareHead(payload, causal) {
     })),
     seed: payload.seed,
     pos: payload.pos,
+    payload,
     memo: new Map(),
   };
 }

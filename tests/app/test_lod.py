@@ -55,11 +55,11 @@ def test_no_gold_edge_is_dropped_at_any_level(n, seed):
         for i, j in gold:
             got = cells.get((i // f, j // f))
             assert got is not None, f"gold edge ({i}, {j}) dropped at level {level}"
-            assert got[0] >= float(f"{p[i, j].item():.6g}") * (1 - 1e-6)
+            assert torch.tensor(got[0], dtype=torch.float32) >= p[i, j]  # p sent exactly
         for (a, b), (pmax, count) in cells.items():
             block = p[a * f : (a + 1) * f, b * f : (b + 1) * f]
             assert count == int((block > 0).sum()) > 0
-            assert pmax == pytest.approx(block.max().item(), rel=1e-5)
+            assert torch.tensor(pmax, dtype=torch.float32) == block.max()
 
 
 def test_level_zero_tiles_are_the_dense_slices():
@@ -75,7 +75,7 @@ def test_level_zero_tiles_are_the_dense_slices():
                 dense[a, b] = v
             want = p[r0:r1, c0:c1]
             assert torch.equal(dense > 0, want > 0)
-            assert torch.allclose(dense, want, rtol=1e-5, atol=0)
+            assert torch.equal(dense, want)
             assert set(body["count"]) <= {1}
 
 
