@@ -23,6 +23,7 @@ from sparse_core.errors import SparsescopeError
 from sparse_core.methods import METHODS, available, evaluate
 
 from .cache import Entry, LruCache
+from .lod import head_probs, lod_info, tile_body
 from .memory import release_free_memory
 from .payloads import MAX_RAW_TOKENS, dumps, head_body, raw_body
 
@@ -42,7 +43,19 @@ class Derived:
     def head(self, entry: Entry, layer: int, head: int) -> bytes:
         """The head payload as JSON bytes (serialised once, then served from the entry)."""
         return self.cache.derive(
-            entry, ("head", layer, head), lambda: dumps(head_body(entry, layer, head))
+            entry,
+            ("head", layer, head),
+            # with its tile pyramid (app/engine/lod.py)
+            lambda: dumps({**head_body(entry, layer, head), "lod": lod_info(entry.out.n)}),
+        )
+
+    def tile(self, entry: Entry, layer: int, head: int, level: int, ti: int, tj: int) -> bytes:
+        """Tile (ti, tj) of ``level`` of one head's max-pooled pyramid (app/engine/lod.py) as
+        JSON bytes, computed from that head alone and kept with the entry."""
+        return self.cache.derive(
+            entry,
+            ("tile", layer, head, level, ti, tj),
+            lambda: dumps(tile_body(head_probs(entry.ctx, layer, head), level, ti, tj)),
         )
 
     def raw(self, entry: Entry, layer: int, head: int, d_model: int) -> bytes:

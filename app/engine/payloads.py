@@ -243,12 +243,13 @@ def head_body(entry, layer: int, head: int) -> dict:
     p = out.probs[layer, head]  # (n, n)
     ij = p.nonzero()  # (E, 2)
     vals = f32_exact(p[ij[:, 0], ij[:, 1]].numpy())
+    rows, cols = ij[:, 0].tolist(), ij[:, 1].tolist()
     return {
         "layer": layer,
         "head": head,
         "n": out.n,
         "gold_sparsity": entry.body["summary"][layer * out.heads + head]["gold_sparsity"],
-        "edges": [[i, j, v] for (i, j), v in zip(ij.tolist(), vals, strict=True)],
+        "edges": [list(e) for e in zip(rows, cols, vals, strict=True)],
         # computed on the head alone (PredictContext.view: the same payload, 1/(L·H) the work)
         **head_data(entry.ctx.view(layer, head), 0, 0),
         "pos": entry.pos,

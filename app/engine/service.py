@@ -30,6 +30,7 @@ from sparse_core.errors import SparsescopeError
 from .cache import Entry, KeyLocks, LruCache, tensor_nbytes
 from .derived import Derived
 from .errors import NotFound
+from .lod import check_tile
 from .memory import Trimmer
 from .models import ModelRegistry
 from .payloads import analysis_body, analysis_json, methods_json, own_alpha_rows, summary_rows
@@ -309,6 +310,12 @@ class AnalysisService:
     def head(self, analysis_id: str, layer: int, head: int) -> bytes:
         """One head's payload as JSON bytes (``Derived.head``)."""
         return self.derived.head(self._head_entry(analysis_id, layer, head), layer, head)
+
+    def tile(self, analysis_id: str, layer: int, head: int, level: int, ti: int, tj: int) -> bytes:
+        """Tile (ti, tj) of ``level`` of one head's pyramid (app/engine/lod.py)."""
+        entry = self._head_entry(analysis_id, layer, head)
+        check_tile(entry.out.n, level, ti, tj)  # before the cache: a bad index costs nothing
+        return self.derived.tile(entry, layer, head, level, ti, tj)
 
     def raw(self, analysis_id: str, layer: int, head: int) -> bytes:
         """The lecture's raw vectors of one head (``Derived.raw``)."""

@@ -268,6 +268,45 @@ class HeadPayload(BaseModel):
     )
     sparge: dict[str, SpargeEstimates] = Field(default_factory=dict, description="B -> estimates")
     pos: list[str | None]
+    lod: Lod | None = Field(None, description="the head's tile pyramid (see /tiles)")
+
+
+class LodLevel(BaseModel):
+    level: int
+    factor: int = Field(description="tokens a side of one pooled cell: 2**level")
+    side: int = Field(description="cells a side at this level: ceil(n / factor)")
+    tiles: int = Field(description="tiles a side at this level")
+
+
+class Lod(BaseModel):
+    """The levels of one head's max-pooled pyramid (app/engine/lod.py)."""
+
+    tile: int = Field(description="cells a side of one tile (256)")
+    top: int = Field(description="the overview's level: one tile holds the whole head")
+    levels: list[LodLevel]
+
+
+class Tile(BaseModel):
+    """``GET /api/analyses/{id}/heads/{layer}/{head}/tiles/{level}/{ti}/{tj}``: the non-zero
+    cells of one tile of the head's max-pooled pyramid, columnar and row-major. A cell pools the
+    factor x factor pairs (i, j) of its block; its p is their largest P_ij, so a cell is listed
+    exactly when its block holds a gold edge (none is ever dropped)."""
+
+    level: int
+    factor: int
+    ti: int
+    tj: int
+    n: int
+    rows: tuple[int, int] = Field(description="tokens [first, end) of the tile's rows (queries)")
+    cols: tuple[int, int] = Field(description="tokens [first, end) of its columns (keys)")
+    cells: tuple[int, int] = Field(description="its cells: rows, columns")
+    i: list[int] = Field(description="local cell row of every non-zero cell")
+    j: list[int] = Field(description="local cell column")
+    p: list[float] = Field(description="the block's largest probability (exact float32)")
+    count: list[int] = Field(description="gold edges (P_ij > 0) in the block")
+
+
+HeadPayload.model_rebuild()
 
 
 # ----------------------------------------------------------------------------- pareto, metrics

@@ -39,11 +39,13 @@ export function fillCells(px, vis, n, mask, probs, gold) {
 }
 
 /**
- * The cells canvas: the cell image `off` (m × m px) scaled to the viewport, clipped to the
- * matrix; grid lines and marks when the cells are big enough; the matrix's border.
+ * The cells canvas: the cell image `off` (m × m px, or the pooled region `place`) scaled to the
+ * viewport, clipped to the matrix; grid lines and marks when the cells are big enough; the matrix's border.
  */
-export function drawCells(ctx, lay, zoom, off, head, mask) {
+export function drawCells(ctx, lay, zoom, off, head, mask, place = null) {
   const { m, left, top, size } = lay;
+  // `place`: the cells [a0, b0, rows, cols] the image covers (a pooled region, heatmap-lod.js)
+  const [pa, pb, ph, pw] = place ?? [0, 0, m, m];
   ctx.clearRect(0, 0, lay.width, lay.height);
   ctx.imageSmoothingEnabled = false;
   const view = viewport(lay, zoom);
@@ -52,7 +54,7 @@ export function drawCells(ctx, lay, zoom, off, head, mask) {
   ctx.beginPath();
   ctx.rect(left, top, size, size);
   ctx.clip();
-  ctx.drawImage(off, x0, y0, m * ec, m * ec);
+  ctx.drawImage(off, x0 + pb * ec, y0 + pa * ec, pw * ec, ph * ec);
   if (ec >= GRID_MIN) drawGridLines(ctx, lay, view);
   if (ec >= DOT_MIN) drawMarks(ctx, lay, view, head, mask);
   ctx.restore();

@@ -27,6 +27,7 @@ import { focusRow, zoomKey, zoomOfKey } from "./heatmap-focus.js";
 import { FONT, drawCells, drawLegend, drawOverlay, fillCells } from "./heatmap-draw.js";
 import { cellCentre, hitTest, minimapPoint, onMatrix } from "./heatmap-hit.js";
 import { NARROW, fitHeight, layoutOf } from "./heatmap-layout.js";
+import { focusRow as focusTokenRow, lodActive, lodPainter } from "./heatmap-lod.js";
 import {
   NO_ZOOM,
   arrowPan,
@@ -67,10 +68,15 @@ export function initHeatmap(root, legend) {
   const off = document.createElement("canvas"); // m × m, one pixel per cell
   let img = null; // its pixels, reused by every repaint
   let painted = false; // the first heatmap was drawn
+  let freshHead = false; // a new head is waiting for its first paint
   /** Zoom and pan (heatmap-zoom.js): `z` ≥ 1, the first visible row `r0` and column `c0`. */
   let zoom = NO_ZOOM;
   let drag = null; // {x, y, r0, c0, moved} while the pointer pans
   let keyCol = null; // the keyboard cell cursor's column (visible index; its row: the locked one)
+  /** Long texts: pooled regions instead of the m × m image (heatmap-lod.js). */
+  const lod = lodPainter();
+  let lodOn = false;
+  let maskVersion = 0; // bumped with every new mask or head (the pooled images' cache key)
 
   function layout() {
     const s = store.get();
@@ -123,8 +129,12 @@ export function initHeatmap(root, legend) {
       c.style.height = `${lay.height}px`;
       c.getContext("2d").setTransform(dpr, 0, 0, dpr, 0, 0);
     }
-    off.width = off.height = lay.m;
-    img = off.getContext("2d").createImageData(lay.m, lay.m);
+    lodOn = lodActive(lay, dpr);
+    root.dataset.lod = lodOn ? "pooled" : "cells";
+    maskVersion++;
+    // the m × m image only when it is painted (a long text pools its visible region instead)
+    off.width = off.height = lodOn ? 1 : lay.m;
+    img = lodOn ? null : off.getContext("2d").createImageData(lay.m, lay.m);
     root.style.height = `${lay.height}px`;
     if (opening !== null) {
       // a link's zoom; else a long text's locked row opens zoomed on it (its ★ / × legible)
@@ -142,9 +152,20 @@ export function initHeatmap(root, legend) {
     const head = s.headData;
     if (!lay || !head) return;
     const mask = s.result?.mask ?? null;
-    fillCells(new Uint32Array(img.data.buffer), lay.vis, head.n, mask, head.probs, head.gold);
-    off.getContext("2d").putImageData(img, 0, 0);
-    drawCells(cells.getContext("2d"), lay, zoom, off, head, mask);
+    if (lodOn) {
+      const dpr = window.devicePixelRatio || 1;
+      const { canvas, place } = lod.region(lay, zoom, head, mask, dpr, maskVersion);
+      drawCells(cells.getContext("2d"), lay, zoom, canvas, head, mask, place);
+    } else {
+      fillCells(new Uint32Array(img.data.buffer), lay.vis, head.n, mask, head.probs, head.gold);
+      off.getContext("2d").putImageData(img, 0, 0);
+      drawCells(cells.getContext("2d"), lay, zoom, off, head, mask);
+    }
+    if (freshHead) {
+      // the frame that shows a newly opened head (bench/bench_longpage.py reads it)
+      freshHead = false;
+      requestAnimationFrame(() => performance.mark("heatmap-head-paint"));
+    }
     if (!painted) {
       // the frame that shows the first heatmap (bench/bench_page.py --first-paint reads it)
       painted = true;
@@ -157,7 +178,9 @@ export function initHeatmap(root, legend) {
     if (!lay) return;
     const s = store.get();
     const { pos } = lay;
-    drawOverlay(overlay.getContext("2d"), lay, zoom, off, {
+    const mini = lodOn && zoom.z > 1
+      ? lod.overview(lay, s.headData, s.result?.mask ?? null, maskVersion) : off;
+    drawOverlay(overlay.getContext("2d"), lay, zoom, mini, {
       locked: s.lockedRow !== null ? pos[s.lockedRow] ?? -1 : -1,
       hovered: s.hoverToken !== null ? pos[s.hoverToken] ?? -1 : -1,
       cell: hoverCell,
@@ -350,6 +373,15 @@ export function initHeatmap(root, legend) {
     tooltip.style.top = `${y + 14}px`;
   }
 
+  // token search (token-search.js): zoom onto a token's query row and lock it
+  root.addEventListener("heatmap-focus", (ev) => {
+    const s = store.get();
+    const i = ev.detail.token;
+    if (!lay || !s.headData || lay.pos[i] < 0) return;
+    setView(focusTokenRow(lay, zoom, s.headData, i));
+    store.set({ lockedRow: i });
+  });
+
   // ---------------------------------------------------------------- store
 
   store.subscribe((s, changed) => {
@@ -362,10 +394,14 @@ export function initHeatmap(root, legend) {
     if (changed.has("headData") || changed.has("hideSpecial") || changed.has("analysis")) {
       hoverCell = null;
       tooltip.hidden = true;
+      freshHead = changed.has("headData") && s.headData !== null;
       resize();
       return;
     }
-    if (changed.has("result")) paintCells();
+    if (changed.has("result")) {
+      maskVersion++;
+      paintCells();
+    }
     if (changed.has("result") && zoom.z > 1) paintOverlay(); // the minimap shows the mask too
     if (["lockedRow", "hoverToken", "clusterMembers"].some((k) => changed.has(k))) paintOverlay();
   });

@@ -21,6 +21,7 @@ import { initPos } from "./pos.js";
 import { adoptPreloaded, analyze, initSession, reopen } from "./session.js";
 import * as store from "./state.js";
 import { initSweep } from "./sweep.js";
+import { initTokenSearch } from "./token-search.js";
 import { initTokenStrip } from "./tokens.js";
 import { decodeQuery, fromShare } from "./view-state.js";
 
@@ -134,6 +135,7 @@ function main() {
   initMethodPanel(byId("method-panel"), byId("metrics"));
   initHeatmap(byId("heatmap"), byId("heatmap-legend"));
   initTokenStrip(byId("tokens"));
+  initTokenSearch(byId("token-search"), byId("heatmap"));
   initPareto(byId("pareto"), byId("pareto-note"));
   initPos(byId("pos"));
   initLive();

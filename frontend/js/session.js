@@ -15,6 +15,7 @@ import { availableMethods } from "./controls.js";
 import { prepareHead } from "./head.js";
 import { markHeadStart } from "./live.js";
 import { resolveParams } from "./params.js";
+import { LOD_MIN } from "./heatmap-lod.js";
 import * as store from "./state.js";
 import { MAX_TEXT_IN_URL, encodeState } from "./url.js";
 import { QUERY_KEYS, toShare, viewDefaults } from "./view-state.js";
@@ -209,12 +210,14 @@ function adopt(a, keep, seed = null) {
   held = kept ? null : {
     shown, want: { method: want.method, params: want.params, layer: want.layer, head: want.head },
   };
-  openHead().then(() => prefetchHeads(a));
+  const opened = openHead();
+  opened.then(() => prefetchHeads(a));
   const seedFits = seed?.pareto && s.scope === "head" && s.layer === seed.layer &&
     s.head === seed.head && s.paretoX !== "block"; // the preloaded data are over token sparsity
   if (seedFits) {
     store.set({ pareto: seed.pareto, paretoStatus: "ready", paretoKey: paretoKeyOf(s) });
-  } else loadPareto();
+  } else if (a.n > LOD_MIN) opened.then(loadPareto); // a long text: the heatmap first, its sweep after
+  else loadPareto();
   keepLink(a);
 }
 

@@ -8,14 +8,23 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
 from ...engine.request import AnalysisRequest
 from ..calls import client_of, model_call
 from ..deps import AnalysisId, Head, Layer, ServiceDep
 from ..errors import documented
-from ..schemas import Analysis, AnalyzeRequest, Budgets, Clusters, HeadPayload, Metrics, Pareto
+from ..schemas import (
+    Analysis,
+    AnalyzeRequest,
+    Budgets,
+    Clusters,
+    HeadPayload,
+    Metrics,
+    Pareto,
+    Tile,
+)
 
 router = APIRouter(prefix="/api", tags=["analyses"])
 
@@ -51,6 +60,25 @@ def get_analysis(analysis_id: AnalysisId, service: ServiceDep) -> Response:
 def get_head(analysis_id: AnalysisId, layer: Layer, head: Head, service: ServiceDep) -> Response:
     """One head: its entmax edges and what the page needs to recompute every method's mask."""
     return json_bytes(service.head(analysis_id, layer, head))
+
+
+@router.get(
+    "/analyses/{analysis_id}/heads/{layer}/{head}/tiles/{level}/{ti}/{tj}",
+    response_model=Tile,
+    responses=ERRORS,
+)
+def get_tile(
+    analysis_id: AnalysisId,
+    layer: Layer,
+    head: Head,
+    level: Annotated[int, Path(description="0: every pair; the head payload's lod.top: overview")],
+    ti: Annotated[int, Path(description="tile row, from 0")],
+    tj: Annotated[int, Path(description="tile column, from 0")],
+    service: ServiceDep,
+) -> Response:
+    """One tile of a head's max-pooled pyramid (level of detail for long texts): the non-zero
+    cells, each the largest P_ij of its 2**level x 2**level block and its count of gold edges."""
+    return json_bytes(service.tile(analysis_id, layer, head, level, ti, tj))
 
 
 @router.get("/analyses/{analysis_id}/pareto", response_model=Pareto, responses=ERRORS)

@@ -1,0 +1,129 @@
+"""The page at n = 4,096 in headless Chromium (a tiny random model with 4,096 positions): the
+heatmap paints through the pooled level of detail, the token search jumps to a word's row, the
+tile pyramid's overview holds every gold edge of the head the page shows."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from .conftest import free_port
+
+N = 4096
+
+
+@pytest.fixture(scope="module")
+def long_url(tmp_path_factory):
+    import uvicorn
+
+    from sparse_core.testing import tiny_model
+    from sparsescope.engine.service import AnalysisService
+    from sparsescope.engine.settings import Settings
+    from sparsescope.web.main import create_app
+
+    model = tiny_model(layers=1, heads=2, max_positions=N)
+    settings = Settings(data_dir=tmp_path_factory.mktemp("long"), warmup=False, max_tokens=N)
+    app = create_app(settings, AnalysisService(settings, model=model))
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "server did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{server.config.port}"
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+def long_text() -> str:
+    """Over 4,096 tokens of varied words (cut to 4,096 by truncate), with one rare word."""
+    words = [f"w{k % 251}x" for k in range(4400)]
+    words[300] = "zebra"  # inside the first 4,096 tokens (a word is several tokens)
+    return " ".join(words)
+
+
+@pytest.fixture(scope="module")
+def long_page(browser, long_url):
+    ctx = browser.new_context(viewport={"width": 1440, "height": 900})
+    pg = ctx.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.goto(long_url + "/")
+    body = pg.evaluate(
+        """async (text) => (await fetch('/api/analyze', {method: 'POST',
+             headers: {'Content-Type': 'application/json'},
+             body: JSON.stringify({text, truncate: true})})).json()""",
+        long_text(),
+    )
+    assert body["n"] == N, body
+    pg.goto(f"{long_url}/?id={body['id']}&layer=0&head=1")
+    pg.wait_for_function(
+        "() => performance.getEntriesByName('heatmap-head-paint').length > 0", timeout=240_000
+    )
+    pg.errors = errors
+    yield pg
+    ctx.close()
+    assert not errors, errors
+
+
+def test_long_head_paints_pooled(long_page):
+    hm = long_page.locator("#heatmap")
+    assert hm.get_attribute("data-lod") == "pooled"
+    assert hm.get_attribute("data-zoom") == "1.00"
+    # the cells canvas shows coloured (non-white) pixels across the whole matrix
+    share = long_page.evaluate(
+        """() => {
+          const c = document.querySelector('.heatmap-cells');
+          const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+          let coloured = 0;
+          for (let k = 0; k < d.length; k += 4) if (d[k] < 235 || d[k + 2] < 235) coloured++;
+          return coloured / (c.width * c.height);
+        }"""
+    )
+    assert share > 0.2, share
+
+
+def test_overview_tile_holds_every_edge_of_the_head(long_page):
+    got = long_page.evaluate(
+        """async () => {
+          const id = new URLSearchParams(location.search).get('id');
+          const head = await (await fetch(`/api/analyses/${id}/heads/0/1`)).json();
+          const top = head.lod.top;
+          const ov = await (await fetch(`/api/analyses/${id}/heads/0/1/tiles/${top}/0/0`)).json();
+          const f = ov.factor, listed = new Set(ov.i.map((a, k) => a * 100000 + ov.j[k]));
+          const lost = head.edges.filter(([i, j]) => !listed.has(Math.floor(i / f) * 100000
+            + Math.floor(j / f))).length;
+          const bad = await fetch(`/api/analyses/${id}/heads/0/1/tiles/${top + 1}/0/0`);
+          const counted = ov.count.reduce((a, b) => a + b, 0);
+          return { cells: ov.cells, edges: head.edges.length, counted, lost,
+                   badStatus: bad.status, badField: (await bad.json()).field };
+        }"""
+    )
+    assert max(got["cells"]) <= 256
+    assert got["lost"] == 0 and got["counted"] == got["edges"] > 0
+    assert (got["badStatus"], got["badField"]) == (400, "level")
+
+
+def test_token_search_jumps_to_the_word(long_page):
+    pg = long_page
+    pg.fill(".token-search-input", "zebra")
+    hits = pg.locator(".token-hit")
+    hits.first.wait_for()
+    assert hits.count() == 1
+    assert pg.locator(".token-search-count").text_content() == "1 match"
+    k = int(hits.first.get_attribute("data-token"))
+    assert pg.evaluate("() => document.querySelector('.token-hit strong').textContent") == "zebra"
+    hits.first.click()
+    pg.wait_for_function("() => Number(document.querySelector('#heatmap').dataset.zoom) > 10")
+    pg.wait_for_function(f"() => new URLSearchParams(location.search).get('row') === '{k}'")
+    # zoomed in, the cells are big: no pooling in the visible region (f = 1)
+    assert pg.locator("#heatmap").get_attribute("data-lod") == "pooled"
+    # user text is only text: a search for markup lists nothing and injects nothing
+    pg.fill(".token-search-input", "<img src=x onerror=alert(1)>")
+    assert pg.locator(".token-search-count").text_content() == "0 matches"
+    assert pg.locator(".token-search img").count() == 0
