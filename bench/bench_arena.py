@@ -11,19 +11,23 @@ processes, model extraction included) of the base code (``--base-src``: a tree w
 arena's included), each in a fresh interpreter; wall and CPU seconds (the interpreter and its
 workers) are printed with the load average, and the ratio of the medians. With ``--stages``, the
 CPU seconds of each of this checkout's methods on a few inputs (one process, one thread), so the
-arena's share is seen method by method.
+arena's share is seen method by method; ``--same-length`` takes those inputs of one length (as a
+worker of the sweep gets them: BigBird's draws made once), ``--profile`` prints the top functions.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import os
+import pstats
 import resource
 import statistics
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,8 +93,13 @@ def stages(args) -> dict:
     art = load_artefact(model_id=model.model_id, alpha=1.5)
     used = int(art.meta["corpus"][0]["inputs_used"])
     inputs = pack(read_corpus(args.corpus), token_counter(model.tokenizer), 512)[used:]
-    texts = [i.text for i in inputs if i.n_tokens >= 256][: args.stage_texts]
+    held = [i for i in inputs if i.n_tokens >= 256][:200]
+    if args.same_length:  # inputs of the commonest length: BigBird's draws made once, as the sweep
+        lengths = Counter(i.n_tokens for i in held)
+        held = [i for i in held if i.n_tokens == lengths.most_common(1)[0][0]]
+    texts = [i.text for i in held][: args.stage_texts]
     per: dict[str, list[float]] = {"extraction": [], "gold": []}
+    prof = cProfile.Profile() if args.profile else None
     with torch.inference_mode():
         for text in texts:
             c = time.process_time()
@@ -102,8 +111,14 @@ def stages(args) -> dict:
             per["gold"].append(time.process_time() - c)
             for name, m in M.METHODS.items():
                 c = time.process_time()
+                if prof:
+                    prof.enable()
                 PA.sweep_points(ctx, m, m.grid(out.n, art), gold)
+                if prof:
+                    prof.disable()
                 per.setdefault(name, []).append(time.process_time() - c)
+    if prof:  # where the methods' time goes, function by function (the leaf costs first)
+        pstats.Stats(prof, stream=sys.stdout).sort_stats("tottime").print_stats(25)
     return {k: round(statistics.mean(v), 3) for k, v in per.items()}
 
 
@@ -116,6 +131,12 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=2, help="0: only --stages")
     p.add_argument("--stages", action="store_true", help="per-method CPU seconds of this tree")
     p.add_argument("--stage-texts", type=int, default=3)
+    p.add_argument(
+        "--same-length",
+        action="store_true",
+        help="--stages on inputs of one length (BigBird's draws made once, as in the sweep)",
+    )
+    p.add_argument("--profile", action="store_true", help="--stages under cProfile: top functions")
     args = p.parse_args()
     runs: dict[str, list[dict]] = {"base": [], "arena": []}
     for _ in range(args.rounds):

@@ -32,6 +32,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from scripts.gallery.blocks import block_miss  # noqa: E402
 from scripts.gallery.heads import alpha_pair, code_snippet, coreference, lecture_causal  # noqa: E402
 from scripts.gallery.learned import learned_miss, pos_clusters  # noqa: E402
 from scripts.gallery.measure import Example  # noqa: E402
@@ -74,6 +75,7 @@ def build(model, artefact, wiki_text: str) -> dict:
         lambda: code_snippet(model),
         lambda: periodic(model),
         lambda: wikipedia(model, wiki_text),
+        lambda: block_miss(model, wiki_text),
     ]
     if artefact is not None:
         steps.append(lambda: learned_miss(model, artefact))

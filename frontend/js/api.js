@@ -159,6 +159,15 @@ export function getPareto(id, layer = null, head = null, block = null) {
 }
 
 /**
+ * `GET /api/analyses/{id}/budgets`: the oracle budgets (SPEC §8) of every head (quantiles, and
+ * the distribution pooled over all heads' queries), or of one head (every query's values).
+ */
+export function getBudgets(id, layer = null, head = null) {
+  const qs = layer === null ? "" : `?layer=${layer}&head=${head}`;
+  return request(`/api/analyses/${enc(id)}/budgets${qs}`);
+}
+
+/**
  * `GET /api/analyses/{id}/metrics/{layer}/{head}?method=M&<param>=<v>`: the server's metrics for
  * one setting (used by the embed view, embed.js).
  */

@@ -5,9 +5,10 @@
  * Module map: state.js (the store) · session.js (server data, URL) · live.js (slider -> mask ->
  * metrics) · sweep.js (the setting on every head) · methods.js / patterns.js / rng.js /
  * metrics.js (the JS twin of sparse_core) · views: inputbar.js, grid.js, controls.js,
- * heatmap.js, tokens.js, pareto.js, pos.js.
+ * heatmap.js, tokens.js, pareto.js, pos.js, budgets.js.
  */
 
+import { initBudgets } from "./budgets.js";
 import { initMethodPanel } from "./controls.js";
 import { byId, readIsland } from "./dom.js";
 import { initGrid } from "./grid.js";
@@ -138,6 +139,7 @@ function main() {
   initTokenSearch(byId("token-search"), byId("heatmap"));
   initPareto(byId("pareto"), byId("pareto-note"));
   initPos(byId("pos"));
+  initBudgets(byId("budgets"), byId("budgets-controls"));
   initLive();
   initSweep();
   initSession();
