@@ -348,3 +348,8 @@ class AnalysisService:
         """The metrics of one method setting on one head (``Derived.metrics``)."""
         entry = self._head_entry(analysis_id, layer, head)
         return self.derived.metrics(entry, layer, head, method, params)
+
+    def flow(self, analysis_id: str, token: int, layer: int | None = None) -> bytes:
+        """Which input tokens reach ``token`` at the output of ``layer`` (default: the last),
+        and with what rollout mass (``Derived.flow``)."""
+        return self.derived.flow(self.get(analysis_id), token, layer)

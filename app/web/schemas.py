@@ -284,6 +284,29 @@ class Clusters(BaseModel):
     clusters: list[Cluster]
 
 
+class Flow(BaseModel):
+    """Information flow into one token (sparse_core/flow.py, docs/api.md "Information flow")."""
+
+    token: int = Field(description="the target token's index")
+    layer: int = Field(description="the target is the output of this layer")
+    n: int
+    layers: int
+    reached: int = Field(description="how many input tokens have a path to the target")
+    reachable: list[bool] = Field(
+        description="per input token: a path to the target through the layers' graphs (union of "
+        "heads, residual as a self-edge)"
+    )
+    mass: list[float] = Field(
+        description="per input token: attention rollout mass (Abnar & Zuidema 2020; mean over "
+        "heads + identity, row-normalised, multiplied through the layers); sums to 1; > 0 "
+        "exactly where reachable (6 significant digits)"
+    )
+    counts: list[int] = Field(
+        description="counts[k], k = 0 … layer + 1: positions of the stream entering layer k "
+        "with a path to the target (counts[0] = reached, counts[layer + 1] = 1)"
+    )
+
+
 # ----------------------------------------------------------------------------- share links
 
 #: A share's text is at most this long (its state, as JSON, at most shares.MAX_STATE_BYTES).

@@ -15,7 +15,7 @@ from ...engine.request import AnalysisRequest
 from ..calls import client_of, model_call
 from ..deps import AnalysisId, Head, Layer, ServiceDep
 from ..errors import documented
-from ..schemas import Analysis, AnalyzeRequest, Clusters, HeadPayload, Metrics, Pareto
+from ..schemas import Analysis, AnalyzeRequest, Clusters, Flow, HeadPayload, Metrics, Pareto
 
 router = APIRouter(prefix="/api", tags=["analyses"])
 
@@ -86,6 +86,20 @@ def get_clusters(
 ) -> Response:
     """POS breakdown of the queries and keys in each Sparsefinder k-means cluster of a head."""
     return json_bytes(service.clusters(analysis_id, layer, head, clusters, top_k))
+
+
+@router.get("/analyses/{analysis_id}/flow", response_model=Flow, responses=ERRORS)
+def get_flow(
+    analysis_id: AnalysisId,
+    service: ServiceDep,
+    token: Annotated[int, Query(description="the target token's index, from 0")],
+    layer: Annotated[
+        int | None, Query(description="the target is this layer's output (default: the last)")
+    ] = None,
+) -> Response:
+    """Information flow: which input tokens reach ``token`` through the layers' entmax graphs
+    (exact: entmax's zeros are exact), and with how much attention-rollout mass."""
+    return json_bytes(service.flow(analysis_id, token, layer))
 
 
 @router.get(
