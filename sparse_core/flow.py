@@ -40,6 +40,7 @@ one layer at a time and one head at a time (no (L, H, n, n) float64 copy, no n³
 
 and the boolean r_k = r_{k+1} ∨ ⋁_h (r_{k+1} G_{k,h}); ``counts[k] = |r_k|`` is how many positions
 of level k have a path to t (the receptive field, widening downwards). Cost O(l · H · n²).
+Level k's set is row t of the reachability of layers k … l alone (tests/core/test_flow.py).
 """
 
 from __future__ import annotations
@@ -62,15 +63,20 @@ class Flow:
     """What reaches token ``token`` at the output of layer ``layer``.
 
     ``mass`` (n,) float64: row t of the rollout R_layer (sums to 1); ``reachable`` (n,) bool:
-    the inputs with a path to t (== mass > 0); ``counts[k]`` for k = 0 … layer + 1: positions of
-    level k (the stream entering layer k) with a path to t (counts[layer + 1] == 1).
+    the inputs with a path to t (== mass > 0); ``levels[k]`` (n,) bool for k = 0 … layer + 1:
+    the positions of level k (the stream entering layer k) with a path to t (levels[0] is
+    ``reachable``, levels[layer + 1] is t alone); ``counts[k]`` their number.
     """
 
     token: int
     layer: int
     mass: Tensor  # (n,) float64
     reachable: Tensor  # (n,) bool
-    counts: list[int]
+    levels: list[Tensor]  # layer + 2 of (n,) bool
+
+    @property
+    def counts(self) -> list[int]:
+        return [int(r.sum()) for r in self.levels]
 
 
 def _dense(p: Tensor) -> Tensor:
@@ -122,11 +128,11 @@ def token_flow(probs: Sequence[Layer], token: int, layer: int | None = None) -> 
     u[token] = 1.0
     r = torch.zeros(n, dtype=torch.bool)
     r[token] = True
-    counts = [1]
+    levels = [r]
     for k in range(layer, -1, -1):
         u, r = step_back(u, r, probs[k])
-        counts.append(int(r.sum()))
-    return Flow(token=token, layer=layer, mass=u, reachable=r, counts=counts[::-1])
+        levels.append(r)
+    return Flow(token=token, layer=layer, mass=u, reachable=r, levels=levels[::-1])
 
 
 def rollout(probs: Tensor) -> Tensor:

@@ -185,6 +185,7 @@ class Derived:
                     # 6 significant digits: a reachable token's mass never rounds to 0
                     "mass": [float(f"{m:.6g}") for m in f.mass.tolist()],
                     "counts": f.counts,
+                    "levels": [r.nonzero().flatten().tolist() for r in f.levels],
                 }
             )
 

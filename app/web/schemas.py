@@ -305,6 +305,9 @@ class Flow(BaseModel):
         description="counts[k], k = 0 … layer + 1: positions of the stream entering layer k "
         "with a path to the target (counts[0] = reached, counts[layer + 1] = 1)"
     )
+    levels: list[list[int]] = Field(
+        description="levels[k]: the indices counted by counts[k] (levels[layer + 1] = [token])"
+    )
 
 
 # ----------------------------------------------------------------------------- share links

@@ -5,7 +5,7 @@
  * Module map: state.js (the store) · session.js (server data, URL) · live.js (slider -> mask ->
  * metrics) · sweep.js (the setting on every head) · methods.js / patterns.js / rng.js /
  * metrics.js (the JS twin of sparse_core) · views: inputbar.js, grid.js, controls.js,
- * heatmap.js, tokens.js, pareto.js, pos.js.
+ * heatmap.js, tokens.js, pareto.js, pos.js, flow.js.
  */
 
 import { initMethodPanel } from "./controls.js";
@@ -17,6 +17,7 @@ import { initLive } from "./live.js";
 import { initWindowPicker } from "./window.js";
 import { initPareto } from "./pareto.js";
 import { initPos } from "./pos.js";
+import { initFlow } from "./flow.js";
 import { adoptPreloaded, analyze, initSession, reopen } from "./session.js";
 import * as store from "./state.js";
 import { initSweep } from "./sweep.js";
@@ -123,6 +124,7 @@ function main() {
   initTokenStrip(byId("tokens"));
   initPareto(byId("pareto"), byId("pareto-note"));
   initPos(byId("pos"));
+  initFlow(byId("flow"), /** @type {HTMLSelectElement} */ (byId("flow-layer")));
   initLive();
   initSweep();
   initSession();

@@ -24,6 +24,9 @@ def test_flow_matches_the_rollout_of_the_cached_run(client, analysis, service):
     assert body["mass"] == pytest.approx(roll.tolist(), rel=1e-5, abs=1e-12)
     assert sum(body["mass"]) == pytest.approx(1.0, abs=1e-4)
     assert len(body["counts"]) == layers + 1 and body["counts"][-1] == 1
+    assert [len(lv) for lv in body["levels"]] == body["counts"]
+    assert body["levels"][-1] == [n - 2]
+    assert body["levels"][0] == [j for j, r in enumerate(body["reachable"]) if r]
 
 
 def test_flow_at_a_chosen_layer_and_cached(client, analysis, service):

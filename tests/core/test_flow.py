@@ -49,6 +49,9 @@ def test_rollout_support_is_reachability_and_the_row_pass_equals_the_rollout(
         assert f.counts[-1] == 1 and f.counts[0] == int(f.reachable.sum())
         assert len(f.counts) == layer + 2
         assert all(a >= b for a, b in zip(f.counts, f.counts[1:], strict=False))
+        for k in range(layer + 1):  # level k: reachability through layers k … layer alone
+            upper = reachability((p > 0)[k : layer + 1])[-1, t]
+            assert torch.equal(f.levels[k], upper)
 
 
 def test_a_shift_graph_reaches_exactly_the_previous_layers_tokens():

@@ -1,5 +1,5 @@
 /**
- * The lecture's nine steps, one idea each, in order. A step renders a picture into `ctx.figure`
+ * The lecture's ten steps, one idea each, in order. A step renders a picture into `ctx.figure`
  * and its formulas into `ctx.panel`; `refresh`, when present, redraws after a new analysis
  * without rebuilding the panel (so a slider being dragged stays put).
  * @module lecture/steps
@@ -10,6 +10,7 @@ import { refreshEntmax, renderEntmax, renderGraph } from "./steps-sparse.js";
 import { renderPatterns } from "./step-patterns.js";
 import { renderFinder } from "./step-finder.js";
 import { renderPareto } from "./step-pareto.js";
+import { renderFlow } from "./step-flow.js";
 
 /**
  * @typedef {object} StepContext
@@ -67,4 +68,5 @@ export const STEP_LIST = [
   },
   { short: "Sparsefinder", title: "Sparsefinder: learned projections", render: renderFinder },
   { short: "trade-off", title: "The sparsity–recall trade-off", render: renderPareto },
+  { short: "flow", title: "Through the layers: which inputs reach a token", render: renderFlow },
 ];
