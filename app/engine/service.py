@@ -34,6 +34,7 @@ from .memory import Trimmer
 from .models import ModelRegistry
 from .payloads import analysis_body, analysis_json, methods_json, summary_rows
 from .request import DEFAULT_ALPHA, AnalysisRequest, api_wording, check_alpha, looks_like_id
+from .results import CorpusResults
 from .settings import Settings
 from .slot import ModelSlot, artefact_label
 from .summaries import summarise
@@ -89,6 +90,8 @@ class AnalysisService:
         self._method_lists: dict[tuple[int, str | None], list[dict]] = {}
         self._inflight = KeyLocks()
         self.trimmer = Trimmer()
+        #: ``--results DIR``, read and checked at start (app/engine/results.py), else None
+        self.results: CorpusResults | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -122,6 +125,8 @@ class AnalysisService:
             if self.settings.threads is not None or not self.slot.ready:
                 # process-wide, like the model; a model handed in (tests) leaves it alone
                 torch.set_num_threads(self.settings.torch_threads())
+            if self.settings.results_dir is not None:  # a bad folder: before the slow load
+                self.results = CorpusResults.load(self.settings.results_dir)
             self.registry.load()
             if self.settings.warmup:
                 t0 = time.perf_counter()
@@ -353,3 +358,14 @@ class AnalysisService:
         """Which input tokens reach ``token`` at the output of ``layer`` (default: the last),
         and with what rollout mass (``Derived.flow``)."""
         return self.derived.flow(self.get(analysis_id), token, layer)
+
+    # -- corpus results (``serve --results DIR``, app/engine/results.py) ------------------------
+
+    def corpus_results(self) -> CorpusResults:
+        if self.results is None:
+            raise NotFound(
+                "this server shows no corpus results: start it with `sparsescope serve "
+                "--results DIR` (a folder written by `sparsescope pareto --out DIR`), or open a "
+                "pareto.json in the page"
+            )
+        return self.results

@@ -267,6 +267,29 @@ class Pareto(BaseModel):
     frontiers: dict[str, list[int]] = Field(description="per method, indices into points")
 
 
+class ResultsHeads(BaseModel):
+    layers: int
+    heads: int
+
+
+class CorpusResults(BaseModel):
+    """A `sparsescope pareto --out DIR` folder (pareto.json), served read only (--results)."""
+
+    name: str = Field(description="the results folder's name")
+    model: str
+    alpha: float
+    causal: bool | None = None
+    texts: int = Field(description="how many corpus inputs were swept")
+    gold_sparsity: float
+    x: Literal["sparsity", "block"] = "sparsity"
+    block: int | None = None
+    points: list[ParetoPoint]
+    frontiers: dict[str, list[int]] = Field(description="per method, indices into points")
+    heads: ResultsHeads | None = Field(
+        description="(layers, heads) of the per-head figures (pareto-heads.npz), null without"
+    )
+
+
 class Cluster(BaseModel):
     id: int
     queries: dict[str, float] = Field(description="UPOS tag -> share among its queries")

@@ -178,6 +178,16 @@ export function getFlow(id, token, layer = null) {
   return request(`/api/analyses/${enc(id)}/flow?${q}`);
 }
 
+/** `GET /api/results`: the server's corpus results (`serve --results DIR`; 404 without). */
+export function getResults() {
+  return request("/api/results");
+}
+
+/** `GET /api/results/heads/{layer}/{head}`: one head's corpus points and frontiers. */
+export function getResultsHead(layer, head) {
+  return request(`/api/results/heads/${layer}/${head}`);
+}
+
 /**
  * `POST /api/share`: save a view (a ShareState); its short link reopens it.
  * @param {object} state

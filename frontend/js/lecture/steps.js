@@ -68,5 +68,5 @@ export const STEP_LIST = [
   },
   { short: "Sparsefinder", title: "Sparsefinder: learned projections", render: renderFinder },
   { short: "trade-off", title: "The sparsity–recall trade-off", render: renderPareto },
-  { short: "flow", title: "Through the layers: which inputs reach a token", render: renderFlow },
+  { short: "flow", title: "Through the layers: information flow", render: renderFlow },
 ];
