@@ -366,6 +366,7 @@ class AnalysisService:
             raise NotFound(
                 "this server shows no corpus results: start it with `sparsescope serve "
                 "--results DIR` (a folder written by `sparsescope pareto --out DIR`), or open a "
-                "pareto.json in the page"
+                "pareto.json in the page",
+                field="results",
             )
         return self.results
