@@ -111,12 +111,14 @@ def step_back(u: Tensor, r: Tensor, heads: Layer) -> tuple[Tensor, Tensor]:
         rowsum += _dense(heads[h]).sum(-1, dtype=torch.float64)
     w = u / (1.0 + rowsum / n_heads)  # (n,)  u / d
     mass = w.clone()  # the residual: + (u / d) I
-    rf = r.to(torch.float64)
     reach = r.clone()
+    # both rows in one product: P ≥ 0, so (r P)_j > 0 iff some P_ij > 0 with r_i (exact: a sum
+    # of float32 positives never rounds to 0 in float64)
+    rows = torch.stack([w, r.to(torch.float64)])  # (2, n)
     for h in range(n_heads):
-        p = _dense(heads[h]).to(torch.float64)  # (n, n)
-        mass += (w @ p) / n_heads
-        reach |= (rf @ (p > 0).to(torch.float64)) > 0
+        prod = rows @ _dense(heads[h]).to(torch.float64)  # (2, n)
+        mass += prod[0] / n_heads
+        reach |= prod[1] > 0
     return mass, reach
 
 
