@@ -94,6 +94,13 @@ class RunState:
     #: with ``record``: the layer after whose recording the forward stops (:class:`StopForward`;
     #: the last layer when only the recordings are wanted, not the final hidden states)
     stop_after: int | None = None
+    #: a training forward (:mod:`sparse_core.adapt`): attention with autograd through entmax
+    #: (:func:`_training_attention`), dropout on P as the module says, nothing recorded;
+    #: ``alphas`` may then hold tensors that require grad (learned α per head)
+    train: bool = False
+    #: with ``train``: per layer, (|G|, |V|) per head summed over the batch, (H,) each, appended
+    #: layer by layer (the gold sparsity of the training batch, for the training log)
+    support: list[tuple[Tensor, Tensor]] | None = None
     _causal_mask: Tensor | None = None
 
     def layer(self, module) -> int:
@@ -166,6 +173,10 @@ def entmax_attention(
         scaling = d**-0.5
     h_kv, m = key.shape[1], key.shape[2]
     key, value = expand_kv(key, h), expand_kv(value, h)  # (B, H, m, d)
+    if state is not None and state.train:
+        return _training_attention(
+            module, state, query, key, value, attention_mask, float(scaling), dropout, softcap
+        )
     if state is not None and state.segments is not None and state.discover is None:
         return _packed_attention(
             module, state, query, key, value, attention_mask, float(scaling), softcap
@@ -213,6 +224,56 @@ def entmax_attention(
                 raise StopForward
     ctx = _per_text(lambda p, v: torch.matmul(p.to(v.dtype), v), probs, value)  # (B, H, n, d)
     return ctx.transpose(1, 2).contiguous(), probs  # (B, n, H, d)
+
+
+def _training_attention(
+    module,
+    state: RunState,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Tensor | None,
+    scaling: float,
+    dropout: float,
+    softcap: float | None,
+) -> tuple[Tensor, Tensor]:
+    """The attention of a training forward: the same scores, masks and α-entmax as a run, but
+    batched (no per-text split), out of place so that autograd sees every step, with dropout
+    on P where the module is training (``dropout`` is what the model passes: its config's
+    attention dropout in train mode, 0 in eval mode). The backward of entmax is the closed
+    form of SPEC §7 (:mod:`sparse_core.entmax_grad`), w.r.t. α too when the layer's α is a
+    tensor that requires grad. Returns ((B, n, H, d) output, (B, H, n, m) P before dropout).
+    """
+    n, m = query.shape[2], key.shape[2]
+    li = state.layer(module)
+    scores = torch.matmul(query.float(), key.float().transpose(-1, -2)) * scaling  # (B, H, n, m)
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
+    allowed = None
+    if attention_mask is not None:
+        if attention_mask.dtype == torch.bool:
+            allowed = attention_mask[..., :m]
+        else:
+            bias = attention_mask[..., :m]
+            scores = scores + bias.float()
+            allowed = bias > torch.finfo(bias.dtype).min
+    if state.causal:
+        cm = state.causal_mask(n, m, scores.device)
+        allowed = cm if allowed is None else allowed & cm
+    if state.restrict is not None:
+        r = state.restrict[li]
+        allowed = r if allowed is None else allowed & r
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    alpha = state.alphas[li] if state.alphas is not None else DEFAULT_ALPHA
+    probs = entmax(scores, alpha)  # (B, H, n, m) float32
+    if state.support is not None:
+        with torch.no_grad():
+            valid = torch.isfinite(scores).sum(dim=(0, 2, 3))  # (H,)
+            state.support.append(((probs > 0).sum(dim=(0, 2, 3)), valid))
+    dropped = torch.nn.functional.dropout(probs, p=dropout, training=True) if dropout else probs
+    ctx = torch.matmul(dropped.to(value.dtype), value)  # (B, H, n, d)
+    return ctx.transpose(1, 2).contiguous(), probs
 
 
 def _packed_attention(

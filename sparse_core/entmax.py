@@ -1,4 +1,4 @@
-"""Exact, fast α-entmax (Peters et al. 2019; Correia et al. 2019), forward only.
+"""Exact, fast α-entmax (Peters et al. 2019; Correia et al. 2019), and its gradient.
 
 For scores ``z ∈ ℝⁿ`` and ``α ∈ [1, 2]``::
 
@@ -77,9 +77,13 @@ they are contiguous, as for one head of (1, H, n, n) scores); more than ``_MAX_G
 values take the compact path with a per-row α. ``-inf`` scores are masked (exact zeros); rows that
 are entirely ``-inf`` give all zeros. NaN or ``+inf`` raise ``ValueError``. float64 input is
 computed and returned in float64; float16 and bfloat16 input is computed and returned in float32
-(half precision flips support decisions, SPEC §1). Inference only: no autograd graph is recorded
-(a local ``torch.no_grad``; nothing global). Only torch ops, device-generic (CUDA included): the
-host waits on the device once per step and chunk (convergence checks), not per element.
+(half precision flips support decisions, SPEC §1). Gradients: when autograd is on and the scores
+(or a tensor α) require grad, the same forward runs inside a ``torch.autograd.Function`` whose
+backward is the closed form of SPEC §7 w.r.t. the scores and α (:mod:`sparse_core.entmax_grad`);
+otherwise (inference, ``torch.inference_mode``) no graph is recorded and the call costs what it
+did before (a local ``torch.no_grad``; nothing global). Only torch ops, device-generic (CUDA
+included): the host waits on the device once per step and chunk (convergence checks), not per
+element.
 Speed, and the approaches tried, are in docs/benchmarks.md (``bench/bench_entmax.py``).
 """
 
@@ -91,6 +95,8 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+from .entmax_grad import entmax_with_grad
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +151,12 @@ def entmax(
         Probabilities of the shape of ``scores``; float64 for float64 input, else float32.
     """
     a = _check_alpha(alpha, scores, dim)
+    if torch.is_grad_enabled() and (
+        scores.requires_grad or (isinstance(alpha, Tensor) and alpha.requires_grad)
+    ):
+        if out is not None:
+            raise ValueError("out= is not supported when a gradient is required")
+        return entmax_with_grad(scores, alpha if isinstance(alpha, Tensor) else a, dim, entmax)
     with torch.no_grad():
         z = _as_compute_dtype(scores)
         if out is not None and (out.shape != z.shape or out.dtype != z.dtype):
@@ -195,7 +207,7 @@ def _check_alpha(alpha: float | Tensor, scores: Tensor, dim: int) -> float | Ten
             raise ValueError(f"alpha must be in [1, 2], got {alpha}")
         return a
     if alpha.numel() == 1:
-        return _check_alpha(float(alpha.reshape(())), scores, dim)
+        return _check_alpha(float(alpha.detach().reshape(())), scores, dim)
     want = "e.g. (1, H, 1, 1) or (H, 1, 1) for per-head alpha of (B, H, n, n) scores"
     if alpha.dim() > scores.dim():
         raise ValueError(

@@ -88,15 +88,26 @@ class SparseModel:
         first = layers[0]
         self._scaling = torch.tensor([li.scaling for li in layers], dtype=torch.float32)
         self._softcap = first.softcap
-        #: the α of a run that names none: the model's own (a SparseModernBERT's trained α,
-        #: :mod:`sparse_core.modernbert`), else :data:`~sparse_core.attention.DEFAULT_ALPHA`
+        #: the α of a run that names none: the model's own (what the checkpoint was trained
+        #: with: :func:`own_alpha`; a float, or an (L, H) float32 table), else
+        #: :data:`~sparse_core.attention.DEFAULT_ALPHA`. The one place a model's α lives.
         self.default_alpha = normalize_alpha(
             A.DEFAULT_ALPHA if default_alpha is None else default_alpha,
             self.config.num_layers,
             self.config.num_heads,
         )
+        #: whether :attr:`default_alpha` is the model's own (trained with entmax) rather than
+        #: the usual 1.5 of a softmax-trained model with entmax swapped in
+        self.alpha_trained = default_alpha is not None
 
     # ------------------------------------------------------------------ properties
+    def alpha_table(self) -> Tensor:
+        """:attr:`default_alpha` as an (L, H) float32 table (one value per layer and head)."""
+        a = self.default_alpha
+        if isinstance(a, Tensor):
+            return a.float().clone()
+        return torch.full((self.config.num_layers, self.config.num_heads), float(a))
+
     @property
     def device(self) -> str:
         return self._device.type
@@ -146,10 +157,10 @@ class SparseModel:
     ) -> RunOutput:
         """Analyse one text: tokens, per-head queries/keys, entmax probabilities and graph.
 
-        ``alpha`` None: the model's own, :attr:`default_alpha` (1.5 unless the checkpoint was
-        trained with entmax). Decoders are always causal (``causal`` is then ignored and the
-        output says True). A text over the model's positions with ``truncate``: the window
-        from token ``start``.
+        ``alpha``: one value, one per head or an (L, H) table; None: the model's own,
+        :attr:`default_alpha` (what the checkpoint was trained with, else 1.5). Decoders are
+        always causal (``causal`` is then ignored and the output says True). A text over the
+        model's positions with ``truncate``: the window from token ``start``.
         ``hidden=False``: the forward stops once the last layer's attention is recorded (its
         feed-forward part is skipped) and ``hidden`` is an empty tensor; the rest of the
         output is the same bit for bit (the Pareto sweeps need no hidden states).
@@ -440,6 +451,21 @@ def _position_limit(hf, arch: Architecture, max_tokens: int) -> int:
     return max(1, min(own, max_tokens))
 
 
+def own_alpha(src, hf_cfg, layers: int, heads: int) -> AlphaLike | None:
+    """The α a checkpoint was trained with, for :attr:`SparseModel.default_alpha` (None: it
+    records none, the usual 1.5). First found: ``entmax_alpha`` in its config.json (a number,
+    or a per layer and head table, written by ``sparsescope adapt``; SPEC §7), else a
+    SparseModernBERT's trained α (:func:`sparse_core.modernbert.default_alpha`). A malformed
+    ``entmax_alpha`` is a :class:`ModelLoadError`."""
+    raw = getattr(hf_cfg, "entmax_alpha", None)
+    if raw is None:
+        return modernbert.default_alpha(src.config, src.model_id, hf_cfg, heads)
+    try:
+        return normalize_alpha(raw, layers, heads)
+    except SparsescopeError as exc:
+        raise ModelLoadError(f"the model's config.json has a bad entmax_alpha: {exc}") from None
+
+
 def _model_config(hf, arch: Architecture, layers: list[A.LayerInfo], max_tokens: int):
     pad = getattr(hf, "pad_token_id", None)
     first = layers[0]
@@ -523,9 +549,12 @@ def load_model(
 ) -> SparseModel:
     """Load a model as an entmax transformer. Nothing is downloaded.
 
-    ``path_or_name``: None or ``"sentence-transformers/all-MiniLM-L6-v2"`` (the shipped
-    default), a local model directory in the Hugging Face layout, or a model name in the local
-    Hugging Face cache. Architectures: :data:`SUPPORTED_MODEL_TYPES` (docs/models.md).
+    ``path_or_name``: None (the shipped default, ``DEFAULT_MODEL_ID``:
+    all-MiniLM-L6-v2 adapted with 1.5-entmax), ``"sentence-transformers/all-MiniLM-L6-v2"``
+    (the softmax-trained original), a shipped adapted id (``sparsescope/...``), a local model
+    directory in the Hugging Face layout, or a model name in the local Hugging Face cache. A
+    model trained with entmax runs at its own α by default (:attr:`SparseModel.default_alpha`,
+    :func:`own_alpha`). Architectures: :data:`SUPPORTED_MODEL_TYPES` (docs/models.md).
     ``device``: "auto" (CUDA when available), "cpu" or "cuda". ``dtype``: the weights' dtype,
     "float32" (default), "bfloat16" or "float16" (attention is computed in float32 always).
     ``max_tokens``: the token limit, capped by the model's own positions.
@@ -565,8 +594,8 @@ def load_model(
             f"{src.path}: the tokenizer has {tok.get_vocab_size(with_added_tokens=True)} tokens "
             f"but the model only {hf_cfg.vocab_size} embeddings; they do not belong together"
         )
+    own = own_alpha(src, hf_cfg, L, H)  # a bad one is refused before any weight is read
     net = _from_pretrained(AutoModel, src, hf_cfg, torch_dtype).to(dev)
-    own = modernbert.default_alpha(src.config, src.model_id, hf_cfg, H)
     model = SparseModel(
         net, tok, src.model_id, dev, src.arch, max_tokens=max_tokens, default_alpha=own
     )
@@ -592,10 +621,24 @@ def quiet_progress() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
+@contextlib.contextmanager
+def quiet_load_report() -> Iterator[None]:
+    """No transformers load report inside the block (weights a head-less model does not use,
+    e.g. an adapted model's LM head, are expected; what is missing is checked here)."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+
+
 def _from_pretrained(auto, src, hf_cfg, torch_dtype):
     """transformers' from_pretrained with our attention, local files only."""
     try:
-        with quiet_progress():
+        with quiet_progress(), quiet_load_report():
             net, info = auto.from_pretrained(
                 str(src.path),
                 config=hf_cfg,

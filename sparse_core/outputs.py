@@ -88,6 +88,12 @@ class RunOutput:
     def heads(self) -> int:
         return self.probs.shape[1]
 
+    def alpha_table(self) -> Tensor:
+        """The α each head ran at, as an (L, H) float32 table (``alpha`` may be one value)."""
+        if isinstance(self.alpha, Tensor):
+            return self.alpha.float().reshape(self.layers, self.heads).clone()
+        return torch.full((self.layers, self.heads), float(self.alpha))
+
     @property
     def valid(self) -> Tensor:
         """The valid region V (n, n): all pairs, or j <= i when causal (diagonal included)."""

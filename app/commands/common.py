@@ -8,8 +8,9 @@ two commands, the helper takes the default as an argument and the help says why:
 ==================  ================================  =========================================
 flag                commands                          default
 ==================  ================================  =========================================
-``--model``         all                               the shipped all-MiniLM-L6-v2 (serve:
-                                                      repeatable, and SPARSESCOPE_MODELS)
+``--model``         all                               the shipped adapted all-MiniLM-L6-v2
+                                                      (serve: repeatable, SPARSESCOPE_MODELS,
+                                                      else it and the original)
 ``--alpha``         analyze, fit, pareto, clusters    1.5 (``request.DEFAULT_ALPHA``)
 ``--artefact``      serve, analyze, pareto, clusters  the one fitted for the model at --alpha
 ``--device``        serve, analyze, fit, clusters     auto (serve: SPARSESCOPE_DEVICE first)
@@ -21,7 +22,12 @@ flag                commands                          default
 ``--causal``        analyze, pareto                   off
 ``--json``          analyze, clusters                 off (a table)
 ``--block``         analyze, pareto                   64 (``pareto.points.DEFAULT_BLOCK``)
-``--engine``        fit, pareto                       local
+``--engine``        fit, pareto, adapt                local
+``--seed``          fit, adapt                        0
+``--workers``       pareto, adapt                     pareto: by the inputs; adapt: 2 Ray workers
+``--threads``       pareto, adapt                     pareto: 1 per process; adapt: torch's
+``--alpha`` (adapt) adapt                             None: 1.5 to train, the model's own with
+                                                      --evaluate; also 'learned' / 'own'
 ``--out``           fit, pareto                       fit: ``.``; pareto: ``pareto-out`` (see
                                                       their help)
 ==================  ================================  =========================================
@@ -46,7 +52,8 @@ from ..engine.settings import DEFAULT_MAX_TOKENS
 #: What ``--model`` accepts, said once for every command.
 MODEL_HELP = (
     "a local Hugging Face directory or a name in the local Hugging Face cache (never "
-    "downloaded; default: the shipped sentence-transformers/all-MiniLM-L6-v2)"
+    "downloaded; default: the shipped sparsescope/all-MiniLM-L6-v2-entmax1.5, all-MiniLM-L6-v2 "
+    "adapted to 1.5-entmax; the original is sentence-transformers/all-MiniLM-L6-v2)"
 )
 #: Corpus formats (``sparse_core.corpus.read_corpus``).
 FORMATS = ("auto", "conllu", "wikitext", "plain")
@@ -178,8 +185,12 @@ def add_causal(p: argparse.ArgumentParser) -> None:
     p.add_argument("--causal", action="store_true", help="mask future keys (decoder-style)")
 
 
-def add_json(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+def add_json(p: argparse.ArgumentParser, extra: str = "") -> None:
+    """``--json``; ``extra`` says what the JSON carries beyond the table."""
+    p.add_argument(
+        "--json", action="store_true",
+        help="print JSON instead of a table" + (f" ({extra})" if extra else ""),
+    )  # fmt: skip
 
 
 def add_block(p: argparse.ArgumentParser, *, axis: bool = False) -> None:
@@ -200,6 +211,21 @@ def add_block(p: argparse.ArgumentParser, *, axis: bool = False) -> None:
             else "of the table's block sparsity column (the JSON carries every size)"
         ),
     )
+
+
+def add_seed(p: argparse.ArgumentParser) -> None:
+    """``--seed S``: the random seed of a command's draws."""
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+
+
+def add_workers(p: argparse.ArgumentParser, *, default: int | None, help: str) -> None:
+    """``--workers N``: processes or Ray workers (``help`` says what they are and the default)."""
+    p.add_argument("--workers", type=int, default=default, metavar="N", help=help)
+
+
+def add_threads(p: argparse.ArgumentParser, *, default: int | None, help: str) -> None:
+    """``--threads T``: torch CPU threads (``help`` says whose and the default)."""
+    p.add_argument("--threads", type=int, default=default, metavar="T", help=help)
 
 
 def add_engine(p: argparse.ArgumentParser, *, what: str) -> None:

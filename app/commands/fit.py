@@ -22,6 +22,7 @@ from .common import (
     add_max_tokens,
     add_model,
     add_out,
+    add_seed,
     alpha_of,
     check_limit,
     check_max_tokens,
@@ -52,7 +53,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         p, default=".", why="default: the current directory; the artefact's two files are named "
         "by model and alpha, so serve --artefact-dir finds them in any folder",
     )  # fmt: skip
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    add_seed(p)
     add_model(p)
     add_device(p)  # the model's forwards; the training runs on the CPU
     add_engine(p, what="where the graphs are extracted: local (this process)")

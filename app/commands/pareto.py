@@ -7,17 +7,24 @@ most ``--max-tokens`` tokens in corpus order (``corpus.pack``), drops inputs sho
 (``sparse_core.pareto.sweep_corpus``; grids in ``sparse_core.methods``). Writes
 
 - ``DIR/pareto.json``: ``{"model", "alpha", "causal", "texts", "gold_sparsity", "x", "block",
-  "points": [{"method", "params", "sparsity", "recall", "exact", "precision", "block_sparsity":
-  {"16", "32", "64", "128"}}], "frontiers": {method: [indices into points]}}`` (figures: per
+  "points": [{"method", "params", "sparsity", "recall", "exact", "precision", "mass_recall",
+  "block_sparsity": {"16", "32", "64", "128"}}], "frontiers": {method: [indices into points]}}``
+  (figures: per
   head the mean over texts, then the mean over heads, SPEC §4; the frontiers are over (x,
   recall): token sparsity, or with ``--x block`` the block sparsity at ``--block`` (64); with
   ``--fidelity`` every point of the token-sparsity frontiers gets ``"fidelity"``, others null);
 - ``DIR/pareto.html``: a self-contained Plotly figure (plotly.js inlined, no CDN) of sparsity
   (or block sparsity) against recall per method with its frontier and the gold sparsity as a
-  dashed vertical line (the paper's Figures 2 and 4);
+  dashed vertical line (the paper's Figures 2 and 4); two buttons switch the y-axis between
+  recall and mass recall (each with its own frontiers);
 - ``DIR/pareto-run.json``: provenance (corpus digest, inputs used, grids, timings);
 - ``DIR/pareto-heads.npz``: per (layer, head) the mean over texts of every point's figures
   (arrays ``"<method>/<metric>"`` of shape (points, L, H), float32) and ``"gold_sparsity"``.
+
+``--task`` (SPEC §9, ``sparse_core.pareto.task``): for a model with an LM/MLM head, the loss
+with every head restricted to each frontier point's graph on the first ``--task-texts`` inputs:
+``"task_loss"`` per point (null off the frontiers), a ``"task"`` block (objective, unrestricted
+loss, inputs, seed) and a second panel in pareto.html (sparsity against the loss).
 """
 
 from __future__ import annotations
@@ -42,6 +49,8 @@ from .common import (
     add_max_tokens,
     add_model,
     add_out,
+    add_threads,
+    add_workers,
     alpha_of,
     check_limit,
     check_max_tokens,
@@ -54,9 +63,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "pareto",
         help="sweep every method's grid on a corpus: sparsity-recall points and frontiers",
         description="Run the entmax model on a corpus and measure every method (window, Sparse "
-        "Transformer, BigBird, Longformer, Reformer, Routing, Sparsefinder) at every point of "
-        "its sweep grid: sparsity, recall, exact, precision, the gold sparsity and each "
-        "method's Pareto frontier. Writes DIR/pareto.json and DIR/pareto.html.",
+        "Transformer, BigBird, Longformer, Reformer, Routing, Sparsefinder, and the arena: "
+        "StreamingLLM, top-k, top-p, H2O, MoBA, Quest, XAttention, vertical-slash, SpargeAttn) "
+        "at every point of its sweep grid: sparsity, recall, mass recall, exact, precision, the "
+        "gold sparsity and each method's Pareto frontier. Writes DIR/pareto.json and "
+        "DIR/pareto.html.",
     )
     add_corpus(p)
     add_limit(p)
@@ -86,6 +97,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="inputs used for --fidelity (default 4: one masked forward pass per point and input)",
     )  # fmt: skip
     p.add_argument(
+        "--task", action="store_true",
+        help="also measure the model's loss (masked-LM on a seeded masking, or next-token) with "
+        "every head restricted to each frontier point's graph (SPEC 9); needs an LM/MLM head",
+    )  # fmt: skip
+    p.add_argument(
+        "--task-texts", type=int, default=4, metavar="N",
+        help="inputs used for --task (default 4: one restricted forward per point and input)",
+    )  # fmt: skip
+    p.add_argument(
         "--x", default="sparsity", choices=("sparsity", "block"),
         help="x-axis of the frontiers and the figure: token sparsity (default) or block "
         "sparsity (the share of B x B tiles with no predicted pair; what a kernel can skip)",
@@ -97,11 +117,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     add_artefact(p)
     add_model(p)
-    p.add_argument(
-        "--workers", type=int, default=None,
-        help="processes (default: 2 when there are 2+ CPUs and 8+ inputs, else 1)",
-    )  # fmt: skip
-    p.add_argument("--threads", type=int, default=1, help="torch threads per process (default 1)")
+    add_workers(
+        p, default=None, help="processes (default: 2 when there are 2+ CPUs and 8+ inputs, else 1)"
+    )
+    add_threads(p, default=1, help="torch threads per process (default 1)")
     add_engine(
         p, what="where the sweep runs: local (--workers processes here) or ray (--workers actors, "
         "default one per GPU or CPU)",
@@ -162,6 +181,8 @@ def _check(args) -> None:
         raise SparsescopeError(f"--workers must be in [1, 64], got {args.workers}")
     if not 1 <= args.threads <= 64:
         raise SparsescopeError(f"--threads must be in [1, 64], got {args.threads}")
+    if args.task_texts < 1:
+        raise SparsescopeError(f"--task-texts must be >= 1, got {args.task_texts}")
     if args.fidelity_texts < 1:
         raise SparsescopeError(f"--fidelity-texts must be >= 1, got {args.fidelity_texts}")
     from sparse_core.pareto import check_axis
@@ -209,16 +230,23 @@ def figure(body: dict):
 
 
 def write_outputs(
-    sweep, out: Path, extra: dict, x: str = "sparsity", block: int | None = None
+    sweep, out: Path, extra: dict, x: str = "sparsity", block: int | None = None, task=None
 ) -> tuple[Path, Path]:
     import plotly.io as pio
 
     out.mkdir(parents=True, exist_ok=True)
     body = sweep.to_json(x, block)
+    fig = None
+    if task is not None:  # the task axis (SPEC 9): loss per frontier point, a second panel
+        from sparse_core.pareto.task import attach, with_task_panel
+
+        attach(body, task)
+        fig = with_task_panel(figure(body), body)
     js = out / "pareto.json"
     js.write_text(json.dumps(body, indent=1, ensure_ascii=False) + "\n")
     html = out / "pareto.html"
-    html.write_text(pio.to_html(figure(body), include_plotlyjs=True, full_html=True))
+    fig = fig if fig is not None else figure(body)
+    html.write_text(pio.to_html(fig, include_plotlyjs=True, full_html=True))
     run_meta = {**extra, **sweep.meta, "grids": sweep.grids}
     (out / "pareto-run.json").write_text(json.dumps(run_meta, indent=1, default=str) + "\n")
     tot = sweep.per_head  # per head: the mean over texts of every point (float32)
@@ -233,19 +261,40 @@ def write_outputs(
 LEVELS = (0.98, 0.95, 0.9, 0.85, 0.8, 0.75, 0.7)
 
 
-def frontier_table(body: dict, levels=LEVELS) -> str:
-    """Best recall of each method's frontier among its points with x (sparsity, or block
-    sparsity with ``"x": "block"``) >= each level."""
+def frontier_table(body: dict, levels=LEVELS, y: str = "recall") -> str:
+    """Best ``y`` (recall or mass_recall) of each method among its points with x (sparsity, or
+    block sparsity with ``"x": "block"``) >= each level (the best at a level is a point of
+    the method's (x, y) frontier)."""
     from sparse_core.pareto.points import x_value
 
     pts = body["points"]
     x, block = body.get("x", "sparsity"), body.get("block")
     lines = ["method           " + " ".join(f"{'>=' + format(lv, 'g'):>7}" for lv in levels)]
+    for name in body["frontiers"]:
+        mine = [p for p in pts if p["method"] == name and p.get(y) is not None]
+        row = []
+        for lv in levels:
+            best = [p[y] for p in mine if x_value(p, x, block) >= lv]
+            row.append(f"{max(best):7.3f}" if best else f"{'-':>7}")
+        lines.append(f"{name:16s} " + " ".join(row))
+    return "\n".join(lines)
+
+
+def task_table(body: dict, levels=LEVELS) -> str:
+    """Lowest task loss among each method's frontier points with sparsity >= each level."""
+    t = body["task"]
+    pts = body["points"]
+    lines = [
+        f"{t['metric']} with every head restricted (unrestricted: {t['loss_full']:.4f}, "
+        f"{t['texts']} inputs, {t['tokens']} scored tokens):",
+        "method           " + " ".join(f"{'>=' + format(lv, 'g'):>7}" for lv in levels),
+    ]
     for name, front in body["frontiers"].items():
         row = []
         for lv in levels:
-            best = [pts[k]["recall"] for k in front if x_value(pts[k], x, block) >= lv]
-            row.append(f"{max(best):7.3f}" if best else f"{'-':>7}")
+            got = [pts[k]["task_loss"] for k in front
+                   if pts[k]["sparsity"] >= lv and pts[k]["task_loss"] is not None]  # fmt: skip
+            row.append(f"{min(got):7.3f}" if got else f"{'-':>7}")
         lines.append(f"{name:16s} " + " ".join(row))
     return "\n".join(lines)
 
@@ -265,6 +314,11 @@ def run(args: argparse.Namespace) -> int:
 
         require_ray()  # the one-line error before any work
     torch.set_num_threads(args.threads)
+    lm = None
+    if args.task:  # the model with its LM head (a one-line error when it has none)
+        from sparse_core.pareto.task import check_lm
+
+        lm = check_lm(args.model)
     model = load_model(args.model, device="cpu")
     check_max_tokens(args, model)
     try:
@@ -296,6 +350,14 @@ def run(args: argparse.Namespace) -> int:
         workers=workers, threads=args.threads, model_path=args.model,
         artefact_path=args.artefact, fidelity_texts=args.fidelity_texts if args.fidelity else 0,
     )  # fmt: skip
+    task = None
+    if lm is not None:
+        from sparse_core.pareto.task import task_losses
+
+        t1 = time.perf_counter()
+        task = task_losses(lm, texts[: args.task_texts], artefact, sweep.grids,
+                           sweep.to_json(), alpha=args.alpha)  # fmt: skip
+        sweep.meta["task_seconds"] = time.perf_counter() - t1
     elapsed = time.perf_counter() - t0
     extra = {
         "corpus": corpora,
@@ -306,7 +368,7 @@ def run(args: argparse.Namespace) -> int:
         "seconds": round(elapsed, 1),
         "artefact": None if artefact is None else (artefact.meta or {}).get("created"),
     }
-    js, html = write_outputs(sweep, Path(args.out), extra, args.x, args.block)
+    js, html = write_outputs(sweep, Path(args.out), extra, args.x, args.block, task)
     body = sweep.to_json(args.x, args.block)
     print(
         f"{body['texts']} inputs, {len(body['points'])} points, gold sparsity "
@@ -316,5 +378,11 @@ def run(args: argparse.Namespace) -> int:
     axis = "sparsity" if body["x"] == "sparsity" else f"block sparsity (B = {body['block']})"
     print(f"best frontier recall at {axis} >= level:")
     print(frontier_table(body))
+    print(f"best mass recall (attention mass kept) at {axis} >= level:")
+    print(frontier_table(body, y="mass_recall"))
+    if task is not None:
+        from sparse_core.pareto.task import attach
+
+        print(task_table(attach(sweep.to_json(), task)))
     print(f"wrote {js}, {html} (and pareto-run.json, pareto-heads.npz)")
     return 0

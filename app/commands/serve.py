@@ -48,13 +48,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def settings_from_args(args: argparse.Namespace):
-    from ..engine.settings import Settings
+    import os
 
+    from ..engine.settings import ENV_PREFIX, Settings, served_by_default
+
+    models = tuple(args.model) if args.model else None
+    if models is None and not any(
+        (os.environ.get(ENV_PREFIX + k) or "").strip() for k in ("MODELS", "MODEL_PATH")
+    ):  # nothing configured: the default model and its counterpart (issue 23)
+        models = served_by_default()
     return Settings.from_env(
         host=args.host,
         port=args.port,
         device=args.device,
-        models=tuple(args.model) if args.model else None,
+        models=models,
         max_tokens=args.max_tokens,
         artefact_path=args.artefact,
         artefact_dir=args.artefact_dir,

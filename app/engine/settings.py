@@ -46,7 +46,8 @@ class Settings(BaseModel):
         (),
         description="models to serve, the first the default: local Hugging Face directories or "
         "names in the local Hugging Face cache (SPARSESCOPE_MODELS: comma-separated); empty: "
-        "model_path, else the shipped all-MiniLM-L6-v2",
+        "model_path, else the shipped default model (sparsescope serve then adds the original "
+        "all-MiniLM-L6-v2 beside it)",
     )
     model_path: str | None = Field(None, description="one model to serve; None = default")
     max_tokens: int = Field(
@@ -192,3 +193,15 @@ class Settings(BaseModel):
 def get_settings() -> Settings:
     """The process-wide settings (cached; tests use ``Settings(...)`` or a dependency override)."""
     return Settings.from_env()
+
+
+def served_by_default() -> tuple[str, ...]:
+    """What ``sparsescope serve`` serves when no model is configured: the shipped default
+    model first, then its counterpart (the adapted entmax model and the softmax-trained
+    original, whichever is not the default; issue 23), when that one is installed."""
+    from sparse_core.shipped import shipped_models
+    from sparse_core.sources import DEFAULT_MODEL_ID, ORIGINAL_MODEL_ID
+
+    adapted = [m for m in shipped_models() if m.endswith("entmax1.5")]
+    pair = [DEFAULT_MODEL_ID] + [m for m in (*adapted, ORIGINAL_MODEL_ID) if m != DEFAULT_MODEL_ID]
+    return tuple(pair[:2])

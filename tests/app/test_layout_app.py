@@ -47,7 +47,14 @@ WEB = [
 ]  # fmt: skip
 COMMANDS = [
     ["commands.common"],
-    ["commands.serve", "commands.analyze", "commands.fit", "commands.pareto", "commands.clusters"],
+    [
+        "commands.serve",
+        "commands.analyze",
+        "commands.fit",
+        "commands.pareto",
+        "commands.clusters",
+        "commands.adapt",
+    ],
     ["commands"],
 ]
 #: Every module of app/, lowest layer first: engine, then web, then the front ends.

@@ -235,11 +235,13 @@ def test_out_argument_writes_in_place() -> None:
         entmax(z, 1.5, out=torch.empty(2, 3, 16))
 
 
-def test_no_autograd_and_no_global_state() -> None:
-    z = torch.randn(3, 10, requires_grad=True)
+def test_no_autograd_graph_without_grad_and_no_global_state() -> None:
+    z = torch.randn(3, 10)
     p = entmax(z, 1.5)
     assert not p.requires_grad
     assert torch.is_grad_enabled()
+    with torch.inference_mode():  # the model's hot path: no graph even for leaves with grad
+        assert not entmax(z.requires_grad_(), 1.5).requires_grad
 
 
 def test_errors_name_the_problem() -> None:

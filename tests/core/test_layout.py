@@ -21,7 +21,7 @@ CORE = ROOT / "sparse_core"
 #: listed (test_every_module_is_in_the_chain): a new one takes its place here.
 CHAIN = [
     ["errors"],
-    ["modernbert"],
+    ["modernbert", "shipped", "entmax_grad"],
     ["rng", "entmax"],
     ["attention", "outputs", "sources", "tokens"],
     ["model", "patterns", "metrics", "corpus", "flow"],
@@ -29,13 +29,30 @@ CHAIN = [
     ["view_codec", "testing_modernbert"],
     ["sparsefinder_fit"],
     ["methods.spec", "methods.grids", "methods.context"],
+    ["methods.selection"],
     ["methods.base", "methods.distance_bits"],
-    ["methods.structured", "methods.bigbird", "methods.hashing", "methods.learned"],
+    [
+        "methods.structured",
+        "methods.bigbird",
+        "methods.hashing",
+        "methods.learned",
+        "methods.streaming",
+        "methods.oracle",
+        "methods.blocks",
+        "methods.block_scores",
+    ],
     ["methods"],
-    ["pareto.points"],
+    ["pareto.points", "budgets"],
     ["pareto.text_sweep", "pareto.corpus_sweep"],
     ["pareto"],
     ["pos", "viz", "ray_engine"],
+    ["adapt.alpha", "adapt.report", "adapt.lm", "adapt.store"],
+    ["adapt.data", "adapt.delta"],
+    ["adapt.trainer", "adapt.evaluate"],
+    ["adapt.loop", "pareto.task"],
+    ["adapt.ray_train"],
+    ["adapt.run"],
+    ["adapt"],
 ]
 RANK = {name: k for k, layer in enumerate(CHAIN) for name in layer}
 WEB = {"fastapi", "starlette", "uvicorn", "pydantic", "jinja2", "sparsescope", "app", "httpx"}

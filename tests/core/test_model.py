@@ -565,14 +565,45 @@ def test_a_decoder_with_a_byte_level_tokenizer_end_to_end(tmp_path):
     assert len(out.display) == len(out.continuation) == out.n == out.probs.shape[-1]
 
 
+@pytest.fixture(scope="module")
+def original_model():
+    from sparse_core.sources import ORIGINAL_MODEL_ID
+
+    return load_model(ORIGINAL_MODEL_ID, device="cpu")
+
+
 @pytest.mark.real_model
-def test_real_model_end_to_end(real_model, sentence):
-    """The default all-MiniLM-L6-v2: softmax parity with transformers and sentence-transformers."""
+def test_default_is_the_adapted_minilm(real_model, original_model, sentence):
+    """The default model is all-MiniLM-L6-v2 adapted with 1.5-entmax (issue 23): trained α 1.5
+    recorded in its config, the original's shape and tokenizer, other attention weights."""
+    from sparse_core.sources import ADAPTED_MODEL_ID, ORIGINAL_MODEL_ID
+
+    assert DEFAULT_MODEL_ID == ADAPTED_MODEL_ID == real_model.model_id
+    c = real_model.config
+    assert real_model.default_alpha == 1.5 and real_model.alpha_trained
+    assert (c.num_layers, c.num_heads) == (6, 12)
+    assert original_model.model_id == ORIGINAL_MODEL_ID and original_model.default_alpha == 1.5
+    assert not original_model.alpha_trained
+    a, b = real_model.run(sentence), original_model.run(sentence)
+    assert a.input_ids == b.input_ids and a.alpha == 1.5
+    assert not torch.equal(a.graph, b.graph)
+    ea = real_model.net.embeddings.word_embeddings.weight
+    assert torch.equal(ea, original_model.net.embeddings.word_embeddings.weight)  # not trained
+    qa = real_model.net.encoder.layer[0].attention.self.query.weight
+    assert not torch.equal(qa, original_model.net.encoder.layer[0].attention.self.query.weight)
+
+
+@pytest.mark.real_model
+def test_real_model_end_to_end(original_model, sentence):
+    """all-MiniLM-L6-v2 (the original): softmax parity with transformers and
+    sentence-transformers."""
     from sentence_transformers import SentenceTransformer
     from transformers import BertModel
 
     from sparse_core.model import default_model_path
+    from sparse_core.sources import ORIGINAL_MODEL_ID
 
+    real_model = original_model
     assert (real_model.config.num_layers, real_model.config.num_heads) == (6, 12)
     assert real_model.config.head_dim == 32
     soft = real_model.run(sentence, alpha=1.0)
@@ -588,7 +619,7 @@ def test_real_model_end_to_end(real_model, sentence):
 
     c = real_model.config
     assert (c.model_type, c.num_kv_heads, c.is_decoder, c.max_positions) == ("bert", 12, False, 512)
-    assert real_model.model_id == DEFAULT_MODEL_ID and soft.model_id == DEFAULT_MODEL_ID
+    assert real_model.model_id == ORIGINAL_MODEL_ID and soft.model_id == ORIGINAL_MODEL_ID
     assert soft.display[0] == "[CLS]" and soft.special[0] and soft.special[-1]
 
     sparse = real_model.run(sentence, alpha=1.5)

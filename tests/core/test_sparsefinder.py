@@ -297,7 +297,9 @@ def test_artefact_round_trip(tiny_art, tmp_path):
 def test_artefact_name_keeps_the_alpha_dot(tmp_path, tiny_art):
     st, _ = save_artefact(tiny_art, tmp_path / "x-a1.5")
     assert st.name == "x-a1.5.safetensors"
-    assert artefact_name("sentence-transformers/all-MiniLM-L6-v2", 1.5) == SHIPPED_NAME
+    assert artefact_name("sparsescope/all-MiniLM-L6-v2-entmax1.5", 1.5) == SHIPPED_NAME
+    name = artefact_name("sentence-transformers/all-MiniLM-L6-v2", 1.5)  # the original's
+    assert name == "sparsefinder-all-minilm-l6-v2-a1.5"
 
 
 def test_artefact_mismatch_and_file_errors(tiny_art, tmp_path):
@@ -358,8 +360,13 @@ def test_shipped_artefact_matches_default_model():
     with pytest.raises(ArtefactError, match="at alpha 1.5, but the model is .* at alpha 2"):
         load_artefact(model_id=DEFAULT_MODEL_ID, alpha=2.0)
     m = art.meta
-    assert m["corpus"][0]["name"] == "wikitext-2/valid.txt"
+    # fitted on the adapted model's training part of WikiText-2 (docs/results.md)
+    assert m["corpus"][0]["name"] == "split/train.txt"
     assert m["validation"]["reference"]["recall"] > 0.3
+    # the original all-MiniLM-L6-v2 keeps its own artefact (it is served beside the default)
+    orig = load_artefact(model_id="sentence-transformers/all-MiniLM-L6-v2", alpha=1.5)
+    assert orig.meta["corpus"][0]["name"] == "wikitext-2/valid.txt"
+    assert orig.W.shape == art.W.shape and not torch.equal(orig.W, art.W)
 
 
 @pytest.mark.real_model
