@@ -14,6 +14,12 @@ from tests.browser.test_page import HOSTILE, TEXT, analyse
 pytestmark = pytest.mark.browser
 
 
+@pytest.fixture(autouse=True)
+def _patient(page):
+    """The machine is shared: a loaded CI box answers slowly, never wrongly."""
+    page.set_default_timeout(90_000)
+
+
 def flow_of(server_url: str, aid: str, token: int, layer: int | None = None) -> dict:
     q = f"token={token}" + ("" if layer is None else f"&layer={layer}")
     with urllib.request.urlopen(f"{server_url}/api/analyses/{aid}/flow?{q}") as r:
@@ -32,7 +38,7 @@ def chips(page) -> list[dict]:
 
 def pressed(page) -> int:
     """The target the panel shows, once its answer is painted."""
-    page.wait_for_selector("#flow-chips [aria-pressed=true]", timeout=30_000)
+    page.wait_for_selector("#flow-chips [aria-pressed=true]", timeout=90_000)
     page.wait_for_function("() => !document.getElementById('flow').hasAttribute('aria-busy')")
     return int(page.get_attribute("#flow-chips [aria-pressed=true]", "data-index"))
 
@@ -42,7 +48,7 @@ def wait_target(page, token: int) -> None:
         "(t) => document.querySelector(`#flow-chips [data-index='${t}'][aria-pressed=true]`)"
         " && !document.getElementById('flow').hasAttribute('aria-busy')",
         arg=token,
-        timeout=30_000,
+        timeout=90_000,
     )
 
 

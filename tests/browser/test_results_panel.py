@@ -19,6 +19,12 @@ from tests.browser.test_page import TEXT, analyse
 
 pytestmark = pytest.mark.browser
 
+
+@pytest.fixture(autouse=True)
+def _patient(page):
+    """The machine is shared: a loaded CI box answers slowly, never wrongly."""
+    page.set_default_timeout(90_000)
+
 TEXTS = [
     "The cat sat on the mat because it was warm.",
     "Alice met Bob in Paris, and she gave him the book he wanted.",
@@ -86,7 +92,7 @@ def table(page) -> dict[str, list[str]]:
 
 def test_served_results_per_head_beside_this_text(page, results_url):
     analyse(page, results_url)
-    page.wait_for_selector("#results-rows tbody tr", timeout=30_000)
+    page.wait_for_selector("#results-rows tbody tr", timeout=90_000)
     assert page.inner_text("#results-source").startswith("Served: wiki-run")
     layer, head = page.evaluate(
         "() => { const q = new URLSearchParams(location.search);"
@@ -148,7 +154,7 @@ def test_a_picked_file_is_checked_in_the_page(page, server_url, results_dir, tmp
     assert page.evaluate("window.__pwned") is None
 
     page.set_input_files("#results-file", str(results_dir / "pareto.json"))
-    page.wait_for_selector("#results-rows tbody tr", timeout=30_000)
+    page.wait_for_selector("#results-rows tbody tr", timeout=90_000)
     assert page.inner_text("#results-source").startswith("Opened: pareto.json")
     assert "mean over heads only" in page.inner_text("#results-source")
     assert "No per-head figures" in page.inner_text("#results-warn")
