@@ -25,6 +25,7 @@ def _patient(page):
     """The machine is shared: a loaded CI box answers slowly, never wrongly."""
     page.set_default_timeout(90_000)
 
+
 TEXTS = [
     "The cat sat on the mat because it was warm.",
     "Alice met Bob in Paris, and she gave him the book he wanted.",
