@@ -103,6 +103,7 @@ export function initFlow(root, select) {
 
   const render = (a, body) => {
     caption.classList.remove("flow-error");
+    root.dataset.analysis = a.id; // which analysis the chips are of (tests wait on it)
     const labels = a.tokens.map((t) => tokenLabel(t.text));
     const max = Math.max(...body.mass);
     const top = body.mass

@@ -165,6 +165,7 @@ export function initResults(root, file, scopeGroup) {
 
   const render = (a, corpus, text, current, what) => {
     say("");
+    root.dataset.analysis = a.id; // which analysis the figures are of (tests wait on it)
     const names = a.methods.map((m) => m.name);
     const label = Object.fromEntries(a.methods.map((m) => [m.name, m.label]));
     const colour = (m) => PALETTE[Math.max(0, names.indexOf(m)) % PALETTE.length];

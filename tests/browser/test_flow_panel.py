@@ -59,6 +59,7 @@ def test_flow_panel_shows_the_servers_reachable_set(page, server_url):
         f" body: JSON.stringify({{text: {json.dumps(TEXT)}}})}}).then((r) => r.json())"
         ".then((b) => b.id)"
     )
+    page.wait_for_selector(f"#flow[data-analysis='{aid}']")
     t = pressed(page)  # the locked query row, else the first non-special token
     body = flow_of(server_url, aid, t)
     got = chips(page)

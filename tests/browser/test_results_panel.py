@@ -93,18 +93,18 @@ def table(page) -> dict[str, list[str]]:
 
 def test_served_results_per_head_beside_this_text(page, results_url):
     analyse(page, results_url)
-    page.wait_for_selector("#results-rows tbody tr", timeout=90_000)
+    aid = page.evaluate(
+        "fetch('/api/analyze', {method: 'POST', headers: {'Content-Type': 'application/json'},"
+        f" body: JSON.stringify({{text: {json.dumps(TEXT)}}})}}).then((r) => r.json())"
+        ".then((b) => b.id)"
+    )
+    page.wait_for_selector(f"#results[data-analysis='{aid}'] #results-rows tbody tr")
     assert page.inner_text("#results-source").startswith("Served: wiki-run")
     layer, head = page.evaluate(
         "() => { const q = new URLSearchParams(location.search);"
         " return [Number(q.get('layer') ?? 0), Number(q.get('head') ?? 0)]; }"
     )
     corpus = get(f"{results_url}/api/results/heads/{layer}/{head}")
-    aid = page.evaluate(
-        "fetch('/api/analyze', {method: 'POST', headers: {'Content-Type': 'application/json'},"
-        f" body: JSON.stringify({{text: {json.dumps(TEXT)}}})}}).then((r) => r.json())"
-        ".then((b) => b.id)"
-    )
     text = get(f"{results_url}/api/analyses/{aid}/pareto?layer={layer}&head={head}")
     rows = table(page)
     assert set(rows) >= {"window", "fixed", "strided"}
