@@ -37,6 +37,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "(default: <data dir>/artefacts; `sparsescope fit --out` writes there)",
     )
     p.add_argument("--data-dir", default=None, help="folder for user data (e.g. share links)")
+    p.add_argument(
+        "--results",
+        default=None,
+        metavar="DIR",
+        help="show a `sparsescope pareto --out DIR` folder's corpus results in the page "
+        "(pareto.json, pareto-heads.npz; read only, checked at start)",
+    )
     p.set_defaults(run=run)
 
 
@@ -59,6 +66,7 @@ def settings_from_args(args: argparse.Namespace):
         artefact_path=args.artefact,
         artefact_dir=args.artefact_dir,
         data_dir=args.data_dir,
+        results_dir=args.results,
     )
 
 

@@ -2,7 +2,8 @@
 
 One head's payload (edges and what the page needs to recompute every mask), the lecture's raw
 vectors, the Pareto sweep of every method's grid (per head, or every head for the mean), the POS
-make-up of the k-means clusters, and the metrics of one method setting. Each is computed the
+make-up of the k-means clusters, the metrics of one method setting, and the information flow
+into one token (reachability and attention rollout, sparse_core/flow.py). Each is computed the
 first time it is asked for and kept in the entry (``LruCache.derive``: one lock per result, its
 bytes counted against the cache's bound). The service (app/engine/service.py) finds the entry
 and checks the layer and head; the bodies are JSON bytes (app/engine/payloads.py).
@@ -20,6 +21,7 @@ import torch
 from sparse_core import budgets, pareto, pos
 from sparse_core.bitsets import METRICS, fold_blocks
 from sparse_core.errors import SparsescopeError
+from sparse_core.flow import token_flow
 from sparse_core.methods import METHODS, available, evaluate
 
 from .cache import Entry, LruCache
@@ -190,3 +192,32 @@ class Derived:
 
         table = self.cache.derive(entry, key, make)
         return fold_blocks({k: table[k][layer][head] for k in METRICS})
+
+    def flow(self, entry: Entry, token: int, layer: int | None) -> bytes:
+        """The inputs reaching ``token`` at the output of ``layer`` (default: the last) and their
+        rollout mass (``sparse_core.flow.token_flow``: one backward pass over the layers, one
+        head at a time), as JSON bytes, kept with the entry per (token, layer)."""
+        out = entry.out
+
+        def make() -> bytes:
+            with torch.inference_mode():
+                f = token_flow(out.probs, token, layer)
+            return dumps(
+                {
+                    "token": f.token,
+                    "layer": f.layer,
+                    "n": out.n,
+                    "layers": out.layers,
+                    "reached": f.counts[0],
+                    "reachable": f.reachable.tolist(),
+                    # 6 significant digits: a reachable token's mass never rounds to 0
+                    "mass": [float(f"{m:.6g}") for m in f.mass.tolist()],
+                    "counts": f.counts,
+                    "levels": [r.nonzero().flatten().tolist() for r in f.levels],
+                }
+            )
+
+        key_layer = out.layers - 1 if layer is None else layer
+        if 0 <= key_layer < out.layers and 0 <= token < out.n:
+            return self.cache.derive(entry, ("flow", token, key_layer), make)
+        return make()  # raises the field's error (token_flow checks both)

@@ -35,6 +35,7 @@ from .memory import Trimmer
 from .models import ModelRegistry
 from .payloads import analysis_body, analysis_json, methods_json, own_alpha_rows, summary_rows
 from .request import DEFAULT_ALPHA, AnalysisRequest, api_wording, check_alpha, looks_like_id
+from .results import CorpusResults
 from .settings import Settings
 from .slot import ModelSlot, artefact_label
 from .summaries import summarise
@@ -90,6 +91,8 @@ class AnalysisService:
         self._method_lists: dict[tuple[int, str | None], list[dict]] = {}
         self._inflight = KeyLocks()
         self.trimmer = Trimmer()
+        #: ``--results DIR``, read and checked at start (app/engine/results.py), else None
+        self.results: CorpusResults | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -123,6 +126,8 @@ class AnalysisService:
             if self.settings.threads is not None or not self.slot.ready:
                 # process-wide, like the model; a model handed in (tests) leaves it alone
                 torch.set_num_threads(self.settings.torch_threads())
+            if self.settings.results_dir is not None:  # a bad folder: before the slow load
+                self.results = CorpusResults.load(self.settings.results_dir)
             self.registry.load()
             if self.settings.warmup:
                 t0 = time.perf_counter()
@@ -372,3 +377,20 @@ class AnalysisService:
         """The metrics of one method setting on one head (``Derived.metrics``)."""
         entry = self._head_entry(analysis_id, layer, head)
         return self.derived.metrics(entry, layer, head, method, params)
+
+    def flow(self, analysis_id: str, token: int, layer: int | None = None) -> bytes:
+        """Which input tokens reach ``token`` at the output of ``layer`` (default: the last),
+        and with what rollout mass (``Derived.flow``)."""
+        return self.derived.flow(self.get(analysis_id), token, layer)
+
+    # -- corpus results (``serve --results DIR``, app/engine/results.py) ------------------------
+
+    def corpus_results(self) -> CorpusResults:
+        if self.results is None:
+            raise NotFound(
+                "this server shows no corpus results: start it with `sparsescope serve "
+                "--results DIR` (a folder written by `sparsescope pareto --out DIR`), or open a "
+                "pareto.json in the page",
+                field="results",
+            )
+        return self.results

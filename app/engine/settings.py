@@ -60,6 +60,11 @@ class Settings(BaseModel):
         "and alpha); None = <data_dir>/artefacts",
     )
     data_dir: Path = Field(default_factory=_default_data_dir, description="user data folder")
+    results_dir: Path | None = Field(
+        None,
+        description="a `sparsescope pareto --out` folder shown read-only in the page's corpus "
+        "results panel (pareto.json, pareto-heads.npz); None = none",
+    )
     cache_entries: int = Field(32, ge=1, description="analyses kept in the LRU cache")
     cache_bytes: int = Field(1 << 30, ge=1 << 20, description="memory bound of that cache")
     max_body_bytes: int = Field(1 << 20, ge=1024, description="larger request bodies get 413")

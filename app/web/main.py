@@ -29,7 +29,7 @@ from .errors import documented, install_error_handlers
 from .gallery import Warmer, load_gallery
 from .middleware import BodySizeLimit, CatchBugs, HeadAsGet, HostAllowlist, SecurityHeaders
 from .render import asset_version, routing_error_page, template_env
-from .routes import analyses, docs, gallery, lecture, meta, pages, share
+from .routes import analyses, docs, gallery, lecture, meta, pages, results, share
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,7 @@ ROUTERS = (
     gallery.router,
     lecture.router,
     share.router,
+    results.router,
     pages.router,
 )
 

@@ -348,6 +348,29 @@ class Pareto(BaseModel):
     frontiers: dict[str, list[int]] = Field(description="per method, indices into points")
 
 
+class ResultsHeads(BaseModel):
+    layers: int
+    heads: int
+
+
+class CorpusResults(BaseModel):
+    """A `sparsescope pareto --out DIR` folder (pareto.json), served read only (--results)."""
+
+    name: str = Field(description="the results folder's name")
+    model: str
+    alpha: float
+    causal: bool | None = None
+    texts: int = Field(description="how many corpus inputs were swept")
+    gold_sparsity: float
+    x: Literal["sparsity", "block"] = "sparsity"
+    block: int | None = None
+    points: list[ParetoPoint]
+    frontiers: dict[str, list[int]] = Field(description="per method, indices into points")
+    heads: ResultsHeads | None = Field(
+        description="(layers, heads) of the per-head figures (pareto-heads.npz), null without"
+    )
+
+
 class Distribution(BaseModel):
     mean: float | None
     q: list[float | None] = Field(description="the values at the body's quantiles")
@@ -401,6 +424,32 @@ class Clusters(BaseModel):
     layer: int
     head: int
     clusters: list[Cluster]
+
+
+class Flow(BaseModel):
+    """Information flow into one token (sparse_core/flow.py, docs/api.md "Information flow")."""
+
+    token: int = Field(description="the target token's index")
+    layer: int = Field(description="the target is the output of this layer")
+    n: int
+    layers: int
+    reached: int = Field(description="how many input tokens have a path to the target")
+    reachable: list[bool] = Field(
+        description="per input token: a path to the target through the layers' graphs (union of "
+        "heads, residual as a self-edge)"
+    )
+    mass: list[float] = Field(
+        description="per input token: attention rollout mass (Abnar & Zuidema 2020; mean over "
+        "heads + identity, row-normalised, multiplied through the layers); sums to 1; > 0 "
+        "exactly where reachable (6 significant digits)"
+    )
+    counts: list[int] = Field(
+        description="counts[k], k = 0 … layer + 1: positions of the stream entering layer k "
+        "with a path to the target (counts[0] = reached, counts[layer + 1] = 1)"
+    )
+    levels: list[list[int]] = Field(
+        description="levels[k]: the indices counted by counts[k] (levels[layer + 1] = [token])"
+    )
 
 
 # ----------------------------------------------------------------------------- share links

@@ -178,6 +178,26 @@ export function getMetrics(id, layer, head, method, params) {
 }
 
 /**
+ * `GET /api/analyses/{id}/flow?token=t&layer=l`: which input tokens reach token t at the output
+ * of layer l (null: the last), with their attention-rollout mass (sparse_core/flow.py).
+ */
+export function getFlow(id, token, layer = null) {
+  const q = new URLSearchParams({ token: String(token) });
+  if (layer !== null) q.set("layer", String(layer));
+  return request(`/api/analyses/${enc(id)}/flow?${q}`);
+}
+
+/** `GET /api/results`: the server's corpus results (`serve --results DIR`; 404 without). */
+export function getResults() {
+  return request("/api/results");
+}
+
+/** `GET /api/results/heads/{layer}/{head}`: one head's corpus points and frontiers. */
+export function getResultsHead(layer, head) {
+  return request(`/api/results/heads/${layer}/${head}`);
+}
+
+/**
  * `POST /api/share`: save a view (a ShareState); its short link reopens it.
  * @param {object} state
  * @returns {Promise<{id: string, url: string, embed: string}>} server-relative URLs

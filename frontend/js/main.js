@@ -5,7 +5,7 @@
  * Module map: state.js (the store) · session.js (server data, URL) · live.js (slider -> mask ->
  * metrics) · sweep.js (the setting on every head) · methods.js / patterns.js / rng.js /
  * metrics.js (the JS twin of sparse_core) · views: inputbar.js, grid.js, controls.js,
- * heatmap.js, tokens.js, pareto.js, pos.js, budgets.js.
+ * heatmap.js, tokens.js, pareto.js, pos.js, budgets.js, flow.js, results.js.
  */
 
 import { initBudgets } from "./budgets.js";
@@ -19,6 +19,8 @@ import { initLive } from "./live.js";
 import { initWindowPicker } from "./window.js";
 import { initPareto } from "./pareto.js";
 import { initPos } from "./pos.js";
+import { initFlow } from "./flow.js";
+import { initResults } from "./results.js";
 import { adoptPreloaded, analyze, initSession, reopen } from "./session.js";
 import * as store from "./state.js";
 import { initSweep } from "./sweep.js";
@@ -140,6 +142,8 @@ function main() {
   initPareto(byId("pareto"), byId("pareto-note"));
   initPos(byId("pos"));
   initBudgets(byId("budgets"), byId("budgets-controls"));
+  initFlow(byId("flow"), /** @type {HTMLSelectElement} */ (byId("flow-layer")));
+  initResults(byId("results"), /** @type {HTMLInputElement} */ (byId("results-file")), byId("results-scope"));
   initLive();
   initSweep();
   initSession();

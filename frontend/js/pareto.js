@@ -21,7 +21,7 @@ import { markInput } from "./live.js";
 import * as store from "./state.js";
 
 /** Categorical colours, one per method, in the registry's order. */
-const PALETTE = [
+export const PALETTE = [
   "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
   "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#1f2937",
 ];

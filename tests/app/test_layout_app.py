@@ -26,7 +26,7 @@ APP = ROOT / "app"
 ENGINE = [
     ["engine.store_files"],
     ["engine.errors", "engine.memory", "engine.thumbs", "engine.settings", "engine.request",
-     "engine.cache", "engine.store", "engine.tagging"],
+     "engine.cache", "engine.store", "engine.tagging", "engine.results"],
     ["engine.limits", "engine.payloads"],
     ["engine.lod"],
     ["engine.batching", "engine.summaries", "engine.derived"],
@@ -42,7 +42,8 @@ WEB = [
     ["web.middleware", "web.render", "web.deps", "web.preload", "web.gallery"],
     ["web.compress", "web.shares"],
     ["web.routes.meta", "web.routes.analyses", "web.routes.docs", "web.routes.gallery",
-     "web.routes.lecture", "web.routes.pages", "web.routes.share", "web.routes"],
+     "web.routes.lecture", "web.routes.pages", "web.routes.share", "web.routes.results",
+     "web.routes"],
     ["web.main"],
     ["web"],
 ]  # fmt: skip

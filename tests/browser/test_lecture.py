@@ -148,18 +148,18 @@ def test_keyboard_steps_forward_and_back_and_the_url_follows(page, lecture_serve
     page.keyboard.press("ArrowLeft")
     _wait_step(page, 2)
     page.keyboard.press("End")
-    _wait_step(page, 10)
+    _wait_step(page, 11)
     page.keyboard.press("ArrowRight")  # past the end: stays
     page.wait_for_timeout(100)
-    assert _step(page) == 10
+    assert _step(page) == 11
     page.keyboard.press("Home")
     _wait_step(page, 1)
-    assert page.locator("#step-count").text_content() == "1 / 10"
+    assert page.locator("#step-count").text_content() == "1 / 11"
     page.go_back()  # every step is a history entry
-    _wait_step(page, 10)
+    _wait_step(page, 11)
     # the progress bar marks the current step and links every step
     current = page.locator("#progress-steps a[aria-current=step]")
-    assert current.get_attribute("data-step") == "10"
+    assert current.get_attribute("data-step") == "11"
     href = page.locator('#progress-steps a[data-step="4"]').get_attribute("href")
     assert "step=4" in href
     assert page.errors == []
@@ -168,7 +168,7 @@ def test_keyboard_steps_forward_and_back_and_the_url_follows(page, lecture_serve
 @pytest.mark.browser
 def test_every_step_renders_its_formula_with_katex(page, lecture_server):
     _open(page, lecture_server, "step=1")
-    for k in range(1, 11):
+    for k in range(1, 12):
         if k > 1:
             page.keyboard.press("ArrowRight")
             _wait_step(page, k)
@@ -239,6 +239,41 @@ def test_pareto_slide_says_so_when_the_server_has_no_sweep(page, lecture_server)
     assert "not available" in error.text_content()
     assert "the sweep is down for maintenance" in error.text_content()
     assert page.locator("#figure .pareto-point").count() == 0
+    assert page.errors == []
+
+
+@pytest.mark.browser
+def test_flow_slide_marks_the_servers_reachable_inputs(page, lecture_server):
+    """Step 11: one dot row per level; the inputs marked are exactly the server's reachable set
+    for the slide's focus token, and the layer slider refetches (fewer or equal at layer 0)."""
+    _open(page, lecture_server, "step=11")
+    page.wait_for_selector("#flow-figure svg")
+    levels = page.evaluate(
+        """() => { const svg = document.querySelector('#flow-figure svg');
+            const dots = [...svg.querySelectorAll('.flow-dot')];
+            const ys = [...new Set(dots.map((c) => c.getAttribute('cy')))];
+            return ys.map((y) => [...svg.querySelectorAll(`.flow-dot[cy="${y}"]`)]
+                .map((c) => c.classList.contains('flow-dot-on'))); }"""
+    )
+    reached = page.locator("#flow-reached").text_content()
+    n = len(levels[0])
+    assert len(levels) >= 3 and all(len(row) == n for row in levels)
+    bottom = levels[0]  # drawn in level order: the inputs first
+    assert reached == f"{sum(bottom)} / {n}"
+    assert sum(levels[-1]) == 1  # the target alone at the top
+    top_reach = sum(bottom)
+    page.evaluate(
+        """() => { const s = document.getElementById('flow-layer'); s.value = '0';
+            s.dispatchEvent(new Event('input', {bubbles: true}));
+            s.dispatchEvent(new Event('change', {bubbles: true})); }"""
+    )
+    page.wait_for_function(
+        "() => document.querySelectorAll('#flow-figure svg .flow-target').length === 1 &&"
+        " new Set([...document.querySelectorAll('#flow-figure .flow-dot')]"
+        ".map((c) => c.getAttribute('cy'))).size === 2"
+    )
+    first = int(page.locator("#flow-reached").text_content().split(" / ")[0])
+    assert 1 <= first <= top_reach
     assert page.errors == []
 
 

@@ -53,13 +53,15 @@ def test_every_step_is_legible_and_whole_on_a_projector(browser, server_url, wid
         page.wait_for_selector("body[data-ready]")
         page.evaluate("document.fonts.ready")
         problems: dict[int, dict] = {}
-        for k in range(1, 11):
+        for k in range(1, 12):
             if k > 1:
                 page.keyboard.press("ArrowRight")
             _wait_step(page, k)
             page.wait_for_timeout(150)  # KaTeX fonts, the panel's refit
             if k == 9:
                 page.wait_for_selector("#figure svg, #pareto-error")
+            if k == 11:
+                page.wait_for_selector("#flow-figure svg, #flow-error")
             if shots:
                 Path(shots).mkdir(parents=True, exist_ok=True)
                 tag = "-long" if text else ""

@@ -24,7 +24,7 @@ CHAIN = [
     ["modernbert", "shipped", "entmax_grad"],
     ["rng", "entmax"],
     ["attention", "outputs", "sources", "tokens"],
-    ["model", "patterns", "metrics", "corpus"],
+    ["model", "patterns", "metrics", "corpus", "flow"],
     ["bitsets", "sparsefinder", "baselines", "testing", "view_schema", ""],  # "" is __init__.py
     ["view_codec", "testing_modernbert"],
     ["sparsefinder_fit"],

@@ -20,6 +20,7 @@ from ..schemas import (
     AnalyzeRequest,
     Budgets,
     Clusters,
+    Flow,
     HeadPayload,
     Metrics,
     Pareto,
@@ -127,6 +128,20 @@ def get_clusters(
 ) -> Response:
     """POS breakdown of the queries and keys in each Sparsefinder k-means cluster of a head."""
     return json_bytes(service.clusters(analysis_id, layer, head, clusters, top_k))
+
+
+@router.get("/analyses/{analysis_id}/flow", response_model=Flow, responses=ERRORS)
+def get_flow(
+    analysis_id: AnalysisId,
+    service: ServiceDep,
+    token: Annotated[int, Query(description="the target token's index, from 0")],
+    layer: Annotated[
+        int | None, Query(description="the target is this layer's output (default: the last)")
+    ] = None,
+) -> Response:
+    """Information flow: which input tokens reach ``token`` through the layers' entmax graphs
+    (exact: entmax's zeros are exact), and with how much attention-rollout mass."""
+    return json_bytes(service.flow(analysis_id, token, layer))
 
 
 @router.get(

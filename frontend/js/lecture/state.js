@@ -5,7 +5,7 @@
  */
 
 /** Number of steps in the lecture. */
-export const STEPS = 10;
+export const STEPS = 11;
 
 /**
  * @typedef {object} LectureState

@@ -11,6 +11,7 @@ import { renderPatterns } from "./step-patterns.js";
 import { renderFinder } from "./step-finder.js";
 import { renderPareto } from "./step-pareto.js";
 import { renderBlocks } from "./step-blocks.js";
+import { renderFlow } from "./step-flow.js";
 
 /**
  * @typedef {object} StepContext
@@ -69,4 +70,5 @@ export const STEP_LIST = [
   { short: "Sparsefinder", title: "Sparsefinder: learned projections", render: renderFinder },
   { short: "trade-off", title: "The sparsity–recall trade-off", render: renderPareto },
   { short: "blocks", title: "Block selection: what kernels keep", render: renderBlocks },
+  { short: "flow", title: "Through the layers: information flow", render: renderFlow },
 ];

@@ -1,0 +1,306 @@
+/**
+ * The corpus-results panel (issue 27 item 4): the output of `sparsescope pareto` beside the current
+ * text. Its source is the server's `--results DIR` (GET /api/results: the mean over heads, and with
+ * pareto-heads.npz GET /api/results/heads/{layer}/{head}), or a pareto.json picked in the page
+ * (read in the browser, checked by {@link checkPareto}; the mean over heads only). Nothing is sent
+ * anywhere: a picked file stays in the page.
+ *
+ * The plot: each method's corpus frontier (solid) and this text's frontier (dashed) over
+ * (sparsity, recall), the corpus and text gold sparsity, and the current setting as a star; the
+ * table: each method's best recall at sparsity ≥ 0.8 and ≥ 0.9, corpus beside this text. A
+ * foreign or broken file gets a message saying what is wrong, never a half-drawn plot.
+ */
+
+import { ApiError, getPareto, getResults, getResultsHead } from "./api.js";
+import { el, svg } from "./dom.js";
+import { PALETTE } from "./pareto.js";
+import * as store from "./state.js";
+
+/** Largest pareto.json read in the page (the server's cap too: app/engine/results.py). */
+export const MAX_FILE_BYTES = 32 << 20;
+/** The sparsity levels of the table. */
+export const LEVELS = [0.8, 0.9];
+
+const isShare = (v) => typeof v === "number" && Number.isFinite(v) && v >= 0 && v <= 1;
+
+/**
+ * Check a parsed pareto.json the way the server does (app/engine/results.py `check_pareto`).
+ * @param {any} body
+ * @param {string[]} methods the method names this page knows
+ * @returns {string|null} what is wrong, or null
+ */
+export function checkPareto(body, methods) {
+  if (!body || typeof body !== "object" || Array.isArray(body))
+    return "the file must hold a JSON object (what `sparsescope pareto` writes)";
+  const missing = ["model", "alpha", "texts", "gold_sparsity", "points", "frontiers"].filter(
+    (k) => !(k in body),
+  );
+  if (missing.length) return `not a \`sparsescope pareto\` result: it lacks ${missing.join(", ")}`;
+  if (typeof body.model !== "string") return "model must be a string";
+  if (!Number.isInteger(body.texts) || body.texts < 1) return "texts must be a whole number ≥ 1";
+  if (typeof body.alpha !== "number" || !(body.alpha >= 1 && body.alpha <= 2))
+    return "alpha must be a number in [1, 2]";
+  if (!isShare(body.gold_sparsity)) return "gold_sparsity must be a number in [0, 1]";
+  const pts = body.points;
+  if (!Array.isArray(pts) || !pts.length) return "points must be a non-empty list";
+  for (let k = 0; k < pts.length; k++) {
+    const p = pts[k];
+    if (!p || typeof p !== "object" || !p.params || typeof p.params !== "object")
+      return `point ${k} must be an object with params`;
+    if (!methods.includes(p.method))
+      return `point ${k} has method ${JSON.stringify(String(p.method).slice(0, 40))}; known methods: ${methods.join(", ")}`;
+    for (const m of ["sparsity", "recall"])
+      if (!isShare(p[m])) return `point ${k}'s ${m} must be a number in [0, 1]`;
+  }
+  const fronts = body.frontiers;
+  if (!fronts || typeof fronts !== "object" || Array.isArray(fronts))
+    return "frontiers must be an object of method -> point indices";
+  for (const [name, idx] of Object.entries(fronts)) {
+    const ok =
+      Array.isArray(idx) &&
+      idx.every((i) => Number.isInteger(i) && i >= 0 && i < pts.length && pts[i].method === name);
+    if (!ok) return `frontier ${JSON.stringify(name.slice(0, 40))} must list indices of its own method's points`;
+  }
+  return null;
+}
+
+/**
+ * Each method's frontier as points sorted by sparsity, from a Pareto-shaped body.
+ * @returns {Map<string, {sparsity: number, recall: number}[]>}
+ */
+export function frontierLines(body) {
+  const out = new Map();
+  for (const [name, idx] of Object.entries(body.frontiers ?? {})) {
+    const pts = idx.map((i) => body.points[i]).sort((a, b) => a.sparsity - b.sparsity);
+    if (pts.length) out.set(name, pts);
+  }
+  return out;
+}
+
+/** A method's best recall among its frontier points with sparsity ≥ level (null: none). */
+export function bestAt(line, level) {
+  let best = null;
+  for (const p of line ?? []) if (p.sparsity >= level && (best === null || p.recall > best)) best = p.recall;
+  return best;
+}
+
+/**
+ * Mount the panel.
+ * @param {HTMLElement} root
+ * @param {HTMLInputElement} file the file input
+ * @param {HTMLElement} scopeGroup the "this head / mean" toggle group
+ */
+export function initResults(root, file, scopeGroup) {
+  const source = el("p", { class: "results-source", attrs: { id: "results-source" } });
+  const message = el("p", { class: "results-message", attrs: { id: "results-message", role: "alert" } });
+  const warn = el("p", { class: "results-warn", attrs: { id: "results-warn" } });
+  const plot = el("div", { class: "results-plot", attrs: { id: "results-plot" } });
+  const table = el("div", { class: "results-table", attrs: { id: "results-table" } });
+  root.append(source, message, warn, el("div", { class: "results-body" }, [plot, table]));
+  /** @type {{name: string, body: any, heads: {layers: number, heads: number}|null, served: boolean}|null} */
+  let src = null;
+  let scope = "head";
+  let seq = 0;
+  /** Fetched bodies by scope (a slider move redraws the star without refetching). */
+  const memo = new Map();
+  const once = (key, fn) => {
+    if (!memo.has(key)) memo.set(key, fn().catch((err) => (memo.delete(key), Promise.reject(err))));
+    return memo.get(key);
+  };
+
+  const say = (text) => {
+    message.textContent = text;
+    message.hidden = !text;
+  };
+  const buttons = [...scopeGroup.querySelectorAll("button")];
+  for (const b of buttons)
+    b.addEventListener("click", () => {
+      scope = b.dataset.scope;
+      draw();
+    });
+
+  const draw = async () => {
+    const s = store.get();
+    const a = s.analysis;
+    for (const b of buttons) b.setAttribute("aria-pressed", String(b.dataset.scope === scope));
+    if (!src) {
+      plot.replaceChildren();
+      table.replaceChildren();
+      warn.textContent = "";
+      return;
+    }
+    const body = src.body;
+    source.textContent =
+      `${src.served ? "Served" : "Opened"}: ${src.name} · ${body.model} · α = ${body.alpha}` +
+      ` · ${body.texts} texts · corpus gold sparsity ${body.gold_sparsity.toFixed(3)}` +
+      (src.heads ? ` · per head (${src.heads.layers} × ${src.heads.heads})` : " · mean over heads only");
+    if (!a) return;
+    const perHead = scope === "head" && src.heads && src.heads.layers === a.layers && src.heads.heads === a.heads;
+    const mismatch = [];
+    if (body.model !== a.model) mismatch.push(`model ${body.model} (this text: ${a.model})`);
+    if (Math.abs(body.alpha - a.alpha) > 1e-9) mismatch.push(`α ${body.alpha} (this text: ${a.alpha})`);
+    warn.textContent =
+      (mismatch.length ? `These corpus results are for ${mismatch.join(", ")}: compare with care. ` : "") +
+      (scope === "head" && !perHead
+        ? src.heads
+          ? "Their heads do not match this model's: showing the mean over heads."
+          : "No per-head figures in these results: showing the mean over heads."
+        : "");
+    const mine = ++seq;
+    try {
+      const [corpus, text] = await Promise.all([
+        perHead ? once(`c/${s.layer}/${s.head}`, () => getResultsHead(s.layer, s.head)) : Promise.resolve(body),
+        perHead
+          ? once(`t/${a.id}/${s.layer}/${s.head}`, () => getPareto(a.id, s.layer, s.head))
+          : once(`t/${a.id}`, () => getPareto(a.id)),
+      ]);
+      if (mine !== seq) return;
+      const current = perHead ? s.result?.metrics : s.meanMetrics;
+      render(a, corpus, text, current, perHead ? `layer ${s.layer}, head ${s.head}` : "mean over heads");
+    } catch (err) {
+      if (mine !== seq) return;
+      say(`The corpus comparison is not available: ${err.message}`);
+    }
+  };
+
+  const render = (a, corpus, text, current, what) => {
+    say("");
+    root.dataset.analysis = a.id; // which analysis the figures are of (tests wait on it)
+    const names = a.methods.map((m) => m.name);
+    const label = Object.fromEntries(a.methods.map((m) => [m.name, m.label]));
+    const colour = (m) => PALETTE[Math.max(0, names.indexOf(m)) % PALETTE.length];
+    const cl = frontierLines(corpus);
+    const tl = frontierLines(text);
+    plot.replaceChildren(chart(cl, tl, corpus.gold_sparsity, text.gold_sparsity, current, colour, what));
+    const methods = names.filter((m) => cl.has(m) || tl.has(m));
+    const f = (v) => (v === null ? "–" : v.toFixed(3));
+    table.replaceChildren(
+      el("table", { attrs: { id: "results-rows" } }, [
+        el("caption", { text: `best recall on each frontier (${what})` }),
+        el("thead", {}, [
+          el("tr", {}, [
+            el("th", { text: "method", attrs: { scope: "col" } }),
+            ...LEVELS.flatMap((lv) => [
+              el("th", { text: `corpus ≥ ${lv}`, attrs: { scope: "col" } }),
+              el("th", { text: `this text ≥ ${lv}`, attrs: { scope: "col" } }),
+            ]),
+          ]),
+        ]),
+        el(
+          "tbody",
+          {},
+          methods.map((m) =>
+            el("tr", { attrs: { "data-method": m } }, [
+              el("th", { attrs: { scope: "row" } }, [
+                el("span", { class: "results-swatch", attrs: { style: `background:${colour(m)}` } }),
+                label[m] ?? m,
+              ]),
+              ...LEVELS.flatMap((lv) => [
+                el("td", { class: "corpus", text: f(bestAt(cl.get(m), lv)) }),
+                el("td", { class: "text", text: f(bestAt(tl.get(m), lv)) }),
+              ]),
+            ]),
+          ),
+        ),
+      ]),
+    );
+  };
+
+  const adopt = (next) => {
+    src = next;
+    memo.clear();
+    say("");
+    draw();
+  };
+
+  file.addEventListener("change", async () => {
+    const f = file.files?.[0];
+    if (!f) return;
+    if (f.size > MAX_FILE_BYTES) return say(`${f.name} is over ${MAX_FILE_BYTES >> 20} MB: not a pareto.json.`);
+    let body;
+    try {
+      body = JSON.parse(await f.text());
+    } catch (err) {
+      return say(`${f.name} is not valid JSON (${err.message}).`);
+    }
+    const a = store.get().analysis;
+    const known = a ? a.methods.map((m) => m.name) : [];
+    const problem = checkPareto(body, known);
+    if (problem) return say(`${f.name} cannot be shown: ${problem}.`);
+    adopt({ name: f.name, body, heads: null, served: false });
+  });
+
+  getResults()
+    .then((body) => {
+      if (!src) adopt({ name: body.name, body, heads: body.heads, served: true });
+    })
+    .catch((err) => {
+      source.textContent =
+        err instanceof ApiError && err.status === 404
+          ? "No corpus results on this server (start it with `sparsescope serve --results DIR`, a folder written by `sparsescope pareto --out DIR`), or open a pareto.json."
+          : `The server's corpus results are not available: ${err.message}`;
+    });
+
+  store.subscribe((s, changed) => {
+    if (["analysis", "layer", "head"].some((k) => changed.has(k))) draw();
+    else if (src && (changed.has("result") || changed.has("meanMetrics"))) draw();
+  });
+}
+
+/** The SVG chart: corpus frontiers solid, this text's dashed, gold lines, the current star. */
+function chart(cl, tl, cGold, tGold, current, colour, what) {
+  const W = 520;
+  const H = 330;
+  const m = { l: 48, r: 12, t: 12, b: 40 };
+  const sx = (x) => m.l + x * (W - m.l - m.r);
+  const sy = (y) => H - m.b - y * (H - m.t - m.b);
+  const root = svg("svg", {
+    class: "results-chart",
+    attrs: { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": `corpus and this text's frontiers, ${what}` },
+  });
+  for (const t of [0, 0.2, 0.4, 0.6, 0.8, 1]) {
+    root.append(
+      svg("line", { class: "grid", attrs: { x1: sx(t), x2: sx(t), y1: sy(0), y2: sy(1) } }),
+      svg("line", { class: "grid", attrs: { x1: sx(0), x2: sx(1), y1: sy(t), y2: sy(t) } }),
+      svg("text", { text: t.toFixed(1), attrs: { x: sx(t), y: H - m.b + 15, "text-anchor": "middle" } }),
+      svg("text", { text: t.toFixed(1), attrs: { x: m.l - 6, y: sy(t) + 4, "text-anchor": "end" } }),
+    );
+  }
+  root.append(
+    svg("text", { class: "axis", text: "sparsity →", attrs: { x: sx(0.5), y: H - 6, "text-anchor": "middle" } }),
+    svg("text", {
+      class: "axis",
+      text: "recall →",
+      attrs: { x: 12, y: sy(0.5), "text-anchor": "middle", transform: `rotate(-90 12 ${sy(0.5)})` },
+    }),
+  );
+  const gold = (g, cls, title) => {
+    if (!Number.isFinite(g)) return;
+    const line = svg("line", { class: cls, attrs: { x1: sx(g), x2: sx(g), y1: sy(0), y2: sy(1) } });
+    line.append(svg("title", { text: `${title} ${g.toFixed(3)}` }));
+    root.append(line);
+  };
+  gold(cGold, "gold-corpus", "corpus gold sparsity");
+  gold(tGold, "gold-text", "this text's gold sparsity");
+  const path = (pts) => pts.map((p, k) => `${k ? "L" : "M"}${sx(p.sparsity).toFixed(1)},${sy(p.recall).toFixed(1)}`).join("");
+  for (const [name, pts] of cl) {
+    root.append(svg("path", { class: "front-corpus", attrs: { d: path(pts), stroke: colour(name), "data-method": name } }));
+    for (const p of pts)
+      root.append(svg("circle", { class: "dot-corpus", attrs: { cx: sx(p.sparsity), cy: sy(p.recall), r: 3, fill: colour(name) } }));
+  }
+  for (const [name, pts] of tl)
+    root.append(svg("path", { class: "front-text", attrs: { d: path(pts), stroke: colour(name), "data-method": name } }));
+  if (current && isShare(current.sparsity) && isShare(current.recall)) {
+    const star = svg("text", {
+      class: "current-star",
+      text: "★",
+      attrs: { x: sx(current.sparsity), y: sy(current.recall) + 6, "text-anchor": "middle" },
+    });
+    star.append(svg("title", { text: `current setting on this text: recall ${current.recall.toFixed(3)}, sparsity ${current.sparsity.toFixed(3)}` }));
+    root.append(star);
+  }
+  const key = el("p", { class: "results-key muted" }, [
+    "solid: corpus frontier · dashed: this text · grey line: corpus gold sparsity, dotted: this text's · ★ current setting",
+  ]);
+  return el("div", {}, [root, key]);
+}
