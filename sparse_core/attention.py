@@ -42,8 +42,12 @@ import torch
 from torch import Tensor
 
 from .entmax import entmax
+from .sparse_probs import SparseProbs
 
 log = logging.getLogger(__name__)
+
+#: Scores per chunk of (heads x query rows) in a run recorded into a sparse store (64 MB)
+CHUNK_SCORES = 1 << 24
 
 IMPLEMENTATION = "sparsescope_entmax"
 """The name under which the function and its mask builder are registered in transformers."""
@@ -94,6 +98,10 @@ class RunState:
     #: with ``record``: the layer after whose recording the forward stops (:class:`StopForward`;
     #: the last layer when only the recordings are wanted, not the final hidden states)
     stop_after: int | None = None
+    #: with ``record``: P goes into this sparse store (:class:`~sparse_core.sparse_probs.
+    #: SparseProbs`, CSR) chunk by chunk instead of ``probs``; the scores of one layer then
+    #: never exist at once (:func:`_chunked_attention`)
+    store: SparseProbs | None = None
     _causal_mask: Tensor | None = None
 
     def layer(self, module) -> int:
@@ -170,6 +178,10 @@ def entmax_attention(
         return _packed_attention(
             module, state, query, key, value, attention_mask, float(scaling), softcap
         )
+    if state is not None and state.store is not None and state.discover is None:
+        return _chunked_attention(
+            module, state, query, key, value, attention_mask, float(scaling), softcap
+        )
 
     # scores in float32 even for bf16 / fp16 weights (SPEC §1); one text at a time, so that a
     # text's numbers do not depend on the batch it runs in (bit for bit: the kernels' blocking
@@ -213,6 +225,78 @@ def entmax_attention(
                 raise StopForward
     ctx = _per_text(lambda p, v: torch.matmul(p.to(v.dtype), v), probs, value)  # (B, H, n, d)
     return ctx.transpose(1, 2).contiguous(), probs  # (B, n, H, d)
+
+
+def _chunk_shape(h: int, n: int, m: int, budget: int) -> tuple[int, int]:
+    """(heads, query rows) per chunk: whole heads while a head's n x m scores fit ``budget``,
+    else one head and as many rows as fit (at least 8)."""
+    if n * m <= budget:
+        return max(1, min(h, budget // (n * m))), n
+    return 1, max(8, budget // m)  # BLAS takes another kernel below 4 rows
+
+
+def _chunked_attention(
+    module,
+    state: RunState,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Tensor | None,
+    scaling: float,
+    softcap: float | None,
+) -> tuple[Tensor, Tensor]:
+    """Attention of one text recorded into ``state.store`` (CSR), in chunks of heads x query
+    rows of at most :data:`CHUNK_SCORES` scores: per chunk the scores (the same formula as the
+    dense path), the masks, α-entmax (row by row exact: a row's result does not depend on the
+    rows beside it, :mod:`sparse_core.entmax`), P V and the chunk's support into the store.
+    Returns the (1, n, H, d) output and, as attention weights, an empty tensor."""
+    b, h, n, d = query.shape
+    m = key.shape[2]
+    if b != 1:
+        raise RuntimeError("a run recorded into a sparse store takes one text (B == 1)")
+    li = state.layer(module)
+    alpha = state.alphas[li] if state.alphas is not None else DEFAULT_ALPHA
+    hc, rc = _chunk_shape(h, n, m, CHUNK_SCORES)
+    q, k_, v = query[0], key[0], value[0]  # (H, n, d), (H, m, d)
+    kf = k_.float()
+    ctx = torch.empty(h, n, v.shape[-1], dtype=v.dtype, device=v.device)  # (H, n, d_v)
+    causal = state.causal_mask(n, m, q.device) if state.causal else None  # (n, m)
+    store = state.store
+    store.start_layer()
+    for h0 in range(0, h, hc):
+        h1 = min(h, h0 + hc)
+        a = alpha[:, h0:h1] if isinstance(alpha, Tensor) else alpha  # (1, hc, 1, 1)
+        for r0 in range(0, n, rc):
+            r1 = min(n, r0 + rc)
+            s = torch.matmul(q[None, h0:h1, r0:r1].float(), kf[None, h0:h1].mT)  # (1, hc, r, m)
+            s.mul_(scaling)
+            if softcap is not None:
+                s = torch.tanh(s.div_(softcap)).mul_(softcap)
+            if attention_mask is not None:
+                am = attention_mask[..., r0:r1, :m]
+                if am.dtype == torch.bool:
+                    s.masked_fill_(~am, float("-inf"))
+                else:
+                    s.add_(am.float()).masked_fill_(am <= torch.finfo(am.dtype).min, -math.inf)
+            allowed = None if causal is None else causal[r0:r1]
+            if state.restrict is not None:
+                r = state.restrict[li][:, h0:h1, r0:r1]
+                allowed = r if allowed is None else r & allowed
+            if allowed is not None:
+                s.masked_fill_(~allowed, float("-inf"))
+            p = entmax(s, a)  # (1, hc, r, m)
+            ctx[h0:h1, r0:r1] = torch.matmul(p[0].to(v.dtype), v[h0:h1])
+            if r0 == 0 and r1 == n:
+                store.add_rows(h0 * n, p[0].reshape(-1, m))
+            else:
+                store.add_rows(h0 * n + r0, p[0, 0])
+            del s, p
+    store.end_layer()
+    state.queries[li].copy_(query)  # (1, H, n, d): after rotary, before scaling
+    state.keys[li].copy_(key)  # (1, H, m, d): expanded to one per query head
+    if state.stop_after == li:
+        raise StopForward
+    return ctx.transpose(0, 1).unsqueeze(0).contiguous(), query.new_empty(0)
 
 
 def _packed_attention(

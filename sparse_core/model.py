@@ -38,6 +38,7 @@ from .sources import (
     default_model_path,
     resolve,
 )
+from .sparse_probs import SparseProbs, dense_fits
 from .tokens import Encoding, TokenReader, content_span, load_tokenizer, window_encoding
 
 log = logging.getLogger(__name__)
@@ -83,6 +84,9 @@ class SparseModel:
         self.model_id = model_id
         self.arch = arch
         self._device = device
+        #: runs whose dense P would take more bytes are recorded sparse (CSR, chunked entmax;
+        #: :mod:`sparse_core.sparse_probs`); None: ``sparse_probs.DENSE_MAX_BYTES``
+        self.dense_max_bytes: int | None = None
         self._layer_of, layers = self._discover()
         self.config = _model_config(net.config, arch, layers, max_tokens)
         first = layers[0]
@@ -186,7 +190,12 @@ class SparseModel:
             return []
         causal = bool(causal) or self.config.is_decoder
         floor = rows_kernel_floor(self.config.hidden_size, self.net.dtype)
-        together = [b for b, e in enumerate(encs) if len(e.ids) >= floor]
+        L, H = self.config.num_layers, self.config.num_heads
+        together = [  # long texts run alone: recorded sparse, never a dense packed P
+            b
+            for b, e in enumerate(encs)
+            if len(e.ids) >= floor and dense_fits(L, H, len(e.ids), self.dense_max_bytes)
+        ]
         if len(together) < 2:
             together = []
         outs: list[RunOutput | None] = [None] * len(encs)
@@ -296,7 +305,10 @@ class SparseModel:
             shape = (c.num_layers, b, c.num_heads, n)
             state.queries = torch.empty(*shape, c.head_dim, dtype=f32, device=dev)
             state.keys = torch.empty(*shape, c.head_dim, dtype=f32, device=dev)
-            state.probs = torch.empty(*shape, n, dtype=f32, device=dev)
+            if b == 1 and not dense_fits(c.num_layers, c.num_heads, n, self.dense_max_bytes):
+                state.store = SparseProbs(c.num_layers, c.num_heads, n)
+            else:
+                state.probs = torch.empty(*shape, n, dtype=f32, device=dev)
             if not hidden:
                 state.stop_after = c.num_layers - 1
         kwargs = {"use_cache": False} if c.is_decoder else {}
@@ -308,6 +320,7 @@ class SparseModel:
         res = {"hidden": last}  # (B, n, D)
         if record:
             res.update(queries=state.queries, keys=state.keys, probs=state.probs)
+            res["store"] = state.store
         return res
 
     def _alpha(self, alpha: AlphaLike | None) -> float | Tensor:
@@ -336,21 +349,25 @@ class SparseModel:
         own = {
             "queries": res["queries"][:, b, :, :m],
             "keys": res["keys"][:, b, :, :m],
-            "probs": res["probs"][:, b, :, :m, :m],
             "hidden": res["hidden"][b, :m],
         }
+        if res.get("store") is not None:
+            own["store"] = res["store"]
+        else:
+            own["probs"] = res["probs"][:, b, :, :m, :m]
         return self._output_of(text, enc, own, a, causal)
 
     def _output_of(
         self, text: str, enc: Encoding, own: dict, a: float | Tensor, causal: bool
     ) -> RunOutput:
         """The RunOutput of one text from its recordings (L, H, n, ·) and hidden states."""
-        p, rest = own["probs"], (own["queries"], own["keys"], own["hidden"].float())
-        if p.device.type == "cuda":  # the graph is compared on the GPU, one wait for all copies
-            probs, graph, queries, keys, hidden = _to_host(p, p > 0, *rest)
+        rest = (own["queries"], own["keys"], own["hidden"].float())
+        if own.get("store") is not None:  # sparse: only its CSR arrays go to the host
+            queries, keys, hidden = _to_host(*rest)
+            attn = own["store"].to("cpu")
         else:
-            probs, queries, keys, hidden = _to_host(p, *rest)
-            graph = probs > 0
+            probs, queries, keys, hidden = _to_host(own["probs"], *rest)
+            attn = SparseProbs.from_dense(probs)
         return RunOutput(
             text=text,
             tokens=enc.tokens,
@@ -359,8 +376,7 @@ class SparseModel:
             input_ids=enc.ids,
             queries=queries,
             keys=keys,
-            probs=probs,
-            graph=graph,
+            attn=attn,
             hidden=hidden,
             alpha=a,
             causal=causal,

@@ -241,3 +241,40 @@ def entmax_reference(scores: Tensor, alpha: float | Tensor = 1.5, dim: int = -1)
             if bool(soft.any()):
                 p = torch.where(soft, torch.softmax(zf, dim=dim), p)
         return p.masked_fill(dead, 0.0)
+
+
+def tiled_positions(model, positions: int):
+    """``model`` (a BERT-family :class:`~sparse_core.model.SparseModel`, e.g. the shipped
+    MiniLM) with its learned position embeddings tiled to ``positions`` (row p takes row
+    p mod P of the P trained ones) and the token limit raised to match: the real weights and
+    attention at lengths the checkpoint never saw (issue 25's long-text benchmarks; the
+    graphs are real entmax graphs of real scores, the positions beyond P repeat).
+
+    Returns a new SparseModel sharing every other weight with ``model``."""
+    import copy
+
+    from .model import SparseModel
+
+    net = copy.copy(model.net)  # shallow: the encoder's weights are shared
+    emb = copy.copy(net.embeddings)
+    old = emb.position_embeddings.weight.detach()  # (P, D)
+    reps = -(-positions // old.shape[0])
+    tiled = old.repeat(reps, 1)[:positions].clone()  # (positions, D)
+    emb.position_embeddings = torch.nn.Embedding.from_pretrained(tiled, freeze=True)
+    emb.register_buffer("position_ids", torch.arange(positions)[None], persistent=False)
+    emb.register_buffer(
+        "token_type_ids", torch.zeros(1, positions, dtype=torch.long), persistent=False
+    )
+    net.embeddings = emb
+    cfg = copy.deepcopy(net.config)
+    cfg.max_position_embeddings = positions
+    net.config = cfg
+    return SparseModel(
+        net,
+        model.tokenizer,
+        f"{model.model_id}@tiled{positions}",
+        model._device,
+        model.arch,
+        max_tokens=positions,
+        default_alpha=model.default_alpha,
+    )

@@ -1,0 +1,124 @@
+"""The sparse store of P (sparse_core.sparse_probs) and the chunked, sparse-recorded model run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from sparse_core import attention as A
+from sparse_core import sparse_probs
+from sparse_core.errors import SparsescopeError
+from sparse_core.sparse_probs import SparseProbs, dense_fits
+from sparse_core.testing import tiny_model
+
+TEXT = "The chef who ran to the store was out of food, so he went back to buy more of it."
+
+
+def _sparse_run(model, text, **kw):
+    model.dense_max_bytes = 0
+    try:
+        return model.run(text, **kw)
+    finally:
+        model.dense_max_bytes = None
+
+
+@pytest.fixture(scope="module")
+def probs() -> torch.Tensor:
+    g = torch.Generator().manual_seed(3)
+    p = torch.rand(2, 3, 9, 9, generator=g)
+    p[p < 0.7] = 0  # (L, H, n, n), rows with and without edges
+    p[1, 2, 4] = 0
+    return p
+
+
+def test_csr_round_trip_and_accessors(probs):
+    s = SparseProbs.csr_from_dense(probs)
+    assert not s.is_dense and s.nbytes() > 0
+    assert torch.equal(s.layer(1), probs[1])
+    for li in range(2):
+        for h in range(3):
+            assert torch.equal(s.head(li, h), probs[li, h])
+            assert torch.equal(s.head_graph(li, h), probs[li, h] > 0)
+            assert torch.equal(s.rows(li, h, slice(2, 6)), probs[li, h, 2:6])
+    assert torch.equal(s.nnz(), (probs > 0).sum((-1, -2)))
+    dense = SparseProbs.from_dense(probs)
+    for x, y in zip(s.edges(), dense.edges(), strict=True):
+        assert np.array_equal(x, y)
+    a, i, j, p = dense.edges()
+    assert np.array_equal(s.values_at(a, i, j), p)
+    # off the graph: zeros, from both forms
+    a0, i0, j0 = np.array([1, 5]), np.array([4, 0]), np.array([0, 8])
+    want = probs.reshape(6, 9, 9)[a0, i0, j0].numpy()
+    assert np.array_equal(s.values_at(a0, i0, j0), want)
+    assert np.array_equal(dense.values_at(a0, i0, j0), want)
+    assert torch.equal(s.dense(), probs) and torch.equal(s.dense_graph(), probs > 0)
+
+
+def test_select_and_cat(probs):
+    for s in (SparseProbs.csr_from_dense(probs), SparseProbs.from_dense(probs)):
+        one = s.select(1, 2)
+        assert (one.L, one.H) == (1, 1) and torch.equal(one.head(0, 0), probs[1, 2])
+        both = SparseProbs.cat([s, SparseProbs.csr_from_dense(probs)])
+        assert torch.equal(both.dense(), torch.cat([probs, probs]))
+
+
+def test_densify_refused_above_the_limit(probs, monkeypatch):
+    monkeypatch.setattr(sparse_probs, "DENSIFY_MAX_BYTES", 100)
+    s = SparseProbs.csr_from_dense(probs)
+    with pytest.raises(SparsescopeError, match="read it per head"):
+        s.dense()
+    assert torch.equal(s.head(0, 1), probs[0, 1])  # per head still works
+
+
+def test_dense_fits():
+    assert dense_fits(6, 12, 512) and not dense_fits(6, 12, 4096)
+    assert not dense_fits(1, 1, 2, limit=0)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"alpha": 1.0},
+        {"alpha": 1.25},
+        {"alpha": 1.5},
+        {"alpha": 2.0},
+        {"alpha": [1.1, 1.5, 2.0, 1.7]},  # per head
+        {"alpha": 1.5, "causal": True},
+        {"alpha": 1.5, "hidden": False},
+    ],
+)
+def test_sparse_run_equals_dense_run(tiny_model, kw):
+    """The chunked, sparse-recorded run gives the dense run's P, graph, queries, keys and hidden
+    states bit for bit (entmax is row by row exact; the chunks' matmuls are the same rows)."""
+    dense = tiny_model.run(TEXT, **kw)
+    sparse = _sparse_run(tiny_model, TEXT, **kw)
+    assert dense.attn.is_dense and not sparse.attn.is_dense
+    assert torch.equal(sparse.probs, dense.probs)
+    assert torch.equal(sparse.graph, dense.graph)
+    for name in ("queries", "keys", "hidden"):
+        assert torch.equal(getattr(sparse, name), getattr(dense, name)), name
+
+
+def test_row_chunks_equal_whole_heads(tiny_model, monkeypatch):
+    """Chunks of some query rows of one head (what n = 16,384 takes) give the same numbers
+    (from 4 rows on: BLAS takes another kernel for fewer, see ``model.rows_kernel_floor``)."""
+    whole = _sparse_run(tiny_model, TEXT, alpha=1.5)
+    monkeypatch.setattr(A, "CHUNK_SCORES", 8 * whole.n)  # 8 rows per chunk
+    assert A._chunk_shape(4, whole.n, whole.n, A.CHUNK_SCORES) == (1, 8)
+    rows = _sparse_run(tiny_model, TEXT, alpha=1.5)
+    assert torch.equal(rows.probs, whole.probs) and torch.equal(rows.hidden, whole.hidden)
+
+
+def test_run_batch_runs_long_texts_alone(monkeypatch):
+    """A text whose dense P would not fit is run alone (sparse), the others packed as before."""
+    model = tiny_model(seed=1)
+    short, long_ = "A short one here.", TEXT + " " + TEXT
+    n_long = len(model.encode(long_).ids)
+    model.dense_max_bytes = 2 * 4 * (n_long - 1) ** 2 * 4
+    outs = model.run_batch([short, long_, short])
+    assert not outs[1].attn.is_dense and outs[0].attn.is_dense
+    model.dense_max_bytes = None
+    for text, out in zip([short, long_, short], outs, strict=True):
+        alone = model.run(text)
+        assert torch.equal(out.probs, alone.probs)
