@@ -14,6 +14,7 @@ in-process (uvicorn thread) on a free loopback port; Chromium is Debian's /usr/b
 model (replacing a previous run of the same model; other sections stay).
 
     python bench/bench_page.py --first-paint --write   # first paint, warm server, real model
+    python bench/bench_page.py --arena --n 512          # every slider of the arena's methods
 
 ``--first-paint``: a warm server (the gallery precomputed, as ``serve`` does at start-up) and, for
 the first visit ``/`` and every gallery example ``/gallery/{slug}``, the time from navigation to
@@ -60,6 +61,28 @@ SLIDE_JS = """async ([name, steps]) => {
   const get = (name) => performance.getEntriesByName(name).map((e) => e.duration);
   return { update: get('slider-update'), work: get('slider-work') };
 }"""
+
+CHOICE_JS = """async ([name, steps]) => {
+  const el = document.querySelector(`[data-param="${name}"]`);
+  const values = [...el.options].map((o) => o.value);
+  const frame = () => new Promise((r) => requestAnimationFrame(() => r()));
+  performance.clearMeasures('slider-update');
+  performance.clearMeasures('slider-work');
+  for (let k = 0; k < steps; k++) {
+    el.value = values[(k * 7 + 1) % values.length];  // every choice, in a scattered order
+    el.dispatchEvent(new Event('input', { bubbles: true }));
+    await frame();
+    await frame();
+  }
+  const get = (name) => performance.getEntriesByName(name).map((e) => e.duration);
+  return { update: get('slider-update'), work: get('slider-work') };
+}"""
+
+#: The arena's methods (issue 24): ``--arena`` moves every one of their sliders, and the first
+#: slider of a few of the paper's methods in the same run (a loaded machine: the ratio holds).
+ARENA = ("streaming", "topk", "topp", "h2o", "moba", "quest", "xattention", "vertical-slash",
+         "sparge")  # fmt: skip
+BASELINE = ("window", "bigbird", "sf-distance", "sf-kmeans")
 
 HOVER_JS = """async (count) => {
   const el = document.querySelector('.heatmap-overlay');
@@ -136,6 +159,59 @@ def slider_of(method: dict) -> str | None:
         if p["kind"] in ("int", "float") and p["name"] != "window":
             return p["name"]
     return "window"
+
+
+def bench_arena(browser, base: str, model, n: int, steps: int) -> dict:
+    """Every slider (range inputs and choices, add-ons left out) of every arena method at n:
+    {"method · param": [slider-update ms]}, and the frames' work."""
+    text = texts_of_n_tokens(model, n, 1)[0]
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    page.set_default_timeout(300_000)  # a loaded machine: the first visit computes its example
+    a = analyse(page, base, text)
+    page.wait_for_selector("#pareto .scatterlayer .trace", timeout=600_000)
+    out, work, base = {}, {}, {}
+    for m in a["methods"]:
+        if m["name"] not in ARENA + BASELINE:
+            continue
+        page.select_option("#method", m["name"])
+        page.wait_for_timeout(300)
+        for spec in m["params"]:
+            if spec["name"] in ("window", "globals") or spec["kind"] == "bool":
+                continue
+            js = CHOICE_JS if spec["kind"] == "choice" else SLIDE_JS
+            got = page.evaluate(js, [spec["name"], steps])
+            key = f"{m['name']} · {spec['name']}"
+            (base if m["name"] in BASELINE else out)[key] = got["update"]
+            work[key] = got["work"]
+            if m["name"] in BASELINE:
+                break  # the paper's methods: their first slider, side by side
+    page.close()
+    return {"n": n, "per_slider": out, "baseline": base, "work": work}
+
+
+def arena_report(r: dict, model_id: str, argv: list[str]) -> str:
+    load = os.getloadavg()[0]
+    lines = [f"{model_id}, n = {r['n']}, {os.cpu_count()} CPU threads, load average {load:.1f} "
+             "at the end of the run. Command:", "",
+             f"    python bench/bench_page.py {' '.join(argv)}", "",
+             "| slider | count | p50 | p95 | max |", "|---|---:|---:|---:|---:|"]  # fmt: skip
+    lines[-2:] = ["| slider | count | update p50 | p95 | max | work p50 | work p95 |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    allv = [v for vs in r["per_slider"].values() for v in vs]
+    allw = [v for k in r["per_slider"] for v in r["work"][k]]
+    basev = [v for vs in r["baseline"].values() for v in vs]
+    basew = [v for k in r["baseline"] for v in r["work"][k]]
+
+    def row(name: str, xs: list[float], ws: list[float]) -> str:
+        return (f"| {name} | {len(xs)} | {pct(xs, 0.5):.1f} | {pct(xs, 0.95):.1f} | "
+                f"{max(xs):.1f} | {pct(ws, 0.5):.1f} | {pct(ws, 0.95):.1f} |")  # fmt: skip
+
+    lines.append(row("**every arena slider**", allv, allw))
+    if basev:
+        lines.append(row("the paper's methods, first slider (same run)", basev, basew))
+    for k, xs in [*r["per_slider"].items(), *r["baseline"].items()]:
+        lines.append(row(k, xs, r["work"][k]))
+    return "\n".join(lines) + "\n"
 
 
 def bench_n(browser, base: str, model, n: int, steps: int, cold: int) -> dict:
@@ -350,6 +426,11 @@ def main() -> int:
     ap.add_argument("--write", action="store_true", help="update docs/benchmarks.md")
     ap.add_argument("--first-paint", action="store_true", help="first paint of / and the gallery")
     ap.add_argument("--repeats", type=int, default=3, help="--first-paint: repeats per page")
+    ap.add_argument(
+        "--arena",
+        action="store_true",
+        help="every slider of every arena method (issue 24), printed as a table",
+    )
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from playwright.sync_api import sync_playwright
@@ -379,6 +460,14 @@ def main() -> int:
             global SECTION, INTRO
             SECTION, INTRO = FIRST_SECTION, FIRST_INTRO
             print(f"wrote {write_section(model.model_id, text)}")
+        return 0
+    if args.arena:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
+            for n in args.n:
+                print(arena_report(bench_arena(browser, base, model, n, args.steps),
+                                   model.model_id, sys.argv[1:]))  # fmt: skip
+            browser.close()
         return 0
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)

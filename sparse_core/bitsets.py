@@ -39,7 +39,7 @@ from .metrics import BLOCKS
 #: Block sparsity per tile size, as the engines key it (the JSON bodies fold them into
 #: ``"block_sparsity": {"16": …}``: :func:`fold_blocks`).
 BLOCK_METRICS = tuple(f"block_{b}" for b in BLOCKS)
-METRICS = ("sparsity", "recall", "exact", "precision", *BLOCK_METRICS)
+METRICS = ("sparsity", "recall", "exact", "precision", "mass_recall", *BLOCK_METRICS)
 _ONE = np.uint64(1)
 
 
@@ -152,13 +152,33 @@ def tile_geometry(n: int, block: int, causal: bool) -> tuple[np.ndarray, np.ndar
 class Gold:
     """Per text: the gold edges, the valid region and window geometry, shared by all methods."""
 
-    def __init__(self, graph: Tensor, causal: bool) -> None:
+    def __init__(self, graph: Tensor, causal: bool, probs: Tensor | None = None) -> None:
         L, H, n, _ = graph.shape
-        self.L, self.H, self.n, self.causal, self.W = L, H, n, bool(causal), words(n)
         g = graph.numpy() if isinstance(graph, Tensor) else np.asarray(graph)
         # sorted (lh, i, j); ``flatnonzero`` then a divmod is ~8x faster than a 3-d ``nonzero``
-        self.e_lh, rest = np.divmod(np.flatnonzero(g), n * n)
-        self.e_i, self.e_j = np.divmod(rest, n)
+        flat = np.flatnonzero(g)
+        e_lh, rest = np.divmod(flat, n * n)
+        e_i, e_j = np.divmod(rest, n)
+        e_p = None
+        if probs is not None:
+            pr = probs.numpy() if isinstance(probs, Tensor) else np.asarray(probs)
+            e_p = pr.reshape(-1)[flat]
+        self._setup(L, H, n, causal, e_lh, e_i, e_j, e_p)
+
+    @classmethod
+    def of(cls, ctx) -> Gold:
+        """The gold edges of a ``methods.PredictContext`` (its ``gold_edges`` accessor), with P
+        on every edge (mass recall)."""
+        obj = cls.__new__(cls)
+        obj._setup(ctx.layers, ctx.heads, ctx.n, ctx.causal, *ctx.gold_edges())
+        return obj
+
+    def _setup(self, L, H, n, causal, e_lh, e_i, e_j, e_p) -> None:
+        self.L, self.H, self.n, self.causal, self.W = L, H, n, bool(causal), words(n)
+        self.e_lh, self.e_i, self.e_j = e_lh, e_i, e_j
+        #: P of every edge (float64), None when the probabilities were not given (mass recall
+        #: is then NaN)
+        self.e_p = None if e_p is None else np.asarray(e_p, dtype=np.float64)
         self.e_d = np.abs(self.e_i - self.e_j)
         self.gold = np.bincount(self.e_lh, minlength=L * H).astype(np.int64)  # |G| per head
         v = np.ones((n, n), dtype=bool)
@@ -177,6 +197,48 @@ class Gold:
         self.tiles = {b: tile_geometry(n, b, self.causal) for b in BLOCKS}
         self.n_tiles = {b: int(c.sum()) for b, (c, _) in self.tiles.items()}
         self._tile_order: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._bits: np.ndarray | None = None
+        self._runs: dict | None = None
+        self._edge_idx: dict = {}
+        self._block_gold: dict = {}
+
+    def runs(self) -> dict[str, np.ndarray]:
+        """The edges' runs (made once): ``row_starts`` / ``row_len`` of each row that has edges,
+        ``head_starts`` of each head that has edges (``heads``), ``row_head_starts`` (where each
+        such head's rows start among the rows), ``rows_per_head`` (L·H,) rows with edges."""
+        if self._runs is None:
+            LH, n = self.L * self.H, self.n
+            row = self.e_lh * n + self.e_i
+            row_starts = np.flatnonzero(np.diff(row, prepend=-1))
+            row_head = self.e_lh[row_starts]
+            head_starts = np.flatnonzero(np.diff(self.e_lh, prepend=-1))
+            heads = self.e_lh[head_starts]
+            self._runs = {
+                "row_starts": row_starts,
+                "row_len": np.diff(np.append(row_starts, len(row))),
+                "head_starts": head_starts,
+                "heads": heads,
+                "row_head_starts": np.searchsorted(row_head, heads),
+                "rows_per_head": np.bincount(row_head, minlength=LH),
+            }
+        return self._runs
+
+    def edge_index(self, key: tuple, make) -> np.ndarray:
+        """A per-edge array memoised on this Gold under ``key`` (e.g. each edge's flat index
+        into a method's (L·H, n, T) block choices)."""
+        if key not in self._edge_idx:
+            self._edge_idx[key] = make()
+        return self._edge_idx[key]
+
+    def bits(self) -> np.ndarray:
+        """The gold graph as row bitsets (L·H, n, W) uint64, built from the edge list (made
+        once): a method that needs the whole graph's bits reads them here."""
+        if self._bits is None:
+            LH, nb = self.L * self.H, 8 * self.W
+            weights = (np.uint8(1) << self.shift).astype(np.float64)
+            byte = np.bincount(self.flat_pos(LH), weights=weights, minlength=LH * self.n * nb)
+            self._bits = byte.astype(np.uint8).view(np.uint64).reshape(LH, self.n, self.W)
+        return self._bits
 
     def tile_order(self, block: int) -> tuple[np.ndarray, np.ndarray]:
         """(flat indices of the counted B × B tiles by ascending least |i − j|, those distances)."""
@@ -236,7 +298,11 @@ class Gold:
             starts = np.flatnonzero(np.diff(key, prepend=-1))  # runs of one (head, first)
             heads = key[starts] // (nq + 1)
             head_starts = np.flatnonzero(np.diff(heads, prepend=-1))
+            p = self.e_p[order] if self.e_p is not None else None
             plan = self._plans[tag] = {
+                "p": p,  # P of each edge, in plan order (None: no probabilities)
+                "p32": None if p is None else p.astype(np.float32),  # the same (float32 values)
+                "run_p": None if p is None else np.add.reduceat(p, starts) if len(p) else p,
                 "pos": self.flat_pos(A)[order],
                 "shift": self.shift[order],
                 "first": geo["first"][order],
@@ -383,14 +449,15 @@ def evaluate_bits(gold: Gold, bits: np.ndarray, windows: Sequence[int]) -> dict[
 
 
 def to_metrics(gold: Gold, c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Counts (``size`` = |M ∩ V|, ``hit`` = |M ∩ G|, ``covered`` rows) -> SPEC §4 metrics
-    (degenerate ratios as in :mod:`sparse_core.metrics`)."""
+    """Counts (``size`` = |M ∩ V|, ``hit`` = |M ∩ G|, ``covered`` rows, ``mass`` = Σ P over
+    M ∩ G) -> SPEC §4 / §8 metrics (degenerate ratios as in :mod:`sparse_core.metrics`)."""
     size, t, g = c["size"], c["hit"], gold.gold
     out = {
         "sparsity": 1.0 - size / gold.n_valid,
         "recall": np.where(g > 0, t / np.maximum(g, 1), 1.0),
         "exact": c["covered"] / gold.n,
         "precision": np.where(size > 0, t / np.maximum(size, 1), 1.0),
+        "mass_recall": c["mass"] / gold.n,
     }
     for b in BLOCKS:  # ``empty_B``: empty counted tiles (n >= 1: at least one tile counts)
         out[f"block_{b}"] = c[f"empty_{b}"] / gold.n_tiles[b]
@@ -417,8 +484,8 @@ def empty_tiles(gold: Gold, bits: np.ndarray, hs: np.ndarray) -> dict[str, np.nd
 
 
 def count_bits(gold: Gold, bits: np.ndarray, windows: Sequence[int]) -> dict[str, np.ndarray]:
-    """The integer counts behind :func:`evaluate_bits`: size, hit, covered and the empty tiles
-    ``empty_B`` of each block size (P, nW, L·H)."""
+    """The counts behind :func:`evaluate_bits`: size, hit, covered, mass (Σ P over M_w ∩ G,
+    float64) and the empty tiles ``empty_B`` of each block size, each (P, nW, L·H)."""
     P, A, n, W = bits.shape
     LH = gold.L * gold.H
     hs = half_widths(windows)
@@ -442,6 +509,17 @@ def count_bits(gold: Gold, bits: np.ndarray, windows: Sequence[int]) -> dict[str
         hist[:, plan["bin"]] = plan["size"] - got  # missed edges, at their first window
         hist[:, plan["held_bins"]] += np.add.reduceat(got, plan["head_starts"], axis=1)
     hits = np.cumsum(hist.reshape(P, LH, nq + 1), axis=-1)[..., :nq]  # (P, LH, nq), sorted h
+    # mass recall's numerator, the same way with each edge weighted by its P
+    if plan["p"] is None:
+        mass = np.full((P, LH, nq), np.nan)
+    else:
+        mhist = np.zeros((P, plan["bins"]))
+        if held.shape[1]:
+            # held is 0 / 1: the float32 products are exact, their sums are made in float64
+            got_p = np.add.reduceat(held * plan["p32"], plan["starts"], axis=1, dtype=np.float64)
+            mhist[:, plan["bin"]] = plan["run_p"] - got_p
+            mhist[:, plan["held_bins"]] += np.add.reduceat(got_p, plan["head_starts"], axis=1)
+        mass = np.cumsum(mhist.reshape(P, LH, nq + 1), axis=-1)[..., :nq]
     # exact: a row is whole in M_w iff its latest-covered gold key is covered at w
     held -= np.uint8(1)  # 0 where M holds the edge, else 0xFF
     cov = torch.from_numpy(plan["first"] & held)  # (P, E) in [0, nq]: 0 where M holds it
@@ -457,7 +535,107 @@ def count_bits(gold: Gold, bits: np.ndarray, windows: Sequence[int]) -> dict[str
         "size": np.ascontiguousarray(size),
         "hit": hits[..., inv].transpose(0, 2, 1),
         "covered": covered[..., inv].transpose(0, 2, 1),
+        "mass": mass[..., inv].transpose(0, 2, 1),
     }
     for k, e in empty_tiles(gold, bits, hs).items():  # (P, nq, A)
         out[k] = np.broadcast_to(e, (P, nq, LH)) if A == 1 else e
     return out
+
+
+# ----------------------------------------------------------------------------- masks by selection
+
+
+def pool_tiles(occ: np.ndarray, n: int, f: int) -> np.ndarray:
+    """OR-pool tile flags (…, T, T) of side b into tiles of side f·b: (…, ⌈n / (f b)⌉, …)."""
+    T = occ.shape[-1]
+    Tb = -(-T // f)
+    if Tb * f != T:
+        pad = [(0, 0)] * (occ.ndim - 2) + [(0, Tb * f - T)] * 2
+        occ = np.pad(occ, pad)
+    return occ.reshape(*occ.shape[:-2], Tb, f, Tb, f).any(axis=(-3, -1))
+
+
+def selection_counts(
+    gold: Gold, held: np.ndarray, size: np.ndarray, occ16: np.ndarray
+) -> dict[str, np.ndarray]:
+    """The counts of :func:`to_metrics` for P masks given without bitsets — a method that knows
+    which keys it keeps (a threshold per row, a set of blocks) says, per mask:
+
+    - ``held`` (P, E) bool: whether it keeps each gold edge (``Gold``'s edge order);
+    - ``size`` (P, L·H) int: |M ∩ V| per head;
+    - ``occ16`` (P, L·H, T, T) bool, T = ⌈n / 16⌉: which 16 × 16 tiles hold a pair of M ∩ V
+      (the larger tiles of ``metrics.BLOCKS`` are OR-pooled from them).
+
+    Returns size, hit, covered, mass and ``empty_B`` (P, L·H), equal to :func:`count_bits` of
+    the same masks without a window (tested through every arena method's measure). The edges
+    are sorted by (head, row): one ``reduceat`` per count over all P masks at once."""
+    P = held.shape[0]
+    LH, n = gold.L * gold.H, gold.n
+    g = gold.runs()
+    out = {"size": np.asarray(size, dtype=np.int64)}
+    hit = np.zeros((P, LH), dtype=np.int64)
+    cov = np.broadcast_to(n - g["rows_per_head"], (P, LH)).copy()  # rows without gold edges
+    mass = np.full((P, LH), np.nan)
+    if held.shape[1]:
+        h8 = held.view(np.uint8)
+        kept = np.add.reduceat(h8, g["row_starts"], axis=1, dtype=np.int64)  # (P, R)
+        whole = (kept == g["row_len"]).view(np.uint8)
+        cov[:, g["heads"]] += np.add.reduceat(whole, g["row_head_starts"], axis=1, dtype=np.int64)
+        hit[:, g["heads"]] = np.add.reduceat(kept, g["row_head_starts"], axis=1)
+        if gold.e_p is not None:
+            mass[:] = 0.0
+            mass[:, g["heads"]] = np.add.reduceat(h8 * gold.e_p, g["head_starts"], axis=1)
+    elif gold.e_p is not None:
+        mass[:] = 0.0
+    out.update(hit=hit, covered=cov, mass=mass)
+    out.update(empty_counts(gold, occ16))
+    return out
+
+
+def empty_counts(gold: Gold, occ16: np.ndarray) -> dict[str, np.ndarray]:
+    """``empty_B`` of every tile size from the 16 × 16 tiles that hold a pair of M ∩ V."""
+    out, base = {}, BLOCKS[0]
+    for b in BLOCKS:
+        occ = occ16 if b == base else pool_tiles(occ16, gold.n, b // base)
+        counted = gold.tiles[b][0]
+        out[f"empty_{b}"] = (counted & ~occ).sum(axis=(-2, -1))
+    return out
+
+
+def block_gold(gold: Gold, block: int, rows: bool) -> dict[str, np.ndarray]:
+    """Per text and block size (made once): the gold edges counted per (head, query row, key
+    block) when ``rows`` (L·H, n, T), else per (head, query block, key block) (L·H, T, T), with
+    their mass (float64, the edges added in order), and the gold keys per row (L·H, n)."""
+    key = ("rows" if rows else "blocks", block)
+    got = gold._block_gold.get(key)
+    if got is None:
+        LH, n = gold.L * gold.H, gold.n
+        T = -(-n // block)
+        a = gold.e_i if rows else gold.e_i // block
+        R = n if rows else T
+        at = (gold.e_lh * R + a) * T + gold.e_j // block
+        cnt = np.bincount(at, minlength=LH * R * T).reshape(LH, R, T)
+        cnt = cnt.astype(np.uint8 if block < 256 else np.int32)  # at most B edges a cell
+        mass = None
+        if gold.e_p is not None:
+            mass = np.bincount(at, weights=gold.e_p, minlength=LH * R * T).reshape(LH, R, T)
+        per_row = np.bincount(gold.e_lh * n + gold.e_i, minlength=LH * n).reshape(LH, n)
+        got = gold._block_gold[key] = {"count": cnt, "mass": mass, "per_row": per_row}
+    return got
+
+
+def row_tiles(rows: np.ndarray, n: int, tile: int = 16) -> np.ndarray:
+    """OR rows in groups of ``tile``: (…, n, C) bool -> (…, ⌈n / tile⌉, C)."""
+    T = -(-n // tile)
+    if T * tile != n:
+        pad = [(0, 0)] * (rows.ndim - 2) + [(0, T * tile - n), (0, 0)]
+        rows = np.pad(rows, pad)
+    return rows.reshape(*rows.shape[:-2], T, tile, rows.shape[-1]).any(axis=-2)
+
+
+def valid_tiles16(n: int, causal: bool) -> np.ndarray:
+    """(n, T) bool, T = ⌈n / 16⌉: whether row i has a valid key in column tile c."""
+    T = -(-n // 16)
+    if not causal:
+        return np.ones((n, T), dtype=bool)
+    return (np.arange(T)[None, :] * 16) <= np.arange(n)[:, None]

@@ -7,6 +7,7 @@ valid region (all n² pairs, or the n(n+1)/2 pairs j <= i when causal, diagonal 
     recall(M)    = |M ∩ G| / |G|
     precision(M) = |M ∩ G| / |M ∩ V|
     exact(M)     = |{valid i : G_i ⊆ M_i}| / |{valid i}|
+    mass_recall(M) = Σ_{(i, j) ∈ M} P_ij / n   (SPEC §8: the attention mass kept, per query)
     block_sparsity_B(M) = |{counted tiles t : t ∩ M ∩ V = ∅}| / |{counted tiles}|
 
 Block sparsity (issue 15): kernels skip B × B tiles, not single pairs (FlashAttention /
@@ -133,6 +134,19 @@ def recall(pred: Tensor, gold: Tensor) -> Tensor:
     _check_mask("gold", gold)
     hit, gold = torch.broadcast_tensors(pred & gold, gold)
     return _ratio(_count(hit), _count(gold), 1.0)
+
+
+def mass_recall(pred: Tensor, probs: Tensor) -> Tensor:
+    """``Σ_{(i, j) ∈ M} P_ij / n`` (SPEC §8): the share of the attention mass the mask keeps,
+    averaged over the n queries (each row of P sums to 1). ``probs`` (…, n, n) float, P = 0 off
+    the graph (and outside V), so pairs of M outside V add nothing. Summed in float64."""
+    _check_mask("pred", pred)
+    if not isinstance(probs, Tensor) or not probs.is_floating_point():
+        raise ValueError("probs must be a float tensor (..., n, n) of attention probabilities")
+    kept, p = torch.broadcast_tensors(pred, probs)
+    mass = torch.where(kept, p.to(torch.float64), 0.0).sum(dim=(-2, -1))
+    n = probs.shape[-1]
+    return mass / n if n else torch.ones_like(mass)
 
 
 def precision(

@@ -40,9 +40,27 @@ CAUGHT_STROKE = "#7c2d12"
 MISSED = "#dc2626"  # a gold edge the method misses
 #: One colour per method, in the registry's order (frontend/js/pareto.js).
 PALETTE = (
-    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
-    "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#1f2937",
-)  # fmt: skip
+    "#4e79a7",
+    "#f28e2b",
+    "#e15759",
+    "#76b7b2",
+    "#59a14f",
+    "#edc948",
+    "#b07aa1",
+    "#ff9da7",
+    "#9c755f",
+    "#1f2937",
+    "#a0cbe8",
+    "#ffbe7d",
+    "#8cd17d",
+    "#b6992d",
+    "#499894",
+    "#86bcb6",
+    "#d37295",
+    "#fabfd2",
+    "#79706e",
+    "#d4a6c8",
+)  # fmt: skip  (Tableau 10, then 10 of Tableau 20: one colour per method of the registry)
 #: The 17 Universal POS tags with the page's colours (frontend/js/pos.js).
 UPOS = (
     ("NOUN", "#4e79a7"), ("PROPN", "#a0cbe8"), ("PRON", "#86bcb6"), ("VERB", "#e15759"),
@@ -311,13 +329,25 @@ def pareto_figure(
     by_method: dict[str, list[int]] = {}
     for k, pt in enumerate(points):
         by_method.setdefault(str(pt["method"]), []).append(k)
+    has_mass = any(pt.get("mass_recall") is not None for pt in points)
+
+    def mass(pt: Mapping[str, Any]) -> float:
+        v = pt.get("mass_recall")
+        return math.nan if v is None else v
+
+    mfronts = {}
     for name, idx in by_method.items():
         if name not in fronts:
             front = pareto_front([(xv(points[k]), points[k]["recall"]) for k in idx])
             fronts[name] = [idx[f] for f in front]
+        front = pareto_front([(xv(points[k]), mass(points[k])) for k in idx])
+        mfronts[name] = [idx[f] for f in front]
     labels = _method_labels()
     order = {name: k for k, name in enumerate(labels)}
     traces = []
+    # per trace: (x, y) with y = recall and with y = mass recall (the y-axis buttons)
+    views: list[tuple[list, list, list, list]] = []
+    texts: list[tuple[list[str], list[str]]] = []  # per trace: hover texts in either view
     for name in sorted(by_method, key=lambda nm: order.get(nm, len(order))):
         idx = by_method[name]
         colour = PALETTE[order.get(name, len(traces) // 2) % len(PALETTE)]
@@ -327,14 +357,19 @@ def pareto_figure(
             return [
                 f"<b>{label}</b><br>{_label(_params_text(points[k].get('params', {})))}"
                 f"<br>{xname} {xv(points[k]):.3f} · recall {points[k]['recall']:.3f}"
+                + (f" · mass recall {mass(points[k]):.3f}" if has_mass else "")
                 for k in ks
             ]
 
         front = list(fronts.get(name, []))
+        mfront = mfronts.get(name, [])
+        views.append(([xv(points[k]) for k in idx], [points[k]["recall"] for k in idx],
+                      [xv(points[k]) for k in idx], [mass(points[k]) for k in idx]))  # fmt: skip
+        texts.append((hover(idx), hover(idx)))
         traces.append(
             go.Scatter(
-                x=[xv(points[k]) for k in idx],
-                y=[points[k]["recall"] for k in idx],
+                x=views[-1][0],
+                y=views[-1][1],
                 mode="markers",
                 name=f"{label} (sweep)",
                 legendgroup=name,
@@ -344,10 +379,15 @@ def pareto_figure(
                 hoverinfo="text",
             )
         )
+        views.append((
+            [xv(points[k]) for k in front], [points[k]["recall"] for k in front],
+            [xv(points[k]) for k in mfront], [mass(points[k]) for k in mfront],
+        ))  # fmt: skip
+        texts.append((hover(front), hover(mfront)))
         traces.append(
             go.Scatter(
-                x=[xv(points[k]) for k in front],
-                y=[points[k]["recall"] for k in front],
+                x=views[-1][0],
+                y=views[-1][1],
                 mode="lines+markers",
                 name=label,
                 legendgroup=name,
@@ -379,6 +419,30 @@ def pareto_figure(
             line={"color": "#6b7280", "width": 1, "dash": "dot"},
             annotation_text="gold sparsity",
             annotation_position="top",
+        )
+    if has_mass:  # y: recall or mass recall (each with its own frontiers)
+        buttons = []
+        for k, (title, ys) in enumerate((("recall", 1), ("mass recall", 3))):
+            buttons.append({
+                "label": title,
+                "method": "update",
+                "args": [{"x": [v[ys - 1] for v in views], "y": [v[ys] for v in views],
+                          "text": [t[k] for t in texts]},
+                         {"yaxis.title.text": title}],
+            })  # fmt: skip
+        fig.update_layout(
+            updatemenus=[
+                {
+                    "type": "buttons",
+                    "direction": "right",
+                    "x": 1.0,
+                    "y": 1.08,
+                    "xanchor": "right",
+                    "yanchor": "bottom",
+                    "buttons": buttons,
+                    "showactive": True,
+                }
+            ]  # fmt: skip
         )
     return fig
 

@@ -56,14 +56,23 @@ JS_ROOT = ROOT / "frontend" / "js"
 NODE = shutil.which("node")
 FORMAT = "sparsescope-twins/1"
 
+#: A text of 70 tokens under the tiny model (several 16- and 32-token blocks, a ragged last one).
+LONG = (
+    "The chef who ran to the store was out of food, so he went back home again. Later that "
+    "evening the neighbours came over with bread, cheese and a large pot of soup, and they all "
+    "sat in the kitchen talking about the storm that had closed the road for two days, and "
+    "about the river that rose over the old bridge."
+)
 #: (text, max_positions or None, heads): n = 1 and 2 come from a model with 1 / 2 positions and
-#: truncate=true ([SEP] alone, [CLS] [SEP]); then n = 9 (odd), 14 (even) and 21.
+#: truncate=true ([SEP] alone, [CLS] [SEP]); then n = 9 (odd), 14 (even), 21 and 70.
 TEXTS = [
     ("One token only.", 1, [(0, 0)]),
     ("Two tokens.", 2, [(1, 3)]),
     ("The chef ran to the store.", None, [(0, 1), (1, 3)]),
     ("The chef who ran to the store was out of food.", None, [(0, 2), (1, 0)]),
     ("The chef who ran to the store was out of food, so he went back home again.", None, [(1, 2)]),
+    # n = 70: several 16- and 32-token blocks for the arena's block methods
+    (LONG, None, [(1, 1)]),
 ]
 #: an alpha the random artefact is not fitted for: the sf-* settings are
 #: rejected by Python and must be refused by the JS too
@@ -146,6 +155,38 @@ def _param_sets(name: str, n: int, specs: dict) -> list[dict]:
             for k in sorted({1, 2, b, b + 1}):  # top_k = B + 1 > B: rejected
                 if k <= top_max:
                     sets.append({"n_clusters": b, "top_k": k, **off})
+    elif name == "streaming":
+        for sk in sorted({0, 1, 4, n}):
+            for r in sorted({0, 1, 3, n - 1}):
+                sets.append({"sinks": sk, "recent": r, **off})
+    elif name == "topk":
+        kmax = specs["k"].max
+        sets += [{"k": k, **off} for k in sorted({1, 2, 3, kmax})]
+    elif name == "topp":
+        sets += [{"p": p, **off} for p in (0.01, 0.3, 0.5, 0.77, 0.9, 0.99, 1.0)]
+    elif name == "h2o":
+        for r in sorted({0, 1, 4}):
+            for k in sorted({0, 1, 3, 8, n}):
+                sets.append({"recent": r, "k": k, **off})
+    elif name in ("moba", "quest"):
+        bp = "block" if name == "moba" else "page"
+        for b in specs[bp].choices:
+            for k in sorted({1, 2, 3, specs["topk"].max}):
+                sets.append({bp: b, "topk": k, **off})
+    elif name == "xattention":
+        for b in specs["block"].choices:
+            for st in specs["stride"].choices:
+                for tau in (0.05, 0.5, 0.9, 1.0):
+                    sets.append({"block": b, "stride": st, "tau": tau, **off})
+    elif name == "vertical-slash":
+        for last in sorted({1, 3, n}):
+            for v, sl in [(0, 0), (1, 2), (3, 0), (0, 5), (4, 4), (n, 2 * n - 1)]:
+                sets.append({"last": last, "verticals": v, "slashes": sl, **off})
+    elif name == "sparge":
+        for b in specs["block"].choices:
+            for th in (0.0, 0.3, 0.6, 0.95, 1.0):
+                for tau in (0.05, 0.5, 0.9, 1.0):
+                    sets.append({"block": b, "theta": th, "tau": tau, **off})
     out = []
     for p in sets:  # keep only values each spec accepts on its own
         try:
@@ -179,6 +220,7 @@ def _cases(ctx: PredictContext, layer: int, head: int, artefact) -> list[dict]:
                     "sparsity": float(metrics.sparsity(mask, causal=out.causal)),
                     "exact": float(metrics.exact(mask, gold)),
                     "precision": float(metrics.precision(mask, gold, causal=out.causal)),
+                    "mass_recall": float(metrics.mass_recall(mask, out.probs[layer, head])),
                     "block_sparsity": {
                         b: float(v)
                         for b, v in metrics.block_sparsities(mask, causal=out.causal).items()
@@ -382,8 +424,18 @@ def _drift(tmp_path: Path, module: str, old: str, new: str) -> Path:
         # "yes" read as false
         ("params.js", 'const TRUE_WORDS = ["true", "1", "yes", "on"];',
          'const TRUE_WORDS = ["true", "1", "on"];', 'coercion: globals'),
+        # XAttention without the reference's causal sink block (block 0 forced)
+        ("arena.js", "const forced = (b) => b === a || (causal && b === 0);",
+         "const forced = (b) => b === a;", "method=xattention"),
+        # H2O's bidirectional mass with the query's own attention left in
+        ("arena.js", "A[i * n + j] = f(total[j] - probs[i * n + j]);", "A[i * n + j] = total[j];",
+         "method=h2o"),
+        # mass recall over n² instead of n
+        ("metrics.js", "if (probs) out.mass_recall = n > 0 ? mass / n : 1.0;",
+         "if (probs) out.mass_recall = n > 0 ? mass / (n * n) : 1.0;", "mass_recall"),
     ],
-    ids=["window", "sparsity", "blocks", "registry", "coercion"],
+    ids=["window", "sparsity", "blocks", "registry", "coercion", "xattention", "h2o-own-row",
+         "mass-recall"],
 )  # fmt: skip
 def test_the_check_fails_on_a_drifted_twin(golden, tmp_path, module, old, new, expect):
     """The node check is not vacuous: one drifted line in one twin fails it, and the report names

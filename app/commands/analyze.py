@@ -46,7 +46,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help=f"report only this method (repeatable; default all: {', '.join(METHODS)})",
     )
     add_block(p)
-    add_json(p)
+    add_json(
+        p, "with the oracle budgets: the least top-k and top-p mass recovering 90 %% / 99 %% "
+        "of each query's support, per head and pooled",
+    )  # fmt: skip
     p.set_defaults(run=run)
 
 
@@ -59,11 +62,14 @@ def analyze(
     truncate: bool,
     artefact,
     methods: list[str] | None = None,
+    budgets: bool = True,
 ) -> dict:
     """The JSON report: model, device, tokens and, per head, gold sparsity + the metrics of each
     method (``methods``, default every one of the registry) that can run with ``artefact``:
-    recall, sparsity, exact, precision and ``block_sparsity`` ({"16": …, "128": …}, the share
-    of B × B tiles with no predicted pair, ``metrics.block_sparsity``)."""
+    recall, sparsity, exact, precision, mass recall and ``block_sparsity`` ({"16": …, "128":
+    …}, the share of B × B tiles with no predicted pair, ``metrics.block_sparsity``); and the
+    oracle budgets (``sparse_core.budgets.budgets_json``: per head and pooled, the least top-k
+    and top-p mass recovering 90 % / 99 % of each query's support)."""
     from sparse_core.bitsets import fold_blocks
     from sparse_core.methods import PredictContext, available, evaluate
     from sparse_core.metrics import sparsity
@@ -95,7 +101,7 @@ def analyze(
                     "patterns": pats,
                 }
             )
-    return {
+    report = {
         "model": model.model_id,
         "device": model.device,
         "alpha": alpha,
@@ -106,10 +112,16 @@ def analyze(
         "tokens": out.tokens,
         "heads": heads,
     }
+    if budgets:
+        from sparse_core.budgets import budgets_json
+
+        report["budgets"] = budgets_json(ctx)
+    return report
 
 
 def _table(report: dict, block: int = 64) -> str:
-    """Per head: gold sparsity, and per method recall / sparsity / block sparsity at ``block``."""
+    """Per head: gold sparsity, and per method recall / mass recall / sparsity / block
+    sparsity at ``block``."""
     names = list(report["heads"][0]["patterns"]) if report["heads"] else []
     b = str(block)
     lines = [
@@ -120,14 +132,15 @@ def _table(report: dict, block: int = 64) -> str:
     ]
     head = f"{'layer':>5} {'head':>4} {'gold':>6}"
     for nm in names:
-        head += f" | {nm[:19]:>19}"
+        head += f" | {nm[:25]:>25}"
     lines.append(head)
-    lines.append(" " * 17 + f" | {'recall/spars/blk' + b:>19}" * len(names))
+    lines.append(" " * 17 + f" | {'recall/mass/spars/blk' + b:>25}" * len(names))
     for h in report["heads"]:
         row = f"{h['layer']:>5} {h['head']:>4} {h['gold_sparsity']:>6.3f}"
         for nm in names:
             p = h["patterns"][nm]
-            row += f" | {p['recall']:>7.3f}/{p['sparsity']:.3f}/{p['block_sparsity'][b]:.3f}"
+            row += (f" | {p['recall']:>7.3f}/{p['mass_recall']:.3f}/{p['sparsity']:.3f}/"
+                    f"{p['block_sparsity'][b]:.3f}")  # fmt: skip
         lines.append(row)
     if report["heads"]:
         lines.append("")
@@ -136,9 +149,10 @@ def _table(report: dict, block: int = 64) -> str:
         for nm in names:
             k = len(report["heads"])
             r = sum(h["patterns"][nm]["recall"] for h in report["heads"]) / k
+            m = sum(h["patterns"][nm]["mass_recall"] for h in report["heads"]) / k
             s = sum(h["patterns"][nm]["sparsity"] for h in report["heads"]) / k
             bs = sum(h["patterns"][nm]["block_sparsity"][b] for h in report["heads"]) / k
-            summary += f" | {r:>7.3f}/{s:.3f}/{bs:.3f}"
+            summary += f" | {r:>7.3f}/{m:.3f}/{s:.3f}/{bs:.3f}"
         lines.append(summary)
         params = "; ".join(
             f"{nm}: "
@@ -146,6 +160,7 @@ def _table(report: dict, block: int = 64) -> str:
             for nm in names
         )
         lines.append(f"defaults: {params}")
+        lines.append("mass: mass recall, the share of the attention mass kept (per query)")
         lines.append(f"blk{b}: block sparsity, the share of {b} x {b} tiles with no predicted pair")
     return "\n".join(lines)
 
@@ -176,6 +191,7 @@ def run(args: argparse.Namespace) -> int:
         truncate=args.truncate,
         artefact=artefact,
         methods=args.method,
+        budgets=args.json,
     )
     print(json.dumps(report) if args.json else _table(report, args.block))
     return 0

@@ -178,8 +178,12 @@ def add_causal(p: argparse.ArgumentParser) -> None:
     p.add_argument("--causal", action="store_true", help="mask future keys (decoder-style)")
 
 
-def add_json(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+def add_json(p: argparse.ArgumentParser, extra: str = "") -> None:
+    """``--json``; ``extra`` says what the JSON carries beyond the table."""
+    p.add_argument(
+        "--json", action="store_true",
+        help="print JSON instead of a table" + (f" ({extra})" if extra else ""),
+    )  # fmt: skip
 
 
 def add_block(p: argparse.ArgumentParser, *, axis: bool = False) -> None:

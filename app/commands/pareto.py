@@ -7,14 +7,16 @@ most ``--max-tokens`` tokens in corpus order (``corpus.pack``), drops inputs sho
 (``sparse_core.pareto.sweep_corpus``; grids in ``sparse_core.methods``). Writes
 
 - ``DIR/pareto.json``: ``{"model", "alpha", "causal", "texts", "gold_sparsity", "x", "block",
-  "points": [{"method", "params", "sparsity", "recall", "exact", "precision", "block_sparsity":
-  {"16", "32", "64", "128"}}], "frontiers": {method: [indices into points]}}`` (figures: per
+  "points": [{"method", "params", "sparsity", "recall", "exact", "precision", "mass_recall",
+  "block_sparsity": {"16", "32", "64", "128"}}], "frontiers": {method: [indices into points]}}``
+  (figures: per
   head the mean over texts, then the mean over heads, SPEC §4; the frontiers are over (x,
   recall): token sparsity, or with ``--x block`` the block sparsity at ``--block`` (64); with
   ``--fidelity`` every point of the token-sparsity frontiers gets ``"fidelity"``, others null);
 - ``DIR/pareto.html``: a self-contained Plotly figure (plotly.js inlined, no CDN) of sparsity
   (or block sparsity) against recall per method with its frontier and the gold sparsity as a
-  dashed vertical line (the paper's Figures 2 and 4);
+  dashed vertical line (the paper's Figures 2 and 4); two buttons switch the y-axis between
+  recall and mass recall (each with its own frontiers);
 - ``DIR/pareto-run.json``: provenance (corpus digest, inputs used, grids, timings);
 - ``DIR/pareto-heads.npz``: per (layer, head) the mean over texts of every point's figures
   (arrays ``"<method>/<metric>"`` of shape (points, L, H), float32) and ``"gold_sparsity"``.
@@ -54,9 +56,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "pareto",
         help="sweep every method's grid on a corpus: sparsity-recall points and frontiers",
         description="Run the entmax model on a corpus and measure every method (window, Sparse "
-        "Transformer, BigBird, Longformer, Reformer, Routing, Sparsefinder) at every point of "
-        "its sweep grid: sparsity, recall, exact, precision, the gold sparsity and each "
-        "method's Pareto frontier. Writes DIR/pareto.json and DIR/pareto.html.",
+        "Transformer, BigBird, Longformer, Reformer, Routing, Sparsefinder, and the arena: "
+        "StreamingLLM, top-k, top-p, H2O, MoBA, Quest, XAttention, vertical-slash, SpargeAttn) "
+        "at every point of its sweep grid: sparsity, recall, mass recall, exact, precision, the "
+        "gold sparsity and each method's Pareto frontier. Writes DIR/pareto.json and "
+        "DIR/pareto.html.",
     )
     add_corpus(p)
     add_limit(p)
@@ -233,18 +237,20 @@ def write_outputs(
 LEVELS = (0.98, 0.95, 0.9, 0.85, 0.8, 0.75, 0.7)
 
 
-def frontier_table(body: dict, levels=LEVELS) -> str:
-    """Best recall of each method's frontier among its points with x (sparsity, or block
-    sparsity with ``"x": "block"``) >= each level."""
+def frontier_table(body: dict, levels=LEVELS, y: str = "recall") -> str:
+    """Best ``y`` (recall or mass_recall) of each method among its points with x (sparsity, or
+    block sparsity with ``"x": "block"``) >= each level (the best at a level is a point of
+    the method's (x, y) frontier)."""
     from sparse_core.pareto.points import x_value
 
     pts = body["points"]
     x, block = body.get("x", "sparsity"), body.get("block")
     lines = ["method           " + " ".join(f"{'>=' + format(lv, 'g'):>7}" for lv in levels)]
-    for name, front in body["frontiers"].items():
+    for name in body["frontiers"]:
+        mine = [p for p in pts if p["method"] == name and p.get(y) is not None]
         row = []
         for lv in levels:
-            best = [pts[k]["recall"] for k in front if x_value(pts[k], x, block) >= lv]
+            best = [p[y] for p in mine if x_value(p, x, block) >= lv]
             row.append(f"{max(best):7.3f}" if best else f"{'-':>7}")
         lines.append(f"{name:16s} " + " ".join(row))
     return "\n".join(lines)
@@ -316,5 +322,7 @@ def run(args: argparse.Namespace) -> int:
     axis = "sparsity" if body["x"] == "sparsity" else f"block sparsity (B = {body['block']})"
     print(f"best frontier recall at {axis} >= level:")
     print(frontier_table(body))
+    print(f"best mass recall (attention mass kept) at {axis} >= level:")
+    print(frontier_table(body, y="mass_recall"))
     print(f"wrote {js}, {html} (and pareto-run.json, pareto-heads.npz)")
     return 0

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from sparse_core import pareto, pos
+from sparse_core import budgets, pareto, pos
 from sparse_core.bitsets import METRICS, fold_blocks
 from sparse_core.errors import SparsescopeError
 from sparse_core.methods import METHODS, available, evaluate
@@ -95,6 +95,21 @@ class Derived:
             1000 * (time.perf_counter() - t0),
         )
         return sweep
+
+    def budgets(self, entry: Entry, layer: int | None, head: int | None) -> bytes:
+        """Oracle budgets (``sparse_core.budgets``, SPEC §8): one head's (every query's values and
+        their quantiles) or, with neither, every head's quantiles and the pooled distribution."""
+
+        def make() -> bytes:
+            with torch.inference_mode():
+                if layer is None:
+                    return dumps({"scope": "all", **budgets.budgets_json(entry.ctx)})
+                body = budgets.head_json(entry.ctx.view(layer, head), 0, 0)
+                body.update(layer=layer, head=head)
+                return dumps({"scope": "head", "levels": list(budgets.LEVELS),
+                              "quantiles": list(budgets.QUANTILES), **body})  # fmt: skip
+
+        return self.cache.derive(entry, ("budgets", layer, head), make)
 
     def clusters(
         self, entry: Entry, layer: int, head: int, clusters: int | None, top_k: int

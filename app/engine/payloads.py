@@ -24,6 +24,15 @@ from .thumbs import head_thumbs
 MAX_RAW_TOKENS = 64
 
 
+def f32_exact(values) -> list[float]:
+    """float32 values as the shortest decimals that read back, as a double rounded to float32
+    (JavaScript's ``Math.fround`` / a Float32Array), to the very same float32: the page then
+    holds P exactly (its top-p, H2O and mass-recall sums are Python's to the bit)."""
+    v = np.asarray(values, dtype=np.float32)
+    short = v.astype(str).astype(np.float64)
+    return np.where(short.astype(np.float32) == v, short, v.astype(np.float64)).tolist()
+
+
 def sig6(x: float) -> float:
     """``x`` rounded to 6 significant digits (the edge weights sent to the page)."""
     return float(f"{x:.6g}")
@@ -217,18 +226,18 @@ def _total(out) -> int:
 @torch.inference_mode()
 def head_body(entry, layer: int, head: int) -> dict:
     """``GET /api/analyses/{id}/heads/{layer}/{head}``: every edge ``[i, j, p]`` with p > 0
-    (p to 6 significant digits), plus what the page needs to recompute every method's mask for
+    (p exactly, :func:`f32_exact`), plus what the page needs to recompute every method's mask for
     any slider value (the registry's ``head_payload`` hooks: ``sparse_core.methods.head_data``)."""
     out = entry.out
     p = out.probs[layer, head]  # (n, n)
     ij = p.nonzero()  # (E, 2)
-    vals = p[ij[:, 0], ij[:, 1]].tolist()
+    vals = f32_exact(p[ij[:, 0], ij[:, 1]].numpy())
     return {
         "layer": layer,
         "head": head,
         "n": out.n,
         "gold_sparsity": entry.body["summary"][layer * out.heads + head]["gold_sparsity"],
-        "edges": [[i, j, sig6(v)] for (i, j), v in zip(ij.tolist(), vals, strict=True)],
+        "edges": [[i, j, v] for (i, j), v in zip(ij.tolist(), vals, strict=True)],
         # computed on the head alone (PredictContext.view: the same payload, 1/(L·H) the work)
         **head_data(entry.ctx.view(layer, head), 0, 0),
         "pos": entry.pos,

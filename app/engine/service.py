@@ -335,6 +335,22 @@ class AnalysisService:
             entry = self._head_entry(analysis_id, layer, head)
         return self.derived.pareto(entry, layer, head, x, block)
 
+    def budgets(self, analysis_id: str, layer: int | None, head: int | None) -> bytes:
+        """Oracle budgets of one head, or (both None) of every head (``Derived.budgets``)."""
+        if (layer is None) != (head is None):
+            self.get(analysis_id)
+            missing = "head" if head is None else "layer"
+            raise SparsescopeError(
+                f"give both layer and head for one head's budgets, or neither for every head; "
+                f"{missing} is missing",
+                field=missing,
+            )
+        if layer is None:
+            entry = self.get(analysis_id)
+        else:
+            entry = self._head_entry(analysis_id, layer, head)
+        return self.derived.budgets(entry, layer, head)
+
     def clusters(
         self, analysis_id: str, layer: int, head: int, clusters: int | None, top_k: int
     ) -> bytes:

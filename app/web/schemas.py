@@ -217,6 +217,25 @@ class RoutingMembers(BaseModel):
     keys: list[list[int]]
 
 
+class Packed(BaseModel):
+    """A numeric array packed little-endian in base64 (sparse_core.methods.selection.b64_*)."""
+
+    dtype: Literal["u8", "u16", "f32", "f64"]
+    shape: list[int]
+    data: str
+
+
+class TopKOrders(BaseModel):
+    k_max: int = Field(description="the largest k of the slider")
+    order: Packed = Field(description="per query, its keys by true score, the first k_max")
+
+
+class SpargeEstimates(BaseModel):
+    qsim: list[float] = Field(description="per query block, its mean pairwise cosine")
+    ksim: list[float] = Field(description="per key block, its mean pairwise cosine")
+    u: Packed = Field(description="(T, T) pooled-score weights exp(z − max)")
+
+
 class HeadPayload(BaseModel):
     """``GET /api/analyses/{id}/heads/{layer}/{head}``: all the page needs to redraw one head."""
 
@@ -230,6 +249,18 @@ class HeadPayload(BaseModel):
     reformer: dict[str, list[list[int]]] = Field(default_factory=dict)
     routing: dict[str, RoutingMembers] = Field(default_factory=dict)
     seed: int
+    # the arena (SPEC §8; sparse_core/methods/*: head_payload, docs/methods.md)
+    topk: TopKOrders | None = Field(None, description="oracle top-k: each query's key order")
+    moba: dict[str, Packed] = Field(
+        default_factory=dict, description="block size B -> each query's MoBA block order (n x T)"
+    )
+    quest: dict[str, Packed] = Field(
+        default_factory=dict, description="page size B -> each query's Quest page order (n x T)"
+    )
+    xattention: dict[str, dict[str, Packed]] = Field(
+        default_factory=dict, description="B -> stride S -> (T, T) block estimates"
+    )
+    sparge: dict[str, SpargeEstimates] = Field(default_factory=dict, description="B -> estimates")
     pos: list[str | None]
 
 
@@ -241,6 +272,11 @@ class Metrics(BaseModel):
     sparsity: float
     exact: float
     precision: float
+    mass_recall: float | None = Field(
+        None,
+        description="the attention mass the mask keeps, per query: sum of P over the kept "
+        "edges / n (SPEC §8; null in sums saved before it existed)",
+    )
     block_sparsity: dict[Literal["16", "32", "64", "128"], float | None] = Field(
         default_factory=dict,
         description="tile size B -> share of the B x B tiles (ragged last ones included) that "
@@ -265,6 +301,44 @@ class Pareto(BaseModel):
     gold_sparsity: float
     points: list[ParetoPoint]
     frontiers: dict[str, list[int]] = Field(description="per method, indices into points")
+
+
+class Distribution(BaseModel):
+    mean: float | None
+    q: list[float | None] = Field(description="the values at the body's quantiles")
+    values: list[float] | None = Field(None, description="every query's value (one head)")
+
+
+class HeadBudgets(BaseModel):
+    layer: int
+    head: int
+    support: Distribution = Field(description="|G_i|, the true support of each query")
+    k: dict[str, Distribution] = Field(description="level -> the least top-k recovering it")
+    p: dict[str, Distribution] = Field(description="level -> the least top-p mass recovering it")
+
+
+class PooledBudgets(BaseModel):
+    support: Distribution
+    k: dict[str, Distribution]
+    p: dict[str, Distribution]
+
+
+class Budgets(BaseModel):
+    """Oracle budgets (SPEC §8, sparse_core.budgets): ``scope`` "head" (one head, every query's
+    values) or "all" (every head's quantiles and the pooled distribution)."""
+
+    scope: Literal["head", "all"]
+    levels: list[float] = Field(description="the recall levels (0.9, 0.99)")
+    quantiles: list[float]
+    n: int | None = None
+    causal: bool | None = None
+    layer: int | None = None
+    head: int | None = None
+    support: Distribution | None = None
+    k: dict[str, Distribution] | None = None
+    p: dict[str, Distribution] | None = None
+    heads: list[HeadBudgets] | None = None
+    pooled: PooledBudgets | None = None
 
 
 class Cluster(BaseModel):

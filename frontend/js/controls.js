@@ -153,12 +153,14 @@ export function initMethodPanel(root, metricsRoot) {
 
   // ------------------------------------------------------------------ metrics
 
-  const rows = ["recall", "sparsity", "exact", "precision"].map((k) => {
+  const rows = ["recall", "mass_recall", "sparsity", "exact", "precision"].map((k) => {
     const value = el("span", { class: "metric-value", text: "–" });
     const bar = el("span", { class: "metric-bar" }, [el("span")]);
-    const row = el("div", { class: `metric metric-${k}`, attrs: { "data-metric": k } }, [
-      el("span", { class: "metric-name", text: k }), value, bar,
-    ]);
+    const row = el("div", {
+      class: `metric metric-${k.replace("_", "-")}`,
+      attrs: { "data-metric": k },
+      ...(k === "mass_recall" ? { title: "the share of the attention mass the pattern keeps, averaged over queries (SPEC §8)" } : {}),
+    }, [el("span", { class: "metric-name", text: k.replace("_", " ") }), value, bar]);
     return { k, row, value, fill: bar.firstChild };
   });
   const blockName = el("span", { class: "metric-name" });
@@ -170,9 +172,18 @@ export function initMethodPanel(root, metricsRoot) {
     title: "share of the B × B tiles (of those the causal / length mask reaches) with no edge of " +
       "the pattern: what a block-sparse kernel (FlashAttention / FlexAttention tiles) can skip",
   }, [blockName, blockValue, blockBar]);
+  // a block method's own block size (its `block` or `page` slider), when it is not the one above
+  const ownName = el("span", { class: "metric-name" });
+  const ownValue = el("span", { class: "metric-value", text: "–" });
+  const ownBar = el("span", { class: "metric-bar" }, [el("span")]);
+  const ownRow = el("div", {
+    class: "metric metric-own-block",
+    attrs: { "data-metric": "block_sparsity_own" },
+    title: "block sparsity at the method's own block size: what its block kernel skips",
+  }, [ownName, ownValue, ownBar]);
   const gold = el("p", { class: "muted gold-line" });
   const problem = el("p", { class: "field-error", attrs: { role: "alert" } });
-  metricsRoot.replaceChildren(...rows.map((r) => r.row), blockRow, problem, gold);
+  metricsRoot.replaceChildren(...rows.map((r) => r.row), blockRow, ownRow, problem, gold);
 
   function showMetrics(s) {
     const m = s.result?.metrics;
@@ -188,6 +199,15 @@ export function initMethodPanel(root, metricsRoot) {
     blockRow.dataset.block = s.block;
     blockValue.textContent = fmt(b);
     blockBar.firstChild.style.width = Number.isFinite(b) ? `${(b * 100).toFixed(1)}%` : "0";
+    const own = s.params?.block ?? s.params?.page;
+    ownRow.hidden = own === undefined || String(own) === String(s.block);
+    if (!ownRow.hidden) {
+      const v = m?.block_sparsity?.[String(own)] ?? NaN;
+      ownName.textContent = `block sparsity, ${own} × ${own} (its own blocks)`;
+      ownRow.dataset.block = String(own);
+      ownValue.textContent = fmt(v);
+      ownBar.firstChild.style.width = Number.isFinite(v) ? `${(v * 100).toFixed(1)}%` : "0";
+    }
     gold.textContent = s.headData
       ? `gold sparsity of layer ${s.headData.layer}, head ${s.headData.head}: ` +
         `${fmt(s.headData.goldSparsity)} · |G| = ${s.headData.goldCount} edges`

@@ -85,19 +85,19 @@ function csvField(v) {
  * The metrics table as CSV: one row for the current setting (the metrics panel's figures, of the
  * open head or, in the mean scope, the mean over heads once computed), then one per point of the
  * Pareto sweep on the page, with `on_frontier` over the plot's x-axis. Columns: scope, layer,
- * head, row, method, params, recall, sparsity, exact, precision, block_sparsity_B for every tile
- * size B, on_frontier.
+ * head, row, method, params, recall, sparsity, exact, precision, mass_recall, block_sparsity_B for
+ * every tile size B, on_frontier.
  * @param {import("./state.js").State} s
  * @returns {string}
  */
 export function metricsCsv(s) {
   const head = ["scope", "layer", "head", "row", "method", "params", "recall", "sparsity", "exact",
-    "precision", ...CSV_BLOCKS.map((b) => `block_sparsity_${b}`), "on_frontier"];
+    "precision", "mass_recall", ...CSV_BLOCKS.map((b) => `block_sparsity_${b}`), "on_frontier"];
   const lines = [head.join(",")];
   const paramText = (p) => Object.entries(p ?? {}).map(([k, v]) => `${k}=${v}`).join(";");
   const row = (scope, layer, hd, kind, method, params, m, front) => [
     scope, layer, hd, kind, method, paramText(params), m.recall, m.sparsity, m.exact, m.precision,
-    ...CSV_BLOCKS.map((b) => m.block_sparsity?.[b]), front,
+    m.mass_recall, ...CSV_BLOCKS.map((b) => m.block_sparsity?.[b]), front,
   ].map(csvField).join(",");
   const cur = s.scope === "mean" ? s.meanMetrics : s.result?.metrics;
   const here = (scope) => (scope === "mean" ? ["mean", "", ""] : ["head", s.layer, s.head]);

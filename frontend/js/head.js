@@ -25,6 +25,8 @@
  * @property {Map<number, {queries: Int32Array[], keys: Int32Array[]}>} routing C -> chosen tokens
  * @property {number} seed per-head seed of the BigBird / Longformer draws
  * @property {Array<string|null>} pos Universal POS tag of every token
+ * @property {object} payload the payload itself (the arena methods decode their parts of it on
+ *   first use: arena.js)
  * @property {Map<string, any>} memo method-specific precomputations (see `memo`)
  */
 
@@ -46,7 +48,7 @@ export function prepareHead(payload, causal) {
   const probs = new Float32Array(n * n);
   const gold = new Uint8Array(n * n);
   for (const [i, j, p] of payload.edges) {
-    probs[i * n + j] = p;
+    probs[i * n + j] = p; // p is sent exactly (payloads.f32_exact): the float32 Python holds
     gold[i * n + j] = 1;
   }
   // the gold edges in row-major order (the drawing order of the marks)
@@ -85,6 +87,7 @@ export function prepareHead(payload, causal) {
     })),
     seed: payload.seed,
     pos: payload.pos,
+    payload,
     memo: new Map(),
   };
 }

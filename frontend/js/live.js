@@ -40,7 +40,7 @@ function evaluate(s) {
   if (!head) return null;
   try {
     const mask = predict(head, s.method, s.params);
-    return { mask, metrics: computeMetrics(mask, head.gold, head.n, head.causal), error: null };
+    return { mask, metrics: computeMetrics(mask, head.gold, head.n, head.causal, undefined, head.probs), error: null };
   } catch (err) {
     return { mask: null, metrics: null, error: err.message };
   }

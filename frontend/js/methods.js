@@ -1,7 +1,8 @@
 /**
  * Every method's predicted mask, recomputed in the browser from one head's payload: the JS twin
  * of sparse_core/methods.py (registry), sparse_core/sparsefinder.py (the three Sparsefinder
- * predictors) and sparse_core/baselines.py (Reformer, Routing), built on patterns.js.
+ * predictors) and sparse_core/baselines.py (Reformer, Routing), built on patterns.js; the
+ * arena's methods (SPEC §8) are in arena.js.
  *
  * `predict(head, method, params)` returns the finished mask (docs/architecture.md):
  * M' = (M ∪ W_w ∪ Glob) ∩ V, with the add-ons `window` (odd width, 0 = off) and `globals`
@@ -13,6 +14,7 @@
  * buckets, Routing memberships and k-means centroids come precomputed in the payload.
  */
 
+import { ARENA } from "./arena.js";
 import { memo } from "./head.js";
 import * as patterns from "./patterns.js";
 
@@ -258,6 +260,8 @@ export const PREDICTORS = Object.freeze({
   "sf-distance": (h, p) => (needProj(h), sfDistance(h, p.t)),
   "sf-quantization": (h, p) => (needProj(h), sfQuantization(h, p.n_buckets)),
   "sf-kmeans": (h, p) => (needProj(h), sfKmeans(h, p.n_clusters, p.top_k)),
+  // today's sparse-attention methods (SPEC §8): arena.js
+  ...ARENA,
 });
 
 /**

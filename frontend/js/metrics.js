@@ -7,6 +7,7 @@
  *     recall(M)    = |M ∩ G| / |G|           (1 when |G| = 0)
  *     precision(M) = |M ∩ G ∩ V| / |M ∩ V|   (1 when |M ∩ V| = 0)
  *     exact(M)     = |{i : G_i ⊆ M_i}| / n   (share of queries whose entmax row is unchanged)
+ *     mass_recall(M) = Σ_{(i,j) ∈ M} P_ij / n (SPEC §8: the attention mass kept, per query)
  *     block_sparsity[B] = |{counted B × B tiles with no pair of M ∩ V}| / |{counted tiles}|
  *
  * Block sparsity (issue 15): the n × n grid cut into T × T tiles, T = ⌈n / B⌉, the last row and
@@ -15,7 +16,8 @@
  * block-sparse kernel (FlashAttention / FlexAttention tiles: 128) can skip.
  *
  * All counts are integers and every ratio is one IEEE division, so the numbers equal Python's
- * float64 results exactly (tests/js/check_twins.mjs compares every key `computeMetrics` returns
+ * float64 results exactly (mass recall is a float sum, added here in row-major order: it agrees
+ * with Python to ~1e-15, not to the bit) (tests/js/check_twins.mjs compares every key `computeMetrics` returns
  * with golden figures from sparse_core.metrics; a new metric is a new key on both sides). The
  * Pareto frontiers the pages draw are the server's (sparse_core.pareto); no frontier is computed
  * in the browser.
@@ -27,6 +29,7 @@
  * @property {number} sparsity
  * @property {number} exact
  * @property {number} precision
+ * @property {number} [mass_recall] when the probabilities are given
  * @property {Object<string, number>} block_sparsity tile size ("16" … "128") -> block sparsity
  */
 
@@ -40,9 +43,10 @@ export const BLOCKS = [16, 32, 64, 128];
  * @param {number} n
  * @param {boolean} causal
  * @param {number[]} [blocks] tile sizes of block_sparsity (default BLOCKS)
+ * @param {Float32Array|null} [probs] P (n × n): mass recall is computed when given
  * @returns {Metrics}
  */
-export function computeMetrics(mask, gold, n, causal, blocks = BLOCKS) {
+export function computeMetrics(mask, gold, n, causal, blocks = BLOCKS, probs = null) {
   // one pass marks the filled tiles of the finest grid, side = gcd of the sizes (16 for BLOCKS):
   // one flag per kept cell whatever the number of sizes; each size is read off it at the end
   const side = blocks.reduce(gcd, 0) || 1;
@@ -53,6 +57,7 @@ export function computeMetrics(mask, gold, n, causal, blocks = BLOCKS) {
   let hitValid = 0; // |M ∩ G ∩ V| (equal to hit for finished masks; counted apart as in Python)
   let goldCount = 0; // |G|
   let exactRows = 0;
+  let mass = 0; // Σ P over M ∩ G
   for (let i = 0; i < n; i++) {
     const row = i * n;
     const end = causal ? i + 1 : n; // V_i
@@ -66,6 +71,7 @@ export function computeMetrics(mask, gold, n, causal, blocks = BLOCKS) {
         if (m) {
           hit++;
           if (j < end) hitValid++;
+          if (probs) mass += probs[row + j];
         } else covered = false;
       }
       if (m && j < end) {
@@ -76,13 +82,15 @@ export function computeMetrics(mask, gold, n, causal, blocks = BLOCKS) {
     if (covered) exactRows++;
   }
   const validCount = causal ? (n * (n + 1)) / 2 : n * n;
-  return {
+  const out = {
     recall: goldCount > 0 ? hit / goldCount : 1.0,
     sparsity: 1.0 - (validCount > 0 ? kept / validCount : 0.0),
     exact: n > 0 ? exactRows / n : 1.0,
     precision: kept > 0 ? hitValid / kept : 1.0,
-    block_sparsity: blockSparsity(fine, tg, side, n, blocks, causal),
   };
+  if (probs) out.mass_recall = n > 0 ? mass / n : 1.0;
+  out.block_sparsity = blockSparsity(fine, tg, side, n, blocks, causal);
+  return out;
 }
 
 const gcd = (a, b) => (b === 0 ? a : gcd(b, a % b));

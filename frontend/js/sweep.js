@@ -27,7 +27,7 @@ async function run(gen) {
   const a = s.analysis;
   const count = a.layers * a.heads;
   const recall = new Float64Array(count).fill(NaN);
-  const sum = { recall: 0, sparsity: 0, exact: 0, precision: 0 };
+  const sum = { recall: 0, sparsity: 0, exact: 0, precision: 0, mass_recall: 0 };
   const blocks = {};
   for (let k = 0; k < count; k++) {
     let head;
@@ -37,7 +37,8 @@ async function run(gen) {
       return; // the analysis changed or the server is gone: a later change restarts the sweep
     }
     if (gen !== generation) return;
-    const m = computeMetrics(predict(head, s.method, s.params), head.gold, head.n, head.causal);
+    const m = computeMetrics(predict(head, s.method, s.params), head.gold, head.n, head.causal,
+      undefined, head.probs);
     recall[k] = m.recall;
     for (const key of Object.keys(sum)) sum[key] += m[key];
     for (const [b, v] of Object.entries(m.block_sparsity)) blocks[b] = (blocks[b] ?? 0) + v;

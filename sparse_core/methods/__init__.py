@@ -2,7 +2,9 @@
 
 Every consumer (CLI, JSON, web API, the Pareto sweeps, the page's JS twin) reads methods from
 :data:`METHODS`, in this order: ``window``, ``fixed``, ``strided``, ``bigbird``, ``longformer``,
-``reformer``, ``routing``, ``sf-distance``, ``sf-quantization``, ``sf-kmeans``. A
+``reformer``, ``routing``, ``sf-distance``, ``sf-quantization``, ``sf-kmeans``, then today's
+arena (SPEC §8, docs/methods.md): ``streaming``, ``topk``, ``topp``, ``h2o``, ``moba``,
+``quest``, ``xattention``, ``vertical-slash``, ``sparge``. A
 :class:`Method` (``methods.base``, where its hooks are listed) gives slider specs, defaults,
 validation, the Pareto sweep grid, the engine's fast path, the page's per-head data and
 ``predict(ctx, **params) -> (L, H, n, n) bool``, always *finished* (SPEC §3):
@@ -14,11 +16,15 @@ Adding a method: write its class (in the module of its family, or a new one), ad
 to :data:`METHODS`, and write its JS twin in ``frontend/js``. Nothing else tests method names.
 
 Modules: ``spec`` (ParamSpec, coercion), ``grids`` (the paper's grids, default strides, seeds),
-``context`` (PredictContext), ``base`` (Method and its hooks), ``structured`` (window, fixed,
-strided, longformer), ``bigbird``, ``hashing`` (reformer, routing), ``learned`` (sf-*),
-``distance_bits`` (sf-distance's bitset fast path). Defaults and own grids are tabled in each
-family's module docstring; every grid point has ``globals = True`` and is crossed with the
-window widths ``grids.sweep_windows(n)``.
+``context`` (PredictContext and its per-head accessors of P, G and the scores), ``base`` (Method
+and its hooks, ArenaMethod), ``selection`` (the arena's stable orders, thresholds, block
+bitsets, payload encodings), ``structured`` (window, fixed, strided, longformer), ``bigbird``,
+``hashing`` (reformer, routing), ``learned`` (sf-*), ``distance_bits`` (sf-distance's bitset fast
+path), ``streaming`` (streaming, h2o, vertical-slash), ``oracle`` (topk, topp), ``blocks``
+(moba, quest), ``block_scores`` (xattention, sparge). Defaults and own grids are tabled in each
+family's module docstring; every grid point of the paper's methods has ``globals = True`` and is
+crossed with the window widths ``grids.sweep_windows(n)``; the arena's are swept as published
+(window 0, globals off).
 
 Seeds: BigBird's random keys and Longformer's random globals use :func:`head_seed` (``layer *
 1000 + head``), Reformer's rotations seed 0 hashed with (layer, head, round) — all from the shared
@@ -34,8 +40,10 @@ from torch import Tensor
 
 from .. import metrics
 from ..errors import SparsescopeError
-from .base import ADDONS, Method, own_params
+from .base import ADDONS, ArenaMethod, Method, own_params
 from .bigbird import BigBirdMethod
+from .block_scores import SpargeMethod, XAttentionMethod
+from .blocks import MoBAMethod, QuestMethod
 from .context import PredictContext
 from .grids import (
     BUCKET_COUNTS,
@@ -58,7 +66,9 @@ from .learned import (
     kmeans_assignments,
     quantization_buckets,
 )
+from .oracle import TopKMethod, TopPMethod
 from .spec import ParamSpec
+from .streaming import H2OMethod, StreamingMethod, VerticalSlashMethod
 from .structured import FixedMethod, LongformerMethod, StridedMethod, WindowMethod
 
 if TYPE_CHECKING:
@@ -66,6 +76,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ADDONS",
+    "ArenaMethod",
     "BUCKET_COUNTS",
     "METHODS",
     "RANDOM_COUNTS",
@@ -105,6 +116,15 @@ METHODS: dict[str, Method] = {
         DistanceMethod(),
         QuantizationMethod(),
         KMeansMethod(),
+        StreamingMethod(),
+        TopKMethod(),
+        TopPMethod(),
+        H2OMethod(),
+        MoBAMethod(),
+        QuestMethod(),
+        XAttentionMethod(),
+        VerticalSlashMethod(),
+        SpargeMethod(),
     )
 }
 
@@ -125,9 +145,10 @@ def available(artefact: Artefact | None, names: Sequence[str] | None = None) -> 
 
 
 def evaluate(ctx: PredictContext, method: Method | str, params: dict) -> dict[str, Tensor]:
-    """Per-head metrics of one setting (SPEC §4): recall, sparsity, exact, precision and the
-    block sparsity ``block_B`` of each tile size B of ``metrics.BLOCKS``, each (L, H) float64,
-    for the finished mask ``method.predict(ctx, **params)`` against the gold graph."""
+    """Per-head metrics of one setting (SPEC §4, §8): recall, sparsity, exact, precision, mass
+    recall and the block sparsity ``block_B`` of each tile size B of ``metrics.BLOCKS``, each
+    (L, H) float64, for the finished mask ``method.predict(ctx, **params)`` against the gold
+    graph."""
     m = get_method(method) if isinstance(method, str) else method
     pred = m.predict(ctx, **params)
     gold, causal = ctx.out.graph, ctx.causal
@@ -136,6 +157,7 @@ def evaluate(ctx: PredictContext, method: Method | str, params: dict) -> dict[st
         "sparsity": metrics.sparsity(pred, causal=causal),
         "exact": metrics.exact(pred, gold),
         "precision": metrics.precision(pred, gold, causal=causal),
+        "mass_recall": metrics.mass_recall(pred, ctx.out.probs),
         **{f"block_{b}": v for b, v in metrics.block_sparsities(pred, causal=causal).items()},
     }
 

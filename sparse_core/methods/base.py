@@ -23,7 +23,10 @@ Engine hooks (the Pareto sweep, SPEC §4; defaults work for any method, override
 - ``measure(ctx, gold, points) -> {metric: (P, L·H)}``: the metrics of cleaned points. The
   default groups points by own parameters and globals and crosses every window width into each
   base at once (``bitsets.count_bits``); BigBird overrides it, since its random keys are drawn
-  outside the window and so depend on it.
+  outside the window and so depend on it;
+- ``band(own)`` / ``base_params(own)``: a band |i − j| ≤ h that is part of the own mask is
+  crossed in like the window (StreamingLLM's and H2O's recent keys), so one base serves every
+  band.
 
 Page hook: ``head_payload(ctx, layer, head) -> dict``: what the page needs to recompute the mask
 for any slider value (merged over the registry by ``methods.head_data``); ``payload_empty`` is
@@ -111,15 +114,34 @@ class Method:
         every window width of the group is crossed into it by ``bitsets.count_bits``."""
         groups: dict[tuple, list[int]] = {}
         for idx, p in enumerate(points):
-            groups.setdefault((tuple(sorted(own_params(p).items())), p["globals"]), []).append(idx)
+            own = self.base_params(own_params(p))
+            groups.setdefault((tuple(sorted(own.items())), p["globals"]), []).append(idx)
         res = {k: np.zeros((len(points), ctx.layers * ctx.heads)) for k in METRICS}
         owns = [dict(own) for own, _ in groups]
         for (key, idxs), base in zip(groups.items(), self.bases_bits(ctx, owns), strict=True):
             bits = finish_bits(gold, base, key[1])[None]  # (1, A, n, W)
-            got = to_metrics(gold, count_bits(gold, bits, [points[i]["window"] for i in idxs]))
+            widths = [self.crossed_width(points[i]) for i in idxs]
+            got = to_metrics(gold, count_bits(gold, bits, widths))
             for metric in METRICS:
                 res[metric][idxs] = got[metric][0]  # (nW, L·H)
         return res
+
+    def band(self, own: dict) -> int:
+        """Half width h of a band |i − j| ≤ h that is part of the own mask (−1: none). A method
+        whose mask is ``base ∪ band`` (StreamingLLM's and H2O's recent keys) gives the band
+        here and leaves it out of :meth:`base_params`: the engine then crosses it in like the
+        window add-on (the union of two bands is the wider one), one base for every band."""
+        return -1
+
+    def base_params(self, own: dict) -> dict:
+        """The own parameters the base bitsets depend on (default: all of them)."""
+        return own
+
+    def crossed_width(self, p: dict) -> int:
+        """The band the engine crosses into the base of point ``p``: the window add-on and
+        :meth:`band` together, as a window width (0: none)."""
+        h = max(p["window"] // 2 if p["window"] > 0 else -1, self.band(own_params(p)))
+        return 2 * h + 1 if h >= 0 else 0
 
     # -- page hook
     def head_payload(self, ctx: PredictContext, layer: int, head: int) -> dict[str, Any]:
@@ -186,3 +208,37 @@ class Method:
 
     def __repr__(self) -> str:
         return f"<Method {self.name}>"
+
+
+class ArenaMethod(Method):
+    """A method of today's sparse-attention arena (SPEC §8, docs/methods.md): swept as its
+    authors publish it, without the add-ons (every grid point has window 0 and globals off;
+    both stay sliders). Its own grid is ``own_grid``.
+
+    Engine hook ``plain_counts(ctx, gold, owns) -> counts (P, L·H)`` (optional): the counts of
+    ``bitsets.selection_counts`` for points without add-ons, from what the method knows it keeps
+    (gold edges, sizes, 16-tiles) instead of bitsets; points with a window or globals take the
+    generic bitset path."""
+
+    def grid(self, n: int, artefact: Artefact | None = None) -> list[dict]:
+        return [{**g, "window": 0, "globals": False} for g in self.own_grid(check_n(n), artefact)]
+
+    def plain_counts(self, ctx: PredictContext, gold: Gold, owns: Sequence[dict]) -> dict | None:
+        return None
+
+    def measure(self, ctx: PredictContext, gold: Gold, points: Sequence[dict]) -> dict:
+        plain = [k for k, p in enumerate(points) if p["window"] == 0 and not p["globals"]]
+        got = (
+            self.plain_counts(ctx, gold, [own_params(points[k]) for k in plain]) if plain else None
+        )
+        if got is None:
+            return super().measure(ctx, gold, points)
+        res = {m: np.zeros((len(points), ctx.layers * ctx.heads)) for m in METRICS}
+        for m, v in to_metrics(gold, got).items():
+            res[m][plain] = v
+        rest = [k for k in range(len(points)) if k not in set(plain)]
+        if rest:
+            other = super().measure(ctx, gold, [points[k] for k in rest])
+            for m in METRICS:
+                res[m][rest] = other[m]
+        return res

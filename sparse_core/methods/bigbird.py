@@ -90,8 +90,9 @@ def bigbird_metrics(ctx: PredictContext, gold: Gold, pts: Sequence[dict]) -> dic
     # flat (LH·n·n + 1,) bool, the last entry False for "no draw": byte lookups beat bit tests
     # the gold graph as row bitsets viewed as bytes, one zero byte last for "no draw": a draw
     # is one byte lookup and a shift (the bytes fit in cache, the bool graph does not)
-    g = np.concatenate([pack(ctx.out.graph.reshape(LH, n, n)).reshape(-1).view(np.uint8),
+    g = np.concatenate([gold.bits().reshape(-1).view(np.uint8),
                         np.zeros(1, dtype=np.uint8)])  # fmt: skip
+    row_bytes = 8 * words(n)
     e_row = gold.e_lh * n + gold.e_i  # sorted: edges are in row order
     row_gold = np.bincount(e_row, minlength=LH * n)  # gold keys per row
     e_valid = gold.e_j <= gold.e_i if ctx.causal else np.ones(gold.e_j.shape, dtype=bool)
@@ -122,6 +123,7 @@ def bigbird_metrics(ctx: PredictContext, gold: Gold, pts: Sequence[dict]) -> dic
             is_gold >>= bit
             is_gold &= np.uint8(1)
             hits = np.cumsum(is_gold.sum(axis=2), axis=0).T  # (LH, k): [:, r − 1] with r draws
+            mhits = draw_mass(ctx, is_gold, at, bit, row_bytes)  # (LH, k) the same, Σ P
             need = (row_gold - inside[:, q]).reshape(LH, n)  # gold keys outside B per row
             # the step of each row's last missing gold key: the steps whose running count of
             # gold keys drawn is < need (counts <= k: uint8 when k < 255, need capped there)
@@ -136,19 +138,35 @@ def bigbird_metrics(ctx: PredictContext, gold: Gold, pts: Sequence[dict]) -> dic
             rkey = (np.arange(LH) * (k + 2))[:, None] + last + 1
             rhist = np.bincount(rkey.ravel(), minlength=LH * (k + 2)).reshape(LH, k + 2)
             covered = np.cumsum(rhist, axis=1)  # [:, r]: rows whole with r draws
-            size0, hit0 = c0["size"][0, q], c0["hit"][0, q]  # (LH,)
+            size0, hit0, mass0 = c0["size"][0, q], c0["hit"][0, q], c0["mass"][0, q]  # (LH,)
             for i in idxs:
                 r = min(pts[i]["random_keys"], n)
                 c = {
                     "size": size0 + int(np.minimum(m, r).sum()),
                     "hit": hit0 + (hits[:, r - 1] if r else 0),
                     "covered": covered[:, r],
+                    "mass": mass0 + (mhits[:, r - 1] if r else 0.0),
                     **{f"empty_{b}": free - (filled[:, r - 1] if r else 0)
                        for b, (free, filled) in tiles.items()},
                 }  # fmt: skip
                 for metric, v in to_metrics(gold, c).items():
                     res[metric][i] = v
     return res
+
+
+def draw_mass(
+    ctx: PredictContext, is_gold: np.ndarray, at: np.ndarray, bit: np.ndarray, row_bytes: int
+) -> np.ndarray:
+    """(L·H, k): Σ P of the gold keys among the first r draws of every row, r = 1..k (mass
+    recall's share of the random keys). Only the draws that hit a gold key (about 2 %) are
+    looked up (``PredictContext.prob_values``); a draw's key is its byte in the row bitsets
+    times 8 plus its bit."""
+    k, LH, n = is_gold.shape
+    t, a, i = np.unravel_index(np.flatnonzero(is_gold), is_gold.shape)
+    col = (at[t, a, i].astype(np.int64) - (a * n + i) * row_bytes) * 8 + bit[t, a, i]
+    p = ctx.prob_values(a, i, col).astype(np.float64)
+    per_step = np.bincount(t * LH + a, weights=p, minlength=k * LH).reshape(k, LH)
+    return np.cumsum(per_step, axis=0).T
 
 
 def width_draws(

@@ -14,12 +14,28 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
 if TYPE_CHECKING:
     from ..model import RunOutput
     from ..sparsefinder import Artefact
+
+
+def products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ bᵀ`` over the last two axes, (…, m, d) x (…, k, d) -> (…, m, k), one 2-d BLAS
+    product per leading index: a head's result does not depend on the heads beside it (numpy's
+    stacked ``matmul`` of a transposed operand takes a slow non-BLAS loop besides)."""
+    if a.ndim == 2:
+        return a @ b.T
+    lead = a.shape[:-2]
+    aa = a.reshape(-1, *a.shape[-2:])
+    bb = b.reshape(-1, *b.shape[-2:])
+    out = np.empty((aa.shape[0], a.shape[-2], b.shape[-2]), dtype=np.result_type(a, b))
+    for h in range(aa.shape[0]):
+        np.dot(aa[h], bb[h].T, out=out[h])
+    return out.reshape(*lead, a.shape[-2], b.shape[-2])
 
 
 @dataclass
@@ -73,6 +89,93 @@ class PredictContext:
         if self.proj_q is not None:
             return self.proj_q, self.proj_k
         return self.out.queries.float(), self.out.keys.float()
+
+    # -- P, G and the scores, per head or per layer (the seam of issue 25: docs/architecture.md,
+    # "P and G access"). Method code reads them only through these, never ``out.probs`` /
+    # ``out.graph`` over every head at once. ``layer`` and ``head`` index this context's own
+    # rows (0, 0 in a view); ``head=None`` is every head of the layer (a leading (H,) axis).
+
+    def head_count(self) -> int:
+        """L·H: the heads of this context, flat index ``a = layer * H + head``."""
+        return self.layers * self.heads
+
+    def head_probs(self, layer: int, head: int | None = None) -> np.ndarray:
+        """(n, n) float32 (or (H, n, n)): the entmax probabilities P (0 off the graph); a
+        read-only view, not a copy."""
+        p = self.out.probs[layer] if head is None else self.out.probs[layer, head]
+        return p.numpy()
+
+    def head_graph(self, layer: int, head: int | None = None) -> np.ndarray:
+        """(n, n) bool (or (H, n, n)): the gold graph G = P > 0."""
+        g = self.out.graph[layer] if head is None else self.out.graph[layer, head]
+        return g.numpy()
+
+    def probs_rows(self, layer: int, head: int | None, rows: slice) -> np.ndarray:
+        """(len(rows), n) float32 (or (H, len(rows), n)): the rows ``rows`` of one head's P."""
+        p = self.out.probs[layer][:, rows] if head is None else self.out.probs[layer, head][rows]
+        return p.numpy()
+
+    def head_qk(self, layer: int, head: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(queries, keys), (n, d) float32 each (or (H, n, d)), as they enter the scores."""
+        q, k = self.out.queries[layer], self.out.keys[layer]
+        if head is not None:
+            q, k = q[head], k[head]
+        return q.float().numpy(), k.float().numpy()
+
+    def head_scale(self, layer: int) -> float:
+        """The score factor of ``layer`` (the model's own ``scaling``; 1/√d_head by default)."""
+        sc = self.out.scaling
+        return float(sc[layer]) if sc is not None else self.out.queries.shape[-1] ** -0.5
+
+    def head_scores(self, layer: int, head: int | None = None) -> np.ndarray:
+        """(n, n) float32 (or (H, n, n)): the scores S = scaling · q_i · k_j (softcapped where
+        the model caps them), before any mask, recomputed from the recorded queries and keys.
+        numpy's product takes one head at a time, so a head's scores are the same whether it
+        is asked for alone or with its layer (predict, the sweep and the page's payload agree
+        to the bit)."""
+        q, k = self.head_qk(layer, head)
+        s = products(q, k)
+        s *= np.float32(self.head_scale(layer))
+        if self.out.softcap is not None:
+            c = np.float32(self.out.softcap)
+            s = np.tanh(s / c) * c
+        return s
+
+    def column_mass(self, layer: int, head: int | None = None, prefix: bool = False) -> np.ndarray:
+        """The attention mass each key received, float32, added one query at a time in order
+        i = 0, 1, … (float32 additions: the page repeats them exactly).
+
+        ``prefix=False``: (n,) C_j = Σ_i P_ij; ``prefix=True``: (n, n) A with A_ij = Σ_{i' < i}
+        P_i'j, the mass key j received from the queries before i (row 0 is 0). With
+        ``head=None`` every head of the layer: (H, n) / (H, n, n)."""
+        p = self.head_probs(layer, head)  # (…, n, n) float32
+        n = p.shape[-1]
+        rows = np.moveaxis(p, -2, 0)  # (n, …, n): row i of every head
+        if not prefix:
+            acc = np.zeros(rows.shape[1:], dtype=np.float32)
+            for i in range(n):
+                acc += rows[i]
+            return acc
+        out = np.zeros(rows.shape, dtype=np.float32)
+        for i in range(1, n):
+            np.add(out[i - 1], rows[i - 1], out=out[i])
+        return np.ascontiguousarray(np.moveaxis(out, 0, -2))
+
+    def gold_edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every head's gold edges: (a, i, j) int64 and p float32, each (E,), sorted by (a, i, j)
+        with a = layer · H + head (``bitsets.Gold`` of the sweeps is built from them)."""
+        n = self.n
+        flat = np.flatnonzero(self.out.graph.numpy())  # ~8x faster than a 3-d nonzero
+        p = self.out.probs.numpy().reshape(-1)[flat]
+        a, rest = np.divmod(flat, n * n)
+        i, j = np.divmod(rest, n)
+        return a, i, j, p
+
+    def prob_values(self, a: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        """P at the pairs (a, i, j) (flat head index a, query i, key j), float32 (0 off G)."""
+        n = self.n
+        flat = (np.asarray(a, dtype=np.int64) * n + i) * n + j
+        return self.out.probs.numpy().reshape(-1)[flat]
 
     def layer_index(self) -> Tensor:
         """(L,) int64: the model's layer of each row of the tensors (0..L−1 for a whole run)."""

@@ -65,7 +65,7 @@ class Totals:
     )
 
     def add_text(self, ctx: PredictContext) -> None:
-        gold = Gold(ctx.out.graph, ctx.causal)
+        gold = Gold.of(ctx)
         for name, grid in self.grids.items():
             pts = self.clean.get((name, ctx.n))
             if pts is None:

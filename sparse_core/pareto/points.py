@@ -42,7 +42,7 @@ def sweep_points(
     ``clean``: the points are ``Method.validate``'s output for this n and artefact already."""
     method = get_method(method) if isinstance(method, str) else method
     method.require(ctx)
-    gold = gold or Gold(ctx.out.graph, ctx.causal)
+    gold = gold or Gold.of(ctx)
     pts = list(points) if clean else [method.validate(ctx.n, p, ctx.artefact) for p in points]
     L, H = ctx.layers, ctx.heads
     if not pts:

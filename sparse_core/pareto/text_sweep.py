@@ -61,7 +61,7 @@ def sweep_text(
     ``per_head`` keeps the (P, L, H) figures (the page asks for single heads); otherwise only the
     mean over heads is kept (arrays of shape (P, 1, 1)).
     """
-    gold = Gold(ctx.out.graph, ctx.causal)
+    gold = Gold.of(ctx)
     names = available(ctx.artefact, None if methods is None else list(methods))
     grids, values = {}, {}
     for name in names:
@@ -101,7 +101,7 @@ def summary_tables(
         part = [ctxs[k] for k in idxs]
         ctx = PredictContext.stack(part)
         L, H, m = part[0].layers, part[0].heads, len(part)
-        gold = Gold(ctx.out.graph, ctx.causal)
+        gold = Gold.of(ctx)
         tables: dict[str, dict[str, Tensor]] = {}
         for nm in available(ctx.artefact):
             method = METHODS[nm]

@@ -269,6 +269,16 @@ PARITY_CASES = [
     ("sf-distance", {"t": 2.5, "window": 0, "globals": False}),
     ("sf-quantization", {"n_buckets": 4, "window": 0, "globals": True}),
     ("sf-kmeans", {"n_clusters": 4, "top_k": 2, "window": 0, "globals": False}),
+    # the arena (SPEC §8): arena.js against the server, in the browser
+    ("streaming", {"sinks": 2, "recent": 3, "window": 0, "globals": False}),
+    ("topk", {"k": 3, "window": 0, "globals": True}),
+    ("topp", {"p": 0.7, "window": 0, "globals": False}),
+    ("h2o", {"recent": 1, "k": 3, "window": 0, "globals": False}),
+    ("moba", {"block": 16, "topk": 1, "window": 3, "globals": False}),
+    ("quest", {"page": 16, "topk": 1, "window": 0, "globals": False}),
+    ("xattention", {"block": 16, "stride": 4, "tau": 0.5, "window": 0, "globals": False}),
+    ("vertical-slash", {"last": 4, "verticals": 2, "slashes": 3, "window": 0, "globals": False}),
+    ("sparge", {"block": 16, "theta": 0.3, "tau": 0.6, "window": 0, "globals": False}),
 ]
 
 
@@ -288,7 +298,8 @@ def test_js_metrics_equal_the_servers(page, server_url, causal):
             for (const [layer, head] of [[0, 0], [1, 3]]) {
               const h = prepareHead(await get(`heads/${layer}/${head}`), causal);
               for (const [method, params] of cases) {
-                const js = computeMetrics(predict(h, method, params), h.gold, h.n, h.causal);
+                const js = computeMetrics(predict(h, method, params), h.gold, h.n, h.causal,
+                  undefined, h.probs);
                 const q = new URLSearchParams({ method, ...params });
                 const py = await get(`metrics/${layer}/${head}?${q}`);
                 out.push({ layer, head, method, js, py });
@@ -302,6 +313,8 @@ def test_js_metrics_equal_the_servers(page, server_url, causal):
     for row in got:
         for key in ("recall", "sparsity", "exact", "precision"):
             assert row["js"][key] == row["py"][key], (row["method"], row["layer"], row["head"], key)
+        # mass recall: a float sum in another order, equal to ~1e-15 (docs/methods.md)
+        assert abs(row["js"]["mass_recall"] - row["py"]["mass_recall"]) <= 1e-12, row["method"]
 
 
 def test_rng_port_reproduces_the_python_test_vectors(page, server_url):

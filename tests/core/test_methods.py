@@ -23,8 +23,11 @@ from sparse_core.sparsefinder import (
     sf_quantization,
 )
 
-ORDER = ["window", "fixed", "strided", "bigbird", "longformer", "reformer", "routing",
+PAPER = ["window", "fixed", "strided", "bigbird", "longformer", "reformer", "routing",
          "sf-distance", "sf-quantization", "sf-kmeans"]  # fmt: skip
+ARENA = ["streaming", "topk", "topp", "h2o", "moba", "quest", "xattention", "vertical-slash",
+         "sparge"]  # fmt: skip
+ORDER = PAPER + ARENA
 TEXT = "The chef who ran to the store was out of food, so he went back to buy more bread."
 
 
@@ -118,6 +121,20 @@ def test_documented_defaults():
             "n_buckets",
             r"n_buckets must be in \[1, 128\], got 129",
         ),
+        # the arena's parameters (SPEC §8)
+        ("streaming", {"recent": 128}, "recent", r"recent must be in \[0, 127\], got 128"),
+        ("streaming", {"sinks": -1}, "sinks", r"sinks must be in \[0, 128\], got -1"),
+        ("topk", {"k": 65}, "k", r"k must be in \[1, 64\], got 65"),
+        ("topp", {"p": 0}, "p", r"p must be in \[0.01, 1.0\], got 0"),
+        ("h2o", {"k": "x"}, "k", r"k must be an integer in \[0, 128\], got 'x'"),
+        ("moba", {"block": 48}, "block", r"block must be one of 16, 32, 64, 128, got 48"),
+        ("moba", {"topk": 9}, "topk", r"topk must be in \[1, 8\], got 9"),
+        ("quest", {"page": 8}, "page", r"page must be one of 16, 32, 64, 128, got 8"),
+        ("xattention", {"stride": 3}, "stride", r"stride must be one of 2, 4, 8, 16, got 3"),
+        ("xattention", {"tau": 1.5}, "tau", r"tau must be in \[0.05, 1.0\], got 1.5"),
+        ("vertical-slash", {"last": 0}, "last", r"last must be in \[1, 128\], got 0"),
+        ("vertical-slash", {"slashes": 256}, "slashes", r"slashes must be in \[0, 255\], got 256"),
+        ("sparge", {"theta": 2}, "theta", r"theta must be in \[0.0, 1.0\], got 2"),
     ],
 )
 def test_validation_errors_name_parameter_value_and_range(name, params, field, match):
@@ -154,14 +171,20 @@ def test_grids_are_the_papers():
     assert sizes == {"window": 21, "fixed": 6 * 21, "strided": 3 * 21, "bigbird": 10 * 21,
                      "longformer": 10 * 21, "reformer": 8 * 21, "routing": 8 * 21,
                      "sf-distance": 10 * 21, "sf-quantization": 8 * 21,
-                     "sf-kmeans": 22 * 21}  # fmt: skip
+                     "sf-kmeans": 22 * 21,
+                     # the arena (docs/methods.md "Sweep grids"): no window crossing
+                     "streaming": 8, "topk": 3, "topp": 5, "h2o": 3, "moba": 9, "quest": 9,
+                     "xattention": 12, "vertical-slash": 3, "sparge": 9}  # fmt: skip
     ts = sorted({p["t"] for p in M.METHODS["sf-distance"].grid(n)})
     assert ts == [0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0]
     assert sorted({p["random_keys"] for p in M.METHODS["bigbird"].grid(n)}) == list(range(2, 21, 2))
     assert sorted({p["stride"] for p in M.METHODS["strided"].grid(n)}) == [12, 23, 46]
-    for m in M.METHODS.values():
+    for name, m in M.METHODS.items():
         for p in m.grid(n, art):
-            assert p["globals"] is True
+            if name in ARENA:  # swept as published: no add-ons
+                assert p["window"] == 0 and p["globals"] is False
+            else:
+                assert p["globals"] is True
             assert m.validate(n, p, art) == p  # every grid point is a clean parameter set
 
 
@@ -269,15 +292,7 @@ def test_needs_artefact(tiny_model):
     ctx = M.PredictContext.from_run(tiny_model.run(TEXT), None)
     with pytest.raises(SparsescopeError, match="sf-distance needs a Sparsefinder artefact"):
         M.METHODS["sf-distance"].predict(ctx)
-    assert M.available(None) == [
-        "window",
-        "fixed",
-        "strided",
-        "bigbird",
-        "longformer",
-        "reformer",
-        "routing",
-    ]
+    assert M.available(None) == [*PAPER[:7], *ARENA]
     assert set(PA.summary(ctx.out, None)) == set(M.available(None))
 
 
@@ -327,7 +342,8 @@ def test_head_data_recomputes_every_mask(ctx):
     method's own mask for any slider value; rebuilt here from the JSON alone."""
     L, H, n = 1, 2, ctx.n
     d = M.head_data(ctx, L, H)
-    assert set(d) == {"proj", "centroids", "reformer", "routing", "seed"}
+    assert set(d) == {"proj", "centroids", "reformer", "routing", "seed", "topk", "moba",
+                      "quest", "xattention", "sparge"}  # fmt: skip
     assert d == json.loads(json.dumps(d))  # plain JSON
     for name, m in M.METHODS.items():  # methods that give the same key give the same value
         for key, value in m.head_payload(ctx, L, H).items():
@@ -409,4 +425,4 @@ def test_a_new_method_needs_only_its_class(ctx, monkeypatch):
         for metric, v in want.items():
             assert np.allclose(sweep.values["diagonal"][metric][k], v.numpy(), rtol=0, atol=1e-12)
     assert "diagonal" in PA.summary(ctx.out, ctx.artefact)
-    assert set(M.head_data(ctx, 0, 0)) == {"proj", "centroids", "reformer", "routing", "seed"}
+    assert set(M.head_data(ctx, 0, 0)) >= {"proj", "centroids", "reformer", "routing", "seed"}

@@ -112,6 +112,20 @@ def test_pareto_figure_from_a_sweep_and_from_the_api_body(tiny_model):
     assert any(s.x0 == body["gold_sparsity"] for s in fig.layout.shapes)
     mean = viz.pareto_figure(sweep)  # a TextSweep: the mean over heads
     assert len(mean.data) == len(fig.data)
+    # y-axis buttons: recall, or mass recall with its own frontiers (SPEC §8)
+    recall_b, mass_b = fig.layout.updatemenus[0].buttons
+    assert (recall_b.label, mass_b.label) == ("recall", "mass recall")
+    ys = mass_b.args[0]["y"]
+    pts = body["points"]
+    by = {}
+    for p in pts:
+        by.setdefault(p["method"], []).append(p["mass_recall"])
+    for t, y in zip(fig.data, ys, strict=True):
+        if t.mode == "markers":  # the sweep's points: their mass recall
+            assert sorted(y) == sorted(by[t.legendgroup])
+        else:  # the mass-recall frontier rises as its sparsity falls
+            assert list(y) == sorted(y)
+    assert mass_b.args[1] == {"yaxis.title.text": "mass recall"}
 
 
 def test_pos_figure_stacks_shares_per_cluster():

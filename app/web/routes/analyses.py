@@ -15,7 +15,7 @@ from ...engine.request import AnalysisRequest
 from ..calls import client_of, model_call
 from ..deps import AnalysisId, Head, Layer, ServiceDep
 from ..errors import documented
-from ..schemas import Analysis, AnalyzeRequest, Clusters, HeadPayload, Metrics, Pareto
+from ..schemas import Analysis, AnalyzeRequest, Budgets, Clusters, HeadPayload, Metrics, Pareto
 
 router = APIRouter(prefix="/api", tags=["analyses"])
 
@@ -71,6 +71,19 @@ def get_pareto(
     """Sparsity-recall points of every method's sweep grid on this text, and their frontiers
     (over token sparsity, or with ``x=block`` the block sparsity at ``block``)."""
     return json_bytes(service.pareto(analysis_id, layer, head, x, block))
+
+
+@router.get("/analyses/{analysis_id}/budgets", response_model=Budgets, responses=ERRORS)
+def get_budgets(
+    analysis_id: AnalysisId,
+    service: ServiceDep,
+    layer: Annotated[int | None, Query(description="with head: one head; omit both: all")] = None,
+    head: Annotated[int | None, Query(description="with layer: one head")] = None,
+) -> Response:
+    """Oracle budgets (SPEC §8): per query, the least top-k and the least top-p mass that
+    recover 90 % / 99 % of its true support — every query of one head, or every head's
+    quantiles and the distribution pooled over all heads."""
+    return json_bytes(service.budgets(analysis_id, layer, head))
 
 
 @router.get(
