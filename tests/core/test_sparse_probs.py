@@ -122,3 +122,53 @@ def test_run_batch_runs_long_texts_alone(monkeypatch):
     for text, out in zip([short, long_, short], outs, strict=True):
         alone = model.run(text)
         assert torch.equal(out.probs, alone.probs)
+
+
+@pytest.fixture(scope="module")
+def both(tiny_model):
+    """The same run kept dense and recorded sparse, each as a PredictContext."""
+    from sparse_core.methods import PredictContext
+
+    dense = tiny_model.run(TEXT, alpha=1.5)
+    sparse = _sparse_run(tiny_model, TEXT, alpha=1.5)
+    return PredictContext.from_run(dense), PredictContext.from_run(sparse)
+
+
+def test_context_accessors_read_the_sparse_store(both):
+    d, s = both
+    assert not s.out.attn.is_dense
+    for li in range(d.layers):
+        for h in (None, 0, 3):
+            assert np.array_equal(s.head_probs(li, h), d.head_probs(li, h))
+            assert np.array_equal(s.head_graph(li, h), d.head_graph(li, h))
+            assert np.array_equal(
+                s.probs_rows(li, h, slice(2, 9)), d.probs_rows(li, h, slice(2, 9))
+            )
+            assert np.array_equal(s.column_mass(li, h), d.column_mass(li, h))
+    for x, y in zip(s.gold_edges(), d.gold_edges(), strict=True):
+        assert np.array_equal(x, y)
+    a, i, j, p = d.gold_edges()
+    assert np.array_equal(s.prob_values(a, i, j), p)
+    assert np.array_equal(s.view(1, 2).head_probs(0, 0), d.head_probs(1, 2))
+
+
+def test_summary_and_sweep_equal_on_the_sparse_store(both):
+    """Every method's figures (the analyze summary and the per-text sweep) are the same whether
+    P is held dense or sparse."""
+    from sparse_core.methods import PredictContext
+    from sparse_core.pareto import summary_tables, sweep_text
+
+    d, s = both
+    (gd, td), (gs, ts) = summary_tables([d])[0], summary_tables([s])[0]
+    assert np.array_equal(gd, gs)
+    for nm in td:
+        for key in td[nm]:
+            assert torch.equal(torch.as_tensor(td[nm][key]), torch.as_tensor(ts[nm][key])), nm
+    # two texts stacked (the batched summary), one dense and one sparse
+    both_rows = summary_tables([d, s])
+    assert np.array_equal(both_rows[0][0], both_rows[1][0])
+    sw_d, sw_s = sweep_text(d), sweep_text(s)
+    for nm, vals in sw_d.values.items():
+        for metric, v in vals.items():
+            assert np.array_equal(v, sw_s.values[nm][metric], equal_nan=True), (nm, metric)
+    assert PredictContext.stack([d, d]).out.attn.is_dense
