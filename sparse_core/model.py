@@ -89,6 +89,13 @@ class SparseModel:
         self.dense_max_bytes: int | None = None
         self._layer_of, layers = self._discover()
         self.config = _model_config(net.config, arch, layers, max_tokens)
+        #: the model's own positions (the most ``max_tokens`` can raise the limit to)
+        #: (None when the config does not say)
+        self.model_positions: int | None = (
+            _position_limit(net.config, arch, 1 << 30)
+            if getattr(net.config, "max_position_embeddings", None)
+            else None
+        )
         first = layers[0]
         self._scaling = torch.tensor([li.scaling for li in layers], dtype=torch.float32)
         self._softcap = first.softcap
@@ -128,7 +135,7 @@ class SparseModel:
         limit = self.max_positions
         if len(enc.ids) > limit:
             if not truncate:
-                raise TextTooLongError(len(enc.ids), limit)
+                raise TextTooLongError(len(enc.ids), limit, self.model_positions)
             if limit < 1:
                 raise SparsescopeError(f"a token limit of {limit} leaves no room for the text")
             return window_encoding(enc, limit, start)

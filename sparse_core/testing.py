@@ -17,6 +17,8 @@ sparse graphs. ``transformers`` is imported inside the functions that need it.
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 from pathlib import Path
 
@@ -278,3 +280,29 @@ def tiled_positions(model, positions: int):
         max_tokens=positions,
         default_alpha=model.default_alpha,
     )
+
+
+def write_tiled_checkpoint(path: str | os.PathLike, positions: int) -> Path:
+    """The shipped MiniLM as a local checkpoint directory with its positions tiled to
+    ``positions`` (:func:`tiled_positions`): a model the server and the commands load by path
+    (``--model DIR``), for the long-text benchmarks (bench/bench_long.py). Returns the path."""
+
+    from safetensors.torch import load_file, save_file
+
+    src = default_model_path()
+    dst = Path(path)
+    dst.mkdir(parents=True, exist_ok=True)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):
+        if (src / name).exists():
+            shutil.copy(src / name, dst / name)
+    cfg = json.loads((src / "config.json").read_text())
+    cfg["max_position_embeddings"] = positions
+    (dst / "config.json").write_text(json.dumps(cfg, indent=2))
+    weights = load_file(str(src / "model.safetensors"))
+    for key in [k for k in weights if k.endswith("position_embeddings.weight")]:
+        old = weights[key]  # (P, D)
+        weights[key] = old.repeat(-(-positions // old.shape[0]), 1)[:positions].contiguous()
+    for key in [k for k in weights if k.endswith("embeddings.position_ids")]:
+        weights[key] = torch.arange(positions)[None]
+    save_file(weights, str(dst / "model.safetensors"), metadata={"format": "pt"})
+    return dst

@@ -46,8 +46,8 @@ from .common import (
     add_out,
     alpha_of,
     check_limit,
-    check_max_tokens,
     check_out,
+    load_for,
 )
 
 
@@ -259,7 +259,6 @@ def frontier_table(body: dict, levels=LEVELS, y: str = "recall") -> str:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from sparse_core import load_model
     from sparse_core.errors import ArtefactError, SparsescopeError
     from sparse_core.pareto import sweep_corpus
     from sparse_core.sparsefinder import load_artefact
@@ -271,8 +270,7 @@ def run(args: argparse.Namespace) -> int:
 
         require_ray()  # the one-line error before any work
     torch.set_num_threads(args.threads)
-    model = load_model(args.model, device="cpu")
-    check_max_tokens(args, model)
+    model = load_for(args, device="cpu")
     try:
         artefact = load_artefact(args.artefact, model_id=model.model_id, alpha=args.alpha)
     except ArtefactError as exc:

@@ -85,7 +85,7 @@ def api_wording() -> Iterator[None]:
         raise SparsescopeError(
             f"text is {exc.length} tokens long but the model takes at most {exc.limit} "
             f"(special tokens included); shorten it, or send truncate=true to analyse a "
-            f"window of {exc.limit} tokens (start: its first token, default 0)",
+            f"window of {exc.limit} tokens (start: its first token, default 0)" + exc.cap_note(),
             field="text",
         ) from None
 

@@ -172,3 +172,16 @@ def test_summary_and_sweep_equal_on_the_sparse_store(both):
         for metric, v in vals.items():
             assert np.array_equal(v, sw_s.values[nm][metric], equal_nan=True), (nm, metric)
     assert PredictContext.stack([d, d]).out.attn.is_dense
+
+
+def test_a_cap_below_the_models_positions_says_how_to_raise_it():
+    import dataclasses
+
+    from sparse_core.errors import TextTooLongError
+
+    model = tiny_model(seed=2)
+    model.config = dataclasses.replace(model.config, max_positions=12)
+    with pytest.raises(TextTooLongError, match="at most 12 positions") as err:
+        model.encode(TEXT)
+    assert "token cap" in str(err.value) and "--max-tokens" in str(err.value)
+    assert "512 positions" in str(err.value)
