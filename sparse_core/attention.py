@@ -36,6 +36,7 @@ import contextvars
 import logging
 import math
 from collections.abc import Iterator
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
 import torch
@@ -102,6 +103,10 @@ class RunState:
     #: SparseProbs`, CSR) chunk by chunk instead of ``probs``; the scores of one layer then
     #: never exist at once (:func:`_chunked_attention`)
     store: SparseProbs | None = None
+    #: a lone run on two cores (issue 26): a one-worker executor that computes half of every
+    #: linear layer's rows (:func:`split_linear`) and half of every layer's heads (torch on one
+    #: thread in each; the results are those of the run without it bit for bit)
+    side: Executor | None = None
     _causal_mask: Tensor | None = None
 
     def layer(self, module) -> int:
@@ -182,6 +187,15 @@ def entmax_attention(
         return _chunked_attention(
             module, state, query, key, value, attention_mask, float(scaling), softcap
         )
+    if (
+        state is not None
+        and state.side is not None
+        and state.discover is None
+        and b == 1
+        and h > 1
+        and _heads_split(state.alphas[state.layer(module)] if state.alphas else DEFAULT_ALPHA)
+    ):
+        return _split_heads(module, state, query, key, value, attention_mask, scaling, softcap)
 
     # scores in float32 even for bf16 / fp16 weights (SPEC §1); one text at a time, so that a
     # text's numbers do not depend on the batch it runs in (bit for bit: the kernels' blocking
@@ -225,6 +239,97 @@ def entmax_attention(
                 raise StopForward
     ctx = _per_text(lambda p, v: torch.matmul(p.to(v.dtype), v), probs, value)  # (B, H, n, d)
     return ctx.transpose(1, 2).contiguous(), probs  # (B, n, H, d)
+
+
+def _split_heads(
+    module,
+    state: RunState,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Tensor | None,
+    scaling: float,
+    softcap: float | None,
+) -> tuple[Tensor, Tensor]:
+    """The dense path of one text with its heads in two halves, the second on ``state.side``:
+    each half's scores, masks, entmax and P V are those of the whole layer's (a batched matmul
+    computes each head on its own; entmax is row by row exact). Returns what
+    :func:`entmax_attention` returns."""
+    h, n, m = query.shape[1], query.shape[2], key.shape[2]
+    li = state.layer(module)
+    alpha = state.alphas[li] if state.alphas is not None else DEFAULT_ALPHA
+    allowed = state.causal_mask(n, m, query.device) if state.causal else None  # (n, m)
+
+    def part(h0: int, h1: int) -> Tensor:
+        with torch.inference_mode():
+            s = torch.matmul(query[:, h0:h1].float(), key[:, h0:h1].float().transpose(-1, -2))
+            s.mul_(scaling)
+            if softcap is not None:
+                s = torch.tanh(s.div_(softcap)).mul_(softcap)
+            if attention_mask is not None:
+                am = attention_mask[..., :m]
+                if am.dtype == torch.bool:
+                    s.masked_fill_(~am, float("-inf"))
+                else:
+                    s.add_(am.float()).masked_fill_(am <= torch.finfo(am.dtype).min, -math.inf)
+            ok = allowed
+            if state.restrict is not None:
+                r = state.restrict[li][:, h0:h1]
+                ok = r if ok is None else r & ok
+            if ok is not None:
+                s.masked_fill_(~ok, float("-inf"))
+            a = alpha[:, h0:h1] if isinstance(alpha, Tensor) else alpha
+            out = state.probs[li][:, h0:h1] if state.record else None  # contiguous (B == 1)
+            p = entmax(s, a, out=out)
+            return torch.matmul(p.to(value.dtype), value[:, h0:h1])  # (1, h1 - h0, n, d)
+
+    half = h // 2
+    other = state.side.submit(part, half, h)
+    ctx = torch.cat([part(0, half), other.result()], 1)  # (1, H, n, d)
+    if state.record:
+        state.queries[li].copy_(query)
+        state.keys[li].copy_(key)
+        if state.stop_after == li:
+            raise StopForward
+    probs = state.probs[li] if state.record else query.new_empty(0)
+    return ctx.transpose(1, 2).contiguous(), probs
+
+
+def _heads_split(alpha: float | Tensor) -> bool:
+    """Whether a layer's heads may run in two halves with results equal bit for bit: a scalar
+    α outside the dense path's range (softmax and the compact path are row by row; the dense
+    path's whole-row steps depend on which rows share its chunk, so their last bits could)."""
+    from . import entmax as E
+
+    return isinstance(alpha, float) and not E.DENSE_MIN_ALPHA <= alpha <= E.DENSE_MAX_ALPHA
+
+
+def split_linear(module: torch.nn.Module, x: Tensor) -> Tensor:
+    """``F.linear(x, W, b)`` of a model's linear layer; in a run with ``RunState.side``, its
+    rows in two halves, the second on the side worker (each half at least ``min_rows`` rows:
+    a BLAS row's result then does not depend on the rows beside it, as for packed texts)."""
+    import torch.nn.functional as F
+
+    state = _STATE.get()
+    w, bias = module.weight, module.bias
+    rows = x.numel() // max(1, x.shape[-1])
+    if state is None or state.side is None or rows < 2 * SPLIT_MIN_ROWS:
+        return F.linear(x, w, bias)
+    flat = x.reshape(rows, x.shape[-1])
+    half = rows // 2
+
+    def lower() -> Tensor:
+        with torch.inference_mode():
+            return F.linear(flat[half:], w, bias)
+
+    other = state.side.submit(lower)
+    top = F.linear(flat[:half], w, bias)
+    return torch.cat([top, other.result()]).view(*x.shape[:-1], w.shape[0])
+
+
+#: Rows of a linear layer from which a lone run splits it over two workers (at least the BLAS
+#: floor of ``model.rows_kernel_floor``, 4 on MKL, with room).
+SPLIT_MIN_ROWS = 32
 
 
 def _chunk_shape(h: int, n: int, m: int, budget: int) -> tuple[int, int]:

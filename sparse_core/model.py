@@ -17,10 +17,12 @@ tokens as a person reads them: :mod:`sparse_core.tokens`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import re
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Executor
 
 import torch
 from torch import Tensor
@@ -88,6 +90,9 @@ class SparseModel:
         #: :mod:`sparse_core.sparse_probs`); None: ``sparse_probs.DENSE_MAX_BYTES``
         self.dense_max_bytes: int | None = None
         self._layer_of, layers = self._discover()
+        for mod in net.modules():  # a lone run may split their rows over two workers
+            if type(mod) is torch.nn.Linear:
+                mod.forward = functools.partial(A.split_linear, mod)
         self.config = _model_config(net.config, arch, layers, max_tokens)
         #: the model's own positions (the most ``max_tokens`` can raise the limit to)
         #: (None when the config does not say)
@@ -154,6 +159,7 @@ class SparseModel:
         *,
         start: int = 0,
         hidden: bool = True,
+        side: Executor | None = None,
     ) -> RunOutput:
         """Analyse one text: tokens, per-head queries/keys, entmax probabilities and graph.
 
@@ -164,12 +170,16 @@ class SparseModel:
         ``hidden=False``: the forward stops once the last layer's attention is recorded (its
         feed-forward part is skipped) and ``hidden`` is an empty tensor; the rest of the
         output is the same bit for bit (the Pareto sweeps need no hidden states).
+        ``side``: a one-worker executor that takes half of every linear layer's rows and half
+        of every layer's heads (a lone text on two cores; with torch on one thread the output
+        is that of the run without it, bit for bit: issue 26). Not used for long texts
+        recorded sparse (their chunks run in turn).
         """
         a = self._alpha(alpha)
         enc = self.encode(text, truncate=truncate, start=start)
         causal = bool(causal) or self.config.is_decoder
         ids = torch.tensor([enc.ids], device=self._device)  # (1, n)
-        res = self._forward(ids, None, a, causal, None, record=True, hidden=hidden)
+        res = self._forward(ids, None, a, causal, None, record=True, hidden=hidden, side=side)
         return self._output(text, enc, res, 0, a, causal)
 
     @torch.inference_mode()
@@ -294,6 +304,7 @@ class SparseModel:
         *,
         record: bool,
         hidden: bool = True,
+        side: Executor | None = None,
     ) -> dict[str, Tensor]:
         """One forward of ids (B, n); ``keep`` (B, n) marks real tokens (None: all real).
         ``hidden=False`` (with ``record``): stop after the last layer's recording; the result's
@@ -306,6 +317,7 @@ class SparseModel:
             restrict=restrict,
             layer_of=self._layer_of,
             record=record,
+            side=side,
         )
         if record:
             f32, dev = torch.float32, self._device

@@ -148,9 +148,12 @@ class AnalysisRequest:
         """Requests with equal keys may share one ``run_batch`` forward (:func:`run_together`)."""
         return (repr(float(self.alpha)), bool(self.causal), bool(self.truncate))
 
-    def run(self, model: Any) -> Any:
-        """``model.run`` of this request (a ``sparse_core.RunOutput``)."""
-        kw = {"start": self.start} if self.start else {}
+    def run(self, model: Any, side: Any = None) -> Any:
+        """``model.run`` of this request (a ``sparse_core.RunOutput``); ``side``: an executor
+        that takes half the work of a lone text (``SparseModel.run``)."""
+        kw: dict[str, Any] = {"start": self.start} if self.start else {}
+        if side is not None:
+            kw["side"] = side
         return model.run(
             self.text, alpha=self.alpha, causal=self.causal, truncate=self.truncate, **kw
         )
