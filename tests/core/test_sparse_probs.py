@@ -185,3 +185,33 @@ def test_a_cap_below_the_models_positions_says_how_to_raise_it():
         model.encode(TEXT)
     assert "token cap" in str(err.value) and "--max-tokens" in str(err.value)
     assert "512 positions" in str(err.value)
+
+
+@pytest.mark.parametrize("alpha", [1.1, 1.25, 1.5, 1.75, 2.0])
+def test_a_long_run_s_support_is_the_float64_reference_s(alpha):
+    """Exactness at n = 4,096 (issue 25): the chunked run's entmax, on rows of 4,096 real-shaped
+    attention scores (a MiniLM-like spread, a few peaked keys), keeps exactly the support of the
+    float64 reference computed on the same scores."""
+    from sparse_core.entmax import entmax
+    from sparse_core.testing import entmax_reference
+
+    g = torch.Generator().manual_seed(int(alpha * 100))
+    n = 4096
+    s = torch.randn(1, 2, 16, n, generator=g) * 2.5  # (1, heads, rows, keys)
+    s[..., :4] += 6.0  # a few dominant keys, as [CLS] / [SEP] get
+    got = entmax(s, alpha)
+    ref = entmax_reference(s.double(), alpha)
+    tiny = torch.finfo(torch.float32).tiny  # float32 flushes smaller values (entmax's docstring)
+    assert torch.equal(got > 0, ref >= tiny)
+    assert torch.allclose(got.double(), ref, atol=5e-6)
+
+
+def test_a_sparse_run_s_support_is_the_reference_s_on_its_own_scores(tiny_model):
+    """The sparse-recorded run's graph is the float64 reference's support of the model's own
+    scores, layer by layer (the scores recomputed from the recorded queries and keys)."""
+    from sparse_core.testing import entmax_reference
+
+    out = _sparse_run(tiny_model, TEXT + " " + TEXT, alpha=1.5)
+    for li in range(out.layers):
+        ref = entmax_reference(out.scores(li).double(), 1.5)  # (H, n, n)
+        assert torch.equal(out.attn.layer(li) > 0, ref > 0), li
