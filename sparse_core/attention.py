@@ -43,12 +43,9 @@ import torch
 from torch import Tensor
 
 from .entmax import entmax
-from .sparse_probs import SparseProbs
+from .sparse_probs import CHUNK_SCORES, SparseProbs
 
 log = logging.getLogger(__name__)
-
-#: Scores per chunk of (heads x query rows) in a run recorded into a sparse store (64 MB)
-CHUNK_SCORES = 1 << 24
 
 IMPLEMENTATION = "sparsescope_entmax"
 """The name under which the function and its mask builder are registered in transformers."""

@@ -247,9 +247,8 @@ def estimate_bytes(
     dense P fits ``sparse_probs.DENSE_MAX_BYTES`` keeps it dense (float32 P of every layer plus
     one layer's scores and entmax work space); a longer one records P sparse
     (:mod:`sparse_core.sparse_probs`: 8 bytes per edge, estimated at :data:`SPARSE_DENSITY` of
-    the pairs) with one chunk of scores at a time (``attention.CHUNK_SCORES``, three buffers)."""
-    from .attention import CHUNK_SCORES
-    from .sparse_probs import dense_fits
+    the pairs) with one chunk of scores at a time (``sparse_probs.CHUNK_SCORES``, three buffers)."""
+    from .sparse_probs import CHUNK_SCORES, dense_fits
 
     weights = elements * dtype_bytes
     n = tokens

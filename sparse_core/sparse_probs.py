@@ -32,6 +32,9 @@ from torch import Tensor
 
 from .errors import SparsescopeError
 
+#: Scores per chunk of (heads x query rows) of a run recorded into a sparse store (64 MB;
+#: ``attention._chunked_attention``)
+CHUNK_SCORES = 1 << 24
 #: Runs whose dense P takes at most this many bytes keep it dense (MiniLM: n <= ~680).
 DENSE_MAX_BYTES = 128 << 20
 #: :meth:`SparseProbs.dense` of a CSR store refuses above this many bytes (MiniLM: n > ~2,900).
