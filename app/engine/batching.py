@@ -353,7 +353,9 @@ class ModelWorker:
 
     def _model_run(self, job: Job) -> Any:
         side = None
-        if self._alone and self.split > 1:
+        # only on one torch thread: there the halves are bit for bit the whole (with more
+        # threads the lone run takes the cores already, and BLAS blocks rows by thread count)
+        if self._alone and self.split > 1 and _torch_threads() == 1:
             if self._lone is None:
                 self._lone = ThreadPoolExecutor(1, thread_name_prefix="sparsescope-model-lone")
             side = self._lone
@@ -391,3 +393,9 @@ def _first(queue: list[Job], budget: int) -> list[Job]:
         total += job.n
     del queue[: len(taken)]
     return taken
+
+
+def _torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
