@@ -121,6 +121,11 @@ class ModelWorker:
         #: kernels, so each part takes a core; at most the machine's cores); 1: never split
         self.split = max(1, min(int(split), os.cpu_count() or 1))
         self._side: ThreadPoolExecutor | None = None
+        #: a lone text's second core (issue 26): half its linear rows and heads
+        #: (``SparseModel.run(side=…)``, bit for bit its run without it); its own worker, as the
+        #: side pool may be busy with a part of a split forward
+        self._lone: ThreadPoolExecutor | None = None
+        self._alone = False  # the forward now running is one text alone (under ``lock``)
         self._run_one = run_one or self._model_run
         self._run_many = run_many or self._model_run_batch
         self._cond = threading.Condition()
@@ -274,7 +279,11 @@ class ModelWorker:
         results: list[tuple[list[Job], list[Any] | None, BaseException | None]] = []
         with self.lock:
             if len(parts) == 1:
-                results.append(self._forward(group))
+                self._alone = len(group) == 1
+                try:
+                    results.append(self._forward(group))
+                finally:
+                    self._alone = False
             else:  # the halves of a large forward side by side, one per core
                 pending = [self._side_pool().submit(self._forward, p) for p in parts[1:]]
                 results.append(self._forward(parts[0]))
@@ -343,7 +352,14 @@ class ModelWorker:
     # -- the model -----------------------------------------------------------------------------
 
     def _model_run(self, job: Job) -> Any:
-        return job.request.run(self.model)
+        side = None
+        # only on one torch thread: there the halves are bit for bit the whole (with more
+        # threads the lone run takes the cores already, and BLAS blocks rows by thread count)
+        if self._alone and self.split > 1 and _torch_threads() == 1:
+            if self._lone is None:
+                self._lone = ThreadPoolExecutor(1, thread_name_prefix="sparsescope-model-lone")
+            side = self._lone
+        return job.request.run(self.model, side=side)
 
     def _model_run_batch(self, jobs: list[Job]) -> list[Any]:
         return run_together(self.model, [j.request for j in jobs])
@@ -377,3 +393,9 @@ def _first(queue: list[Job], budget: int) -> list[Job]:
         total += job.n
     del queue[: len(taken)]
     return taken
+
+
+def _torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
