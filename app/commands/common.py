@@ -127,9 +127,10 @@ def add_max_tokens(
     sparse_core.sparse_probs)."""
     if text:
         p.add_argument(
-            "--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, metavar="N",
-            help=f"token limit of the text, specials included (default {DEFAULT_MAX_TOKENS}, at "
-            "most the model's positions); a longer text is refused, or cut with --truncate",
+            "--max-tokens", type=int, default=None, metavar="N",
+            help=f"token limit of the text, specials included (default {DEFAULT_MAX_TOKENS} or "
+            "the model's positions if fewer; at most the model's positions); a longer text is "
+            "refused, or cut with --truncate",
         )  # fmt: skip
     elif setting:
         p.add_argument(
@@ -140,9 +141,9 @@ def add_max_tokens(
         )  # fmt: skip
     else:
         p.add_argument(
-            "--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, metavar="N",
-            help=f"tokens per input, specials included (default {DEFAULT_MAX_TOKENS}, at most "
-            "the model's positions)",
+            "--max-tokens", type=int, default=None, metavar="N",
+            help=f"tokens per input, specials included (default {DEFAULT_MAX_TOKENS} or the "
+            "model's positions if fewer; at most the model's positions)",
         )  # fmt: skip
 
 
@@ -150,6 +151,8 @@ def check_max_tokens(args: argparse.Namespace, model: Any) -> int:
     """A command's ``--max-tokens`` within [8, the model's positions] (the model loaded with
     ``max_tokens=args.max_tokens``: :func:`load_for`)."""
     most = getattr(model, "model_positions", None) or model.config.max_positions
+    if args.max_tokens is None:  # not given: the default, or the model's positions if fewer
+        args.max_tokens = min(DEFAULT_MAX_TOKENS, most)
     if not MIN_MAX_TOKENS <= args.max_tokens <= most:
         raise SparsescopeError(
             f"--max-tokens must be in [{MIN_MAX_TOKENS}, {most}] (the model's positions), "
@@ -268,7 +271,8 @@ def load_for(args: argparse.Namespace, device: str | None = None) -> Any:
     against the model's own positions (a cap above them would otherwise shrink silently)."""
     from sparse_core import load_model
 
-    low = max(int(args.max_tokens), MIN_MAX_TOKENS)  # below: refused by the check after
+    given = DEFAULT_MAX_TOKENS if args.max_tokens is None else int(args.max_tokens)
+    low = max(given, MIN_MAX_TOKENS)  # below: refused by the check after
     model = load_model(args.model, device=device or args.device, max_tokens=low)
     check_max_tokens(args, model)
     return model
