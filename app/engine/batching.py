@@ -20,6 +20,11 @@ accepted by an empty queue, however long. Low-priority work (share warm-ups, the
 when no user request waits, is bounded by its own job count, and is dropped at shutdown. A job
 whose client has disconnected is dropped before it runs.
 
+When the server begins to shut down (SIGTERM, app/commands/serve.py), :meth:`ModelWorker.close`
+answers every job still queued, and every job submitted afterwards, with :class:`Busy` (503,
+``Retry-After``): only the forward already running is finished, so each waiting request gets an
+answer well within uvicorn's graceful-shutdown time (issue 26, finding 12).
+
 While analyses keep arriving, an idle worker keeps gathering: each arrival extends the window by
 ``window_s`` from then, up to ``max_window_s`` after the first (a lecture hall's 48 requests reach
 the worker over some 60 ms as the event loop reads them; with a plain 5 ms window the first one
@@ -54,6 +59,8 @@ MAX_LOW_JOBS = 64
 LOW_BATCH_TOKENS = 512
 #: Tokens a second assumed before the first batch is measured (for Retry-After only).
 START_RATE = 200.0
+#: Retry-After (seconds) of the requests refused because the server is shutting down.
+SHUTDOWN_RETRY_S = 5
 #: A forward is split into parts run side by side only when each part gets at least this many
 #: tokens and this many texts (below, the threads cost more than they save).
 SPLIT_TOKENS = 128
@@ -133,6 +140,7 @@ class ModelWorker:
         self._low: list[Job] = []
         self._tokens = 0  # tokens of admitted (normal) jobs not yet finished
         self._thread: threading.Thread | None = None
+        self._closed = False  # shutting down: nothing more is queued (close)
         self._rate = START_RATE  # tokens a second, measured (EWMA)
         self.stats = WorkerStats()
         #: called with (jobs, outputs) of every batch of two or more, after the forward and
@@ -159,6 +167,9 @@ class ModelWorker:
 
     def submit(self, job: Job) -> None:
         with self._cond:
+            if self._closed:
+                self.stats.refused += 1
+                raise _shutting_down()
             if job.ctx.priority == LOW:
                 if len(self._low) >= self.low_jobs:
                     self.stats.refused += 1
@@ -213,6 +224,22 @@ class ModelWorker:
         self.stats.dropped_shutdown += len(low)
         return len(low)
 
+    def close(self) -> int:
+        """Begin the shutdown: the jobs still queued (user and low-priority) get :class:`Busy`
+        (503, ``Retry-After``) now, and so does every later :meth:`submit`; the forward already
+        running finishes and its requests get their outputs. How many jobs were refused."""
+        with self._cond:
+            self._closed = True
+            jobs, self._normal, self._low = self._normal + self._low, [], []
+        for job in jobs:
+            self._done(job, error=_shutting_down())
+        self.stats.dropped_shutdown += len(jobs)
+        return len(jobs)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def _loop(self) -> None:
         idle = True
         while True:
@@ -263,7 +290,11 @@ class ModelWorker:
         forwards = [f for g in groups.values() for f in _forwards(g, self.batch_tokens)]
         for group in sorted(forwards, key=lambda g: g[0].n):
             group = [j for j in group if not self._drop_if_gone(j)]
-            if group:
+            if group and self._closed:  # shutting down: only a forward already running finishes
+                self.stats.dropped_shutdown += len(group)
+                for job in group:
+                    self._done(job, error=_shutting_down())
+            elif group:
                 self._run_group(group)
 
     def _drop_if_gone(self, job: Job) -> bool:
@@ -363,6 +394,13 @@ class ModelWorker:
 
     def _model_run_batch(self, jobs: list[Job]) -> list[Any]:
         return run_together(self.model, [j.request for j in jobs])
+
+
+def _shutting_down() -> Busy:
+    return Busy(
+        "the server is shutting down; retry in a few seconds (it may be restarting)",
+        retry_after=SHUTDOWN_RETRY_S,
+    )
 
 
 def _forwards(group: list[Job], budget: int, most: int | None = None) -> list[list[Job]]:

@@ -140,6 +140,12 @@ class AnalysisService:
         gallery warm-ups) on every model's worker; user requests already queued still run."""
         self.registry.drop_background_work()
 
+    def begin_shutdown(self) -> None:
+        """The server received SIGTERM (app/commands/serve.py): the analyses still queued on any
+        model's worker, and any submitted from now on, are answered 503 with ``Retry-After``; the
+        forwards already running finish (issue 26, finding 12)."""
+        self.registry.close()
+
     def slot_for(self, model: str | None) -> ModelSlot:
         """The slot of a served model (``ModelRegistry.slot_for``: None is the default)."""
         return self.registry.slot_for(model)
