@@ -198,7 +198,16 @@ def test_distance_bits_equal_sf_distance(seed, n, scale, ts):
 # ----------------------------------------------------------------------------- text sweep
 
 
-POINT_KEYS = {"method", "params", "sparsity", "recall", "exact", "precision", "block_sparsity"}
+POINT_KEYS = {
+    "method",
+    "params",
+    "sparsity",
+    "recall",
+    "exact",
+    "precision",
+    "mass_recall",
+    "block_sparsity",
+}
 
 
 def check_points_body(body: dict, scope: str, x: str = "sparsity", block=None) -> None:
