@@ -18,7 +18,8 @@ COMMANDS_DIR = Path(__file__).resolve().parents[2] / "app" / "commands"
 DIFFERENT_DEFAULTS = {
     # serve: None, so that the SPARSESCOPE_* environment applies (the settings default the same)
     ("serve", "--device"),
-    ("serve", "--max-tokens"),
+    # --max-tokens: None everywhere (serve: SPARSESCOPE_MAX_TOKENS, else 512; the others: 512, or
+    # the model's positions if fewer), so it is no exception
     ("clusters", "--limit"),  # 50 inputs: the POS shares settle long before a whole corpus
     ("pareto", "--block"),  # None: --block without --x block is an error
     ("fit", "--out"),  # an artefact's two named files: any folder (--artefact-dir)
