@@ -14,6 +14,13 @@ from .test_page import TEXT, analyse, api, wait_ready
 pytestmark = pytest.mark.browser
 
 
+#: The page's own modules (the same URLs main.js loaded: one store), as `await js("state.js")`.
+MODULE = (
+    "async () => { const js = (name) => import(document.querySelector("
+    "'script[type=module][src$=\"/main.js\"]').src.replace(/main\\.js$/, name))"
+)
+
+
 def counts(page) -> dict[str, int]:
     """The legend's counts once the difference is shown."""
     page.wait_for_selector("#compare[data-state='ready'] #cmp-legend .cmp-count")
@@ -108,8 +115,7 @@ def test_the_address_and_a_share_reproduce_the_compare_view(page, server_url):
     assert got == {"only-a": len(ga - gb), "only-b": len(gb - ga), "both": len(ga & gb)}
     # the Share button's state keeps it (ShareState.view flags) and /s/{id} reopens it
     state = page.evaluate(
-        "async () => (await import('/static/js/share.js')).shareState((await import("
-        "'/static/js/state.js')).get())"
+        MODULE + "; return (await js('share.js')).shareState((await js('state.js')).get()); }"
     )
     assert state["view"]["compare"] == "head"
     assert (state["view"]["cmpLayer"], state["view"]["cmpHead"]) == (2, 3)
