@@ -24,54 +24,64 @@ const DIFF_RGB = { [DIFF.NONE]: rgb(ZERO), [DIFF.BOTH]: rgb(BOTH), [DIFF.ONLY_B]
 /** Cells at least this big (CSS px) get the diff's marks. */
 const MARK_MIN = 7;
 
-/** The pane's side in CSS px (its canvas is square, as wide as its figure). */
-function sideOf(p) {
-  return Math.max(60, Math.floor(p.fig.getBoundingClientRect().width || 240));
+/** The pane's side in CSS px (its canvas is square, as wide as its figure); measured on a resize
+ * (compare.js), so that a slider frame forces no layout. */
+export function measure(p) {
+  p.sideCss = Math.max(60, Math.floor(p.fig.getBoundingClientRect().width || 240));
 }
 
 /**
- * Paint pane `p` ({canvas, off, codes, n}) and outline the hovered cell.
+ * Render pane `p`'s classes (`p.codes`, n × n) into its offscreen image, pooled to its size:
+ * once per new class image (a slider frame re-renders only the panes whose classes changed).
+ * @param {object} p {fig, canvas, off, codes, n}
+ * @param {boolean} isDiff the difference pane (its colours)
+ */
+export function renderPane(p, isDiff = false) {
+  if (!p.sideCss) measure(p);
+  if (!p.codes) return;
+  const dpr = window.devicePixelRatio || 1;
+  const { img, m } = poolMax(p.codes, p.n, Math.round(p.sideCss * dpr));
+  const lut = isDiff ? DIFF_RGB : PANE_RGB;
+  if (p.off.width !== m) p.off.width = p.off.height = m;
+  const octx = p.off.getContext("2d");
+  const data = octx.createImageData(m, m);
+  const px = data.data;
+  for (let x = 0, k = 0; x < m * m; x++, k += 4) {
+    const c = lut[img[x]];
+    px[k] = c[0];
+    px[k + 1] = c[1];
+    px[k + 2] = c[2];
+    px[k + 3] = 255;
+  }
+  octx.putImageData(data, 0, 0);
+}
+
+/**
+ * Show pane `p`: its rendered image scaled to the canvas, the diff's marks, and the hovered cell.
  * @param {object} p
  * @param {{i: number, j: number}|null} hover
- * @param {boolean} isDiff the difference pane (its colours and marks)
+ * @param {boolean} isDiff
  */
 export function paintPane(p, hover, isDiff = false) {
-  const side = sideOf(p);
+  if (!p.sideCss) measure(p);
+  const side = p.sideCss;
   const dpr = window.devicePixelRatio || 1;
-  p.canvas.width = Math.round(side * dpr);
-  p.canvas.height = Math.round(side * dpr);
+  const w = Math.round(side * dpr);
   // drawn at the figure's width; shown at 100 % of it (static/css/compare.css), square
+  if (p.canvas.width !== w) p.canvas.width = p.canvas.height = w;
   p.side = side;
   const ctx = p.canvas.getContext("2d");
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
   ctx.fillStyle = "#f8fafc";
   ctx.fillRect(0, 0, side, side);
-  if (!p.codes) {
-    p.base = null;
-    return;
-  }
-  const { img, m } = poolMax(p.codes, p.n, Math.round(side * dpr));
-  const lut = isDiff ? DIFF_RGB : PANE_RGB;
-  p.off.width = p.off.height = m;
-  const octx = p.off.getContext("2d");
-  const data = octx.createImageData(m, m);
-  for (let x = 0; x < m * m; x++) {
-    const [r, g, bl] = lut[img[x]];
-    data.data[4 * x] = r;
-    data.data[4 * x + 1] = g;
-    data.data[4 * x + 2] = bl;
-    data.data[4 * x + 3] = 255;
-  }
-  octx.putImageData(data, 0, 0);
+  if (!p.codes) return;
   ctx.imageSmoothingEnabled = false;
   ctx.drawImage(p.off, 0, 0, side, side);
   if (isDiff) drawMarks(ctx, p.codes, p.n, side);
   ctx.strokeStyle = "#cbd5e1";
   ctx.lineWidth = 1;
   ctx.strokeRect(0.5, 0.5, side - 1, side - 1);
-  // the painted pane, kept to redraw the outline on hover without repainting
-  p.base = ctx.getImageData(0, 0, p.canvas.width, p.canvas.height);
-  if (hover) outlineCell(p, hover, false);
+  if (hover) outlineCell(p, hover);
 }
 
 /** The marks of the diff's classes where cells are big enough: ╱ only in A, • only in B. */
@@ -99,13 +109,12 @@ function drawMarks(ctx, codes, n, side) {
 }
 
 /**
- * Outline cell (i, j) on pane `p` (its painted image restored first) with a crosshair.
+ * Outline cell (i, j) on pane `p` (painted: paintPane) with a crosshair.
  * @param {object} p
  * @param {{i: number, j: number}|null} hover
  */
-export function outlineCell(p, hover, restore = true) {
+export function outlineCell(p, hover) {
   const ctx = p.canvas.getContext("2d");
-  if (restore && p.base) ctx.putImageData(p.base, 0, 0);
   if (!hover || !p.codes || hover.i >= p.n || hover.j >= p.n) return;
   const c = p.side / p.n;
   const w = Math.max(c, 4);

@@ -17,7 +17,8 @@
  */
 
 import { cellAt, diffMasks, paneCodes } from "./compare-diff.js";
-import { comparePng, paintPane, outlineCell } from "./compare-paint.js";
+import { cellFacts } from "./heatmap-cell.js";
+import { comparePng, measure, paintPane, renderPane } from "./compare-paint.js";
 import { paneB } from "./compare-data.js";
 import { availableMethods } from "./controls.js";
 import { el, fmt } from "./dom.js";
@@ -201,6 +202,21 @@ export function initCompare(root, heatmap, models = []) {
     return maskB.mask;
   }
 
+  /**
+   * Set pane `p`'s classes from the inputs `from` (identities), re-rendering only when they
+   * changed: a slider frame re-renders A and the difference (method) or A and B (head, α, model).
+   */
+  function update(p, from, make) {
+    const same = p.from && from.length === p.from.length && from.every((v, k) => v === p.from[k]);
+    if (same) return;
+    p.from = from;
+    const got = make();
+    p.codes = got?.codes ?? null;
+    p.n = got?.n ?? 0;
+    renderPane(p, p === pd);
+    paintPane(p, hover, p === pd);
+  }
+
   /** Recompute the panes' classes and the diff, and paint (synchronous: in A's frame). */
   function recompute() {
     const s = s0();
@@ -209,29 +225,23 @@ export function initCompare(root, heatmap, models = []) {
     pa.title.textContent = labelA(s);
     pb.title.textContent = labelB(s);
     pd.title.textContent = "A − B";
-    pa.codes = paneCodes(A.gold, maskA);
-    pa.n = A.n;
-    if (!b) {
-      pb.codes = pd.codes = diff = null;
-      for (const p of panes) paintPane(p, hover);
-      renderLegend(s);
-      return;
-    }
-    const mB = maskOfB(s);
-    pb.codes = paneCodes(b.head.gold, mB);
-    pb.n = b.head.n;
-    if (b.head.n !== A.n) {
+    update(pa, [A, maskA], () => ({ codes: paneCodes(A.gold, maskA), n: A.n }));
+    const mB = b ? maskOfB(s) : null;
+    update(pb, [b, mB], () => (b ? { codes: paneCodes(b.head.gold, mB), n: b.head.n } : null));
+    const byMask = s.compare === "method";
+    update(pd, byMask ? [A, b, maskA, mB] : [A, b], () => {
       diff = null;
-      pd.codes = null;
-      note.textContent = `A has ${A.n} tokens, B ${b.head.n} (another tokenizer): no cell-by-cell difference.`;
-    } else {
-      diff = s.compare === "method" ? diffMasks(maskA ?? new Uint8Array(A.n * A.n), mB ?? new Uint8Array(A.n * A.n)) : diffMasks(A.gold, b.head.gold);
-      pd.codes = diff.codes;
-      pd.n = A.n;
-    }
-    for (const p of panes) paintPane(p, hover, p === pd);
+      if (!b) return null;
+      if (b.head.n !== A.n) {
+        note.textContent = `A has ${A.n} tokens, B ${b.head.n} (another tokenizer): no cell-by-cell difference.`;
+        return null;
+      }
+      const none = new Uint8Array(A.n * A.n);
+      diff = byMask ? diffMasks(maskA ?? none, mB ?? none) : diffMasks(A.gold, b.head.gold);
+      return { codes: diff.codes, n: A.n };
+    });
     renderLegend(s);
-    root.dataset.state = "ready";
+    if (b) root.dataset.state = "ready";
   }
 
   async function refreshB() {
@@ -267,6 +277,7 @@ export function initCompare(root, heatmap, models = []) {
     if (!shown) {
       asked = "";
       b = null;
+      for (const p of panes) p.from = null;
       return;
     }
     mode.value = s.compare;
@@ -283,22 +294,25 @@ export function initCompare(root, heatmap, models = []) {
   // ------------------------------------------------------------ linked hover
   function showCell(cell, fromHeatmap = false) {
     hover = cell;
-    for (const p of panes) if (p.codes) outlineCell(p, hover);
+    for (const p of panes) if (p.codes) paintPane(p, hover, p === pd);
     readout.textContent = cell ? sayCell(s0(), cell) : "";
     if (!fromHeatmap) heatmap.dispatchEvent(new CustomEvent("heatmap-show-cell", { detail: cell }));
   }
 
+  /** The hovered cell in words: its tokens, then each pane's p and verdict (heatmap-cell.js). */
   function sayCell(s, { i, j }) {
-    const tok = s.analysis.tokens;
-    const side = (name, head, mask) => {
+    const side = (name, analysis, head, mask) => {
       if (!head || i >= head.n || j >= head.n) return `${name}: —`;
-      const x = i * head.n + j;
-      const p = head.probs[x];
-      const what = head.gold[x] ? (mask ? (mask[x] ? "kept" : "missed") : "gold edge") : mask && mask[x] ? "in the mask, p = 0" : "zero";
-      return `${name}: p = ${fmt(p)}, ${what}`;
+      const f = cellFacts({ tokens: analysis.tokens, n: head.n, probs: head.probs, gold: head.gold,
+        mask, causal: analysis.causal }, i, j);
+      return mask ? `${name}: p = ${f.p}, ${f.verdict}` : `${name}: p = ${f.p}`;
     };
+    const A = s.headData;
+    const f = cellFacts({ tokens: s.analysis.tokens, n: A.n, probs: A.probs, gold: A.gold, mask: null,
+      causal: s.analysis.causal }, i, j);
     const d = diff && pd.codes ? ["", "in both", "only in B", "only in A"][pd.codes[i * pd.n + j]] : "";
-    return `query “${tok[i] ?? i}” (${i}) → key “${tok[j] ?? j}” (${j}) · ${side("A", s.headData, s.result?.mask ?? null)} · ${side("B", b?.head, b ? maskOfB(s) : null)}${d ? ` · ${d}` : ""}`;
+    return [`query ${f.query} → key ${f.key}`, side("A", s.analysis, A, s.result?.mask ?? null),
+      side("B", b?.analysis, b?.head, b ? maskOfB(s) : null), ...(d ? [d] : [])].join(" · ");
   }
 
   for (const p of panes) {
@@ -313,7 +327,15 @@ export function initCompare(root, heatmap, models = []) {
   heatmap.addEventListener("heatmap-hover", (ev) => {
     if (on(s0()) && b) showCell(ev.detail, true);
   });
+  // a new width (not a taller readout): measure, re-render and repaint the panes
   new ResizeObserver(() => {
-    if (on(s0())) for (const p of panes) paintPane(p, hover, p === pd);
+    if (!on(s0())) return;
+    for (const p of panes) {
+      const before = p.sideCss;
+      measure(p);
+      if (p.sideCss === before) continue;
+      renderPane(p, p === pd);
+      paintPane(p, hover, p === pd);
+    }
   }).observe(root);
 }

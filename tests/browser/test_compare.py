@@ -93,9 +93,11 @@ def test_compare_two_methods_counts_the_predicted_masks(page, server_url):
     assert got["only-b"] + got["both"] == size(mb)
     # A's slider moves: A's mask and the difference follow in the same frame
     before = got
-    slider = page.locator("#method-panel input[type=range]").first
-    slider.focus()
-    slider.press("Home")  # the smallest window: A's mask shrinks
+    page.evaluate("""() => {
+      const el = document.querySelector('[data-param="window"]');
+      el.value = el.value === '1' ? '9' : '1';
+      el.dispatchEvent(new Event('input', { bubbles: true }));
+    }""")
     page.wait_for_function(
         "(b) => document.getElementById('cmp-legend').dataset.onlyA !== String(b)",
         arg=before["only-a"],
@@ -103,27 +105,27 @@ def test_compare_two_methods_counts_the_predicted_masks(page, server_url):
 
 
 def test_the_address_and_a_share_reproduce_the_compare_view(page, server_url):
-    q = urllib.parse.urlencode({"text": TEXT, "layer": 1, "head": 0, "cmp": "head",
-                                "cl": 2, "ch": 3})  # fmt: skip
+    q = urllib.parse.urlencode({"text": TEXT, "layer": 0, "head": 2, "cmp": "head",
+                                "cl": 1, "ch": 3})  # fmt: skip
     page.goto(f"{server_url}/?{q}")
     wait_ready(page)
     got = counts(page)
     assert page.input_value("#cmp-mode") == "head"
-    assert page.input_value("#cmp-b") == "2/3"
+    assert page.input_value("#cmp-b") == "1/3"
     a = api(server_url, "/api/analyze", {"text": TEXT})
-    ga, gb = gold(server_url, a["id"], 1, 0), gold(server_url, a["id"], 2, 3)
+    ga, gb = gold(server_url, a["id"], 0, 2), gold(server_url, a["id"], 1, 3)
     assert got == {"only-a": len(ga - gb), "only-b": len(gb - ga), "both": len(ga & gb)}
     # the Share button's state keeps it (ShareState.view flags) and /s/{id} reopens it
     state = page.evaluate(
         MODULE + "; return (await js('share.js')).shareState((await js('state.js')).get()); }"
     )
     assert state["view"]["compare"] == "head"
-    assert (state["view"]["cmpLayer"], state["view"]["cmpHead"]) == (2, 3)
+    assert (state["view"]["cmpLayer"], state["view"]["cmpHead"]) == (1, 3)
     share = api(server_url, "/api/share", {"state": state})
     page.goto(server_url + share["url"])
     wait_ready(page)
     assert counts(page) == got
-    assert page.input_value("#cmp-b") == "2/3"
+    assert page.input_value("#cmp-b") == "1/3"
 
 
 def test_linked_hover_outlines_the_cell_everywhere_and_says_both_values(page, server_url):
@@ -137,7 +139,7 @@ def test_linked_hover_outlines_the_cell_everywhere_and_says_both_values(page, se
     readout = page.locator("#cmp-readout")
     page.wait_for_function("() => document.getElementById('cmp-readout').textContent !== ''")
     text = readout.inner_text()
-    assert "(2) → key" in text and "(5)" in text
+    assert "(2) → key" in text and "(5) · A: p = " in text
     assert "A: p = " in text and "B: p = " in text
     # the main heatmap outlines the same cell: its tooltip-free crosshair is drawn on the overlay
     # (a hover there is echoed back: the readout follows the heatmap's pointer)
