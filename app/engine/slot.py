@@ -229,6 +229,8 @@ class ModelSlot:
             "max_tokens": m.max_positions,
             "device": m.device,
             "artefacts": self.artefact_alphas(),
+            # trained with entmax (an adapted model): its own α, one value or one per head
+            "own_alpha": bool(getattr(m, "alpha_trained", False)),
         }
 
 

@@ -156,6 +156,11 @@ class ModelInfo(BaseModel):
         description="alphas with a Sparsefinder artefact for this model (the sf-* methods); "
         "empty: `sparsescope fit --model ID` makes one"
     )
+    own_alpha: bool = Field(
+        False,
+        description='trained with entmax: alpha "own" runs it at its own alpha (maybe one per '
+        "head); the page picks that by default",
+    )
 
 
 class ModelsOut(BaseModel):
