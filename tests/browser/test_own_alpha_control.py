@@ -50,7 +50,6 @@ def learned_url(tmp_path_factory):
     thread.join(timeout=10)
 
 
-
 def checked(page) -> str:
     return page.locator("input[name=alpha]:checked").get_attribute("value")
 
