@@ -60,11 +60,22 @@ HOST = "127.0.0.1"  # loopback only: the server and every request
 #: Runs in the server process: ``sparsescope serve`` itself, on the tiny random model when asked
 #: (sparse_core.load_model swapped before the service imports it at start-up).
 LAUNCHER = """
-import sys
+import os, sys, time
 if sys.argv[1] == "tiny":
     import sparse_core
     from sparse_core.testing import tiny_model
-    sparse_core.load_model = lambda path=None, device="auto", **_: tiny_model(seed=0)
+    delay = float(os.environ.get("BENCH_FORWARD_DELAY_S") or 0)
+    def slowed(f):  # a slower model: every forward takes `delay` s more (analyses stay in flight)
+        def run(*a, **k):
+            time.sleep(delay)
+            return f(*a, **k)
+        return run
+    def load(path=None, device="auto", **_):
+        model = tiny_model(seed=0)
+        if delay:
+            model.run, model.run_batch = slowed(model.run), slowed(model.run_batch)
+        return model
+    sparse_core.load_model = load
 from sparsescope.cli import main
 sys.exit(main(["serve", "--port", sys.argv[2]]))
 """
@@ -151,6 +162,8 @@ def live_server(
         PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
         SPARSESCOPE_DATA_DIR=str(data_dir),
     )
+    if tiny:  # one model (the default would serve the tiny one twice: the same id, refused)
+        full_env["SPARSESCOPE_MODELS"] = "tiny"
     full_env.update(env or {})  # the caller's settings win (e.g. another data directory)
     log_path = data_dir / f"server-{port}.log"
     with open(log_path, "wb") as log:

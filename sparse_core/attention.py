@@ -36,12 +36,14 @@ import contextvars
 import logging
 import math
 from collections.abc import Iterator
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
 
 from .entmax import entmax
+from .sparse_probs import CHUNK_SCORES, SparseProbs
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +103,14 @@ class RunState:
     #: with ``train``: per layer, (|G|, |V|) per head summed over the batch, (H,) each, appended
     #: layer by layer (the gold sparsity of the training batch, for the training log)
     support: list[tuple[Tensor, Tensor]] | None = None
+    #: with ``record``: P goes into this sparse store (:class:`~sparse_core.sparse_probs.
+    #: SparseProbs`, CSR) chunk by chunk instead of ``probs``; the scores of one layer then
+    #: never exist at once (:func:`_chunked_attention`)
+    store: SparseProbs | None = None
+    #: a lone run on two cores (issue 26): a one-worker executor that computes half of every
+    #: linear layer's rows (:func:`split_linear`) and half of every layer's heads (torch on one
+    #: thread in each; the results are those of the run without it bit for bit)
+    side: Executor | None = None
     _causal_mask: Tensor | None = None
 
     def layer(self, module) -> int:
@@ -181,6 +191,19 @@ def entmax_attention(
         return _packed_attention(
             module, state, query, key, value, attention_mask, float(scaling), softcap
         )
+    if state is not None and state.store is not None and state.discover is None:
+        return _chunked_attention(
+            module, state, query, key, value, attention_mask, float(scaling), softcap
+        )
+    if (
+        state is not None
+        and state.side is not None
+        and state.discover is None
+        and b == 1
+        and h > 1
+        and _heads_split(state.alphas[state.layer(module)] if state.alphas else DEFAULT_ALPHA)
+    ):
+        return _split_heads(module, state, query, key, value, attention_mask, scaling, softcap)
 
     # scores in float32 even for bf16 / fp16 weights (SPEC §1); one text at a time, so that a
     # text's numbers do not depend on the batch it runs in (bit for bit: the kernels' blocking
@@ -274,6 +297,169 @@ def _training_attention(
     dropped = torch.nn.functional.dropout(probs, p=dropout, training=True) if dropout else probs
     ctx = torch.matmul(dropped.to(value.dtype), value)  # (B, H, n, d)
     return ctx.transpose(1, 2).contiguous(), probs
+
+
+def _split_heads(
+    module,
+    state: RunState,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Tensor | None,
+    scaling: float,
+    softcap: float | None,
+) -> tuple[Tensor, Tensor]:
+    """The dense path of one text with its heads in two halves, the second on ``state.side``:
+    each half's scores, masks, entmax and P V are those of the whole layer's (a batched matmul
+    computes each head on its own; entmax is row by row exact). Returns what
+    :func:`entmax_attention` returns."""
+    h, n, m = query.shape[1], query.shape[2], key.shape[2]
+    li = state.layer(module)
+    alpha = state.alphas[li] if state.alphas is not None else DEFAULT_ALPHA
+    allowed = state.causal_mask(n, m, query.device) if state.causal else None  # (n, m)
+
+    def part(h0: int, h1: int) -> Tensor:
+        with torch.inference_mode():
+            s = torch.matmul(query[:, h0:h1].float(), key[:, h0:h1].float().transpose(-1, -2))
+            s.mul_(scaling)
+            if softcap is not None:
+                s = torch.tanh(s.div_(softcap)).mul_(softcap)
+            if attention_mask is not None:
+                am = attention_mask[..., :m]
+                if am.dtype == torch.bool:
+                    s.masked_fill_(~am, float("-inf"))
+                else:
+                    s.add_(am.float()).masked_fill_(am <= torch.finfo(am.dtype).min, -math.inf)
+            ok = allowed
+            if state.restrict is not None:
+                r = state.restrict[li][:, h0:h1]
+                ok = r if ok is None else r & ok
+            if ok is not None:
+                s.masked_fill_(~ok, float("-inf"))
+            a = alpha[:, h0:h1] if isinstance(alpha, Tensor) else alpha
+            out = state.probs[li][:, h0:h1] if state.record else None  # contiguous (B == 1)
+            p = entmax(s, a, out=out)
+            return torch.matmul(p.to(value.dtype), value[:, h0:h1])  # (1, h1 - h0, n, d)
+
+    half = h // 2
+    other = state.side.submit(part, half, h)
+    ctx = torch.cat([part(0, half), other.result()], 1)  # (1, H, n, d)
+    if state.record:
+        state.queries[li].copy_(query)
+        state.keys[li].copy_(key)
+        if state.stop_after == li:
+            raise StopForward
+    probs = state.probs[li] if state.record else query.new_empty(0)
+    return ctx.transpose(1, 2).contiguous(), probs
+
+
+def _heads_split(alpha: float | Tensor) -> bool:
+    """Whether a layer's heads may run in two halves with results equal bit for bit: a scalar
+    α outside the dense path's range (softmax and the compact path are row by row; the dense
+    path's whole-row steps depend on which rows share its chunk, so their last bits could)."""
+    from . import entmax as E
+
+    return isinstance(alpha, float) and not E.DENSE_MIN_ALPHA <= alpha <= E.DENSE_MAX_ALPHA
+
+
+def split_linear(module: torch.nn.Module, x: Tensor) -> Tensor:
+    """``F.linear(x, W, b)`` of a model's linear layer; in a run with ``RunState.side``, its
+    rows in two halves, the second on the side worker (each half at least ``min_rows`` rows:
+    a BLAS row's result then does not depend on the rows beside it, as for packed texts)."""
+    import torch.nn.functional as F
+
+    state = _STATE.get()
+    w, bias = module.weight, module.bias
+    rows = x.numel() // max(1, x.shape[-1])
+    if state is None or state.side is None or rows < 2 * SPLIT_MIN_ROWS:
+        return F.linear(x, w, bias)
+    flat = x.reshape(rows, x.shape[-1])
+    half = rows // 2
+
+    def lower() -> Tensor:
+        with torch.inference_mode():
+            return F.linear(flat[half:], w, bias)
+
+    other = state.side.submit(lower)
+    top = F.linear(flat[:half], w, bias)
+    return torch.cat([top, other.result()]).view(*x.shape[:-1], w.shape[0])
+
+
+#: Rows of a linear layer from which a lone run splits it over two workers (at least the BLAS
+#: floor of ``model.rows_kernel_floor``, 4 on MKL, with room).
+SPLIT_MIN_ROWS = 32
+
+
+def _chunk_shape(h: int, n: int, m: int, budget: int) -> tuple[int, int]:
+    """(heads, query rows) per chunk: whole heads while a head's n x m scores fit ``budget``,
+    else one head and as many rows as fit (at least 8)."""
+    if n * m <= budget:
+        return max(1, min(h, budget // (n * m))), n
+    return 1, max(8, budget // m)  # BLAS takes another kernel below 4 rows
+
+
+def _chunked_attention(
+    module,
+    state: RunState,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Tensor | None,
+    scaling: float,
+    softcap: float | None,
+) -> tuple[Tensor, Tensor]:
+    """Attention of one text recorded into ``state.store`` (CSR), in chunks of heads x query
+    rows of at most :data:`CHUNK_SCORES` scores: per chunk the scores (the same formula as the
+    dense path), the masks, α-entmax (row by row exact: a row's result does not depend on the
+    rows beside it, :mod:`sparse_core.entmax`), P V and the chunk's support into the store.
+    Returns the (1, n, H, d) output and, as attention weights, an empty tensor."""
+    b, h, n, d = query.shape
+    m = key.shape[2]
+    if b != 1:
+        raise RuntimeError("a run recorded into a sparse store takes one text (B == 1)")
+    li = state.layer(module)
+    alpha = state.alphas[li] if state.alphas is not None else DEFAULT_ALPHA
+    hc, rc = _chunk_shape(h, n, m, CHUNK_SCORES)
+    q, k_, v = query[0], key[0], value[0]  # (H, n, d), (H, m, d)
+    kf = k_.float()
+    ctx = torch.empty(h, n, v.shape[-1], dtype=v.dtype, device=v.device)  # (H, n, d_v)
+    causal = state.causal_mask(n, m, q.device) if state.causal else None  # (n, m)
+    store = state.store
+    store.start_layer()
+    for h0 in range(0, h, hc):
+        h1 = min(h, h0 + hc)
+        a = alpha[:, h0:h1] if isinstance(alpha, Tensor) else alpha  # (1, hc, 1, 1)
+        for r0 in range(0, n, rc):
+            r1 = min(n, r0 + rc)
+            s = torch.matmul(q[None, h0:h1, r0:r1].float(), kf[None, h0:h1].mT)  # (1, hc, r, m)
+            s.mul_(scaling)
+            if softcap is not None:
+                s = torch.tanh(s.div_(softcap)).mul_(softcap)
+            if attention_mask is not None:
+                am = attention_mask[..., r0:r1, :m]
+                if am.dtype == torch.bool:
+                    s.masked_fill_(~am, float("-inf"))
+                else:
+                    s.add_(am.float()).masked_fill_(am <= torch.finfo(am.dtype).min, -math.inf)
+            allowed = None if causal is None else causal[r0:r1]
+            if state.restrict is not None:
+                r = state.restrict[li][:, h0:h1, r0:r1]
+                allowed = r if allowed is None else r & allowed
+            if allowed is not None:
+                s.masked_fill_(~allowed, float("-inf"))
+            p = entmax(s, a)  # (1, hc, r, m)
+            ctx[h0:h1, r0:r1] = torch.matmul(p[0].to(v.dtype), v[h0:h1])
+            if r0 == 0 and r1 == n:
+                store.add_rows(h0 * n, p[0].reshape(-1, m))
+            else:
+                store.add_rows(h0 * n + r0, p[0, 0])
+            del s, p
+    store.end_layer()
+    state.queries[li].copy_(query)  # (1, H, n, d): after rotary, before scaling
+    state.keys[li].copy_(key)  # (1, H, m, d): expanded to one per query head
+    if state.stop_after == li:
+        raise StopForward
+    return ctx.transpose(0, 1).unsqueeze(0).contiguous(), query.new_empty(0)
 
 
 def _packed_attention(

@@ -49,12 +49,23 @@ class TextTooLongError(SparsescopeError):
 
     default_field = "text"
 
-    def __init__(self, length: int, limit: int) -> None:
+    def __init__(self, length: int, limit: int, positions: int | None = None) -> None:
         self.length = length
         self.limit = limit
+        self.positions = positions  # the model's own positions, when the limit is a lower cap
         super().__init__(
             f"text is {length} tokens long but the model takes at most {limit} positions "
-            f"(special tokens included); shorten it or pass truncate=True to keep the first {limit}"
+            f"(special tokens included); shorten it or pass truncate=True to keep the first "
+            f"{limit}" + self.cap_note()
+        )
+
+    def cap_note(self) -> str:
+        """How to raise the limit, when it is a cap below the model's own positions."""
+        if self.positions is None or self.positions <= self.limit:
+            return ""
+        return (
+            f" ({self.limit} is the token cap; the model has {self.positions} positions: raise "
+            f"the cap with --max-tokens or SPARSESCOPE_MAX_TOKENS, or max_tokens= in load_model)"
         )
 
 

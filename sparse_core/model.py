@@ -17,10 +17,12 @@ tokens as a person reads them: :mod:`sparse_core.tokens`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import re
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Executor
 
 import torch
 from torch import Tensor
@@ -44,6 +46,7 @@ from .sources import (
     default_model_path,
     resolve,
 )
+from .sparse_probs import SparseProbs, dense_fits
 from .tokens import Encoding, TokenReader, content_span, load_tokenizer, window_encoding
 
 log = logging.getLogger(__name__)
@@ -89,8 +92,21 @@ class SparseModel:
         self.model_id = model_id
         self.arch = arch
         self._device = device
+        #: runs whose dense P would take more bytes are recorded sparse (CSR, chunked entmax;
+        #: :mod:`sparse_core.sparse_probs`); None: ``sparse_probs.DENSE_MAX_BYTES``
+        self.dense_max_bytes: int | None = None
         self._layer_of, layers = self._discover()
+        for mod in net.modules():  # a lone run may split their rows over two workers
+            if type(mod) is torch.nn.Linear:
+                mod.forward = functools.partial(A.split_linear, mod)
         self.config = _model_config(net.config, arch, layers, max_tokens)
+        #: the model's own positions (the most ``max_tokens`` can raise the limit to)
+        #: (None when the config does not say)
+        self.model_positions: int | None = (
+            _position_limit(net.config, arch, 1 << 30)
+            if getattr(net.config, "max_position_embeddings", None)
+            else None
+        )
         first = layers[0]
         self._scaling = torch.tensor([li.scaling for li in layers], dtype=torch.float32)
         self._softcap = first.softcap
@@ -146,7 +162,7 @@ class SparseModel:
         limit = self.max_positions
         if len(enc.ids) > limit:
             if not truncate:
-                raise TextTooLongError(len(enc.ids), limit)
+                raise TextTooLongError(len(enc.ids), limit, self.model_positions)
             if limit < 1:
                 raise SparsescopeError(f"a token limit of {limit} leaves no room for the text")
             return window_encoding(enc, limit, start)
@@ -165,6 +181,7 @@ class SparseModel:
         *,
         start: int = 0,
         hidden: bool = True,
+        side: Executor | None = None,
     ) -> RunOutput:
         """Analyse one text: tokens, per-head queries/keys, entmax probabilities and graph.
 
@@ -175,12 +192,16 @@ class SparseModel:
         ``hidden=False``: the forward stops once the last layer's attention is recorded (its
         feed-forward part is skipped) and ``hidden`` is an empty tensor; the rest of the
         output is the same bit for bit (the Pareto sweeps need no hidden states).
+        ``side``: a one-worker executor that takes half of every linear layer's rows and half
+        of every layer's heads (a lone text on two cores; with torch on one thread the output
+        is that of the run without it, bit for bit: issue 26). Not used for long texts
+        recorded sparse (their chunks run in turn).
         """
         a = self._alpha(alpha)
         enc = self.encode(text, truncate=truncate, start=start)
         causal = bool(causal) or self.config.is_decoder
         ids = torch.tensor([enc.ids], device=self._device)  # (1, n)
-        res = self._forward(ids, None, a, causal, None, record=True, hidden=hidden)
+        res = self._forward(ids, None, a, causal, None, record=True, hidden=hidden, side=side)
         return self._output(text, enc, res, 0, a, causal)
 
     @torch.inference_mode()
@@ -208,7 +229,12 @@ class SparseModel:
             return []
         causal = bool(causal) or self.config.is_decoder
         floor = rows_kernel_floor(self.config.hidden_size, self.net.dtype)
-        together = [b for b, e in enumerate(encs) if len(e.ids) >= floor]
+        L, H = self.config.num_layers, self.config.num_heads
+        together = [  # long texts run alone: recorded sparse, never a dense packed P
+            b
+            for b, e in enumerate(encs)
+            if len(e.ids) >= floor and dense_fits(L, H, len(e.ids), self.dense_max_bytes)
+        ]
         if len(together) < 2:
             together = []
         outs: list[RunOutput | None] = [None] * len(encs)
@@ -300,6 +326,7 @@ class SparseModel:
         *,
         record: bool,
         hidden: bool = True,
+        side: Executor | None = None,
     ) -> dict[str, Tensor]:
         """One forward of ids (B, n); ``keep`` (B, n) marks real tokens (None: all real).
         ``hidden=False`` (with ``record``): stop after the last layer's recording; the result's
@@ -312,13 +339,17 @@ class SparseModel:
             restrict=restrict,
             layer_of=self._layer_of,
             record=record,
+            side=side,
         )
         if record:
             f32, dev = torch.float32, self._device
             shape = (c.num_layers, b, c.num_heads, n)
             state.queries = torch.empty(*shape, c.head_dim, dtype=f32, device=dev)
             state.keys = torch.empty(*shape, c.head_dim, dtype=f32, device=dev)
-            state.probs = torch.empty(*shape, n, dtype=f32, device=dev)
+            if b == 1 and not dense_fits(c.num_layers, c.num_heads, n, self.dense_max_bytes):
+                state.store = SparseProbs(c.num_layers, c.num_heads, n)
+            else:
+                state.probs = torch.empty(*shape, n, dtype=f32, device=dev)
             if not hidden:
                 state.stop_after = c.num_layers - 1
         kwargs = {"use_cache": False} if c.is_decoder else {}
@@ -330,6 +361,7 @@ class SparseModel:
         res = {"hidden": last}  # (B, n, D)
         if record:
             res.update(queries=state.queries, keys=state.keys, probs=state.probs)
+            res["store"] = state.store
         return res
 
     def _alpha(self, alpha: AlphaLike | None) -> float | Tensor:
@@ -358,21 +390,25 @@ class SparseModel:
         own = {
             "queries": res["queries"][:, b, :, :m],
             "keys": res["keys"][:, b, :, :m],
-            "probs": res["probs"][:, b, :, :m, :m],
             "hidden": res["hidden"][b, :m],
         }
+        if res.get("store") is not None:
+            own["store"] = res["store"]
+        else:
+            own["probs"] = res["probs"][:, b, :, :m, :m]
         return self._output_of(text, enc, own, a, causal)
 
     def _output_of(
         self, text: str, enc: Encoding, own: dict, a: float | Tensor, causal: bool
     ) -> RunOutput:
         """The RunOutput of one text from its recordings (L, H, n, ·) and hidden states."""
-        p, rest = own["probs"], (own["queries"], own["keys"], own["hidden"].float())
-        if p.device.type == "cuda":  # the graph is compared on the GPU, one wait for all copies
-            probs, graph, queries, keys, hidden = _to_host(p, p > 0, *rest)
+        rest = (own["queries"], own["keys"], own["hidden"].float())
+        if own.get("store") is not None:  # sparse: only its CSR arrays go to the host
+            queries, keys, hidden = _to_host(*rest)
+            attn = own["store"].to("cpu")
         else:
-            probs, queries, keys, hidden = _to_host(p, *rest)
-            graph = probs > 0
+            probs, queries, keys, hidden = _to_host(own["probs"], *rest)
+            attn = SparseProbs.from_dense(probs)
         return RunOutput(
             text=text,
             tokens=enc.tokens,
@@ -381,8 +417,7 @@ class SparseModel:
             input_ids=enc.ids,
             queries=queries,
             keys=keys,
-            probs=probs,
-            graph=graph,
+            attn=attn,
             hidden=hidden,
             alpha=a,
             causal=causal,

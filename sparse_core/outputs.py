@@ -1,7 +1,8 @@
 """What a run of the entmax transformer yields, the model's shape, and α's accepted forms.
 
 :class:`RunOutput` carries one analysed text (SPEC §1: queries and keys as they enter the scores,
-entmax probabilities P in float32, the graph G = P > 0, the final hidden states); its
+entmax probabilities P in float32 held sparse for long texts (:mod:`sparse_core.sparse_probs`),
+the graph G = P > 0, the final hidden states); its
 :meth:`RunOutput.scores` recomputes the model's own scores from them. :class:`ModelConfig` is the
 shape of a loaded model. :func:`normalize_alpha` checks α: one value, one per head, or one per
 (layer, head).
@@ -17,6 +18,7 @@ import torch
 from torch import Tensor
 
 from .errors import SparsescopeError
+from .sparse_probs import SparseProbs
 
 AlphaLike = float | Sequence[float] | Sequence[Sequence[float]] | Tensor
 
@@ -60,8 +62,10 @@ class RunOutput:
     input_ids: list[int]
     queries: Tensor  # (L, H, n, d_head), as they enter the scores (after rotary)
     keys: Tensor  # (L, H, n, d_head), one per query head (GQA: expanded)
-    probs: Tensor  # (L, H, n, n)
-    graph: Tensor  # (L, H, n, n) bool, probs > 0
+    #: P of every head, dense for small n, else CSR (:class:`~sparse_core.sparse_probs.
+    #: SparseProbs`); read it per head (``attn.head(layer, head)``) or through the
+    #: ``PredictContext`` accessors. :attr:`probs` / :attr:`graph` densify it (small n only).
+    attn: SparseProbs
     hidden: Tensor  # (n, d_model): final hidden states
     alpha: float | Tensor = 1.5
     causal: bool = False
@@ -82,11 +86,22 @@ class RunOutput:
 
     @property
     def layers(self) -> int:
-        return self.probs.shape[0]
+        return self.attn.L
 
     @property
     def heads(self) -> int:
-        return self.probs.shape[1]
+        return self.attn.H
+
+    @property
+    def probs(self) -> Tensor:
+        """(L, H, n, n) float32 P, dense: the store itself for small n, else densified once
+        (refused above ``sparse_probs.DENSIFY_MAX_BYTES``; read long runs per head)."""
+        return self.attn.dense()
+
+    @property
+    def graph(self) -> Tensor:
+        """(L, H, n, n) bool G = P > 0, dense (computed once; small n, as :attr:`probs`)."""
+        return self.attn.dense_graph()
 
     def alpha_table(self) -> Tensor:
         """The α each head ran at, as an (L, H) float32 table (``alpha`` may be one value)."""

@@ -84,6 +84,44 @@ def _load():
     )
 
 
+#: Characters of context spaCy sees on each side of an analysed window (cut at whitespace).
+#: en_core_web_sm's tok2vec (HashEmbedCNN, depth 4, window 1) sees 4 tokens on each side, and
+#: its tokenizer splits at whitespace first, so the words of the window are tagged as in the
+#: whole text (tested); ~50 words of margin keep that true whatever the words' lengths.
+CONTEXT_CHARS = 256
+
+
+def window_span(
+    text: str,
+    offsets: Sequence[tuple[int, int]],
+    special: Sequence[bool],
+    margin: int = CONTEXT_CHARS,
+) -> tuple[int, int]:
+    """[lo, hi): the part of ``text`` to tag for tokens at ``offsets``: from ``margin``
+    characters before the first token to ``margin`` after the last, each end moved to a
+    whitespace (a whole word) within that margin; the text's own ends when they are nearer.
+    A truncated window deep in a long text thus costs its own length, not its end's offset
+    (issue 26, finding 4: tagging ran from character 0)."""
+    spans = [(a, b) for (a, b), sp in zip(offsets, special, strict=True) if not sp and b > a]
+    if not spans:
+        return 0, 0
+    first, last = min(a for a, _ in spans), max(b for _, b in spans)
+    lo = max(0, first - margin)
+    if lo > 0:  # just after the first whitespace of the margin (no word is cut)
+        cut = next((i for i in range(lo, first) if text[i].isspace()), None)
+        lo = lo if cut is None else cut + 1
+    hi = min(len(text), last + margin)
+    if hi < len(text):  # at the last whitespace of the margin
+        cut = next((i for i in range(hi - 1, last - 1, -1) if text[i].isspace()), None)
+        hi = hi if cut is None else cut
+    return lo, hi
+
+
+def shift(words: Sequence[Word], by: int) -> list[Word]:
+    """``words`` tagged in a slice starting at character ``by``, as spans of the whole text."""
+    return [(a + by, b + by, tag) for a, b, tag in words]
+
+
 def word_tags(text: str) -> list[Word]:
     """spaCy's words of ``text`` as (start, end, UPOS) character spans."""
     return _words(tagger()(text))
@@ -137,8 +175,12 @@ def tag_tokens(
     words: Sequence[Word] | None = None,
     tokens: Sequence[str] | None = None,
 ) -> list[str]:
-    """UPOS tag of every token of ``text`` (spaCy, or the gold ``words``), see :func:`align`."""
-    return align(offsets, special, word_tags(text) if words is None else words, tokens)
+    """UPOS tag of every token of ``text`` (spaCy, or the gold ``words``), see :func:`align`.
+    spaCy tags only the tokens' part of the text and its context (:func:`window_span`)."""
+    if words is None:
+        lo, hi = window_span(text, offsets, special)
+        words = shift(word_tags(text[lo:hi]), lo)
+    return align(offsets, special, words, tokens)
 
 
 # ----------------------------------------------------------------------------- clusters

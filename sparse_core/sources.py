@@ -265,13 +265,26 @@ def estimate_bytes(
     elements: int, dtype_bytes: int, layers: int, heads: int, head_dim: int, tokens: int
 ) -> tuple[int, int]:
     """(weights, attention) bytes: the weights in the load dtype, and one recorded run of
-    ``tokens`` tokens (float32 P, queries and keys of every layer, plus one layer's scores and
-    entmax work space)."""
+    ``tokens`` tokens: queries and keys of every layer, and P with its work space. A run whose
+    dense P fits ``sparse_probs.DENSE_MAX_BYTES`` keeps it dense (float32 P of every layer plus
+    one layer's scores and entmax work space); a longer one records P sparse
+    (:mod:`sparse_core.sparse_probs`: 8 bytes per edge, estimated at :data:`SPARSE_DENSITY` of
+    the pairs) with one chunk of scores at a time (``sparse_probs.CHUNK_SCORES``, three buffers)."""
+    from .sparse_probs import CHUNK_SCORES, dense_fits
+
     weights = elements * dtype_bytes
     n = tokens
-    attention = 4 * (layers * heads * n * n + 2 * layers * heads * n * head_dim)
-    attention += 4 * 3 * heads * n * n
+    attention = 4 * 2 * layers * heads * n * head_dim
+    if dense_fits(layers, heads, n):
+        attention += 4 * (layers * heads * n * n + 3 * heads * n * n)
+    else:
+        attention += int(8 * SPARSE_DENSITY * layers * heads * n * n) + 4 * 3 * CHUNK_SCORES
     return weights, attention
+
+
+#: The share of pairs in the graph assumed by the memory estimate of a long run (measured:
+#: 0.5 % for MiniLM's real attention at n = 4,096 and α = 1.5; α near 1 is denser).
+SPARSE_DENSITY = 0.05
 
 
 def _gb(x: int) -> str:

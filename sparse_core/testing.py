@@ -17,6 +17,8 @@ sparse graphs. ``transformers`` is imported inside the functions that need it.
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 from pathlib import Path
 
@@ -241,3 +243,66 @@ def entmax_reference(scores: Tensor, alpha: float | Tensor = 1.5, dim: int = -1)
             if bool(soft.any()):
                 p = torch.where(soft, torch.softmax(zf, dim=dim), p)
         return p.masked_fill(dead, 0.0)
+
+
+def tiled_positions(model, positions: int):
+    """``model`` (a BERT-family :class:`~sparse_core.model.SparseModel`, e.g. the shipped
+    MiniLM) with its learned position embeddings tiled to ``positions`` (row p takes row
+    p mod P of the P trained ones) and the token limit raised to match: the real weights and
+    attention at lengths the checkpoint never saw (issue 25's long-text benchmarks; the
+    graphs are real entmax graphs of real scores, the positions beyond P repeat).
+
+    Returns a new SparseModel sharing every other weight with ``model``."""
+    import copy
+
+    from .model import SparseModel
+
+    net = copy.copy(model.net)  # shallow: the encoder's weights are shared
+    emb = copy.copy(net.embeddings)
+    old = emb.position_embeddings.weight.detach()  # (P, D)
+    reps = -(-positions // old.shape[0])
+    tiled = old.repeat(reps, 1)[:positions].clone()  # (positions, D)
+    emb.position_embeddings = torch.nn.Embedding.from_pretrained(tiled, freeze=True)
+    emb.register_buffer("position_ids", torch.arange(positions)[None], persistent=False)
+    emb.register_buffer(
+        "token_type_ids", torch.zeros(1, positions, dtype=torch.long), persistent=False
+    )
+    net.embeddings = emb
+    cfg = copy.deepcopy(net.config)
+    cfg.max_position_embeddings = positions
+    net.config = cfg
+    return SparseModel(
+        net,
+        model.tokenizer,
+        f"{model.model_id}@tiled{positions}",
+        model._device,
+        model.arch,
+        max_tokens=positions,
+        default_alpha=model.default_alpha,
+    )
+
+
+def write_tiled_checkpoint(path: str | os.PathLike, positions: int) -> Path:
+    """The shipped MiniLM as a local checkpoint directory with its positions tiled to
+    ``positions`` (:func:`tiled_positions`): a model the server and the commands load by path
+    (``--model DIR``), for the long-text benchmarks (bench/bench_long.py). Returns the path."""
+
+    from safetensors.torch import load_file, save_file
+
+    src = default_model_path()
+    dst = Path(path)
+    dst.mkdir(parents=True, exist_ok=True)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):
+        if (src / name).exists():
+            shutil.copy(src / name, dst / name)
+    cfg = json.loads((src / "config.json").read_text())
+    cfg["max_position_embeddings"] = positions
+    (dst / "config.json").write_text(json.dumps(cfg, indent=2))
+    weights = load_file(str(src / "model.safetensors"))
+    for key in [k for k in weights if k.endswith("position_embeddings.weight")]:
+        old = weights[key]  # (P, D)
+        weights[key] = old.repeat(-(-positions // old.shape[0]), 1)[:positions].contiguous()
+    for key in [k for k in weights if k.endswith("embeddings.position_ids")]:
+        weights[key] = torch.arange(positions)[None]
+    save_file(weights, str(dst / "model.safetensors"), metadata={"format": "pt"})
+    return dst

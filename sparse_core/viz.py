@@ -132,7 +132,7 @@ def show_head(
     go = _go()
     _check_head(out, layer, head)
     n = out.n
-    p = out.probs[layer, head].float()  # (n, n)
+    p = out.attn.head(layer, head).float()  # (n, n)
     gold = p > 0  # (n, n)
     mask = None
     title = f"layer {layer} · head {head} · n = {n} · α = {_alpha_text(out.alpha)}"

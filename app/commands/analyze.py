@@ -15,8 +15,10 @@ from .common import (
     add_causal,
     add_device,
     add_json,
+    add_max_tokens,
     add_model,
     alpha_of,
+    load_for,
 )
 
 
@@ -38,6 +40,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_model(p)
     add_artefact(p)
     add_device(p)
+    add_max_tokens(p, text=True)
     p.add_argument(
         "--method",
         action="append",
@@ -166,13 +169,12 @@ def _table(report: dict, block: int = 64) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sparse_core import load_model
     from sparse_core.errors import ArtefactError
     from sparse_core.sparsefinder import load_artefact
 
     text = sys.stdin.read() if args.text == "-" else args.text
     alpha_of(args)  # a bad alpha is the user's first error, before any loading
-    model = load_model(args.model, device=args.device)
+    model = load_for(args)
     try:
         artefact = load_artefact(args.artefact, model_id=model.model_id, alpha=args.alpha)
     except ArtefactError as exc:  # the sf-* columns need a matching artefact; the rest do not

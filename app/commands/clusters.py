@@ -28,7 +28,7 @@ from .common import (
     add_model,
     alpha_of,
     check_limit,
-    check_max_tokens,
+    load_for,
 )
 
 
@@ -99,20 +99,18 @@ def _table(res: dict, texts: int, n_clusters: int, top_k: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sparse_core import load_model
     from sparse_core.corpus import pack, read_corpus, token_counter
     from sparse_core.errors import SparsescopeError
     from sparse_core.sparsefinder import load_artefact
 
     check_limit(args)
     alpha_of(args)  # before any loading
-    model = load_model(args.model, device=args.device)
+    model = load_for(args)
     cfg = model.config
     if not 0 <= args.layer < cfg.num_layers:
         raise SparsescopeError(f"--layer must be in [0, {cfg.num_layers - 1}], got {args.layer}")
     if not 0 <= args.head < cfg.num_heads:
         raise SparsescopeError(f"--head must be in [0, {cfg.num_heads - 1}], got {args.head}")
-    check_max_tokens(args, model)
     artefact = load_artefact(args.artefact, model_id=model.model_id, alpha=args.alpha)
     if args.clusters not in artefact.centroids:
         raise SparsescopeError(

@@ -14,8 +14,9 @@ flag                commands                          default
 ``--alpha``         analyze, fit, pareto, clusters    1.5 (``request.DEFAULT_ALPHA``)
 ``--artefact``      serve, analyze, pareto, clusters  the one fitted for the model at --alpha
 ``--device``        serve, analyze, fit, clusters     auto (serve: SPARSESCOPE_DEVICE first)
-``--max-tokens``    serve, fit, pareto, clusters      512 (``settings.DEFAULT_MAX_TOKENS``;
-                                                      serve: SPARSESCOPE_MAX_TOKENS first)
+``--max-tokens``    serve, analyze, fit, pareto,      512 (``settings.DEFAULT_MAX_TOKENS``;
+                    clusters                          serve: SPARSESCOPE_MAX_TOKENS first;
+                                                      up to the model's positions)
 ``--corpus``        fit, pareto, clusters             required
 ``--format``        fit, pareto, clusters             auto (detected per file)
 ``--limit``         fit, pareto, clusters             all inputs; clusters 50 (see its help)
@@ -116,11 +117,22 @@ def add_device(p: argparse.ArgumentParser, *, setting: bool = False) -> None:
     )
 
 
-def add_max_tokens(p: argparse.ArgumentParser, *, setting: bool = False) -> None:
-    """``--max-tokens N``: a corpus command's tokens per packed input (specials included), or
-    (``setting``: serve) each served model's token limit, default None so that
-    ``SPARSESCOPE_MAX_TOKENS`` applies. One default either way."""
-    if setting:
+def add_max_tokens(
+    p: argparse.ArgumentParser, *, setting: bool = False, text: bool = False
+) -> None:
+    """``--max-tokens N``: a corpus command's tokens per packed input (specials included),
+    (``text``: analyze) the token limit of the text, or (``setting``: serve) each served
+    model's token limit, default None so that ``SPARSESCOPE_MAX_TOKENS`` applies. One default
+    each way; every one goes up to the model's own positions (long texts are recorded sparse,
+    sparse_core.sparse_probs)."""
+    if text:
+        p.add_argument(
+            "--max-tokens", type=int, default=None, metavar="N",
+            help=f"token limit of the text, specials included (default {DEFAULT_MAX_TOKENS} or "
+            "the model's positions if fewer; at most the model's positions); a longer text is "
+            "refused, or cut with --truncate",
+        )  # fmt: skip
+    elif setting:
         p.add_argument(
             "--max-tokens", type=int, default=None, metavar="N",
             help="token limit per text, capped by each model's positions (default: "
@@ -129,15 +141,18 @@ def add_max_tokens(p: argparse.ArgumentParser, *, setting: bool = False) -> None
         )  # fmt: skip
     else:
         p.add_argument(
-            "--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, metavar="N",
-            help=f"tokens per input, specials included (default {DEFAULT_MAX_TOKENS}, at most "
-            "the model's positions)",
+            "--max-tokens", type=int, default=None, metavar="N",
+            help=f"tokens per input, specials included (default {DEFAULT_MAX_TOKENS} or the "
+            "model's positions if fewer; at most the model's positions)",
         )  # fmt: skip
 
 
 def check_max_tokens(args: argparse.Namespace, model: Any) -> int:
-    """A corpus command's ``--max-tokens`` within [8, the model's positions]."""
-    most = model.config.max_positions
+    """A command's ``--max-tokens`` within [8, the model's positions] (the model loaded with
+    ``max_tokens=args.max_tokens``: :func:`load_for`)."""
+    most = getattr(model, "model_positions", None) or model.config.max_positions
+    if args.max_tokens is None:  # not given: the default, or the model's positions if fewer
+        args.max_tokens = min(DEFAULT_MAX_TOKENS, most)
     if not MIN_MAX_TOKENS <= args.max_tokens <= most:
         raise SparsescopeError(
             f"--max-tokens must be in [{MIN_MAX_TOKENS}, {most}] (the model's positions), "
@@ -249,3 +264,15 @@ def check_out(args: argparse.Namespace) -> Path:
     if out.exists() and not out.is_dir():
         raise SparsescopeError(f"--out must be a directory, but {str(out)!r} is a file")
     return out
+
+
+def load_for(args: argparse.Namespace, device: str | None = None) -> Any:
+    """``load_model(args.model, device, max_tokens=args.max_tokens)``, then the flag's check
+    against the model's own positions (a cap above them would otherwise shrink silently)."""
+    from sparse_core import load_model
+
+    given = DEFAULT_MAX_TOKENS if args.max_tokens is None else int(args.max_tokens)
+    low = max(given, MIN_MAX_TOKENS)  # below: refused by the check after
+    model = load_model(args.model, device=device or args.device, max_tokens=low)
+    check_max_tokens(args, model)
+    return model

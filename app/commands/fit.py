@@ -25,8 +25,8 @@ from .common import (
     add_seed,
     alpha_of,
     check_limit,
-    check_max_tokens,
     check_out,
+    load_for,
 )
 
 
@@ -110,7 +110,6 @@ def read_inputs(paths: list[str], fmt: str, tokenizer, max_tokens: int, limit: i
 
 
 def run(args: argparse.Namespace) -> int:
-    from sparse_core import load_model
     from sparse_core.errors import SparsescopeError
     from sparse_core.sparsefinder import save_artefact
     from sparse_core.sparsefinder_fit import FitConfig, fit_artefact
@@ -121,8 +120,7 @@ def run(args: argparse.Namespace) -> int:
         from sparse_core.ray_engine import require_ray
 
         require_ray()  # the one-line error before any work
-    model = load_model(args.model, device=args.device)
-    check_max_tokens(args, model)
+    model = load_for(args)
     texts, corpora = read_inputs(
         args.corpus, args.format, model.tokenizer, args.max_tokens, args.limit
     )

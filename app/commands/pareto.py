@@ -53,8 +53,8 @@ from .common import (
     add_workers,
     alpha_of,
     check_limit,
-    check_max_tokens,
     check_out,
+    load_for,
 )
 
 
@@ -302,7 +302,6 @@ def task_table(body: dict, levels=LEVELS) -> str:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from sparse_core import load_model
     from sparse_core.errors import ArtefactError, SparsescopeError
     from sparse_core.pareto import sweep_corpus
     from sparse_core.sparsefinder import load_artefact
@@ -319,8 +318,7 @@ def run(args: argparse.Namespace) -> int:
         from sparse_core.pareto.task import check_lm
 
         lm = check_lm(args.model)
-    model = load_model(args.model, device="cpu")
-    check_max_tokens(args, model)
+    model = load_for(args, device="cpu")
     try:
         artefact = load_artefact(args.artefact, model_id=model.model_id, alpha=args.alpha)
     except ArtefactError as exc:

@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     from ..engine.memory import freeze_startup_objects, limit_malloc_arenas
     from ..engine.service import AnalysisService
     from ..engine.store import ShareStore
-    from ..web.connections import bind, uvicorn_options
+    from ..web.connections import DrainingServer, bind, uvicorn_options
     from ..web.main import create_app
 
     limit_malloc_arenas()  # before the model and the server start their threads
@@ -102,18 +102,19 @@ def run(args: argparse.Namespace) -> int:
             )
     names = ", ".join(getattr(service, "slots", None) or ["the model"])
     print(f"sparsescope: serving {names} on http://{settings.host}:{settings.port}", flush=True)
+    config = uvicorn.Config(
+        create_app(settings, service),
+        host=settings.host,
+        port=settings.port,
+        log_level="info" if args.verbose else "warning",
+        **uvicorn_options(settings),
+    )
+    # SIGTERM: queued analyses answered 503 at once, running ones finished (issue 26, finding 12)
+    server = DrainingServer(config, on_shutdown=service.begin_shutdown)
     try:
-        uvicorn.run(
-            create_app(settings, service),
-            host=settings.host,
-            port=settings.port,
-            log_level="info" if args.verbose else "warning",
-            **uvicorn_options(settings),
-        )
-    except SystemExit as exc:  # uvicorn's exit when the app's start-up failed after all
-        if exc.code in (None, 0):
-            return 0
-        raise SparsescopeError(
-            f"the server did not start (uvicorn exit {exc.code}); the log above says why"
-        ) from None
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    if not server.started:  # the app's start-up failed after all
+        raise SparsescopeError("the server did not start; the log above says why")
     return 0

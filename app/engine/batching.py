@@ -20,6 +20,11 @@ accepted by an empty queue, however long. Low-priority work (share warm-ups, the
 when no user request waits, is bounded by its own job count, and is dropped at shutdown. A job
 whose client has disconnected is dropped before it runs.
 
+When the server begins to shut down (SIGTERM, app/commands/serve.py), :meth:`ModelWorker.close`
+answers every job still queued, and every job submitted afterwards, with :class:`Busy` (503,
+``Retry-After``): only the forward already running is finished, so each waiting request gets an
+answer well within uvicorn's graceful-shutdown time (issue 26, finding 12).
+
 While analyses keep arriving, an idle worker keeps gathering: each arrival extends the window by
 ``window_s`` from then, up to ``max_window_s`` after the first (a lecture hall's 48 requests reach
 the worker over some 60 ms as the event loop reads them; with a plain 5 ms window the first one
@@ -54,6 +59,8 @@ MAX_LOW_JOBS = 64
 LOW_BATCH_TOKENS = 512
 #: Tokens a second assumed before the first batch is measured (for Retry-After only).
 START_RATE = 200.0
+#: Retry-After (seconds) of the requests refused because the server is shutting down.
+SHUTDOWN_RETRY_S = 5
 #: A forward is split into parts run side by side only when each part gets at least this many
 #: tokens and this many texts (below, the threads cost more than they save).
 SPLIT_TOKENS = 128
@@ -121,6 +128,11 @@ class ModelWorker:
         #: kernels, so each part takes a core; at most the machine's cores); 1: never split
         self.split = max(1, min(int(split), os.cpu_count() or 1))
         self._side: ThreadPoolExecutor | None = None
+        #: a lone text's second core (issue 26): half its linear rows and heads
+        #: (``SparseModel.run(side=…)``, bit for bit its run without it); its own worker, as the
+        #: side pool may be busy with a part of a split forward
+        self._lone: ThreadPoolExecutor | None = None
+        self._alone = False  # the forward now running is one text alone (under ``lock``)
         self._run_one = run_one or self._model_run
         self._run_many = run_many or self._model_run_batch
         self._cond = threading.Condition()
@@ -128,6 +140,7 @@ class ModelWorker:
         self._low: list[Job] = []
         self._tokens = 0  # tokens of admitted (normal) jobs not yet finished
         self._thread: threading.Thread | None = None
+        self._closed = False  # shutting down: nothing more is queued (close)
         self._rate = START_RATE  # tokens a second, measured (EWMA)
         self.stats = WorkerStats()
         #: called with (jobs, outputs) of every batch of two or more, after the forward and
@@ -154,6 +167,9 @@ class ModelWorker:
 
     def submit(self, job: Job) -> None:
         with self._cond:
+            if self._closed:
+                self.stats.refused += 1
+                raise _shutting_down()
             if job.ctx.priority == LOW:
                 if len(self._low) >= self.low_jobs:
                     self.stats.refused += 1
@@ -208,6 +224,22 @@ class ModelWorker:
         self.stats.dropped_shutdown += len(low)
         return len(low)
 
+    def close(self) -> int:
+        """Begin the shutdown: the jobs still queued (user and low-priority) get :class:`Busy`
+        (503, ``Retry-After``) now, and so does every later :meth:`submit`; the forward already
+        running finishes and its requests get their outputs. How many jobs were refused."""
+        with self._cond:
+            self._closed = True
+            jobs, self._normal, self._low = self._normal + self._low, [], []
+        for job in jobs:
+            self._done(job, error=_shutting_down())
+        self.stats.dropped_shutdown += len(jobs)
+        return len(jobs)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def _loop(self) -> None:
         idle = True
         while True:
@@ -258,7 +290,11 @@ class ModelWorker:
         forwards = [f for g in groups.values() for f in _forwards(g, self.batch_tokens)]
         for group in sorted(forwards, key=lambda g: g[0].n):
             group = [j for j in group if not self._drop_if_gone(j)]
-            if group:
+            if group and self._closed:  # shutting down: only a forward already running finishes
+                self.stats.dropped_shutdown += len(group)
+                for job in group:
+                    self._done(job, error=_shutting_down())
+            elif group:
                 self._run_group(group)
 
     def _drop_if_gone(self, job: Job) -> bool:
@@ -274,7 +310,11 @@ class ModelWorker:
         results: list[tuple[list[Job], list[Any] | None, BaseException | None]] = []
         with self.lock:
             if len(parts) == 1:
-                results.append(self._forward(group))
+                self._alone = len(group) == 1
+                try:
+                    results.append(self._forward(group))
+                finally:
+                    self._alone = False
             else:  # the halves of a large forward side by side, one per core
                 pending = [self._side_pool().submit(self._forward, p) for p in parts[1:]]
                 results.append(self._forward(parts[0]))
@@ -343,10 +383,24 @@ class ModelWorker:
     # -- the model -----------------------------------------------------------------------------
 
     def _model_run(self, job: Job) -> Any:
-        return job.request.run(self.model)
+        side = None
+        # only on one torch thread: there the halves are bit for bit the whole (with more
+        # threads the lone run takes the cores already, and BLAS blocks rows by thread count)
+        if self._alone and self.split > 1 and _torch_threads() == 1:
+            if self._lone is None:
+                self._lone = ThreadPoolExecutor(1, thread_name_prefix="sparsescope-model-lone")
+            side = self._lone
+        return job.request.run(self.model, side=side)
 
     def _model_run_batch(self, jobs: list[Job]) -> list[Any]:
         return run_together(self.model, [j.request for j in jobs])
+
+
+def _shutting_down() -> Busy:
+    return Busy(
+        "the server is shutting down; retry in a few seconds (it may be restarting)",
+        retry_after=SHUTDOWN_RETRY_S,
+    )
 
 
 def _forwards(group: list[Job], budget: int, most: int | None = None) -> list[list[Job]]:
@@ -377,3 +431,9 @@ def _first(queue: list[Job], budget: int) -> list[Job]:
         total += job.n
     del queue[: len(taken)]
     return taken
+
+
+def _torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()

@@ -96,3 +96,10 @@ class ModelRegistry:
         for slot in self.all:
             if slot.drop_background_work():
                 log.info("shutdown: low-priority work of %s dropped", slot.name or "the model")
+
+    def close(self) -> None:
+        """Shutdown begins: every worker refuses its queued and later jobs (503)."""
+        for slot in self.all:
+            if n := slot.close():
+                name = slot.name or "the model"
+                log.info("shutdown: %d queued analyses on %s answered 503", n, name)

@@ -240,7 +240,7 @@ def head_body(entry, layer: int, head: int) -> dict:
     (p exactly, :func:`f32_exact`), plus what the page needs to recompute every method's mask for
     any slider value (the registry's ``head_payload`` hooks: ``sparse_core.methods.head_data``)."""
     out = entry.out
-    p = out.probs[layer, head]  # (n, n)
+    p = out.attn.head(layer, head)  # (n, n): this head only, dense or from the sparse store
     ij = p.nonzero()  # (E, 2)
     vals = f32_exact(p[ij[:, 0], ij[:, 1]].numpy())
     rows, cols = ij[:, 0].tolist(), ij[:, 1].tolist()

@@ -127,7 +127,7 @@ def api_wording() -> Iterator[None]:
         raise SparsescopeError(
             f"text is {exc.length} tokens long but the model takes at most {exc.limit} "
             f"(special tokens included); shorten it, or send truncate=true to analyse a "
-            f"window of {exc.limit} tokens (start: its first token, default 0)",
+            f"window of {exc.limit} tokens (start: its first token, default 0)" + exc.cap_note(),
             field="text",
         ) from None
 
@@ -205,9 +205,12 @@ class AnalysisRequest:
         """Requests with equal keys may share one ``run_batch`` forward (:func:`run_together`)."""
         return (self.alpha_token, bool(self.causal), bool(self.truncate))
 
-    def run(self, model: Any) -> Any:
-        """``model.run`` of this request (a ``sparse_core.RunOutput``)."""
-        kw = {"start": self.start} if self.start else {}
+    def run(self, model: Any, side: Any = None) -> Any:
+        """``model.run`` of this request (a ``sparse_core.RunOutput``); ``side``: an executor
+        that takes half the work of a lone text (``SparseModel.run``)."""
+        kw: dict[str, Any] = {"start": self.start} if self.start else {}
+        if side is not None:
+            kw["side"] = side
         return model.run(
             self.text, alpha=self.run_alpha, causal=self.causal, truncate=self.truncate, **kw
         )

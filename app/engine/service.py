@@ -140,6 +140,12 @@ class AnalysisService:
         gallery warm-ups) on every model's worker; user requests already queued still run."""
         self.registry.drop_background_work()
 
+    def begin_shutdown(self) -> None:
+        """The server received SIGTERM (app/commands/serve.py): the analyses still queued on any
+        model's worker, and any submitted from now on, are answered 503 with ``Retry-After``; the
+        forwards already running finish (issue 26, finding 12)."""
+        self.registry.close()
+
     def slot_for(self, model: str | None) -> ModelSlot:
         """The slot of a served model (``ModelRegistry.slot_for``: None is the default)."""
         return self.registry.slot_for(model)
@@ -312,6 +318,22 @@ class AnalysisService:
             )
         return entry
 
+    def _head_or_all(
+        self, analysis_id: str, layer: int | None, head: int | None, one: str, every: str
+    ) -> Entry:
+        """The entry, for one head (both given and checked) or for all (neither); one of the two
+        alone is a 400 naming the missing one (an unknown id is said first)."""
+        if (layer is None) != (head is None):
+            self.get(analysis_id)
+            missing = "head" if head is None else "layer"
+            raise SparsescopeError(
+                f"give both layer and head for {one}, or neither for {every}; {missing} is missing",
+                field=missing,
+            )
+        if layer is None:
+            return self.get(analysis_id)
+        return self._head_entry(analysis_id, layer, head)
+
     def head(self, analysis_id: str, layer: int, head: int) -> bytes:
         """One head's payload as JSON bytes (``Derived.head``)."""
         return self.derived.head(self._head_entry(analysis_id, layer, head), layer, head)
@@ -334,34 +356,14 @@ class AnalysisService:
     ) -> bytes:  # fmt: skip
         """Pareto data of one head, or (both None) the mean over heads (``Derived.pareto``)."""
         x, block = pareto.check_axis(x, block)
-        if (layer is None) != (head is None):
-            self.get(analysis_id)  # an unknown id is the first thing to say
-            missing = "head" if head is None else "layer"
-            raise SparsescopeError(
-                f"give both layer and head for one head's Pareto data, or neither for the mean "
-                f"over heads; {missing} is missing",
-                field=missing,
-            )
-        if layer is None:
-            entry = self.get(analysis_id)
-        else:
-            entry = self._head_entry(analysis_id, layer, head)
+        entry = self._head_or_all(
+            analysis_id, layer, head, "one head's Pareto data", "the mean over heads"
+        )
         return self.derived.pareto(entry, layer, head, x, block)
 
     def budgets(self, analysis_id: str, layer: int | None, head: int | None) -> bytes:
         """Oracle budgets of one head, or (both None) of every head (``Derived.budgets``)."""
-        if (layer is None) != (head is None):
-            self.get(analysis_id)
-            missing = "head" if head is None else "layer"
-            raise SparsescopeError(
-                f"give both layer and head for one head's budgets, or neither for every head; "
-                f"{missing} is missing",
-                field=missing,
-            )
-        if layer is None:
-            entry = self.get(analysis_id)
-        else:
-            entry = self._head_entry(analysis_id, layer, head)
+        entry = self._head_or_all(analysis_id, layer, head, "one head's budgets", "every head")
         return self.derived.budgets(entry, layer, head)
 
     def clusters(

@@ -145,6 +145,11 @@ class ModelSlot:
         """Drop the low-priority jobs still queued (the app's shutdown); how many."""
         return self._worker.drop_low() if self._worker is not None else 0
 
+    def close(self) -> int:
+        """The server is shutting down: queued and later jobs get 503 (``ModelWorker.close``);
+        how many were refused."""
+        return self._worker.close() if self._worker is not None else 0
+
     def use_explicit_artefact(self, art: Any) -> None:
         """Use ``art`` (the ``--artefact`` one, already loaded) at its own alpha (nothing, for a
         slot that runs without Sparsefinder)."""

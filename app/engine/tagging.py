@@ -35,15 +35,18 @@ class Tagger:
         self.pipe = pipe  # False: one text a call (the server with batching off)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sparsescope-pos")
         self._lock = threading.Lock()
-        self._pending: list[tuple[str, Future]] = []
+        self._pending: list[tuple[str, int, Future]] = []
         self.calls = 0  # tagging calls made (one per pipe of several texts)
 
     def start(self, text: str, enc) -> Future:
         """Start tagging the words of ``text`` that the encoding ``enc`` (offsets, special)
-        covers (a truncated text's tail is not tagged); hand the future to :meth:`tags`."""
+        covers, with ``pos.CONTEXT_CHARS`` of context on each side (``pos.window_span``: a
+        window deep in a long text costs its own length, not its offset; issue 26, finding 4);
+        hand the future to :meth:`tags`."""
         future: Future = Future()
+        lo, hi = pos.window_span(text, enc.offsets, enc.special)
         with self._lock:
-            self._pending.append((text[: _covered(enc.offsets, enc.special)], future))
+            self._pending.append((text[lo:hi], lo, future))
         self._pool.submit(self._drain)
         return future
 
@@ -54,7 +57,7 @@ class Tagger:
             items, self._pending = self._pending[:most], self._pending[most:]
         if not items:
             return  # an earlier call took them
-        texts = [t for t, _ in items]
+        texts = [t for t, _, _ in items]
         self.calls += 1
         try:
             words = (
@@ -63,11 +66,11 @@ class Tagger:
                 else pos.word_tags_many(texts, batch_size=PIPE_TEXTS)
             )
         except BaseException as exc:  # e.g. no spaCy pipeline: every waiting text is told
-            for _, future in items:
+            for _, _, future in items:
                 future.set_exception(exc)
             return
-        for (_, future), w in zip(items, words, strict=True):
-            future.set_result(w)
+        for (_, lo, future), w in zip(items, words, strict=True):
+            future.set_result(pos.shift(w, lo))  # spans of the whole text
 
     def tags(self, out, words: Future | None = None) -> list[str | None]:
         """Universal POS tag of every token of ``out``; None for special tokens, which the page
@@ -81,8 +84,3 @@ class Tagger:
             return [None] * out.n
         out.extra["pos_tags"] = tags  # as tagged ("[CLS]", "[SEP]" too), for cluster breakdowns
         return [None if sp else tag for tag, sp in zip(tags, out.special, strict=True)]
-
-
-def _covered(offsets, special) -> int:
-    """End of the text the tokens cover."""
-    return max((e for (_, e), sp in zip(offsets, special, strict=True) if not sp), default=0)

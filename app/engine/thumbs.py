@@ -84,12 +84,32 @@ _TABLE = bytes.maketrans(bytes(range(len(ALPHABET))), ALPHABET.encode("ascii"))
 @torch.inference_mode()
 def head_thumbs(out, k_max: int = THUMB) -> dict:
     """``{"k": k, "cells": [one string of ⌈k²/2⌉ characters per head, layer-major]}`` of a
-    run's probabilities ``out.probs`` (L, H, n, n)."""
-    probs = out.probs
-    n = probs.shape[-1]
+    run's probabilities ``out.attn`` (L, H, n, n), read sparse for a long text."""
+    attn = out.attn
+    n = attn.n
     k = min(n, k_max)
-    st = states(pool_max(probs, k)).flatten(2).flatten(0, 1)  # (L·H, k·k)
+    if attn.is_dense:
+        pooled = pool_max(attn.dense(), k)  # (L, H, k, k)
+    else:
+        pooled = torch.stack([pool_max_csr(attn, li, k) for li in range(attn.L)])
+    st = states(pooled).flatten(2).flatten(0, 1)  # (L·H, k·k)
     return {"k": k, "cells": encode_rows(st)}
+
+
+def pool_max_csr(attn, layer: int, k: int) -> torch.Tensor:
+    """:func:`pool_max` of one layer of a sparse store (``sparse_core.sparse_probs``), from its
+    edges alone -> (H, k, k) (P >= 0: the max over a block's edges, 0 for a block with none)."""
+    n, H = attn.n, attn.H
+    cell = torch.empty(n, dtype=torch.int64)
+    for a, (lo, hi) in enumerate(bounds(n, k)):
+        cell[lo:hi] = a
+    crow = attn.crow[layer].cpu()
+    rows = torch.repeat_interleave(torch.arange(H * n), crow[1:] - crow[:-1])  # (E,)
+    h, i = rows // n, rows % n
+    idx = (h * k + cell[i]) * k + cell[attn.col[layer].cpu().long()]
+    out = torch.zeros(H * k * k, dtype=torch.float32)
+    out.scatter_reduce_(0, idx, attn.val[layer].cpu(), "amax")
+    return out.view(H, k, k)
 
 
 def encode_rows(cells: torch.Tensor) -> list[str]:

@@ -10,7 +10,12 @@ the server (docs/api.md, "Limits").
 - at most ``max_connections`` connections are served at once (uvicorn's ``limit_concurrency``:
   beyond it a plain 503);
 - the listening socket is bound before the model is loaded, so a port in use is a one-line
-  error (exit 2), not a traceback after a minute of loading.
+  error (exit 2), not a traceback after a minute of loading;
+- on SIGTERM (or Ctrl-C) every analysis in flight gets an answer before the process exits
+  (:class:`DrainingServer`): the model workers answer what they still queue, and anything
+  submitted later, 503 with ``Retry-After`` at once, the forwards already running finish, and
+  uvicorn waits up to ``timeout_graceful_shutdown`` seconds for those responses (issue 26,
+  finding 12: with the queue left to run, 16 of 40 analyses were cut off after 10 s).
 """
 
 from __future__ import annotations
@@ -21,11 +26,34 @@ import socket
 from typing import Any
 
 import h11
+import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from sparse_core.errors import SparsescopeError
 
 log = logging.getLogger(__name__)
+
+
+#: Seconds uvicorn waits at shutdown for the responses in flight (a forward already running).
+GRACEFUL_SHUTDOWN_S = 30
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn's server that calls ``on_shutdown`` once, as soon as the first exit signal
+    arrives (before uvicorn stops listening and waits for the requests in flight)."""
+
+    def __init__(self, config: uvicorn.Config, on_shutdown: Any) -> None:
+        super().__init__(config)
+        self._on_shutdown = on_shutdown
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        if not self.should_exit:
+            log.info("signal %d: queued analyses answered 503, running ones finished", sig)
+            try:
+                self._on_shutdown()
+            except Exception:  # the server must still stop
+                log.exception("shutdown hook failed")
+        super().handle_exit(sig, frame)
 
 
 def timed_protocol(header_timeout: float) -> type[H11Protocol]:
@@ -98,7 +126,7 @@ def uvicorn_options(settings: Any) -> dict[str, Any]:
         "http": timed_protocol(settings.header_timeout),
         "timeout_keep_alive": settings.timeout_keep_alive,
         "limit_concurrency": settings.max_connections,
-        "timeout_graceful_shutdown": 10,
+        "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_S,
         # uvicorn trusts X-Forwarded-For from 127.0.0.1 by default: any local client could then
         # claim any address and escape the per-address rate limits (issue 26, finding 11)
         **proxy_options(getattr(settings, "trusted_proxies", None)),

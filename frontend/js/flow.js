@@ -133,9 +133,12 @@ export function initFlow(root, select) {
             tabindex: j === body.token ? "0" : "-1",
           },
         });
+        // the chip's blue at opacity `sh`; between 0.7 and 0.85 neither dark nor white text
+        // reaches WCAG's 4.5:1, so the shade is snapped out of that band (white text above it)
         const sh = shade(m, max);
-        b.style.setProperty("--mass", String(sh));
-        if (sh > 0.55) b.style.color = "#fff"; // dark shade: light text (contrast)
+        const dark = sh > 0.775;
+        b.style.setProperty("--mass", String(dark ? Math.max(sh, 0.85) : Math.min(sh, 0.7)));
+        if (dark) b.style.color = "#fff";
         return b;
       }),
     );

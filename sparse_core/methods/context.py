@@ -18,6 +18,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..sparse_probs import SparseProbs
+
 if TYPE_CHECKING:
     from ..model import RunOutput
     from ..sparsefinder import Artefact
@@ -101,19 +103,26 @@ class PredictContext:
 
     def head_probs(self, layer: int, head: int | None = None) -> np.ndarray:
         """(n, n) float32 (or (H, n, n)): the entmax probabilities P (0 off the graph); a
-        read-only view, not a copy."""
-        p = self.out.probs[layer] if head is None else self.out.probs[layer, head]
-        return p.numpy()
+        read-only view of a run kept dense (small n), a new array from a sparse one."""
+        a = self.out.attn
+        return (a.layer(layer) if head is None else a.head(layer, head)).numpy()
 
     def head_graph(self, layer: int, head: int | None = None) -> np.ndarray:
         """(n, n) bool (or (H, n, n)): the gold graph G = P > 0."""
-        g = self.out.graph[layer] if head is None else self.out.graph[layer, head]
-        return g.numpy()
+        a = self.out.attn
+        if a.is_dense:  # the run's dense graph, computed once
+            g = self.out.graph
+            return (g[layer] if head is None else g[layer, head]).numpy()
+        return self.head_probs(layer, head) > 0
 
     def probs_rows(self, layer: int, head: int | None, rows: slice) -> np.ndarray:
-        """(len(rows), n) float32 (or (H, len(rows), n)): the rows ``rows`` of one head's P."""
-        p = self.out.probs[layer][:, rows] if head is None else self.out.probs[layer, head][rows]
-        return p.numpy()
+        """(len(rows), n) float32 (or (H, len(rows), n)): the rows ``rows`` (step 1) of P."""
+        a = self.out.attn
+        if head is None:
+            if a.is_dense:
+                return a.layer(layer)[:, rows].numpy()
+            return np.stack([a.rows(layer, h, rows).numpy() for h in range(self.heads)])
+        return a.rows(layer, head, rows).numpy()
 
     def head_qk(self, layer: int, head: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(queries, keys), (n, d) float32 each (or (H, n, d)), as they enter the scores."""
@@ -163,19 +172,13 @@ class PredictContext:
 
     def gold_edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Every head's gold edges: (a, i, j) int64 and p float32, each (E,), sorted by (a, i, j)
-        with a = layer · H + head (``bitsets.Gold`` of the sweeps is built from them)."""
-        n = self.n
-        flat = np.flatnonzero(self.out.graph.numpy())  # ~8x faster than a 3-d nonzero
-        p = self.out.probs.numpy().reshape(-1)[flat]
-        a, rest = np.divmod(flat, n * n)
-        i, j = np.divmod(rest, n)
-        return a, i, j, p
+        with a = layer · H + head (``bitsets.Gold`` of the sweeps is built from them); read
+        from the sparse store without densifying it."""
+        return self.out.attn.edges()
 
     def prob_values(self, a: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
         """P at the pairs (a, i, j) (flat head index a, query i, key j), float32 (0 off G)."""
-        n = self.n
-        flat = (np.asarray(a, dtype=np.int64) * n + i) * n + j
-        return self.out.probs.numpy().reshape(-1)[flat]
+        return self.out.attn.values_at(a, i, j)
 
     def layer_index(self) -> Tensor:
         """(L,) int64: the model's layer of each row of the tensors (0..L−1 for a whole run)."""
@@ -203,8 +206,7 @@ class PredictContext:
             out,
             queries=out.queries[ls, hs],
             keys=out.keys[ls, hs],
-            probs=out.probs[ls, hs],
-            graph=out.graph[ls, hs],
+            attn=out.attn.select(layer, head),
             scaling=None if out.scaling is None else out.scaling[ls],
         )
         art = self.artefact
@@ -247,8 +249,7 @@ class PredictContext:
             first.out,
             queries=cat("queries"),
             keys=cat("keys"),
-            probs=cat("probs"),
-            graph=cat("graph"),
+            attn=SparseProbs.cat([c.out.attn for c in ctxs]),
             scaling=None if first.out.scaling is None else cat("scaling"),
             extra={},
         )

@@ -99,6 +99,10 @@ def summary_tables(
     res: list = [None] * len(ctxs)
     for idxs in groups.values():
         part = [ctxs[k] for k in idxs]
+        if not part[0].out.attn.is_dense:  # a long text: head by head, memory bounded
+            for k in idxs:
+                res[k] = _per_head_summary(ctxs[k])
+            continue
         ctx = PredictContext.stack(part)
         L, H, m = part[0].layers, part[0].heads, len(part)
         gold = Gold.of(ctx)
@@ -111,3 +115,28 @@ def summary_tables(
         for j, k in enumerate(idxs):
             res[k] = (gs[j], {nm: {key: v[j] for key, v in t.items()} for nm, t in tables.items()})
     return res
+
+
+def _per_head_summary(ctx: PredictContext) -> tuple[np.ndarray, dict[str, dict[str, Tensor]]]:
+    """:func:`summary_tables` of one long text (P held sparse), one head at a time on its
+    ``PredictContext.view`` (each method gives exactly that head's figures on a view), so that
+    what a method builds per layer ((H, n, n) masses or masks) is built for one head only."""
+    import torch
+
+    L, H = ctx.layers, ctx.heads
+    gold = np.zeros((L, H))
+    tables: dict[str, dict[str, Tensor]] = {}
+    names = available(ctx.artefact)
+    for nm in names:
+        tables[nm] = {k: torch.zeros(L, H, dtype=torch.float64) for k in ("recall", "sparsity")}
+    for li in range(L):
+        for h in range(H):
+            v = ctx.view(li, h)
+            g = Gold.of(v)
+            gold[li, h] = g.sparsity()[0, 0]
+            for nm in names:
+                method = METHODS[nm]
+                got = sweep_points(v, method, [method.defaults(v.n, v.artefact)], g)
+                for k in ("recall", "sparsity"):
+                    tables[nm][k][li, h] = float(got[k][0].reshape(-1)[0])
+    return gold, tables

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,8 @@ COMMANDS_DIR = Path(__file__).resolve().parents[2] / "app" / "commands"
 DIFFERENT_DEFAULTS = {
     # serve: None, so that the SPARSESCOPE_* environment applies (the settings default the same)
     ("serve", "--device"),
-    ("serve", "--max-tokens"),
+    # --max-tokens: None everywhere (serve: SPARSESCOPE_MAX_TOKENS, else 512; the others: 512, or
+    # the model's positions if fewer), so it is no exception
     ("clusters", "--limit"),  # 50 inputs: the POS shares settle long before a whole corpus
     ("pareto", "--block"),  # None: --block without --x block is an error
     ("fit", "--out"),  # an artefact's two named files: any folder (--artefact-dir)
@@ -114,3 +116,19 @@ def test_a_bad_alpha_is_one_message_before_any_loading(command, capsys, tmp_path
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1, err
     assert "alpha must be in [1, 2] (1 softmax, 1.5 entmax, 2 sparsemax), got 2.5" in err
+
+
+@pytest.mark.real_model
+def test_analyze_takes_max_tokens_up_to_the_models_positions(capsys):
+    """``analyze --max-tokens``: a cap below the model's positions refuses a longer text saying
+    how to raise it, --truncate cuts to it; above the positions (512 for MiniLM) is refused
+    naming the range."""
+    text = "word " * 100  # 102 tokens with the specials
+    assert main(["analyze", text, "--max-tokens", "64", "--method", "window"]) == 2
+    err = capsys.readouterr().err
+    assert "at most 64" in err and "--max-tokens" in err and "512 positions" in err
+    args = ["analyze", text, "--max-tokens", "64", "--truncate", "--method", "window", "--json"]
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out)["n"] == 64
+    assert main(["analyze", "a text", "--max-tokens", "9000"]) == 2
+    assert "--max-tokens must be in [8, 512]" in capsys.readouterr().err

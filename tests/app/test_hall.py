@@ -18,6 +18,7 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
+from sparse_core import attention as A
 from sparsescope.engine.batching import Job, ModelWorker
 from sparsescope.engine.limits import LOW, NORMAL, JobContext, RateLimiter
 from sparsescope.engine.request import AnalysisRequest
@@ -119,6 +120,28 @@ def test_a_large_forward_split_side_by_side_equals_single_runs(tiny_model, one_t
     small._run_round(few)
     assert small.stats.split == 0
     assert [j.future.result(timeout=WAIT_S).n for j in few] == lengths[:3]
+
+
+@pytest.mark.parametrize("alpha", [1.0, 1.25, 1.5, 2.0])
+def test_a_lone_analysis_on_two_cores_equals_its_batched_and_single_runs(
+    tiny_model, one_thread, alpha
+):
+    """A text alone in its round runs on both cores (half of every linear layer's rows and of
+    every layer's heads on a second worker: issue 26), bit for bit its single run on one
+    thread and its run batched with others."""
+    text = "The chef who ran to the store was out of food, so he went back. " * 6
+    n = len(tiny_model.encode(text).ids)
+    assert n >= 2 * A.SPLIT_MIN_ROWS  # long enough for the linear layers to split
+    worker = ModelWorker(tiny_model, window_s=0, split=2)
+    job = Job(AnalysisRequest(text, alpha=alpha), n, JobContext())
+    worker._run_round([job])
+    out = job.future.result(timeout=WAIT_S)
+    assert worker._lone is not None  # the second worker was used
+    alone = tiny_model.run(text, alpha=alpha)
+    batched = tiny_model.run_batch([text, "Another text to batch with, a bit shorter."], alpha)[0]
+    for name in ("probs", "queries", "keys", "hidden", "graph"):
+        assert torch.equal(getattr(out, name), getattr(alone, name)), name
+        assert torch.equal(getattr(out, name), getattr(batched, name)), name
 
 
 def test_arrivals_extend_the_gathering_window_up_to_its_most():

@@ -81,17 +81,30 @@ class FakeService:
     def start(self):
         FakeService.started += 1
 
+    def begin_shutdown(self):
+        pass
+
 
 @pytest.fixture
 def fake_serve(monkeypatch):
     import uvicorn
 
     import sparsescope.engine.service
+    import sparsescope.web.connections
     import sparsescope.web.main
 
     calls = {}
     monkeypatch.setattr(sparsescope.engine.service, "AnalysisService", FakeService)
     monkeypatch.setattr(sparsescope.web.main, "create_app", lambda s, svc: ("app", s, svc))
+
+    class FakeServer:  # `serve` runs web.connections.DrainingServer(config).run()
+        def __init__(self, config, on_shutdown=None):
+            self.config, self.started = config, True
+
+        def run(self):
+            calls.update(app=self.config.app, host=self.config.host, port=self.config.port)
+
+    monkeypatch.setattr(sparsescope.web.connections, "DrainingServer", FakeServer)
     monkeypatch.setattr(uvicorn, "run", lambda a, **kw: calls.update(app=a, **kw))
     monkeypatch.delenv("SPARSESCOPE_HOST", raising=False)
     monkeypatch.delenv("SPARSESCOPE_PORT", raising=False)

@@ -147,3 +147,18 @@ def test_analysis_body_carries_every_heads_thumbnail(client):
     # the same body from the cache
     again = client.get(f"/api/analyses/{body['id']}").json()
     assert again["thumbs"] == th
+
+
+@pytest.mark.parametrize("k", [3, 7, 24])
+def test_thumbs_of_a_sparse_run_equal_the_dense_ones(tiny_model, k):
+    """A long run's store is CSR (sparse_core.sparse_probs): its thumbnails are pooled from the
+    edges alone and equal those of the same run kept dense."""
+    from sparse_core.sparse_probs import SparseProbs
+
+    out = tiny_model.run("The chef who ran to the store was out of food, so he went back.")
+    dense = head_thumbs(out, k)
+    import dataclasses
+
+    csr = dataclasses.replace(out, attn=SparseProbs.csr_from_dense(out.probs))
+    assert not csr.attn.is_dense
+    assert head_thumbs(csr, k) == dense

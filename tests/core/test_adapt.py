@@ -47,8 +47,9 @@ def corpus(tmp_path_factory) -> Path:
             lines.append(line)
         p.write_text("\n".join(lines) + "\n", encoding="utf-8")
     else:  # pragma: no cover - the shared data is part of the workspace
-        arts = [f" = Article {k} = \n\n The {k} river ran past mill {k} . \n" for k in range(15)]
-        p.write_text("".join(a * 20 for a in arts), encoding="utf-8")
+        body = " The {k} river ran past mill {k} . \n"
+        arts = [f" = Article {k} = \n\n" + body.format(k=k) * 20 for k in range(15)]
+        p.write_text("".join(arts), encoding="utf-8")
     return p
 
 

@@ -487,6 +487,8 @@ def test_mass_recall_by_hand():
 
     gold = Gold((P > 0)[None, None], False, P[None, None])
     got = evaluate_bits(gold, pack(M_)[None, None], [0, 3])
-    assert got["mass_recall"][0, 0, 0] == pytest.approx(1.3 / 3, abs=1e-12)
+    # the bitset engine keeps P on the gold edges as float32 (the model's P; sparse_probs), summed
+    # in float64: exact to float32's precision
+    assert got["mass_recall"][0, 0, 0] == pytest.approx(1.3 / 3, abs=1e-7)
     # window 3 adds |i − j| <= 1: every row's whole support
-    assert got["mass_recall"][0, 1, 0] == pytest.approx(1.0, abs=1e-12)
+    assert got["mass_recall"][0, 1, 0] == pytest.approx(1.0, abs=1e-7)

@@ -22,7 +22,7 @@ CORE = ROOT / "sparse_core"
 CHAIN = [
     ["errors"],
     ["modernbert", "shipped", "entmax_grad"],
-    ["rng", "entmax"],
+    ["rng", "entmax", "sparse_probs"],
     ["attention", "outputs", "sources", "tokens"],
     ["model", "patterns", "metrics", "corpus", "flow"],
     ["bitsets", "sparsefinder", "baselines", "testing", "view_schema", ""],  # "" is __init__.py

@@ -33,9 +33,13 @@ def fake_artefact(L=2, H=4, d=8, seed=0, counts=(2, 4, 8)) -> Artefact:
     return Artefact("tiny", 1.5, 4, W, torch.zeros(L, H, 4), cents, {})
 
 
-def explicit(base: torch.Tensor, gold: torch.Tensor, w: int, causal: bool) -> dict:
+def explicit(
+    base: torch.Tensor, gold: torch.Tensor, w: int, causal: bool, probs: torch.Tensor | None = None
+) -> dict:
     m = patterns.finish(base, window=w, globals_=False, causal=causal)
+    mass = {} if probs is None else {"mass_recall": metrics.mass_recall(m, probs)}
     return {
+        **mass,
         "sparsity": metrics.sparsity(m, causal=causal),
         "recall": metrics.recall(m, gold),
         "exact": metrics.exact(m, gold),
@@ -74,11 +78,15 @@ def test_window_crossing_equals_explicit_masks(n, seed, causal, density, per_hea
     gold |= torch.eye(n, dtype=torch.bool)  # entmax keeps >= 1 key per row
     shape = (L, H, n, n) if per_head else (1, 1, n, n)
     base = (torch.rand(shape, generator=g) < density) & v
-    gd = B.Gold(gold, causal)
+    # P: positive on the gold edges only, each row summing to 1 (as entmax's)
+    probs = torch.where(gold, torch.rand(L, H, n, n, generator=g) + 0.01, 0.0)
+    probs = probs / probs.sum(-1, keepdim=True)
+    gd = B.Gold(gold, causal, probs)
     bits = B.pack(base.reshape(-1, n, n))[None]  # (1, A, n, W)
     got = B.evaluate_bits(gd, bits, windows)
+    assert set(got) == set(B.METRICS)
     for q, w in enumerate(windows):
-        want = explicit(base.expand(L, H, n, n), gold, w, causal)
+        want = explicit(base.expand(L, H, n, n), gold, w, causal, probs)
         for k in B.METRICS:
             assert np.allclose(got[k][0, q], want[k].flatten().numpy(), rtol=0, atol=1e-12), (k, w)
 
@@ -190,7 +198,16 @@ def test_distance_bits_equal_sf_distance(seed, n, scale, ts):
 # ----------------------------------------------------------------------------- text sweep
 
 
-POINT_KEYS = {"method", "params", "sparsity", "recall", "exact", "precision", "block_sparsity"}
+POINT_KEYS = {
+    "method",
+    "params",
+    "sparsity",
+    "recall",
+    "exact",
+    "precision",
+    "mass_recall",
+    "block_sparsity",
+}
 
 
 def check_points_body(body: dict, scope: str, x: str = "sparsity", block=None) -> None:
