@@ -163,7 +163,14 @@ export function comparePng(panes, it, title) {
     ctx.fillStyle = "#111827";
     ctx.fillText(p.title.textContent, x, top - 8, side);
     ctx.imageSmoothingEnabled = false;
-    if (p.codes) ctx.drawImage(p.canvas, x, top, side, side);
+    if (!p.codes) return;
+    ctx.drawImage(p.off, x, top, side, side); // the pane's own image (cells, or pooled)
+    ctx.save();
+    ctx.translate(x, top);
+    if (k === panes.length - 1) drawMarks(ctx, p.codes, p.n, side); // the difference's marks
+    ctx.strokeStyle = "#cbd5e1";
+    ctx.strokeRect(0.5, 0.5, side - 1, side - 1);
+    ctx.restore();
   });
   // the legend: swatch with its mark, words and count
   const y = top + side + 28;

@@ -57,7 +57,11 @@ export function defaultsFor(mode, s, models) {
 export function initCompare(root, heatmap, models = []) {
   const onBtn = el("button", { class: "cmp-on", text: "Side by side", attrs: { type: "button", "aria-pressed": "false" } });
   const mode = el("select", { attrs: { id: "cmp-mode", "aria-label": "pane B differs from A in" } },
-    MODES.map(([v, t]) => el("option", { text: t, attrs: { value: v } })));
+    MODES.map(([v, t]) => {
+      // another model needs a second one served (`serve --model` given twice)
+      const one = v === "model" && models.length < 2;
+      return el("option", { text: one ? `${t} (one is served)` : t, attrs: one ? { value: v, disabled: "" } : { value: v } });
+    }));
   const pickB = el("span", { class: "cmp-pick" });
   const png = el("button", { text: "PNG", attrs: { type: "button", title: "download the three panes and the legend" } });
   const bar = el("div", { class: "cmp-bar" }, [onBtn, el("label", { text: "B shows " }, [mode]), pickB, png]);

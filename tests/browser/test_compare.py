@@ -4,6 +4,7 @@ graphs and masks, the address and a share reproducing the view, linked hover, ax
 
 from __future__ import annotations
 
+import struct
 import urllib.parse
 
 import pytest
@@ -91,6 +92,13 @@ def test_compare_two_methods_counts_the_predicted_masks(page, server_url):
     size = lambda m: round((1 - m["sparsity"]) * n * n)  # noqa: E731
     assert got["only-a"] + got["both"] == size(ma)
     assert got["only-b"] + got["both"] == size(mb)
+    # the PNG: three panes, titles and the legend at 2× (1,356 × 564 CSS px)
+    with page.expect_download() as dl:
+        page.click(".cmp-bar button:has-text('PNG')")
+    png = open(dl.value.path(), "rb").read()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert struct.unpack(">II", png[16:24]) == (2712, 1128)
+    assert dl.value.suggested_filename.startswith("sparsescope-compare-method-")
     # A's slider moves: A's mask and the difference follow in the same frame
     before = got
     page.evaluate("""() => {
