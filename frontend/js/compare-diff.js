@@ -4,7 +4,7 @@
  * pane, and the max-pooling that shrinks an n × n class image to a pane of `side` pixels without
  * losing a class (docs/compare.md).
  *
- * The difference (A − B) of two 0/1 masks, row-major n × n (a gold graph G = {P_ij > 0} or a
+ * The difference (A − B) of two 0/1 masks (values 0 or 1 only), row-major n × n (a gold graph G = {P_ij > 0} or a
  * method's predicted mask M' = (M ∪ W ∪ Glob) ∩ V):
  *
  *     only A = A \ B      only B = B \ A      both = A ∩ B
@@ -18,10 +18,16 @@ export const DIFF = Object.freeze({ NONE: 0, BOTH: 1, ONLY_B: 2, ONLY_A: 3 });
 /** Pane classes: an exact zero, a zero the mask keeps, a gold edge the mask keeps, one it misses. */
 export const PANE = Object.freeze({ ZERO: 0, MASK: 1, KEPT: 2, MISSED: 3 });
 
+/** Diff class of k = 2·A + B (0/1 each): none, only B, only A, both. */
+const DIFF_OF = Uint8Array.of(DIFF.NONE, DIFF.ONLY_B, DIFF.ONLY_A, DIFF.BOTH);
+/** Pane class of k = 2·gold + mask: zero, the mask's zero, missed, kept. */
+const PANE_OF = Uint8Array.of(PANE.ZERO, PANE.MASK, PANE.MISSED, PANE.KEPT);
+
 /**
- * The diff class of every cell and the counts.
- * @param {Uint8Array} a n × n 0/1
- * @param {Uint8Array} b n × n 0/1
+ * The diff class of every cell and the counts (one branch-free pass: a slider frame runs it on
+ * n² = 262,144 cells at n = 512).
+ * @param {Uint8Array} a n × n, 0/1
+ * @param {Uint8Array} b n × n, 0/1
  * @returns {{codes: Uint8Array, onlyA: number, onlyB: number, both: number, jaccard: number}}
  */
 export function diffMasks(a, b) {
@@ -29,20 +35,13 @@ export function diffMasks(a, b) {
     throw new RangeError(`the graphs differ in size (${a.length} and ${b.length} cells)`);
   }
   const codes = new Uint8Array(a.length);
-  let onlyA = 0, onlyB = 0, both = 0;
+  const count = new Int32Array(4);
   for (let x = 0; x < a.length; x++) {
-    const u = a[x] !== 0, v = b[x] !== 0;
-    if (u && v) {
-      codes[x] = DIFF.BOTH;
-      both++;
-    } else if (u) {
-      codes[x] = DIFF.ONLY_A;
-      onlyA++;
-    } else if (v) {
-      codes[x] = DIFF.ONLY_B;
-      onlyB++;
-    }
+    const k = (a[x] << 1) | b[x];
+    count[k]++;
+    codes[x] = DIFF_OF[k];
   }
+  const [, onlyB, onlyA, both] = count;
   const union = onlyA + onlyB + both;
   return { codes, onlyA, onlyB, both, jaccard: union ? both / union : 1 };
 }
@@ -50,16 +49,17 @@ export function diffMasks(a, b) {
 /**
  * A pane's class of every cell: the gold graph G read through the mask M (null: no mask, every
  * gold edge counts as kept).
- * @param {Uint8Array} gold n × n
- * @param {Uint8Array|null} mask n × n
+ * @param {Uint8Array} gold n × n, 0/1
+ * @param {Uint8Array|null} mask n × n, 0/1
  * @returns {Uint8Array}
  */
 export function paneCodes(gold, mask) {
   const codes = new Uint8Array(gold.length);
-  for (let x = 0; x < gold.length; x++) {
-    const m = mask === null || mask[x] !== 0;
-    codes[x] = gold[x] ? (m ? PANE.KEPT : PANE.MISSED) : mask !== null && mask[x] ? PANE.MASK : PANE.ZERO;
+  if (mask === null) {
+    for (let x = 0; x < gold.length; x++) codes[x] = gold[x] * PANE.KEPT;
+    return codes;
   }
+  for (let x = 0; x < gold.length; x++) codes[x] = PANE_OF[(gold[x] << 1) | mask[x]];
   return codes;
 }
 

@@ -163,22 +163,29 @@ export function initCompare(root, heatmap, models = []) {
     return { basis, onlyA: diff.onlyA, onlyB: diff.onlyB, both: diff.both, jaccard: diff.jaccard, labelA: labelA(s), labelB: labelB(s) };
   }
 
+  // the legend's parts, made once; a slider frame writes only the texts that changed
+  const say = (node, text) => {
+    if (node.textContent !== text) node.textContent = text;
+  };
+  const basisEl = el("span", { class: "cmp-basis" });
+  const countEl = { onlyA: el("strong", { class: "cmp-count" }), onlyB: el("strong", { class: "cmp-count" }),
+    both: el("strong", { class: "cmp-count" }) };
+  const overlapEl = el("span", { class: "muted" });
+  const item = (cls, text, count) => el("span", { class: `cmp-li ${cls}` }, [
+    el("span", { class: "cmp-swatch", attrs: { "aria-hidden": "true" } }), el("span", { text: `${text} ` }), count]);
+  legend.append(basisEl, item("only-a", "only in A", countEl.onlyA), item("only-b", "only in B", countEl.onlyB),
+    item("both", "in both", countEl.both), overlapEl);
+
   function renderLegend(s) {
-    if (!diff) {
-      legend.replaceChildren();
-      return;
-    }
+    legend.hidden = !diff;
+    if (!diff) return;
     const it = legendItems(s);
-    const item = (cls, text, count) => el("span", { class: `cmp-li ${cls}` }, [
-      el("span", { class: "cmp-swatch", attrs: { "aria-hidden": "true" } }),
-      el("span", { text: `${text} ` }), el("strong", { class: "cmp-count", text: String(count) })]);
-    legend.replaceChildren(
-      el("span", { class: "cmp-basis", text: `A − B over the ${it.basis}:` }),
-      item("only-a", "only in A", it.onlyA), item("only-b", "only in B", it.onlyB),
-      item("both", "in both", it.both), el("span", { class: "muted", text: `overlap ${fmt(it.jaccard)}` }));
-    legend.dataset.onlyA = String(it.onlyA);
-    legend.dataset.onlyB = String(it.onlyB);
-    legend.dataset.both = String(it.both);
+    say(basisEl, `A − B over the ${it.basis}:`);
+    for (const k of ["onlyA", "onlyB", "both"]) {
+      say(countEl[k], String(it[k]));
+      legend.dataset[k] = String(it[k]);
+    }
+    say(overlapEl, `overlap ${fmt(it.jaccard)}`);
   }
 
   /** B's method and parameters: B's own (method), else A's where B's analysis offers it. */
@@ -226,9 +233,9 @@ export function initCompare(root, heatmap, models = []) {
     const s = s0();
     const A = s.headData;
     const maskA = s.result?.mask ?? null;
-    pa.title.textContent = labelA(s);
-    pb.title.textContent = labelB(s);
-    pd.title.textContent = "A − B";
+    say(pa.title, labelA(s));
+    say(pb.title, labelB(s));
+    say(pd.title, "A − B");
     update(pa, [A, maskA], () => ({ codes: paneCodes(A.gold, maskA), n: A.n }));
     const mB = b ? maskOfB(s) : null;
     update(pb, [b, mB], () => (b ? { codes: paneCodes(b.head.gold, mB), n: b.head.n } : null));
