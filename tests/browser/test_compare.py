@@ -106,10 +106,14 @@ def test_compare_two_methods_counts_the_predicted_masks(page, server_url):
       el.value = el.value === '1' ? '9' : '1';
       el.dispatchEvent(new Event('input', { bubbles: true }));
     }""")
-    page.wait_for_function(
-        "(b) => document.getElementById('cmp-legend').dataset.onlyA !== String(b)",
-        arg=before["only-a"],
+    page.wait_for_function(  # |M_A| = only A + both changes
+        "(b) => { const d = document.getElementById('cmp-legend').dataset;"
+        " return Number(d.onlyA) + Number(d.both) !== b; }",
+        arg=before["only-a"] + before["both"],
     )
+    after = counts(page)
+    # B (strided at its defaults) is unchanged: |M_B| = only B + both stays
+    assert after["only-b"] + after["both"] == before["only-b"] + before["both"]
 
 
 def test_the_address_and_a_share_reproduce_the_compare_view(page, server_url):
