@@ -330,6 +330,7 @@ export function initHeatmap(root, legend) {
   function sayCell(a, b) {
     const f = facts(lay.vis[a], lay.vis[b]);
     said.textContent = cellSentence(f);
+    tell({ i: lay.vis[a], j: lay.vis[b] }); // the keyboard's cell is linked too (compare.js)
     fillTooltip(f);
     const c = cellCentre(lay, zoom, a, b);
     const o = overlay.getBoundingClientRect();

@@ -161,6 +161,15 @@ def test_linked_hover_outlines_the_cell_everywhere_and_says_both_values(page, se
         "() => /\\((\\d+)\\) → key/.exec(document.getElementById('cmp-readout').textContent)?.[1]"
         " !== '2'"
     )
+    # the heatmap's keyboard cell cursor is linked too: its cell is said under the panes
+    page.mouse.move(2, 2)
+    page.wait_for_function("() => document.getElementById('cmp-readout').textContent === ''")
+    page.focus(".heatmap-overlay")
+    page.keyboard.press("ArrowDown")
+    page.wait_for_function(
+        "() => /\\(\\d+\\) → key .* · A: p = .* · B: p = /"
+        ".test(document.getElementById('cmp-readout').textContent)"
+    )
 
 
 def test_axe_with_side_by_side_on(browser, server_url):
