@@ -15,6 +15,7 @@ model (replacing a previous run of the same model; other sections stay).
 
     python bench/bench_page.py --first-paint --write   # first paint, warm server, real model
     python bench/bench_page.py --arena --n 512          # every slider of the arena's methods
+    python bench/bench_page.py --compare --n 512        # side by side off / head / method
 
 ``--first-paint``: a warm server (the gallery precomputed, as ``serve`` does at start-up) and, for
 the first visit ``/`` and every gallery example ``/gallery/{slug}``, the time from navigation to
@@ -22,6 +23,11 @@ the frame that shows the first heatmap (the page's ``heatmap-first-paint`` mark,
 a fresh browser context (empty HTTP cache) and on a reload (cache warm). Side by side, in the same
 run: the same pages with Plotly put back as a ``<script defer>`` in ``<head>`` (how the page
 loaded it before Plotly became lazy). Written under "## First paint".
+
+``--compare``: side by side (frontend/js/compare.js) — every available method's first slider moved
+with side by side off, with pane B on another head, and with pane B another method, the three
+interleaved per method in one page and one run (slider-update includes B's mask, the difference
+and the three panes' repaint); printed as a table (docs/benchmarks.md "## Side by side").
 """
 
 from __future__ import annotations
@@ -211,6 +217,66 @@ def arena_report(r: dict, model_id: str, argv: list[str]) -> str:
         lines.append(row("the paper's methods, first slider (same run)", basev, basew))
     for k, xs in [*r["per_slider"].items(), *r["baseline"].items()]:
         lines.append(row(k, xs, r["work"][k]))
+    return "\n".join(lines) + "\n"
+
+
+#: Set the page's store (the module main.js loaded) to a side by side mode, and wait until its
+#: difference is painted.
+COMPARE_JS = """async (patch) => {
+  const src = document.querySelector('script[type=module][src$="/main.js"]').src;
+  const store = await import(src.replace(/main\\.js$/, 'state.js'));
+  store.set(patch);
+  const root = document.getElementById('compare');
+  for (let k = 0; k < 600 && patch.compare !== 'off' && root.dataset.state !== 'ready'; k++) {
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return root.dataset.state;
+}"""
+
+
+def bench_compare(browser, base: str, model, n: int, steps: int) -> dict:
+    """Slider latency with side by side off, B = another head, B = another method, interleaved per
+    method: {"off" | "head" | "method": [slider-update ms]} and the frames' work."""
+    text = texts_of_n_tokens(model, n, 1)[0]
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    page.set_default_timeout(600_000)
+    a = analyse(page, base, text)
+    page.wait_for_selector("#pareto .scatterlayer .trace", timeout=600_000)
+    available = [m for m in a["methods"] if not m["needs_artefact"] or a["artefact"]]
+    modes = {
+        "off": {"compare": "off"},
+        "head": {"compare": "head", "cmpLayer": a["layers"] - 1, "cmpHead": a["heads"] - 1},
+        "method": {"compare": "method", "cmpMethod": "strided"},
+    }
+    update = {k: [] for k in modes}
+    work = {k: [] for k in modes}
+    for m in available:
+        page.select_option("#method", m["name"])
+        page.wait_for_timeout(300)
+        for mode, patch in modes.items():
+            state = page.evaluate(COMPARE_JS, patch)
+            if mode != "off" and state != "ready":
+                raise RuntimeError(f"side by side ({mode}) did not become ready: {state}")
+            got = page.evaluate(SLIDE_JS, [slider_of(m), steps])
+            update[mode] += got["update"]
+            work[mode] += got["work"]
+    page.close()
+    return {"n": n, "update": update, "work": work, "methods": len(available)}
+
+
+def compare_report(r: dict, model_id: str, argv: list[str]) -> str:
+    load = os.getloadavg()[0]
+    off = pct(r["update"]["off"], 0.95)
+    lines = [f"{model_id}, n = {r['n']}, {r['methods']} methods (first slider each), "
+             f"{os.cpu_count()} CPU threads, load average {load:.1f} at the end of the run. "
+             "Command:", "", f"    python bench/bench_page.py {' '.join(argv)}", "",
+             "| side by side | count | update p50 | p95 | max | work p50 | work p95 | p95 / off |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for mode, xs in r["update"].items():
+        ws = r["work"][mode]
+        lines.append(f"| {mode} | {len(xs)} | {pct(xs, 0.5):.1f} | {pct(xs, 0.95):.1f} | "
+                     f"{max(xs):.1f} | {pct(ws, 0.5):.1f} | {pct(ws, 0.95):.1f} | "
+                     f"{pct(xs, 0.95) / off:.2f} |")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -431,6 +497,11 @@ def main() -> int:
         action="store_true",
         help="every slider of every arena method (issue 24), printed as a table",
     )
+    ap.add_argument(
+        "--compare",
+        action="store_true",
+        help="side by side off / head / method, interleaved, printed as a table",
+    )
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from playwright.sync_api import sync_playwright
@@ -460,6 +531,14 @@ def main() -> int:
             global SECTION, INTRO
             SECTION, INTRO = FIRST_SECTION, FIRST_INTRO
             print(f"wrote {write_section(model.model_id, text)}")
+        return 0
+    if args.compare:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
+            for n in args.n:
+                print(compare_report(bench_compare(browser, base, model, n, args.steps),
+                                     model.model_id, sys.argv[1:]))  # fmt: skip
+            browser.close()
         return 0
     if args.arena:
         with sync_playwright() as p:

@@ -151,6 +151,21 @@ VIEW_FIELDS: tuple[ViewField, ...] = (
                       r"[0-9]{1,6}(\.[0-9]{1,2})?$",
               hint="z@row,column (the zoom, then the first row and column in view), or empty",
               doc="the heatmap's zoom and pan (frontend/js/heatmap-focus.js)"),
+    # side by side (frontend/js/compare.js, docs/compare.md): pane B differs from A in one thing
+    ViewField("compare", "enum", "off", "cmp", "view.compare", write="changed",
+              values=("off", "head", "method", "alpha", "model"),
+              doc="side by side: off, or what pane B changes (head, method, α or model)"),
+    ViewField("cmpLayer", "int", 0, "cl", "view.cmpLayer", write="changed", lo=0, hi=1023,
+              doc="pane B's layer (compare=head)"),
+    ViewField("cmpHead", "int", 0, "ch", "view.cmpHead", write="changed", lo=0, hi=1023,
+              doc="pane B's head (compare=head)"),
+    ViewField("cmpMethod", "str", "", "cm", "view.cmpMethod", write="changed",
+              pattern=r"^$|^[a-z][a-z0-9-]{0,39}$", hint="a method name (a-z, 0-9 and -) or empty",
+              doc="pane B's method, at its default parameters (compare=method)"),
+    ViewField("cmpAlpha", "float", 2.0, "ca", "view.cmpAlpha", write="changed", lo=ALPHA_MIN,
+              hi=ALPHA_MAX, doc="pane B's entmax α (compare=alpha)"),
+    ViewField("cmpModel", "str", "", "cmo", "view.cmpModel", write="changed", max_len=300,
+              hint="a served model's id or empty", doc="pane B's model (compare=model)"),
 )
 # fmt: on
 

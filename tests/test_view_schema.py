@@ -73,7 +73,8 @@ STATES = [
                alpha=1.25, causal=True, truncate=True, start=7, layer=3, head=11,
                method="sf-kmeans", params={"clusters": 4, "top_k": 1, "globals": True},
                lockedRow=5, cluster=2, scope="mean", gridColour="recall", hideSpecial=True,
-               block="16", paretoX="block"),
+               block="16", paretoX="block", compare="method", cmpLayer=1, cmpHead=2,
+               cmpMethod="strided", cmpAlpha=1.25, cmpModel="tiny-dec"),
     view_state(text="x" * 1501, alpha="own", layer=0, head=1, method="bigbird",
                params={"window": 3, "random_keys": 0, "globals": False}, lockedRow=0,
                cluster=0, block="64"),
@@ -97,6 +98,9 @@ QUERIES = [
     "alpha=0x1&layer=%C2%B2&head=1e2&start=+3",
     "alpha=Own",
     "p.bad%20name=1&p.ok=" + "v" * 201 + "&p.__proto__=1",
+    # side by side's fields (frontend/js/compare.js): bad values, then good ones
+    "cmp=beside&cl=-1&ch=1024&cm=Strided&ca=2.5&cmo=" + "m" * 301,
+    "cmp=alpha&cl=3&ch=11&cm=bigbird&ca=1.25&cmo=tiny-dec",
 ]
 
 SHARES = [
@@ -182,6 +186,16 @@ def test_bad_values_are_left_out_alike_with_a_message(tmp_path):
     assert py[3]["errors"] == {"alpha": 'alpha must be a number in [1, 2] or own, got "Own"'}
     assert set(py[4]["errors"]) == {"p.bad name", "p.ok", "p.__proto__"}
     assert py[4]["state"] == {"params": {}}
+    # side by side: every value refused, each with what is allowed
+    assert py[5]["state"] == {}
+    assert set(py[5]["errors"]) == {"cmp", "cl", "ch", "cm", "ca", "cmo"}
+    want = 'cmp must be one of off, head, method, alpha, model, got "beside"'
+    assert py[5]["errors"]["cmp"] == want
+    assert py[5]["errors"]["ca"] == 'ca must be a number in [1, 2], got "2.5"'
+    assert py[6]["errors"] == {}
+    assert py[6]["state"] == {"compare": "alpha", "cmpLayer": 3, "cmpHead": 11,
+                              "cmpMethod": "bigbird", "cmpAlpha": 1.25,
+                              "cmpModel": "tiny-dec"}  # fmt: skip
 
 
 def _written(f: ViewField, v: Any) -> Any:
@@ -227,7 +241,8 @@ def test_every_field_round_trips_through_the_address(tmp_path):
     # the old url.js's exact strings (main's frontend/js/url.js before the schema)
     assert queries[0] == "id=0123abcd&alpha=1.5&layer=0&head=0&method=window"
     assert queries[1] == ("alpha=1.5&causal=0&layer=0&head=0&method=window&row=&cluster="
-                          "&scope=head&grid=gold&hide=0&block=128&px=sparsity&zoom=")  # fmt: skip
+                          "&scope=head&grid=gold&hide=0&block=128&px=sparsity&zoom="
+                          "&cmp=off&cl=0&ch=0&cm=&ca=2&cmo=")  # fmt: skip
 
 
 @needs_node
@@ -238,7 +253,9 @@ def test_shares_are_written_and_read_alike(tmp_path):
     assert js == py
     shared = py[1]
     assert shared["view"] == {"scope": "mean", "grid": "recall", "hideSpecial": True,
-                              "block": "16", "paretoX": "block"}  # fmt: skip
+                              "block": "16", "paretoX": "block", "compare": "method",
+                              "cmpLayer": 1, "cmpHead": 2, "cmpMethod": "strided",
+                              "cmpAlpha": 1.25, "cmpModel": "tiny-dec"}  # fmt: skip
     assert shared["token"] == 5 and shared["start"] == 7 and shared["lecture_step"] is None
     assert py[0]["view"] == {} and "start" not in py[0]
     # a share reads back to the state it was written from

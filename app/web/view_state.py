@@ -1,7 +1,8 @@
 """``ShareState.view`` as a typed pydantic model, made from the view's one definition
 (:data:`sparse_core.view_schema.VIEW_FIELDS`): one field per display flag of a share (``scope``,
-``grid``, ``hideSpecial``, ``block``, ``paretoX``), its type (a ``Literal`` of the allowed values,
-a bool), its default and description, checked by
+``grid``, ``hideSpecial``, ``block``, ``paretoX``, ``zoom``, side by side's ``compare`` and
+``cmp*``), its type (a ``Literal`` of the allowed values, a bool, an int, a float, a string),
+its default and description, checked by
 :func:`sparse_core.view_schema.check_share_value`, the page's own rule (frontend/js/view-state.js),
 strictly as the JSON schema says (a tile size is the string ``"64"``; the page also reads the
 number 64, which shares saved before this model may hold: app/web/shares.py).
@@ -93,7 +94,9 @@ def _flag_type(f: ViewField) -> Any:
         except Rejected:
             raise ValueError(f"must be {allowed(f, 'share')}") from None
 
-    json_type: Any = bool if f.kind == "bool" else Literal[f.values] if f.values else str
+    json_type: Any = {"bool": bool, "int": int, "float": float}.get(f.kind, str)
+    if f.values:
+        json_type = Literal[f.values]
     return Annotated[json_type, PlainValidator(check, json_schema_input_type=json_type)]
 
 

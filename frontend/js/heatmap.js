@@ -18,7 +18,9 @@
  * memory — no server call. Clicking a cell or a row label locks that query row (click again to
  * unlock; ↑ / ↓ move it, Esc clears it). Hovering a label sets the store's `hoverToken` (linked
  * views). The wheel (Ctrl / pinch anywhere; a plain wheel on a wide window) and + / − / 0 zoom,
- * a drag or Shift + arrows pan, the minimap (when zoomed) moves the view.
+ * a drag or Shift + arrows pan, the minimap (when zoomed) moves the view. Linked hover (side by
+ * side, compare.js): the hovered cell goes out as a `heatmap-hover` event on the root, and a
+ * `heatmap-show-cell` event outlines another view's cell here.
  */
 
 import { el } from "./dom.js";
@@ -256,6 +258,7 @@ export function initHeatmap(root, legend) {
         showTooltip(ev, lay.vis[h.a], lay.vis[h.b]);
         paintOverlay();
         performance.measure("hover", { start }); // tooltip and crosshair of a new cell
+        tell({ i: lay.vis[h.a], j: lay.vis[h.b] });
       } else moveTooltip(ev);
       if (s.hoverToken !== null) store.set({ hoverToken: null });
       return;
@@ -327,6 +330,7 @@ export function initHeatmap(root, legend) {
   function sayCell(a, b) {
     const f = facts(lay.vis[a], lay.vis[b]);
     said.textContent = cellSentence(f);
+    tell({ i: lay.vis[a], j: lay.vis[b] }); // the keyboard's cell is linked too (compare.js)
     fillTooltip(f);
     const c = cellCentre(lay, zoom, a, b);
     const o = overlay.getBoundingClientRect();
@@ -338,7 +342,22 @@ export function initHeatmap(root, legend) {
     hoverCell = null;
     tooltip.hidden = true;
     paintOverlay();
+    tell(null);
   }
+
+  /** Linked hover (compare.js): the cell under the pointer, as an event on `root`. */
+  function tell(cell) {
+    root.dispatchEvent(new CustomEvent("heatmap-hover", { detail: cell }));
+  }
+  // … and the cell another view's pointer is on, outlined here (null: none)
+  root.addEventListener("heatmap-show-cell", (ev) => {
+    if (!lay) return;
+    const c = ev.detail;
+    const a = c ? lay.pos[c.i] ?? -1 : -1, b = c ? lay.pos[c.j] ?? -1 : -1;
+    hoverCell = a >= 0 && b >= 0 ? { a, b } : null;
+    tooltip.hidden = true;
+    paintOverlay();
+  });
 
   /** Cell (i, j)'s facts from memory (heatmap-cell.js): tokens, p, what the method does. */
   function facts(i, j) {

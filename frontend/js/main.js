@@ -5,10 +5,12 @@
  * Module map: state.js (the store) · session.js (server data, URL) · live.js (slider -> mask ->
  * metrics) · sweep.js (the setting on every head) · methods.js / patterns.js / rng.js /
  * metrics.js (the JS twin of sparse_core) · views: inputbar.js, grid.js, controls.js,
- * heatmap.js, tokens.js, pareto.js, pos.js, budgets.js, flow.js, results.js.
+ * heatmap.js, tokens.js, pareto.js, pos.js, budgets.js, flow.js, results.js, compare.js (side by
+ * side).
  */
 
 import { initBudgets } from "./budgets.js";
+import { initCompare } from "./compare.js";
 import { initMethodPanel } from "./controls.js";
 import { byId, readIsland } from "./dom.js";
 import { initGrid } from "./grid.js";
@@ -139,6 +141,7 @@ function main() {
   initHeatmap(byId("heatmap"), byId("heatmap-legend"));
   initTokenStrip(byId("tokens"));
   initTokenSearch(byId("token-search"), byId("heatmap"));
+  initCompare(byId("compare"), byId("heatmap"), config.models ?? []);
   initPareto(byId("pareto"), byId("pareto-note"));
   initPos(byId("pos"));
   initBudgets(byId("budgets"), byId("budgets-controls"));

@@ -29,5 +29,11 @@ export const VIEW_SCHEMA = Object.freeze({
     {"key": "block", "kind": "enum", "default": "128", "query": "block", "share": "view.block", "write": "changed", "values": ["16", "32", "64", "128"], "doc": "tile size B of the block sparsity shown (sparse_core.metrics.BLOCKS)"},
     {"key": "paretoX", "kind": "enum", "default": "sparsity", "query": "px", "share": "view.paretoX", "write": "changed", "values": ["sparsity", "block"], "doc": "the Pareto plot's x: token sparsity or block sparsity at B"},
     {"key": "zoom", "kind": "str", "default": "", "query": "zoom", "share": "view.zoom", "write": "changed", "maxLen": 40, "pattern": "^$|^[0-9]{1,3}(\\.[0-9]{1,2})?@[0-9]{1,6}(\\.[0-9]{1,2})?,[0-9]{1,6}(\\.[0-9]{1,2})?$", "hint": "z@row,column (the zoom, then the first row and column in view), or empty", "doc": "the heatmap's zoom and pan (frontend/js/heatmap-focus.js)"},
+    {"key": "compare", "kind": "enum", "default": "off", "query": "cmp", "share": "view.compare", "write": "changed", "values": ["off", "head", "method", "alpha", "model"], "doc": "side by side: off, or what pane B changes (head, method, α or model)"},
+    {"key": "cmpLayer", "kind": "int", "default": 0, "query": "cl", "share": "view.cmpLayer", "write": "changed", "lo": 0, "hi": 1023, "doc": "pane B's layer (compare=head)"},
+    {"key": "cmpHead", "kind": "int", "default": 0, "query": "ch", "share": "view.cmpHead", "write": "changed", "lo": 0, "hi": 1023, "doc": "pane B's head (compare=head)"},
+    {"key": "cmpMethod", "kind": "str", "default": "", "query": "cm", "share": "view.cmpMethod", "write": "changed", "pattern": "^$|^[a-z][a-z0-9-]{0,39}$", "hint": "a method name (a-z, 0-9 and -) or empty", "doc": "pane B's method, at its default parameters (compare=method)"},
+    {"key": "cmpAlpha", "kind": "float", "default": 2.0, "query": "ca", "share": "view.cmpAlpha", "write": "changed", "lo": 1, "hi": 2, "doc": "pane B's entmax α (compare=alpha)"},
+    {"key": "cmpModel", "kind": "str", "default": "", "query": "cmo", "share": "view.cmpModel", "write": "changed", "maxLen": 300, "hint": "a served model's id or empty", "doc": "pane B's model (compare=model)"},
   ],
 });

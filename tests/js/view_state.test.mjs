@@ -35,6 +35,7 @@ test("a state written to the address reads back (a saved view's page: every flag
     alpha: 1.25, causal: true, layer: 2, head: 5, method: "strided",
     params: { stride: "4", globals: "1" }, lockedRow: 0, cluster: null, scope: "mean",
     gridColour: "recall", hideSpecial: true, block: "32", paretoX: "block", zoom: "",
+    compare: "off", cmpLayer: 0, cmpHead: 0, cmpMethod: "", cmpAlpha: 2, cmpModel: "",
   });
   assert.equal(decodeState(encodeState(s)).text, "A cat & a dog.");
 });
@@ -66,7 +67,8 @@ test("shares: the flags that differ from their defaults, read back with bad ones
   assert.equal(state.hideSpecial, true);
   assert.ok(!("gridColour" in state));
   assert.deepEqual(Object.keys(errors), ["view.grid"]);
-  assert.deepEqual([...FLAGS.keys()], ["scope", "grid", "hideSpecial", "block", "paretoX", "zoom"]);
+  assert.deepEqual([...FLAGS.keys()], ["scope", "grid", "hideSpecial", "block", "paretoX", "zoom",
+    "compare", "cmpLayer", "cmpHead", "cmpMethod", "cmpAlpha", "cmpModel"]);
   assert.equal(VIEW_SCHEMA.fields.length, VIEW_FIELDS.length);
 });
 
@@ -78,4 +80,20 @@ test("the heatmap's zoom is in the address and shares (issue 27 item 5)", () => 
   assert.equal(toShare(s).view.zoom, "5.11@120.3,98");
   const { errors } = decodeQuery("?zoom=9@x");
   assert.match(errors.zoom, /^zoom must be z@row,column/);
+});
+
+test("side by side is in the address and shares (issue 27 item 1)", () => {
+  const s = { ...viewDefaults(), text: "t", analysis: { id: "x" }, compare: "head", cmpLayer: 3,
+    cmpHead: 1 };
+  const q = encodeState(s);
+  assert.match(q, /&cmp=head&cl=3&ch=1$/);
+  assert.deepEqual(decodeState(q).compare, "head");
+  assert.equal(decodeState(q).cmpLayer, 3);
+  assert.ok(!encodeState({ ...s, compare: "off", cmpLayer: 0, cmpHead: 0 }).includes("cmp"));
+  assert.deepEqual(toShare(s).view, { compare: "head", cmpLayer: 3, cmpHead: 1 });
+  const back = fromShare(toShare({ ...s, compare: "alpha", cmpAlpha: 1.25 }));
+  assert.deepEqual([back.state.compare, back.state.cmpAlpha], ["alpha", 1.25]);
+  const { errors } = decodeQuery("?cmp=both&ca=0.5");
+  assert.equal(errors.cmp, 'cmp must be one of off, head, method, alpha, model, got "both"');
+  assert.equal(errors.ca, 'ca must be a number in [1, 2], got "0.5"');
 });

@@ -1,0 +1,205 @@
+/**
+ * Side by side's painting: one pane (A, B or the difference A − B) on its canvas from its class
+ * image (compare-diff.js), the linked-hover outline, and the PNG export of the three panes with
+ * the legend and counts.
+ *
+ * Colours: the panes use the heatmap's meaning (colours.js) in flat tones — blue a gold edge the
+ * mask keeps, red one it misses, sand a zero the mask keeps, white a zero. The difference uses
+ * the Okabe–Ito colour-blind-safe pair, each with its own mark so colour is never alone (the
+ * legend shows the same marks, static/css/compare.css): only in A vermillion #d55e00 with a white
+ * diagonal, only in B blue #0072b2 with a white dot, in both grey #8c8c8c, plain.
+ */
+
+import { ACCENT, MISSED, SHADE, ZERO } from "./colours.js";
+import { DIFF, PANE, poolMax } from "./compare-diff.js";
+
+export const ONLY_A = "#d55e00";
+export const ONLY_B = "#0072b2";
+export const BOTH = "#8c8c8c";
+const KEPT = "#2f6db5";
+
+const rgb = (hex) => [1, 3, 5].map((k) => parseInt(hex.slice(k, k + 2), 16));
+const PANE_RGB = { [PANE.ZERO]: rgb(ZERO), [PANE.MASK]: rgb(SHADE), [PANE.KEPT]: rgb(KEPT), [PANE.MISSED]: rgb(MISSED) };
+const DIFF_RGB = { [DIFF.NONE]: rgb(ZERO), [DIFF.BOTH]: rgb(BOTH), [DIFF.ONLY_B]: rgb(ONLY_B), [DIFF.ONLY_A]: rgb(ONLY_A) };
+/** Cells at least this big (CSS px) get the diff's marks. */
+const MARK_MIN = 7;
+
+/** The pane's side in CSS px (its canvas is square, as wide as its figure); measured on a resize
+ * (compare.js), so that a slider frame forces no layout. */
+export function measure(p) {
+  p.sideCss = Math.max(60, Math.floor(p.fig.getBoundingClientRect().width || 240));
+}
+
+/**
+ * Render pane `p`'s classes (`p.codes`, n × n) into its offscreen image, pooled to its size:
+ * once per new class image (a slider frame re-renders only the panes whose classes changed).
+ * @param {object} p {fig, canvas, off, codes, n}
+ * @param {boolean} isDiff the difference pane (its colours)
+ */
+export function renderPane(p, isDiff = false) {
+  if (!p.sideCss) measure(p);
+  if (!p.codes) return;
+  const dpr = window.devicePixelRatio || 1;
+  const { img, m } = poolMax(p.codes, p.n, Math.round(p.sideCss * dpr));
+  const lut = isDiff ? DIFF_RGB : PANE_RGB;
+  if (p.off.width !== m) p.off.width = p.off.height = m;
+  const octx = p.off.getContext("2d");
+  const data = octx.createImageData(m, m);
+  const px = data.data;
+  for (let x = 0, k = 0; x < m * m; x++, k += 4) {
+    const c = lut[img[x]];
+    px[k] = c[0];
+    px[k + 1] = c[1];
+    px[k + 2] = c[2];
+    px[k + 3] = 255;
+  }
+  octx.putImageData(data, 0, 0);
+}
+
+/**
+ * Show pane `p`: its rendered image scaled to the canvas, the diff's marks, and the hovered cell.
+ * @param {object} p
+ * @param {{i: number, j: number}|null} hover
+ * @param {boolean} isDiff
+ */
+export function paintPane(p, hover, isDiff = false) {
+  if (!p.sideCss) measure(p);
+  const side = p.sideCss;
+  const dpr = window.devicePixelRatio || 1;
+  const w = Math.round(side * dpr);
+  // drawn at the figure's width; shown at 100 % of it (static/css/compare.css), square
+  if (p.canvas.width !== w) p.canvas.width = p.canvas.height = w;
+  p.side = side;
+  const ctx = p.canvas.getContext("2d");
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.fillStyle = "#f8fafc";
+  ctx.fillRect(0, 0, side, side);
+  if (!p.codes) return;
+  ctx.imageSmoothingEnabled = false;
+  ctx.drawImage(p.off, 0, 0, side, side);
+  if (isDiff) drawMarks(ctx, p.codes, p.n, side);
+  ctx.strokeStyle = "#cbd5e1";
+  ctx.lineWidth = 1;
+  ctx.strokeRect(0.5, 0.5, side - 1, side - 1);
+  if (hover) outlineCell(p, hover);
+}
+
+/** The marks of the diff's classes where cells are big enough: ╱ only in A, • only in B. */
+function drawMarks(ctx, codes, n, side) {
+  const c = side / n;
+  if (c < MARK_MIN) return;
+  ctx.strokeStyle = ctx.fillStyle = "#ffffff";
+  ctx.lineWidth = Math.max(1, c / 8);
+  for (let i = 0; i < n; i++) {
+    for (let j = 0; j < n; j++) {
+      const v = codes[i * n + j];
+      const x = j * c, y = i * c;
+      if (v === DIFF.ONLY_A) {
+        ctx.beginPath();
+        ctx.moveTo(x + c * 0.2, y + c * 0.8);
+        ctx.lineTo(x + c * 0.8, y + c * 0.2);
+        ctx.stroke();
+      } else if (v === DIFF.ONLY_B) {
+        ctx.beginPath();
+        ctx.arc(x + c / 2, y + c / 2, c * 0.18, 0, 2 * Math.PI);
+        ctx.fill();
+      }
+    }
+  }
+}
+
+/**
+ * Outline cell (i, j) on pane `p` (painted: paintPane) with a crosshair.
+ * @param {object} p
+ * @param {{i: number, j: number}|null} hover
+ */
+export function outlineCell(p, hover) {
+  const ctx = p.canvas.getContext("2d");
+  if (!hover || !p.codes || hover.i >= p.n || hover.j >= p.n) return;
+  const c = p.side / p.n;
+  const w = Math.max(c, 4);
+  const x = (hover.j + 0.5) * c - w / 2, y = (hover.i + 0.5) * c - w / 2;
+  ctx.save();
+  ctx.strokeStyle = ACCENT;
+  ctx.lineWidth = 2;
+  ctx.strokeRect(x - 1, y - 1, w + 2, w + 2);
+  ctx.globalAlpha = 0.35;
+  ctx.lineWidth = 1;
+  ctx.beginPath();
+  ctx.moveTo(0, (hover.i + 0.5) * c);
+  ctx.lineTo(p.side, (hover.i + 0.5) * c);
+  ctx.moveTo((hover.j + 0.5) * c, 0);
+  ctx.lineTo((hover.j + 0.5) * c, p.side);
+  ctx.stroke();
+  ctx.restore();
+}
+
+/**
+ * The three panes, their titles, the legend with its counts and what the diff compares, as one
+ * PNG at 2× (a Blob).
+ * @param {object[]} panes painted panes
+ * @param {{basis: string, onlyA: number, onlyB: number, both: number, jaccard: number}} it
+ * @param {string} title
+ * @returns {Promise<Blob>}
+ */
+export function comparePng(panes, it, title) {
+  const side = 420, gap = 24, pad = 24, scale = 2;
+  const width = pad * 2 + side * 3 + gap * 2;
+  const height = pad + 28 + 22 + side + 70;
+  const cv = document.createElement("canvas");
+  cv.width = width * scale;
+  cv.height = height * scale;
+  const ctx = cv.getContext("2d");
+  ctx.scale(scale, scale);
+  ctx.fillStyle = "#ffffff";
+  ctx.fillRect(0, 0, width, height);
+  ctx.fillStyle = "#111827";
+  ctx.font = "600 18px system-ui, sans-serif";
+  ctx.fillText(title, pad, pad + 14);
+  ctx.font = "13px system-ui, sans-serif";
+  const top = pad + 28 + 22;
+  panes.forEach((p, k) => {
+    const x = pad + k * (side + gap);
+    ctx.fillStyle = "#111827";
+    ctx.fillText(p.title.textContent, x, top - 8, side);
+    ctx.imageSmoothingEnabled = false;
+    if (!p.codes) return;
+    ctx.drawImage(p.off, x, top, side, side); // the pane's own image (cells, or pooled)
+    ctx.save();
+    ctx.translate(x, top);
+    if (k === panes.length - 1) drawMarks(ctx, p.codes, p.n, side); // the difference's marks
+    ctx.strokeStyle = "#cbd5e1";
+    ctx.strokeRect(0.5, 0.5, side - 1, side - 1);
+    ctx.restore();
+  });
+  // the legend: swatch with its mark, words and count
+  const y = top + side + 28;
+  let x = pad;
+  ctx.fillStyle = "#111827";
+  const basis = `A − B over the ${it.basis}:`;
+  ctx.fillText(basis, x, y + 11);
+  x += ctx.measureText(basis).width + 14;
+  for (const [colour, text, count, mark] of [[ONLY_A, "only in A", it.onlyA, "a"], [ONLY_B, "only in B", it.onlyB, "b"], [BOTH, "in both", it.both, ""]]) {
+    ctx.fillStyle = colour;
+    ctx.fillRect(x, y, 14, 14);
+    ctx.strokeStyle = ctx.fillStyle = "#ffffff";
+    ctx.lineWidth = 2;
+    ctx.beginPath();
+    if (mark === "a") {
+      ctx.moveTo(x + 3, y + 11);
+      ctx.lineTo(x + 11, y + 3);
+      ctx.stroke();
+    } else if (mark === "b") {
+      ctx.arc(x + 7, y + 7, 2.6, 0, 2 * Math.PI);
+      ctx.fill();
+    }
+    ctx.fillStyle = "#111827";
+    const words = `${text} ${count}`;
+    ctx.fillText(words, x + 20, y + 11);
+    x += 20 + ctx.measureText(words).width + 18;
+  }
+  ctx.fillText(`overlap |A∩B| / |A∪B| = ${it.jaccard.toFixed(3)}`, x, y + 11);
+  ctx.fillStyle = "#4b5563";
+  ctx.fillText("panes: blue kept gold edge · red missed · sand predicted, p = 0 · white zero", pad, y + 38);
+  return new Promise((resolve, reject) => cv.toBlob((blob) => (blob ? resolve(blob) : reject(new Error("PNG export failed"))), "image/png"));
+}
