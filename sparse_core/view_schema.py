@@ -146,14 +146,14 @@ VIEW_FIELDS: tuple[ViewField, ...] = (
     ViewField("paretoX", "enum", "sparsity", "px", "view.paretoX", write="changed",
               values=("sparsity", "block"),
               doc="the Pareto plot's x: token sparsity or block sparsity at B"),
-    ViewField("resultsY", "enum", "recall", "ry", "view.resultsY", write="changed",
-              values=("recall", "task"),
-              doc="the corpus-results plot's y: recall or the task loss (pareto --task)"),
     ViewField("zoom", "str", "", "zoom", "view.zoom", write="changed", max_len=40,
               pattern=r"^$|^[0-9]{1,3}(\.[0-9]{1,2})?@[0-9]{1,6}(\.[0-9]{1,2})?,"
                       r"[0-9]{1,6}(\.[0-9]{1,2})?$",
               hint="z@row,column (the zoom, then the first row and column in view), or empty",
               doc="the heatmap's zoom and pan (frontend/js/heatmap-focus.js)"),
+    ViewField("resultsY", "enum", "recall", "ry", "view.resultsY", write="changed",
+              values=("recall", "task"),
+              doc="the corpus-results plot's y: recall or the task loss (pareto --task)"),
 )
 # fmt: on
 

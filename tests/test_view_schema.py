@@ -227,7 +227,8 @@ def test_every_field_round_trips_through_the_address(tmp_path):
     # the old url.js's exact strings (main's frontend/js/url.js before the schema)
     assert queries[0] == "id=0123abcd&alpha=1.5&layer=0&head=0&method=window"
     assert queries[1] == ("alpha=1.5&causal=0&layer=0&head=0&method=window&row=&cluster="
-                          "&scope=head&grid=gold&hide=0&block=128&px=sparsity&zoom=")  # fmt: skip
+                          "&scope=head&grid=gold&hide=0&block=128&px=sparsity&zoom="
+                          "&ry=recall")  # fmt: skip
 
 
 @needs_node

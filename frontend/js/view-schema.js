@@ -28,7 +28,7 @@ export const VIEW_SCHEMA = Object.freeze({
     {"key": "hideSpecial", "kind": "bool", "default": false, "query": "hide", "share": "view.hideSpecial", "write": "changed", "doc": "hide [CLS]/[SEP] rows and columns"},
     {"key": "block", "kind": "enum", "default": "128", "query": "block", "share": "view.block", "write": "changed", "values": ["16", "32", "64", "128"], "doc": "tile size B of the block sparsity shown (sparse_core.metrics.BLOCKS)"},
     {"key": "paretoX", "kind": "enum", "default": "sparsity", "query": "px", "share": "view.paretoX", "write": "changed", "values": ["sparsity", "block"], "doc": "the Pareto plot's x: token sparsity or block sparsity at B"},
-    {"key": "resultsY", "kind": "enum", "default": "recall", "query": "ry", "share": "view.resultsY", "write": "changed", "values": ["recall", "task"], "doc": "the corpus-results plot's y: recall or the task loss (pareto --task)"},
     {"key": "zoom", "kind": "str", "default": "", "query": "zoom", "share": "view.zoom", "write": "changed", "maxLen": 40, "pattern": "^$|^[0-9]{1,3}(\\.[0-9]{1,2})?@[0-9]{1,6}(\\.[0-9]{1,2})?,[0-9]{1,6}(\\.[0-9]{1,2})?$", "hint": "z@row,column (the zoom, then the first row and column in view), or empty", "doc": "the heatmap's zoom and pan (frontend/js/heatmap-focus.js)"},
+    {"key": "resultsY", "kind": "enum", "default": "recall", "query": "ry", "share": "view.resultsY", "write": "changed", "values": ["recall", "task"], "doc": "the corpus-results plot's y: recall or the task loss (pareto --task)"},
   ],
 });

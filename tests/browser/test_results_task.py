@@ -84,7 +84,7 @@ def lowest(body: dict, method: str, level: float) -> str:
     return f"{min(v):.3f}" if v else "–"
 
 
-def test_the_task_toggle_plots_the_frontier_losses_and_the_unrestricted_one(page, task_url, task_dir):
+def test_the_task_toggle_plots_frontier_losses_and_the_unrestricted_one(page, task_url, task_dir):
     body = json.loads((task_dir / "pareto.json").read_text())
     analyse(page, task_url)
     page.wait_for_selector("#results-rows tbody tr")
@@ -103,9 +103,7 @@ def test_the_task_toggle_plots_the_frontier_losses_and_the_unrestricted_one(page
         "ds => ds.map((d) => [d.dataset.method, Number(d.dataset.loss)])"
     )
     want = [(p["method"], p["task_loss"]) for p in body["points"] if p["task_loss"] is not None]
-    assert sorted((m, round(v, 6)) for m, v in shown) == sorted(
-        (m, round(v, 6)) for m, v in want
-    )
+    assert sorted((m, round(v, 6)) for m, v in shown) == sorted((m, round(v, 6)) for m, v in want)
     methods = {m for m, _ in want}
     assert page.locator("#results-plot path.front-corpus").count() == len(methods)
     rows = page.evaluate(
