@@ -166,6 +166,9 @@ VIEW_FIELDS: tuple[ViewField, ...] = (
               hi=ALPHA_MAX, doc="pane B's entmax α (compare=alpha)"),
     ViewField("cmpModel", "str", "", "cmo", "view.cmpModel", write="changed", max_len=300,
               hint="a served model's id or empty", doc="pane B's model (compare=model)"),
+    ViewField("resultsY", "enum", "recall", "ry", "view.resultsY", write="changed",
+              values=("recall", "task"),
+              doc="the corpus-results plot's y: recall or the task loss (pareto --task)"),
 )
 # fmt: on
 

@@ -53,6 +53,31 @@ def _share(value: Any, what: str) -> float:
     return float(value)
 
 
+def _loss(value: Any) -> bool:
+    """A task loss: a finite number ≥ 0 (not a bool)."""
+    return (
+        not isinstance(value, bool)
+        and isinstance(value, (int, float))
+        and math.isfinite(value)
+        and value >= 0
+    )
+
+
+def _check_task(body: dict, source: str) -> None:
+    """The task axis (``sparsescope pareto --task``, SPEC §9), when present: ``task.loss_full`` a
+    number ≥ 0, every point's ``task_loss`` null or a number ≥ 0."""
+    task = body.get("task")
+    if task is None:
+        return
+    if not isinstance(task, dict) or not _loss(task.get("loss_full")):
+        raise ResultsError(f"{source}: task must be an object whose loss_full is a number ≥ 0 "
+                           "(what `sparsescope pareto --task` writes)")  # fmt: skip
+    for k, p in enumerate(body["points"]):
+        v = p.get("task_loss")
+        if v is not None and not _loss(v):
+            raise ResultsError(f"{source}: point {k}'s task_loss must be a number ≥ 0 or null")
+
+
 def check_pareto(body: Any, source: str = "pareto.json") -> dict:
     """The pareto.json body, checked: model, alpha, texts, gold_sparsity, points (method known,
     params an object, sparsity and recall in [0, 1]) and frontiers (indices of their method's
@@ -86,6 +111,7 @@ def check_pareto(body: Any, source: str = "pareto.json") -> dict:
             )
         for m in ("sparsity", "recall"):
             _share(p.get(m), f"{source}: point {k}'s {m}")
+    _check_task(body, source)
     fronts = body["frontiers"]
     if not isinstance(fronts, dict):
         raise ResultsError(f"{source}: frontiers must be an object of method -> point indices")

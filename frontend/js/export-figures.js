@@ -322,6 +322,7 @@ export async function paretoImage(gd, s, format) {
   const where = s.scope === "mean" ? "mean over heads" : `layer ${s.layer}, head ${s.head}`;
   const layout = {
     ...gd.layout,
+    showlegend: true, // the page's legend is HTML (pareto.js): the export draws Plotly's
     width: 900,
     height: 600,
     margin: { ...(gd.layout.margin ?? {}), t: 50 },

@@ -12,6 +12,11 @@
  * SVG element laid over the plot and placed in pixels from the axis ranges and the plot area
  * (`_fullLayout._size`): a slider step only sets its transform. Clicking a point applies its
  * method and parameters. All hover text is escaped (Plotly renders a subset of HTML in labels).
+ *
+ * The legend is HTML under the plot (not Plotly's: in a one-column panel it took more height than
+ * the plot and sat over the x-axis title): one toggle button per method (aria-pressed: shown),
+ * and the frontier points as a table, each row's button applying that point (keyboard: Tab to it,
+ * Enter), issue 27 items 6 and 8. The mode bar keeps zoom, pan and reset only (no cloud upload).
  */
 
 import { loadPlotly, plotlyNow } from "./plotly.js";
@@ -75,6 +80,22 @@ export function initPareto(root, note) {
   let drawn = null; // the pareto body drawn last
   let bound = false; // plot events bound (Plotly.purge drops them)
   let colourOf = new Map();
+  /** Methods hidden from the plot with their legend button (kept across redraws). */
+  const hidden = new Set();
+  const legendBox = document.createElement("div");
+  legendBox.className = "pareto-legend";
+  legendBox.id = "pareto-legend";
+  legendBox.setAttribute("role", "group");
+  legendBox.setAttribute("aria-label", "methods shown in the plot");
+  const list = document.createElement("details");
+  list.className = "pareto-list";
+  list.id = "pareto-list";
+  const listSummary = document.createElement("summary");
+  listSummary.textContent = "frontier points as a table";
+  const listBody = document.createElement("div");
+  list.append(listSummary, listBody);
+  list.addEventListener("toggle", () => list.open && fillList());
+  root.parentElement.after(legendBox, list);
   const heading = root.closest(".panel")?.querySelector(".panel-head h2") ?? null;
   const svg = document.createElementNS(SVG, "svg");
   svg.setAttribute("class", "pareto-star");
@@ -99,17 +120,17 @@ export function initPareto(root, note) {
     return [Math.max(0, lo - 0.04) - 0.01, 1.01];
   }
 
-  /** Plot and legend: what is left of a wide window below the plot's top (one screen), else 470. */
+  /** The plot: what is left of a wide window below the plot's top (one screen), else 380. */
   function plotHeight() {
-    if (window.innerWidth < 1100) return 470;
+    if (window.innerWidth < 1100) return 380;
     const top = root.getBoundingClientRect().top + window.scrollY;
-    return Math.round(Math.min(520, Math.max(380, window.innerHeight - top - 40)));
+    return Math.round(Math.min(440, Math.max(340, window.innerHeight - top - 40)));
   }
 
   function layout(s, data) {
     return {
       font: FONT,
-      margin: { l: 48, r: 10, t: 10, b: 36 },
+      margin: { l: 48, r: 10, t: 30, b: 40 },
       height: plotHeight(),
       uirevision: "pareto", // methods hidden from the legend stay hidden across updates
       xaxis: {
@@ -124,9 +145,10 @@ export function initPareto(root, note) {
         zeroline: false,
         gridcolor: "#eef0f3",
       },
-      legend: { orientation: "h", x: 0, y: -0.16, yanchor: "top", font: { ...FONT, size: 11 },
-        itemclick: "toggle", itemdoubleclick: "toggleothers" },
+      showlegend: false, // the HTML legend under the plot (exports turn Plotly's back on)
+      legend: { orientation: "h", x: 0, y: -0.16, yanchor: "top", font: { ...FONT, size: 11 } },
       hovermode: "closest",
+      hoverlabel: { align: "left", font: { ...FONT, size: 12 } },
       plot_bgcolor: "#ffffff",
       paper_bgcolor: "#ffffff",
       // the gold graph's token sparsity (no block figure of the gold graph is served)
@@ -175,10 +197,11 @@ export function initPareto(root, note) {
       out.push(trace(idx, {
         mode: "markers",
         showlegend: false,
-        visible: s.paretoPoints === true, // frontiers only unless asked: ten methods tangle
+        visible: s.paretoPoints === true && !hidden.has(method), // frontiers only unless asked
         marker: { color: colour, size: 6, opacity: 0.35 },
       }));
       out.push(trace(front, {
+        visible: !hidden.has(method),
         mode: "lines+markers",
         line: { color: colour, width: 2 },
         marker: { color: colour, size: 7 },
@@ -208,8 +231,14 @@ export function initPareto(root, note) {
       }, (err) => (note.textContent = `The plot cannot be drawn: ${err.message}`));
       return;
     }
-    Plotly.react(root, traces(s, data), layout(s, data), { displaylogo: false, responsive: true });
+    Plotly.react(root, traces(s, data), layout(s, data), {
+      displaylogo: false,
+      responsive: true,
+      modeBarButtons: [["zoom2d", "pan2d", "resetScale2d"]],
+    });
     drawn = data;
+    drawLegend(s, data);
+    if (list.open) fillList();
     if (heading) heading.textContent = data.x === "block" ? "Block sparsity – recall" : "Sparsity – recall";
     moveCurrent(s);
   }
@@ -247,6 +276,88 @@ export function initPareto(root, note) {
     star.setAttribute("fill", colourOf.get(s.method) ?? "#111827");
   }
 
+  /** The methods drawn, in the registry's order, with their labels. */
+  function methodsOf(s, data) {
+    const present = new Set(data.points.map((p) => p.method));
+    return s.analysis.methods.filter((m) => present.has(m.name));
+  }
+
+  /** One toggle per method: its colour, its label, pressed while it is shown. */
+  function drawLegend(s, data) {
+    legendBox.replaceChildren(
+      ...methodsOf(s, data).map((m) => {
+        const b = document.createElement("button");
+        b.type = "button";
+        b.className = "pareto-key";
+        b.dataset.method = m.name;
+        b.setAttribute("aria-pressed", String(!hidden.has(m.name)));
+        b.title = "show or hide this method in the plot";
+        const sw = document.createElement("span");
+        sw.className = "pareto-swatch";
+        sw.style.background = colourOf.get(m.name) ?? "#888";
+        b.append(sw, document.createTextNode(m.label));
+        b.addEventListener("click", () => {
+          if (hidden.has(m.name)) hidden.delete(m.name);
+          else hidden.add(m.name);
+          draw(store.get());
+        });
+        return b;
+      }),
+    );
+  }
+
+  /** The frontier points as a table: each row's button applies its setting (Enter, or a click). */
+  function fillList() {
+    const s = store.get();
+    const data = drawn;
+    if (!data || !s.analysis) {
+      listBody.replaceChildren();
+      return;
+    }
+    const table = document.createElement("table");
+    table.id = "pareto-table";
+    const head = table.createTHead().insertRow();
+    for (const t of ["method · setting", data.x === "block" ? "block sp." : "sparsity", "recall", ""]) {
+      const th = document.createElement("th");
+      th.scope = "col";
+      th.textContent = t;
+      head.append(th);
+    }
+    const body = table.createTBody();
+    for (const m of methodsOf(s, data)) {
+      for (const k of data.frontiers?.[m.name] ?? []) {
+        const p = data.points[k];
+        const row = body.insertRow();
+        row.dataset.method = m.name;
+        row.dataset.index = String(k);
+        const x = xOf(data, p);
+        const what = row.insertCell();
+        const setting = document.createElement("span");
+        setting.className = "pareto-setting";
+        setting.textContent = paramText(p.params);
+        what.append(document.createTextNode(m.label), document.createElement("br"), setting);
+        for (const t of [fmt(x), fmt(p.recall)]) row.insertCell().textContent = t;
+        const b = document.createElement("button");
+        b.type = "button";
+        b.className = "pareto-apply";
+        b.textContent = "apply";
+        b.setAttribute("aria-label", `apply ${m.label} ${paramText(p.params)}: sparsity ${fmt(x)}, recall ${fmt(p.recall)}`);
+        b.addEventListener("click", () => apply(k));
+        row.insertCell().append(b);
+      }
+    }
+    listBody.replaceChildren(table);
+  }
+
+  /** Apply point k of the drawn sweep: its method and its parameters. */
+  function apply(k) {
+    const p = drawn?.points[k];
+    const spec = p && store.get().analysis?.methods.find((m) => m.name === p.method);
+    if (!spec) return;
+    markInput();
+    store.set({ method: p.method, params: resolveParams(spec, p.params) });
+  }
+
   function showNote(s) {
     const where = s.scope === "mean" ? "mean over all heads" : `layer ${s.layer}, head ${s.head}`;
     if (s.paretoStatus === "loading") note.textContent = `Computing the sweep (${where})…`;
@@ -276,11 +387,7 @@ export function initPareto(root, note) {
     root.on("plotly_click", (ev) => {
       const pt = ev.points?.[0];
       if (!pt || !drawn || pt.customdata === undefined) return;
-      const p = drawn.points[pt.customdata];
-      const spec = store.get().analysis.methods.find((m) => m.name === p.method);
-      if (!spec) return;
-      markInput();
-      store.set({ method: p.method, params: resolveParams(spec, p.params) });
+      apply(Number(pt.customdata));
     });
   }
 

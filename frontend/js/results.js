@@ -52,6 +52,8 @@ export function checkPareto(body, methods) {
     for (const m of ["sparsity", "recall"])
       if (!isShare(p[m])) return `point ${k}'s ${m} must be a number in [0, 1]`;
   }
+  const task = checkTask(body);
+  if (task) return task;
   const fronts = body.frontiers;
   if (!fronts || typeof fronts !== "object" || Array.isArray(fronts))
     return "frontiers must be an object of method -> point indices";
@@ -62,6 +64,45 @@ export function checkPareto(body, methods) {
     if (!ok) return `frontier ${JSON.stringify(name.slice(0, 40))} must list indices of its own method's points`;
   }
   return null;
+}
+
+/**
+ * Check the task axis of a pareto.json (`sparsescope pareto --task`, SPEC §9), when it has one:
+ * `task.loss_full` a number ≥ 0 and every point's `task_loss` null or a number ≥ 0.
+ * @returns {string|null} what is wrong, or null
+ */
+export function checkTask(body) {
+  if (body.task === undefined || body.task === null) return null;
+  const ok = (v) => typeof v === "number" && Number.isFinite(v) && v >= 0;
+  if (typeof body.task !== "object" || !ok(body.task.loss_full))
+    return "task must be an object whose loss_full is a number ≥ 0 (what `sparsescope pareto --task` writes)";
+  for (let k = 0; k < body.points.length; k++) {
+    const v = body.points[k].task_loss;
+    if (v !== undefined && v !== null && !ok(v)) return `point ${k}'s task_loss must be a number ≥ 0 or null`;
+  }
+  return null;
+}
+
+/** Whether a checked pareto.json carries task losses (a task block and one point with a loss). */
+export function hasTask(body) {
+  return Boolean(body?.task) && body.points.some((p) => typeof p.task_loss === "number");
+}
+
+/**
+ * Each method's frontier points that have a task loss, sorted by sparsity (the task axis:
+ * `sparsescope pareto --task` scores the frontier points only, SPEC §9).
+ * @returns {Map<string, {sparsity: number, recall: number, task_loss: number, params: object}[]>}
+ */
+export function taskLines(body) {
+  const out = new Map();
+  for (const [name, idx] of Object.entries(body.frontiers ?? {})) {
+    const pts = idx
+      .map((i) => body.points[i])
+      .filter((p) => typeof p.task_loss === "number")
+      .sort((a, b) => a.sparsity - b.sparsity);
+    if (pts.length) out.set(name, pts);
+  }
+  return out;
 }
 
 /**
@@ -112,6 +153,18 @@ export function initResults(root, file, scopeGroup) {
     message.textContent = text;
     message.hidden = !text;
   };
+  // the y-axis toggle, shown when the results carry task losses (the view's `resultsY`)
+  const yGroup = el("div", {
+    class: "toggles results-y",
+    attrs: { id: "results-y", role: "group", "aria-label": "corpus results y-axis" },
+  }, [
+    el("button", { text: "recall", attrs: { type: "button", "data-y": "recall", "aria-pressed": "true" } }),
+    el("button", { text: "task loss", attrs: { type: "button", "data-y": "task", "aria-pressed": "false" } }),
+  ]);
+  yGroup.hidden = true;
+  scopeGroup.after(yGroup);
+  for (const b of yGroup.querySelectorAll("button"))
+    b.addEventListener("click", () => store.set({ resultsY: b.dataset.y }));
   const buttons = [...scopeGroup.querySelectorAll("button")];
   for (const b of buttons)
     b.addEventListener("click", () => {
@@ -130,6 +183,11 @@ export function initResults(root, file, scopeGroup) {
       return;
     }
     const body = src.body;
+    const task = hasTask(body);
+    const y = task && s.resultsY === "task" ? "task" : "recall";
+    yGroup.hidden = !task;
+    for (const b of yGroup.querySelectorAll("button")) b.setAttribute("aria-pressed", String(b.dataset.y === y));
+    root.dataset.y = y;
     source.textContent =
       `${src.served ? "Served" : "Opened"}: ${src.name} · ${body.model} · α = ${body.alpha}` +
       ` · ${body.texts} texts · corpus gold sparsity ${body.gold_sparsity.toFixed(3)}` +
@@ -146,6 +204,14 @@ export function initResults(root, file, scopeGroup) {
           ? "Their heads do not match this model's: showing the mean over heads."
           : "No per-head figures in these results: showing the mean over heads."
         : "");
+    if (y === "task") {
+      // the task loss restricts every head at once: one figure for the model, the corpus mean
+      ++seq;
+      say("");
+      warn.textContent = mismatch.length ? `These corpus results are for ${mismatch.join(", ")}: compare with care.` : "";
+      renderTask(a, body);
+      return;
+    }
     const mine = ++seq;
     try {
       const [corpus, text] = await Promise.all([
@@ -206,6 +272,48 @@ export function initResults(root, file, scopeGroup) {
     );
   };
 
+  const renderTask = (a, body) => {
+    root.dataset.analysis = a.id;
+    const names = a.methods.map((m) => m.name);
+    const label = Object.fromEntries(a.methods.map((m) => [m.name, m.label]));
+    const colour = (m) => PALETTE[Math.max(0, names.indexOf(m)) % PALETTE.length];
+    const lines = taskLines(body);
+    plot.replaceChildren(taskChart(lines, body.task, colour));
+    const f = (v) => (v === null ? "–" : v.toFixed(3));
+    const lowest = (pts, lv) => {
+      let best = null;
+      for (const p of pts ?? []) if (p.sparsity >= lv && (best === null || p.task_loss < best)) best = p.task_loss;
+      return best;
+    };
+    const metric = body.task.metric ?? "task loss";
+    table.replaceChildren(
+      el("table", { attrs: { id: "results-rows" } }, [
+        el("caption", {
+          text: `lowest ${metric} on each frontier (every head restricted; no restriction: ${body.task.loss_full.toFixed(3)})`,
+        }),
+        el("thead", {}, [
+          el("tr", {}, [
+            el("th", { text: "method", attrs: { scope: "col" } }),
+            ...LEVELS.map((lv) => el("th", { text: `corpus ≥ ${lv}`, attrs: { scope: "col" } })),
+          ]),
+        ]),
+        el(
+          "tbody",
+          {},
+          names.filter((m) => lines.has(m)).map((m) =>
+            el("tr", { attrs: { "data-method": m } }, [
+              el("th", { attrs: { scope: "row" } }, [
+                el("span", { class: "results-swatch", attrs: { style: `background:${colour(m)}` } }),
+                label[m] ?? m,
+              ]),
+              ...LEVELS.map((lv) => el("td", { class: "corpus", text: f(lowest(lines.get(m), lv)) })),
+            ]),
+          ),
+        ),
+      ]),
+    );
+  };
+
   const adopt = (next) => {
     src = next;
     memo.clear();
@@ -242,7 +350,7 @@ export function initResults(root, file, scopeGroup) {
     });
 
   store.subscribe((s, changed) => {
-    if (["analysis", "layer", "head"].some((k) => changed.has(k))) draw();
+    if (["analysis", "layer", "head", "resultsY"].some((k) => changed.has(k))) draw();
     else if (src && (changed.has("result") || changed.has("meanMetrics"))) draw();
   });
 }
@@ -301,6 +409,76 @@ function chart(cl, tl, cGold, tGold, current, colour, what) {
   }
   const key = el("p", { class: "results-key muted" }, [
     "solid: corpus frontier · dashed: this text · grey line: corpus gold sparsity, dotted: this text's · ★ current setting",
+  ]);
+  return el("div", {}, [root, key]);
+}
+
+/**
+ * The task-axis chart (the paper's Fig. 2 / 4, right): sparsity against the task loss of the
+ * model with every head restricted to each method's predicted graph, one line per method through
+ * its frontier points, and the unrestricted loss as a dashed reference line.
+ */
+function taskChart(lines, task, colour) {
+  const W = 520;
+  const H = 330;
+  const m = { l: 56, r: 12, t: 12, b: 40 };
+  const losses = [...lines.values()].flatMap((pts) => pts.map((p) => p.task_loss)).concat(task.loss_full);
+  let lo = Math.min(...losses);
+  let hi = Math.max(...losses);
+  const pad = Math.max(1e-3, 0.06 * (hi - lo));
+  lo -= pad;
+  hi += pad;
+  const sx = (x) => m.l + x * (W - m.l - m.r);
+  const sy = (y) => H - m.b - ((y - lo) / (hi - lo)) * (H - m.t - m.b);
+  const metric = task.metric ?? "task loss";
+  const root = svg("svg", {
+    class: "results-chart results-task",
+    attrs: { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": `corpus sparsity against ${metric}, per method` },
+  });
+  for (const t of [0, 0.2, 0.4, 0.6, 0.8, 1]) {
+    const v = lo + t * (hi - lo);
+    root.append(
+      svg("line", { class: "grid", attrs: { x1: sx(t), x2: sx(t), y1: sy(lo), y2: sy(hi) } }),
+      svg("line", { class: "grid", attrs: { x1: sx(0), x2: sx(1), y1: sy(v), y2: sy(v) } }),
+      svg("text", { text: t.toFixed(1), attrs: { x: sx(t), y: H - m.b + 15, "text-anchor": "middle" } }),
+      svg("text", { text: v.toFixed(2), attrs: { x: m.l - 6, y: sy(v) + 4, "text-anchor": "end" } }),
+    );
+  }
+  root.append(
+    svg("text", { class: "axis", text: "sparsity →", attrs: { x: sx(0.5), y: H - 6, "text-anchor": "middle" } }),
+    svg("text", {
+      class: "axis",
+      text: `${metric} (lower is better)`,
+      attrs: { x: 12, y: sy((lo + hi) / 2), "text-anchor": "middle", transform: `rotate(-90 12 ${sy((lo + hi) / 2)})` },
+    }),
+  );
+  const ref = svg("line", {
+    class: "task-full",
+    attrs: { x1: sx(0), x2: sx(1), y1: sy(task.loss_full), y2: sy(task.loss_full), "data-loss": task.loss_full },
+  });
+  ref.append(svg("title", { text: `no restriction: ${task.loss_full.toFixed(4)}` }));
+  root.append(
+    ref,
+    svg("text", {
+      class: "task-full-label",
+      text: `no restriction ${task.loss_full.toFixed(3)}`,
+      attrs: { x: sx(0) + 4, y: sy(task.loss_full) - 5 },
+    }),
+  );
+  for (const [name, pts] of lines) {
+    const d = pts.map((p, k) => `${k ? "L" : "M"}${sx(p.sparsity).toFixed(1)},${sy(p.task_loss).toFixed(1)}`).join("");
+    root.append(svg("path", { class: "front-corpus", attrs: { d, stroke: colour(name), "data-method": name } }));
+    for (const p of pts) {
+      const dot = svg("circle", {
+        class: "dot-task",
+        attrs: { cx: sx(p.sparsity), cy: sy(p.task_loss), r: 3.5, fill: colour(name), "data-method": name, "data-loss": p.task_loss },
+      });
+      dot.append(svg("title", { text: `${name}: sparsity ${p.sparsity.toFixed(3)}, ${metric} ${p.task_loss.toFixed(4)}` }));
+      root.append(dot);
+    }
+  }
+  const key = el("p", { class: "results-key muted" }, [
+    `corpus frontiers, every head restricted to the method's graph · dashed: the model unrestricted · ${task.texts ?? "?"} texts`,
   ]);
   return el("div", {}, [root, key]);
 }

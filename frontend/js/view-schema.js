@@ -35,5 +35,6 @@ export const VIEW_SCHEMA = Object.freeze({
     {"key": "cmpMethod", "kind": "str", "default": "", "query": "cm", "share": "view.cmpMethod", "write": "changed", "pattern": "^$|^[a-z][a-z0-9-]{0,39}$", "hint": "a method name (a-z, 0-9 and -) or empty", "doc": "pane B's method, at its default parameters (compare=method)"},
     {"key": "cmpAlpha", "kind": "float", "default": 2.0, "query": "ca", "share": "view.cmpAlpha", "write": "changed", "lo": 1, "hi": 2, "doc": "pane B's entmax α (compare=alpha)"},
     {"key": "cmpModel", "kind": "str", "default": "", "query": "cmo", "share": "view.cmpModel", "write": "changed", "maxLen": 300, "hint": "a served model's id or empty", "doc": "pane B's model (compare=model)"},
+    {"key": "resultsY", "kind": "enum", "default": "recall", "query": "ry", "share": "view.resultsY", "write": "changed", "values": ["recall", "task"], "doc": "the corpus-results plot's y: recall or the task loss (pareto --task)"},
   ],
 });

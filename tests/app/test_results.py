@@ -127,6 +127,21 @@ def _rewrite(path, fn):
             lambda d: _rewrite(d / "pareto.json", lambda b: {**b, "frontiers": {"window": [999]}}),
             "frontier 'window'",
         ),
+        (
+            lambda d: _rewrite(d / "pareto.json", lambda b: {**b, "task": {"loss_full": -1}}),
+            "loss_full is a number ≥ 0",
+        ),
+        (
+            lambda d: _rewrite(
+                d / "pareto.json",
+                lambda b: {
+                    **b,
+                    "task": {"loss_full": 2.5},
+                    "points": [{**b["points"][0], "task_loss": "low"}, *b["points"][1:]],
+                },
+            ),
+            "point 0's task_loss must be a number ≥ 0 or null",
+        ),
         (lambda d: (d / "pareto-heads.npz").write_bytes(b"PK\x03\x04junk"), "not a readable .npz"),
         (
             lambda d: np.savez(d / "pareto-heads.npz", gold_sparsity=np.zeros((2, 4))),

@@ -72,7 +72,7 @@ def test_axe_on_the_lecture_at_every_step(page, server_url):
     page.goto(server_url + "/lecture?text=" + "The cat sat on the mat because it was tired.")
     page.wait_for_load_state("networkidle")
     seen = []
-    for _ in range(9):
+    for _ in range(12):
         page.wait_for_timeout(300)
         seen += serious_violations(page)
         page.keyboard.press("ArrowRight")

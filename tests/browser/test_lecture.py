@@ -148,18 +148,18 @@ def test_keyboard_steps_forward_and_back_and_the_url_follows(page, lecture_serve
     page.keyboard.press("ArrowLeft")
     _wait_step(page, 2)
     page.keyboard.press("End")
-    _wait_step(page, 11)
+    _wait_step(page, 12)
     page.keyboard.press("ArrowRight")  # past the end: stays
     page.wait_for_timeout(100)
-    assert _step(page) == 11
+    assert _step(page) == 12
     page.keyboard.press("Home")
     _wait_step(page, 1)
-    assert page.locator("#step-count").text_content() == "1 / 11"
+    assert page.locator("#step-count").text_content() == "1 / 12"
     page.go_back()  # every step is a history entry
-    _wait_step(page, 11)
+    _wait_step(page, 12)
     # the progress bar marks the current step and links every step
     current = page.locator("#progress-steps a[aria-current=step]")
-    assert current.get_attribute("data-step") == "11"
+    assert current.get_attribute("data-step") == "12"
     href = page.locator('#progress-steps a[data-step="4"]').get_attribute("href")
     assert "step=4" in href
     assert page.errors == []
@@ -168,7 +168,7 @@ def test_keyboard_steps_forward_and_back_and_the_url_follows(page, lecture_serve
 @pytest.mark.browser
 def test_every_step_renders_its_formula_with_katex(page, lecture_server):
     _open(page, lecture_server, "step=1")
-    for k in range(1, 12):
+    for k in range(1, 13):
         if k > 1:
             page.keyboard.press("ArrowRight")
             _wait_step(page, k)

@@ -36,6 +36,7 @@ test("a state written to the address reads back (a saved view's page: every flag
     params: { stride: "4", globals: "1" }, lockedRow: 0, cluster: null, scope: "mean",
     gridColour: "recall", hideSpecial: true, block: "32", paretoX: "block", zoom: "",
     compare: "off", cmpLayer: 0, cmpHead: 0, cmpMethod: "", cmpAlpha: 2, cmpModel: "",
+    resultsY: "recall",
   });
   assert.equal(decodeState(encodeState(s)).text, "A cat & a dog.");
 });
@@ -68,8 +69,17 @@ test("shares: the flags that differ from their defaults, read back with bad ones
   assert.ok(!("gridColour" in state));
   assert.deepEqual(Object.keys(errors), ["view.grid"]);
   assert.deepEqual([...FLAGS.keys()], ["scope", "grid", "hideSpecial", "block", "paretoX", "zoom",
-    "compare", "cmpLayer", "cmpHead", "cmpMethod", "cmpAlpha", "cmpModel"]);
+    "compare", "cmpLayer", "cmpHead", "cmpMethod", "cmpAlpha", "cmpModel", "resultsY"]);
   assert.equal(VIEW_SCHEMA.fields.length, VIEW_FIELDS.length);
+});
+
+test("the corpus-results y-axis is in the address and shares (issue 23 item 5)", () => {
+  const s = { ...viewDefaults(), text: "t", analysis: { id: "x" }, resultsY: "task" };
+  assert.match(encodeState(s), /ry=task/);
+  assert.equal(decodeState(encodeState(s)).resultsY, "task");
+  assert.ok(!encodeState({ ...s, resultsY: "recall" }).includes("ry=")); // the default: not written
+  assert.equal(toShare(s).view.resultsY, "task");
+  assert.match(decodeQuery("?ry=loss").errors.ry, /^ry must be one of recall, task/);
 });
 
 test("the heatmap's zoom is in the address and shares (issue 27 item 5)", () => {

@@ -5,7 +5,7 @@
  */
 
 /** Number of steps in the lecture. */
-export const STEPS = 11;
+export const STEPS = 12;
 
 /**
  * @typedef {object} LectureState

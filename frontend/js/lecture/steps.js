@@ -1,5 +1,5 @@
 /**
- * The lecture's ten steps, one idea each, in order. A step renders a picture into `ctx.figure`
+ * The lecture's twelve steps, one idea each, in order. A step renders a picture into `ctx.figure`
  * and its formulas into `ctx.panel`; `refresh`, when present, redraws after a new analysis
  * without rebuilding the panel (so a slider being dragged stays put).
  * @module lecture/steps
@@ -12,6 +12,7 @@ import { renderFinder } from "./step-finder.js";
 import { renderPareto } from "./step-pareto.js";
 import { renderBlocks } from "./step-blocks.js";
 import { renderFlow } from "./step-flow.js";
+import { renderAdaptive } from "./step-adaptive.js";
 
 /**
  * @typedef {object} StepContext
@@ -71,4 +72,5 @@ export const STEP_LIST = [
   { short: "trade-off", title: "The sparsity–recall trade-off", render: renderPareto },
   { short: "blocks", title: "Block selection: what kernels keep", render: renderBlocks },
   { short: "flow", title: "Through the layers: information flow", render: renderFlow },
+  { short: "own α", title: "Adaptive sparsity: α per head", render: renderAdaptive },
 ];
