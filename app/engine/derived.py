@@ -25,6 +25,7 @@ from sparse_core.flow import token_flow
 from sparse_core.methods import METHODS, available, evaluate
 
 from .cache import Entry, LruCache
+from .errors import NotInAnalysis
 from .lod import head_probs, lod_info, tile_body
 from .memory import release_free_memory
 from .payloads import MAX_RAW_TOKENS, dumps, head_body, raw_body
@@ -132,8 +133,9 @@ class Derived:
         """POS make-up of one head's Sparsefinder k-means clusters on this text (paper Figure 6,
         ``sparse_core.pos.cluster_breakdown``, the ``sparsescope clusters --json`` shape)."""
         art = entry.artefact
+        # the fits are the analysis' artefact's: a count it lacks is a 404 (NotInAnalysis)
         if art is None or not art.centroids:
-            raise SparsescopeError(
+            raise NotInAnalysis(
                 f"the cluster breakdown needs a Sparsefinder artefact with k-means centroids, and "
                 f"none is fitted for this model at alpha {entry.body['alpha']:g}",
                 field="clusters",
@@ -142,13 +144,14 @@ class Derived:
         if clusters is None:
             clusters = 8 if 8 in choices else choices[0]
         if clusters not in art.centroids:
-            raise SparsescopeError(
+            raise NotInAnalysis(
                 f"clusters must be one of {', '.join(map(str, choices))} (the artefact's k-means "
                 f"fits), got {clusters}",
                 field="clusters",
             )
         if not 1 <= top_k <= clusters:
-            raise SparsescopeError(f"top_k must be in [1, {clusters}], got {top_k}", field="top_k")
+            cls = SparsescopeError if top_k < 1 else NotInAnalysis  # the schema says >= 1
+            raise cls(f"top_k must be in [1, {clusters}], got {top_k}", field="top_k")
         tags = entry.out.extra.get("pos_tags")
 
         def make() -> bytes:

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PlainValidator,
@@ -23,7 +24,21 @@ from pydantic import (
 from sparse_core.methods import METHODS
 from sparse_core.view_schema import FIELDS as VIEW
 
+from .openapi import NOT_BLANK, bounded, served
 from .view_state import ViewBase, inline_defs, view_flags_model
+
+
+def _whole(value: Any) -> Any:
+    """A whole JSON number as the integer it is: JSON has one number type, and JSON Schema's
+    ``integer`` (draft 6 on, OpenAPI 3.1) holds 3.0 as it holds 3; anything else is left to the
+    strict check (3.5, "3" and true stay refused)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+#: An integer field of a JSON body (strict models: no "3" or true, but 3.0 is 3).
+JsonInt = Annotated[int, BeforeValidator(_whole)]
 
 #: A method name of the registry (an enum in the OpenAPI schema), in registry order.
 MethodName = Literal[tuple(METHODS)]  # type: ignore[valid-type]
@@ -90,15 +105,25 @@ class AnalyzeRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     text: str = Field(
-        description="the text to analyse (not empty; at most the model's positions, or any "
-        f"length up to {MAX_ANALYZE_CHARS:,} characters with truncate)",
+        description="the text to analyse: not blank (some character other than whitespace: "
+        "the pattern; control, format such as zero-width, private-use and unassigned "
+        "characters and U+FFFD count as blank too) and some of its tokens in the model's "
+        "vocabulary (a 400 naming text otherwise: the schema cannot know a vocabulary); at "
+        "most the model's positions, or any length up to "
+        f"{MAX_ANALYZE_CHARS:,} characters with truncate",
+        json_schema_extra={**bounded(minLength=1, maxLength=MAX_ANALYZE_CHARS), **NOT_BLANK},
     )
-    alpha: float = Field(1.5, description="entmax alpha in [1, 2]: 1 softmax, 1.5, 2 sparsemax")
+    # the range in the schema only: the service's check_alpha answers with its own message
+    alpha: float = Field(
+        VIEW["alpha"].default,
+        description="entmax alpha in [1, 2]: 1 softmax, 1.5, 2 sparsemax",
+        json_schema_extra=bounded(minimum=VIEW["alpha"].lo, maximum=VIEW["alpha"].hi),
+    )
     causal: bool = Field(False, description="mask future keys (decoder-style)")
     truncate: bool = Field(
         False, description="analyse a window of the model's positions of a too long text"
     )
-    start: int = Field(
+    start: JsonInt = Field(
         0,
         ge=0,
         le=10_000_000,
@@ -109,6 +134,7 @@ class AnalyzeRequest(BaseModel):
         None,
         max_length=300,
         description="a served model's id (GET /api/models); null: the default model",
+        json_schema_extra=served("model"),
     )
 
     @field_validator("text")
@@ -509,7 +535,10 @@ class ShareState(BaseModel):
     # strict: JSON types as declared (no "true" -> True, false -> 0, "1.5" -> 1.5)
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS, description="the analysed text")
+    text: str = Field(
+        min_length=1, max_length=MAX_TEXT_CHARS, json_schema_extra=NOT_BLANK,
+        description="the analysed text (not blank, as POST /api/analyze's text)",
+    )  # fmt: skip
     # defaults and bounds: the view's one definition (sparse_core/view_schema.py)
     alpha: float = Field(
         VIEW["alpha"].default, ge=VIEW["alpha"].lo, le=VIEW["alpha"].hi,
@@ -517,18 +546,18 @@ class ShareState(BaseModel):
     )  # fmt: skip
     causal: bool = Field(False, description="decoder-style mask (j <= i)")
     truncate: bool = Field(False, description="analyse only a window of the model's positions")
-    start: int = Field(
+    start: JsonInt = Field(
         0, ge=VIEW["start"].lo, le=VIEW["start"].hi,
         description="with truncate: the window's first token",
     )  # fmt: skip
     model: str | None = Field(
-        None, max_length=VIEW["model"].max_len,
+        None, max_length=VIEW["model"].max_len, json_schema_extra=served("model"),
         description="the model's id (null: the server's default model)",
     )  # fmt: skip
-    layer: int | None = Field(
+    layer: JsonInt | None = Field(
         0, ge=VIEW["layer"].lo, le=VIEW["layer"].hi, description="open layer (null: none chosen)"
     )
-    head: int | None = Field(
+    head: JsonInt | None = Field(
         0, ge=VIEW["head"].lo, le=VIEW["head"].hi, description="open head (null: none chosen)"
     )
     method: MethodName = Field(VIEW["method"].default, description="the method whose mask is shown")
@@ -537,15 +566,15 @@ class ShareState(BaseModel):
         max_length=32,
         description="the method's slider values, add-ons (window, globals) included",
     )
-    token: int | None = Field(
+    token: JsonInt | None = Field(
         None, ge=VIEW["lockedRow"].lo, le=VIEW["lockedRow"].hi,
         description="selected (locked) query row",
     )  # fmt: skip
-    cluster: int | None = Field(
+    cluster: JsonInt | None = Field(
         None, ge=VIEW["cluster"].lo, le=VIEW["cluster"].hi,
         description="selected k-means cluster",
     )  # fmt: skip
-    lecture_step: int | None = Field(None, ge=0, le=1000, description="lecture step, if any")
+    lecture_step: JsonInt | None = Field(None, ge=0, le=1000, description="lecture step, if any")
     view: ViewFlags = Field(
         default_factory=ViewFlags,
         description="display flags (sparse_core/view_schema.py), e.g. {hideSpecial: true, "
