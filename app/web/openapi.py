@@ -86,7 +86,9 @@ def fill_served(node: Any, bounds: dict[str, dict[str, Any]]) -> None:
         return
     if MARKER in node:
         kind, static = node.pop(MARKER), node.pop(VALUE)
-        branches = [b for b in node.get("anyOf", []) if b.get("type") != "null"] or [node]
+        # the value's own branches: not null, not a named constant ("own" beside a number)
+        alts = node.get("anyOf", [])
+        branches = [b for b in alts if b.get("type") != "null" and "const" not in b] or [node]
         for b in branches:
             b.update(static)
             if kind:
