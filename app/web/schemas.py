@@ -12,13 +12,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     PlainValidator,
     StringConstraints,
     WithJsonSchema,
     field_validator,
+    model_validator,
 )
 
 from sparse_core.methods import METHODS
@@ -37,8 +37,18 @@ def _whole(value: Any) -> Any:
     return value
 
 
-#: An integer field of a JSON body (strict models: no "3" or true, but 3.0 is 3).
-JsonInt = Annotated[int, BeforeValidator(_whole)]
+class JsonBody(BaseModel):
+    """A strict JSON body whose integer fields take a whole number written as a float (3.0 is 3;
+    no "3" or true): converted before the strict check, so the schema keeps its bounds."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _whole_numbers(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        ints = {n for n, f in cls.model_fields.items() if f.annotation in (int, int | None)}
+        return {k: _whole(v) if k in ints else v for k, v in data.items()}
+
 
 #: A method name of the registry (an enum in the OpenAPI schema), in registry order.
 MethodName = Literal[tuple(METHODS)]  # type: ignore[valid-type]
@@ -116,7 +126,7 @@ _AlphaType = float | Literal["own"] | None
 AlphaIn = Annotated[_AlphaType, PlainValidator(_alpha_in, json_schema_input_type=_AlphaType)]
 
 
-class AnalyzeRequest(BaseModel):
+class AnalyzeRequest(JsonBody):
     """``POST /api/analyze``. alpha is checked against [1, 2] by the service (a 400 naming it)."""
 
     # strict: JSON types as declared (no "true" -> True, false -> 0, "1.5" -> 1.5)
@@ -142,7 +152,7 @@ class AnalyzeRequest(BaseModel):
     truncate: bool = Field(
         False, description="analyse a window of the model's positions of a too long text"
     )
-    start: JsonInt = Field(
+    start: int = Field(
         0,
         ge=0,
         le=10_000_000,
@@ -571,7 +581,7 @@ ShareAlpha = Annotated[
 ]
 
 
-class ShareState(BaseModel):
+class ShareState(JsonBody):
     """Everything needed to reopen exactly one view of the page."""
 
     # strict: JSON types as declared (no "true" -> True, false -> 0, "1.5" -> 1.5)
@@ -589,7 +599,7 @@ class ShareState(BaseModel):
     )
     causal: bool = Field(False, description="decoder-style mask (j <= i)")
     truncate: bool = Field(False, description="analyse only a window of the model's positions")
-    start: JsonInt = Field(
+    start: int = Field(
         0, ge=VIEW["start"].lo, le=VIEW["start"].hi,
         description="with truncate: the window's first token",
     )  # fmt: skip
@@ -597,10 +607,10 @@ class ShareState(BaseModel):
         None, max_length=VIEW["model"].max_len, json_schema_extra=served("model"),
         description="the model's id (null: the server's default model)",
     )  # fmt: skip
-    layer: JsonInt | None = Field(
+    layer: int | None = Field(
         0, ge=VIEW["layer"].lo, le=VIEW["layer"].hi, description="open layer (null: none chosen)"
     )
-    head: JsonInt | None = Field(
+    head: int | None = Field(
         0, ge=VIEW["head"].lo, le=VIEW["head"].hi, description="open head (null: none chosen)"
     )
     method: MethodName = Field(VIEW["method"].default, description="the method whose mask is shown")
@@ -609,15 +619,15 @@ class ShareState(BaseModel):
         max_length=32,
         description="the method's slider values, add-ons (window, globals) included",
     )
-    token: JsonInt | None = Field(
+    token: int | None = Field(
         None, ge=VIEW["lockedRow"].lo, le=VIEW["lockedRow"].hi,
         description="selected (locked) query row",
     )  # fmt: skip
-    cluster: JsonInt | None = Field(
+    cluster: int | None = Field(
         None, ge=VIEW["cluster"].lo, le=VIEW["cluster"].hi,
         description="selected k-means cluster",
     )  # fmt: skip
-    lecture_step: JsonInt | None = Field(None, ge=0, le=1000, description="lecture step, if any")
+    lecture_step: int | None = Field(None, ge=0, le=1000, description="lecture step, if any")
     view: ViewFlags = Field(
         default_factory=ViewFlags,
         description="display flags (sparse_core/view_schema.py), e.g. {hideSpecial: true, "
