@@ -64,8 +64,8 @@ class Derived:
 
     def raw(self, entry: Entry, layer: int, head: int, d_model: int) -> bytes:
         """The lecture's raw vectors of one head (texts of at most ``MAX_RAW_TOKENS`` tokens)."""
-        if entry.out.n > MAX_RAW_TOKENS:
-            raise SparsescopeError(
+        if entry.out.n > MAX_RAW_TOKENS:  # a long analysis has no raw view: 404
+            raise NotInAnalysis(
                 f"raw vectors are served for texts of at most {MAX_RAW_TOKENS} tokens; this one "
                 f"has {entry.out.n} (use a shorter text for the lecture view)",
                 field="id",
@@ -179,8 +179,8 @@ class Derived:
                 f"method must be one of {', '.join(METHODS)}, got {method!r}", field="method"
             )
         m = METHODS[method]
-        if m.needs_artefact and entry.artefact is None:
-            raise SparsescopeError(
+        if m.needs_artefact and entry.artefact is None:  # the analysis has none: 404
+            raise NotInAnalysis(
                 f"method {method} needs a Sparsefinder artefact, and none is fitted for this "
                 f"model at alpha {alpha_words(entry.body['alpha'])}; methods without one: "
                 f"{', '.join(available(None))}",
