@@ -25,6 +25,7 @@ from sparse_core.flow import token_flow
 from sparse_core.methods import METHODS, available, evaluate
 
 from .cache import Entry, LruCache
+from .errors import NotInAnalysis
 from .lod import head_probs, lod_info, tile_body
 from .memory import release_free_memory
 from .payloads import MAX_RAW_TOKENS, dumps, head_body, raw_body
@@ -63,8 +64,8 @@ class Derived:
 
     def raw(self, entry: Entry, layer: int, head: int, d_model: int) -> bytes:
         """The lecture's raw vectors of one head (texts of at most ``MAX_RAW_TOKENS`` tokens)."""
-        if entry.out.n > MAX_RAW_TOKENS:
-            raise SparsescopeError(
+        if entry.out.n > MAX_RAW_TOKENS:  # a long analysis has no raw view: 404
+            raise NotInAnalysis(
                 f"raw vectors are served for texts of at most {MAX_RAW_TOKENS} tokens; this one "
                 f"has {entry.out.n} (use a shorter text for the lecture view)",
                 field="id",
@@ -133,8 +134,9 @@ class Derived:
         """POS make-up of one head's Sparsefinder k-means clusters on this text (paper Figure 6,
         ``sparse_core.pos.cluster_breakdown``, the ``sparsescope clusters --json`` shape)."""
         art = entry.artefact
+        # the fits are the analysis' artefact's: a count it lacks is a 404 (NotInAnalysis)
         if art is None or not art.centroids:
-            raise SparsescopeError(
+            raise NotInAnalysis(
                 f"the cluster breakdown needs a Sparsefinder artefact with k-means centroids, and "
                 f"none is fitted for this model at alpha {alpha_words(entry.body['alpha'])}",
                 field="clusters",
@@ -143,13 +145,14 @@ class Derived:
         if clusters is None:
             clusters = 8 if 8 in choices else choices[0]
         if clusters not in art.centroids:
-            raise SparsescopeError(
+            raise NotInAnalysis(
                 f"clusters must be one of {', '.join(map(str, choices))} (the artefact's k-means "
                 f"fits), got {clusters}",
                 field="clusters",
             )
         if not 1 <= top_k <= clusters:
-            raise SparsescopeError(f"top_k must be in [1, {clusters}], got {top_k}", field="top_k")
+            cls = SparsescopeError if top_k < 1 else NotInAnalysis  # the schema says >= 1
+            raise cls(f"top_k must be in [1, {clusters}], got {top_k}", field="top_k")
         tags = entry.out.extra.get("pos_tags")
 
         def make() -> bytes:
@@ -176,8 +179,8 @@ class Derived:
                 f"method must be one of {', '.join(METHODS)}, got {method!r}", field="method"
             )
         m = METHODS[method]
-        if m.needs_artefact and entry.artefact is None:
-            raise SparsescopeError(
+        if m.needs_artefact and entry.artefact is None:  # the analysis has none: 404
+            raise NotInAnalysis(
                 f"method {method} needs a Sparsefinder artefact, and none is fitted for this "
                 f"model at alpha {alpha_words(entry.body['alpha'])}; methods without one: "
                 f"{', '.join(available(None))}",

@@ -20,6 +20,13 @@ class NotFound(SparsescopeError):
     default_field = "id"
 
 
+class NotInAnalysis(NotFound):
+    """A part that an existing analysis does not have: a layer or head past its model's, a
+    token past its text, a tile past its pyramid (a 404 naming the index at fault). These
+    bounds depend on the analysis, so the OpenAPI schema can only describe them; a value that
+    the schema allows is never a 400 (issue 26, finding 10)."""
+
+
 class Gone(SparsescopeError):
     """Something that existed but can no longer be served (a share saved in an older form)."""
 

@@ -34,8 +34,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from sparse_core.errors import SparsescopeError
-
+from .errors import NotInAnalysis
 from .payloads import f32_exact
 
 #: Cells a side of one tile, and of the overview at most.
@@ -74,10 +73,10 @@ def lod_info(n: int) -> dict:
 
 
 def check_tile(n: int, level: int, ti: int, tj: int) -> None:
-    """A domain error naming the first of ``level``, ``ti``, ``tj`` out of range."""
+    """:class:`NotInAnalysis` (a 404) naming the first of ``level``, ``ti``, ``tj`` out of range."""
     t = top(n)
     if not 0 <= level <= t:
-        raise SparsescopeError(
+        raise NotInAnalysis(
             f"level must be in [0, {t}] for this text of {n} tokens (0: every pair, {t}: the "
             f"overview), got {level}",
             field="level",
@@ -85,7 +84,7 @@ def check_tile(n: int, level: int, ti: int, tj: int) -> None:
     k = tiles(n, level)
     for name, v in (("ti", ti), ("tj", tj)):
         if not 0 <= v < k:
-            raise SparsescopeError(
+            raise NotInAnalysis(
                 f"{name} must be in [0, {k - 1}] at level {level} ({k} tiles a side), got {v}",
                 field=name,
             )

@@ -29,7 +29,7 @@ from sparse_core.errors import SparsescopeError
 
 from .cache import Entry, KeyLocks, LruCache, tensor_nbytes
 from .derived import Derived
-from .errors import NotFound
+from .errors import NotFound, NotInAnalysis
 from .lod import check_tile
 from .memory import Trimmer
 from .models import ModelRegistry
@@ -309,11 +309,11 @@ class AnalysisService:
         entry = self.get(analysis_id)
         out = entry.out
         if not 0 <= layer < out.layers:
-            raise SparsescopeError(
+            raise NotInAnalysis(
                 f"layer must be in [0, {out.layers - 1}] for this model, got {layer}", field="layer"
             )
         if not 0 <= head < out.heads:
-            raise SparsescopeError(
+            raise NotInAnalysis(
                 f"head must be in [0, {out.heads - 1}] for this model, got {head}", field="head"
             )
         return entry
@@ -383,7 +383,13 @@ class AnalysisService:
     def flow(self, analysis_id: str, token: int, layer: int | None = None) -> bytes:
         """Which input tokens reach ``token`` at the output of ``layer`` (default: the last),
         and with what rollout mass (``Derived.flow``)."""
-        return self.derived.flow(self.get(analysis_id), token, layer)
+        entry = self.get(analysis_id)
+        try:
+            return self.derived.flow(entry, token, layer)
+        except SparsescopeError as exc:  # sparse_core.flow's range check: a part it lacks
+            if exc.field in ("token", "layer"):
+                raise NotInAnalysis(str(exc), field=exc.field) from None
+            raise
 
     # -- corpus results (``serve --results DIR``, app/engine/results.py) ------------------------
 

@@ -28,6 +28,7 @@ from .compress import Compress
 from .errors import documented, install_error_handlers
 from .gallery import Warmer, load_gallery
 from .middleware import BodySizeLimit, CatchBugs, HeadAsGet, HostAllowlist, SecurityHeaders
+from .openapi import install_openapi
 from .render import asset_version, routing_error_page, template_env
 from .routes import analyses, docs, gallery, lecture, meta, pages, results, share
 
@@ -94,12 +95,14 @@ def create_app(settings: Settings | None = None, service: AnalysisService | None
         lifespan=lifespan,
         docs_url=None,  # app/web/routes/docs.py serves it: vendored Swagger UI, no CDN or inline JS
         redoc_url=None,
+        openapi_url=None,  # install_openapi serves it, with the served models' bounds
     )
     app.state.settings = settings
     app.state.service = service
     app.state.jinja = template_env()
     app.state.limits = Limits.from_settings(settings)
     install_error_handlers(app, routing_error_page)
+    install_openapi(app, lambda: service.models() if service.ready else None)
     for router in ROUTERS:
         # every route's 422 is our {detail, field} body (app/web/errors.py), not FastAPI's default
         # HTTPValidationError list: the OpenAPI schema describes what is really sent

@@ -18,12 +18,37 @@ from pydantic import (
     StringConstraints,
     WithJsonSchema,
     field_validator,
+    model_validator,
 )
 
 from sparse_core.methods import METHODS
 from sparse_core.view_schema import FIELDS as VIEW
 
+from .openapi import NOT_BLANK, bounded, served
 from .view_state import ViewBase, inline_defs, view_flags_model
+
+
+def _whole(value: Any) -> Any:
+    """A whole JSON number as the integer it is: JSON has one number type, and JSON Schema's
+    ``integer`` (draft 6 on, OpenAPI 3.1) holds 3.0 as it holds 3; anything else is left to the
+    strict check (3.5, "3" and true stay refused)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+class JsonBody(BaseModel):
+    """A strict JSON body whose integer fields take a whole number written as a float (3.0 is 3;
+    no "3" or true): converted before the strict check, so the schema keeps its bounds."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _whole_numbers(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        ints = {n for n, f in cls.model_fields.items() if f.annotation in (int, int | None)}
+        return {k: _whole(v) if k in ints else v for k, v in data.items()}
+
 
 #: A method name of the registry (an enum in the OpenAPI schema), in registry order.
 MethodName = Literal[tuple(METHODS)]  # type: ignore[valid-type]
@@ -93,24 +118,35 @@ def _alpha_in(value: Any) -> float | str | None:
     raise ValueError(f'must be a number in [1, 2] or "own" (the model\'s own alpha), got {value!r}')
 
 
+#: alpha's range in the OpenAPI schema (on the number branch; "own" is the other): THE one
+#: definition for the analyze body and a share's state (the view's bounds)
+ALPHA_RANGE = bounded(minimum=VIEW["alpha"].lo, maximum=VIEW["alpha"].hi)
+
 _AlphaType = float | Literal["own"] | None
 AlphaIn = Annotated[_AlphaType, PlainValidator(_alpha_in, json_schema_input_type=_AlphaType)]
 
 
-class AnalyzeRequest(BaseModel):
+class AnalyzeRequest(JsonBody):
     """``POST /api/analyze``. alpha is checked against [1, 2] by the service (a 400 naming it)."""
 
     # strict: JSON types as declared (no "true" -> True, false -> 0, "1.5" -> 1.5)
     model_config = ConfigDict(extra="forbid", strict=True)
 
     text: str = Field(
-        description="the text to analyse (not empty; at most the model's positions, or any "
-        f"length up to {MAX_ANALYZE_CHARS:,} characters with truncate)",
+        description="the text to analyse: not blank (some character other than whitespace: "
+        "the pattern; control, format such as zero-width, private-use and unassigned "
+        "characters and U+FFFD count as blank too) and some of its tokens in the model's "
+        "vocabulary (a 400 naming text otherwise: the schema cannot know a vocabulary); at "
+        "most the model's positions, or any length up to "
+        f"{MAX_ANALYZE_CHARS:,} characters with truncate",
+        json_schema_extra={**bounded(minLength=1, maxLength=MAX_ANALYZE_CHARS), **NOT_BLANK},
     )
+    # the range in the schema only: the service's check_alpha answers with its own message
     alpha: AlphaIn = Field(
         1.5,
         description='entmax alpha in [1, 2]: 1 softmax, 1.5, 2 sparsemax; "own" (or null): the '
         "model's own alpha (what it was trained with, maybe one per head: `own_alpha`)",
+        json_schema_extra=ALPHA_RANGE,
     )
     causal: bool = Field(False, description="mask future keys (decoder-style)")
     truncate: bool = Field(
@@ -127,6 +163,7 @@ class AnalyzeRequest(BaseModel):
         None,
         max_length=300,
         description="a served model's id (GET /api/models); null: the default model",
+        json_schema_extra=served("model"),
     )
 
     @field_validator("text")
@@ -544,16 +581,21 @@ ShareAlpha = Annotated[
 ]
 
 
-class ShareState(BaseModel):
+class ShareState(JsonBody):
     """Everything needed to reopen exactly one view of the page."""
 
     # strict: JSON types as declared (no "true" -> True, false -> 0, "1.5" -> 1.5)
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS, description="the analysed text")
+    text: str = Field(
+        min_length=1, max_length=MAX_TEXT_CHARS, json_schema_extra=NOT_BLANK,
+        description="the analysed text (not blank, as POST /api/analyze's text)",
+    )  # fmt: skip
     # defaults and bounds: the view's one definition (sparse_core/view_schema.py)
     alpha: ShareAlpha = Field(
-        VIEW["alpha"].default, description='entmax alpha in [1, 2], or "own" (the model\'s)'
+        VIEW["alpha"].default,
+        description='entmax alpha in [1, 2], or "own" (the model\'s)',
+        json_schema_extra=ALPHA_RANGE,
     )
     causal: bool = Field(False, description="decoder-style mask (j <= i)")
     truncate: bool = Field(False, description="analyse only a window of the model's positions")
@@ -562,7 +604,7 @@ class ShareState(BaseModel):
         description="with truncate: the window's first token",
     )  # fmt: skip
     model: str | None = Field(
-        None, max_length=VIEW["model"].max_len,
+        None, max_length=VIEW["model"].max_len, json_schema_extra=served("model"),
         description="the model's id (null: the server's default model)",
     )  # fmt: skip
     layer: int | None = Field(

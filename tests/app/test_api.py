@@ -167,7 +167,7 @@ def test_head_payload_is_computed_once(client, analysis, service, monkeypatch):
 def test_head_out_of_range(client, analysis, layer, head, field, allowed):
     r = client.get(f"/api/analyses/{analysis['id']}/heads/{layer}/{head}")
     assert_error(
-        r, 400, field, f"{field} must be in {allowed}", f"got {layer if field == 'layer' else head}"
+        r, 404, field, f"{field} must be in {allowed}", f"got {layer if field == 'layer' else head}"
     )
 
 

@@ -93,6 +93,6 @@ def test_budgets_endpoint(client, arena):
     r = client.get(f"/api/analyses/{aid}/budgets", params={"layer": 1})
     assert r.status_code == 400 and r.json()["field"] == "head"
     r = client.get(f"/api/analyses/{aid}/budgets", params={"layer": 1, "head": 99})
-    assert r.status_code == 400 and r.json()["field"] == "head"
+    assert r.status_code == 404 and r.json()["field"] == "head"  # a head it lacks
     r = client.get("/api/analyses/0123456789abcdef0123/budgets")
     assert r.status_code == 404

@@ -55,18 +55,21 @@ def test_cluster_breakdown(art_client, art_analysis, tiny_model, tiny_artefact, 
 )
 def test_cluster_breakdown_bad_params(art_client, art_analysis, params, field, needle):
     url = f"/api/analyses/{art_analysis['id']}/clusters/0/0"
-    status = 422 if isinstance(params.get("clusters"), str) else 400
+    # a fit (or a top_k beyond it) that the analysis' artefact lacks: 404; top_k < 1: 400
+    status = (
+        422 if isinstance(params.get("clusters"), str) else 400 if params.get("top_k") == 0 else 404
+    )
     assert_error(art_client.get(url, params=params), status, field, needle)
 
 
 def test_cluster_breakdown_needs_an_artefact(client, analysis):
     r = client.get(f"/api/analyses/{analysis['id']}/clusters/0/0")
-    assert_error(r, 400, "clusters", "needs a Sparsefinder artefact")
+    assert_error(r, 404, "clusters", "needs a Sparsefinder artefact")
 
 
 def test_cluster_breakdown_head_out_of_range(art_client, art_analysis):
     r = art_client.get(f"/api/analyses/{art_analysis['id']}/clusters/2/0")
-    assert_error(r, 400, "layer", "layer must be in [0, 1]")
+    assert_error(r, 404, "layer", "layer must be in [0, 1]")
 
 
 def test_truncated_text_tags_only_what_the_model_sees(client, service, monkeypatch):

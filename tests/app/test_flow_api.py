@@ -45,10 +45,10 @@ def test_flow_at_a_chosen_layer_and_cached(client, analysis, service):
 @pytest.mark.parametrize(
     ("query", "field", "status"),
     [
-        ("token=999", "token", 400),
-        ("token=-1", "token", 400),
-        ("token=0&layer=9", "layer", 400),
-        ("token=0&layer=-1", "layer", 400),
+        ("token=999", "token", 404),
+        ("token=-1", "token", 404),
+        ("token=0&layer=9", "layer", 404),
+        ("token=0&layer=-1", "layer", 404),
         ("token=abc", "token", 422),
         ("", "token", 422),
     ],

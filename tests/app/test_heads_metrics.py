@@ -157,7 +157,7 @@ def test_metrics_sf_method_without_artefact(client, analysis):
     from tests.app.test_api import assert_error
 
     r = _metrics(client, analysis["id"], "sf-distance")
-    assert_error(r, 400, "method", "needs a Sparsefinder artefact", "window")
+    assert_error(r, 404, "method", "needs a Sparsefinder artefact", "window")
 
 
 def test_metrics_head_out_of_range(art_client, art_analysis):
@@ -166,4 +166,4 @@ def test_metrics_head_out_of_range(art_client, art_analysis):
     r = art_client.get(
         f"/api/analyses/{art_analysis['id']}/metrics/0/9", params={"method": "window"}
     )
-    assert_error(r, 400, "head", "head must be in [0, 3]")
+    assert_error(r, 404, "head", "head must be in [0, 3]")

@@ -51,8 +51,8 @@ def test_sweep_runs_once_per_analysis(art_client, art_service, aid):
     [
         ("?layer=1", 400, "head", "head is missing"),
         ("?head=1", 400, "layer", "layer is missing"),
-        ("?layer=5&head=0", 400, "layer", "layer must be in [0, 1]"),
-        ("?layer=0&head=-1", 400, "head", "head must be in [0, 3]"),
+        ("?layer=5&head=0", 404, "layer", "layer must be in [0, 1]"),
+        ("?layer=0&head=-1", 404, "head", "head must be in [0, 3]"),
         ("?layer=zero&head=0", 422, "layer", "layer must be a valid integer"),
         ("?x=tiles", 422, "x", "x must be"),
         ("?x=block&block=48", 400, "block", "block must be one of 16, 32, 64, 128"),

@@ -11,10 +11,14 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
+from sparse_core.methods import METHODS
+from sparse_core.metrics import BLOCKS
+
 from ...engine.request import AnalysisRequest
 from ..calls import client_of, model_call
-from ..deps import AnalysisId, Head, Layer, ServiceDep
+from ..deps import AnalysisId, Head, Layer, QueryHead, QueryLayer, ServiceDep
 from ..errors import documented
+from ..openapi import bounded, served
 from ..schemas import (
     Analysis,
     AnalyzeRequest,
@@ -29,7 +33,17 @@ from ..schemas import (
 
 router = APIRouter(prefix="/api", tags=["analyses"])
 
-ERRORS = documented(400, 404, 413, 422, _404="unknown or evicted analysis id")
+ERRORS = documented(
+    400,
+    404,
+    413,
+    422,
+    _404="unknown or evicted analysis id (field id), or a part this analysis does not have: "
+    "a layer, head, token, tile or k-means fit beyond its own (field names it)",
+)
+MIN0 = bounded(minimum=0)
+MIN1 = bounded(minimum=1)
+IN_PYRAMID = "below the level's tiles (the head payload's lod.levels; 404 beyond)"
 #: The analyze route may also be refused for now (app/engine/limits.py).
 ANALYZE_ERRORS = {**ERRORS, **documented(429, 503)}
 
@@ -72,9 +86,18 @@ def get_tile(
     analysis_id: AnalysisId,
     layer: Layer,
     head: Head,
-    level: Annotated[int, Path(description="0: every pair; the head payload's lod.top: overview")],
-    ti: Annotated[int, Path(description="tile row, from 0")],
-    tj: Annotated[int, Path(description="tile column, from 0")],
+    level: Annotated[
+        int,
+        Path(
+            description="0: every pair, up to the head payload's lod.top (the overview); "
+            "beyond this text's pyramid: 404",
+            json_schema_extra=MIN0,
+        ),
+    ],
+    ti: Annotated[int, Path(description=f"tile row, from 0, {IN_PYRAMID}", json_schema_extra=MIN0)],
+    tj: Annotated[
+        int, Path(description=f"tile column, from 0, {IN_PYRAMID}", json_schema_extra=MIN0)
+    ],
     service: ServiceDep,
 ) -> Response:
     """One tile of a head's max-pooled pyramid (level of detail for long texts): the non-zero
@@ -86,15 +109,19 @@ def get_tile(
 def get_pareto(
     analysis_id: AnalysisId,
     service: ServiceDep,
-    layer: Annotated[int | None, Query(description="with head: one head; omit both: mean")] = None,
-    head: Annotated[int | None, Query(description="with layer: one head")] = None,
+    layer: Annotated[int | None, QueryLayer("with head: one head; omit both: mean")] = None,
+    head: Annotated[int | None, QueryHead("with layer: one head")] = None,
     x: Annotated[
         Literal["sparsity", "block"],
         Query(description="frontiers over token sparsity (default) or block sparsity"),
     ] = "sparsity",
     # an int checked by pareto.check_axis (a Literal of ints rejects every query string)
     block: Annotated[
-        int | None, Query(description="tile size for x=block: 16, 32, 64 or 128 (default 64)")
+        int | None,
+        Query(
+            description="tile size for x=block: 16, 32, 64 or 128 (default 64)",
+            json_schema_extra=bounded(enum=list(BLOCKS)),
+        ),
     ] = None,
 ) -> Response:
     """Sparsity-recall points of every method's sweep grid on this text, and their frontiers
@@ -106,8 +133,8 @@ def get_pareto(
 def get_budgets(
     analysis_id: AnalysisId,
     service: ServiceDep,
-    layer: Annotated[int | None, Query(description="with head: one head; omit both: all")] = None,
-    head: Annotated[int | None, Query(description="with layer: one head")] = None,
+    layer: Annotated[int | None, QueryLayer("with head: one head; omit both: all")] = None,
+    head: Annotated[int | None, QueryHead("with layer: one head")] = None,
 ) -> Response:
     """Oracle budgets (SPEC §8): per query, the least top-k and the least top-p mass that
     recover 90 % / 99 % of its true support — every query of one head, or every head's
@@ -123,8 +150,22 @@ def get_clusters(
     layer: Layer,
     head: Head,
     service: ServiceDep,
-    clusters: Annotated[int | None, Query(description="k-means clusters B (artefact's)")] = None,
-    top_k: Annotated[int, Query(description="centroids per token")] = 1,
+    clusters: Annotated[
+        int | None,
+        Query(
+            description="k-means clusters B: one of the artefact's fits (default 8, else its "
+            "smallest); another: 404, as the analysis has no such fit",
+            json_schema_extra=MIN1,
+        ),
+    ] = None,
+    top_k: Annotated[
+        int,
+        Query(
+            description="centroids per token, at most the clusters (404 beyond: the bound "
+            "depends on the artefact's fits)",
+            json_schema_extra=MIN1,
+        ),
+    ] = 1,
 ) -> Response:
     """POS breakdown of the queries and keys in each Sparsefinder k-means cluster of a head."""
     return json_bytes(service.clusters(analysis_id, layer, head, clusters, top_k))
@@ -134,9 +175,15 @@ def get_clusters(
 def get_flow(
     analysis_id: AnalysisId,
     service: ServiceDep,
-    token: Annotated[int, Query(description="the target token's index, from 0")],
+    token: Annotated[
+        int,
+        Query(
+            description="the target token's index, from 0, below the analysis' n (404 beyond)",
+            json_schema_extra=served("token", minimum=0),
+        ),
+    ],
     layer: Annotated[
-        int | None, Query(description="the target is this layer's output (default: the last)")
+        int | None, QueryLayer("the target is this layer's output (default: the last)")
     ] = None,
 ) -> Response:
     """Information flow: which input tokens reach ``token`` through the layers' entmax graphs
@@ -153,7 +200,14 @@ def get_metrics(
     head: Head,
     request: Request,
     service: ServiceDep,
-    method: Annotated[str, Query(description="a method name from /api/methods")],
+    method: Annotated[
+        str,
+        Query(
+            description="a method name from /api/methods (the sf-* ones need the analysis' "
+            "artefact: a 400 without)",
+            json_schema_extra=bounded(enum=list(METHODS)),
+        ),
+    ],
 ) -> dict:
     """Recall, sparsity, exact, precision and block sparsity (per tile size) of one method at
     the given parameters (query string, e.g. ``&window=3&globals=true``; missing ones take

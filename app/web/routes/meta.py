@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query
 
 from ..deps import ServiceDep
 from ..errors import documented
+from ..openapi import served
 from ..schemas import Health, MethodsOut, ModelsOut
 
 router = APIRouter()
@@ -36,9 +37,21 @@ def models(service: ServiceDep) -> dict:
 )
 def methods(
     service: ServiceDep,
-    n: Annotated[int, Query(description="text length in tokens (resolves defaults)")] = 128,
+    n: Annotated[
+        int,
+        Query(
+            description="text length in tokens (resolves defaults), from 1 to the model's "
+            "positions (GET /api/models: max_tokens)",
+            json_schema_extra=served("n", minimum=1),
+        ),
+    ] = 128,
     model: Annotated[
-        str | None, Query(max_length=300, description="a served model's id; omit: the default")
+        str | None,
+        Query(
+            max_length=300,
+            description="a served model's id; omit: the default",
+            json_schema_extra=served("model"),
+        ),
     ] = None,
 ) -> dict:
     """Every method with its parameter sliders, defaults resolved for a text of n tokens (and

@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 
 from ...engine.payloads import dumps
-from ..deps import Head, Layer, ServiceDep
+from ..deps import ResultsHead, ResultsLayer, ServiceDep
 from ..errors import documented
 from ..schemas import CorpusResults, Pareto
 
@@ -26,7 +26,7 @@ def get_results(service: ServiceDep) -> Response:
 
 
 @router.get("/heads/{layer}/{head}", response_model=Pareto, responses=ERRORS)
-def get_results_head(layer: Layer, head: Head, service: ServiceDep) -> Response:
+def get_results_head(layer: ResultsLayer, head: ResultsHead, service: ServiceDep) -> Response:
     """One head's corpus points and frontiers (pareto-heads.npz), the shape of
     ``GET /api/analyses/{id}/pareto?layer=&head=``."""
     body = service.corpus_results().head(layer, head)

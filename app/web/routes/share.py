@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 router = APIRouter(tags=["share"])
 
 ERRORS = documented(
+    400,
     404,
     410,
     413,
@@ -46,6 +47,7 @@ ERRORS = documented(
     429,
     503,
     507,
+    _400="the state's text is blank (as POST /api/analyze calls it; field state.text)",
     _404="unknown or malformed share id",
     _413="state over 64 KiB",
     _422="the state does not match ShareState",
