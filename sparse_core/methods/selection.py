@@ -202,6 +202,21 @@ def block_count(n: int, block: int) -> int:
     return -(-n // block)
 
 
+def valid_per_block(n: int, block: int, causal: bool) -> np.ndarray:
+    """(n, T) int16: |block b ∩ V_i|, the valid keys of each key block for each query (causal:
+    the blocks before the query's own whole, its own up to i)."""
+    T = block_count(n, block)
+    sizes = np.minimum(block, n - np.arange(T) * block)  # (T,) keys per block
+    if not causal:
+        return np.broadcast_to(sizes.astype(np.int16), (n, T))
+    own = np.arange(n) // block
+    b = np.arange(T)[None, :]
+    part = np.arange(n)[:, None] - (np.arange(T) * block)[None, :] + 1
+    return np.where(b < own[:, None], sizes[None, :], np.where(b == own[:, None], part, 0)).astype(
+        np.int16
+    )
+
+
 def row_block_counts(gold: Gold, sels: Sequence[np.ndarray], block: int) -> dict:
     """``bitsets.to_metrics``' counts of per-query block choices ``sels`` (each (L·H, n, T)
     bool), at block level (``bitsets.block_gold``: the gold edges and mass per row and key
@@ -209,17 +224,7 @@ def row_block_counts(gold: Gold, sels: Sequence[np.ndarray], block: int) -> dict
     its gold edges; it keeps |block b ∩ V_i| keys of each chosen block; a 16-tile is filled iff
     a row of it chose the block holding the tile's columns and has a valid key there."""
     n, causal = gold.n, gold.causal
-    T = block_count(n, block)
-    sizes = np.minimum(block, n - np.arange(T) * block)  # (T,) keys per block
-    if causal:  # row i: the blocks before its own whole, its own up to i
-        own = np.arange(n) // block
-        start = np.arange(T) * block
-        vcnt = np.where(np.arange(T)[None, :] < own[:, None], sizes[None, :],
-                        np.where(np.arange(T)[None, :] == own[:, None],
-                                 np.arange(n)[:, None] - start[None, :] + 1, 0))  # fmt: skip
-    else:
-        vcnt = np.broadcast_to(sizes, (n, T))
-    vcnt = vcnt.astype(np.int16)  # at most B
+    vcnt = valid_per_block(n, block, causal)
     bg = block_gold(gold, block, rows=True)
     T16 = -(-n // 16)
     v16 = valid_tiles16(n, causal)
@@ -234,6 +239,56 @@ def row_block_counts(gold: Gold, sels: Sequence[np.ndarray], block: int) -> dict
         out["mass"].append(np.nan if mass is None else _masked_sum(mass, sel))
         fine = np.repeat(sel, block // 16, axis=-1)[..., :T16] & v16
         occ.append(row_tiles(fine, n))
+    res = {k: np.stack([np.broadcast_to(x, (gold.L * gold.H,)) for x in v])
+           for k, v in out.items()}  # fmt: skip
+    res.update(empty_counts(gold, np.stack(occ)))
+    return res
+
+
+def prefix_row_block_counts(
+    gold: Gold, first: np.ndarray, ks: Sequence[int], block: int
+) -> dict[str, np.ndarray]:
+    """:func:`row_block_counts` of the nested choices ``first[..., :k]`` for each k of ``ks``
+    (``first`` (L·H, n, m) int: every query's distinct blocks, best first; 1 <= k <= m): the
+    counts of one more block are added to those of the last k (each rank's blocks looked up
+    once: gold edges and valid keys per row by a gather, not a pass over every (row, block)).
+    The mass is summed over the same masked (L·H, n, T) array as :func:`row_block_counts`
+    (one float64 reduction in the same order: bit for bit the same sums), and the 16-tiles
+    are the 16-row ORs of the block choices, widened to 16-columns (a row's valid 16-tiles,
+    causal c <= i // 16, are constant over its 16-row tile)."""
+    n, causal = gold.n, gold.causal
+    LH, _, m = first.shape
+    T = block_count(n, block)
+    T16 = -(-n // 16)
+    rows = np.arange(n)
+    vcnt = valid_per_block(n, block, causal)
+    bg = block_gold(gold, block, rows=True)
+    kept_c = np.cumsum(np.take_along_axis(bg["count"], first, axis=-1), axis=-1, dtype=np.int64)
+    size_c = np.cumsum(vcnt[rows[None, :, None], first].sum(axis=1, dtype=np.int64), axis=-1)
+    tri = np.tri(T16, dtype=bool) if causal else None  # (T16, T16) tile c <= row tile a
+    flat = np.zeros(LH * n * T, dtype=bool)
+    sel = flat.reshape(LH, n, T)
+    at = np.arange(LH * n, dtype=np.int64) * T  # each row's first cell
+    done = 0
+    out: dict[str, list] = {k: [] for k in ("size", "hit", "covered", "mass")}
+    occ = []
+    for k in ks:
+        k = int(k)
+        if k < done:  # not nested in the last: start again
+            flat[:] = False
+            done = 0
+        for j in range(done, k):
+            flat[at + first[..., j].reshape(-1)] = True
+        done = k
+        kept = kept_c[..., k - 1]  # (L·H, n) gold edges kept
+        out["hit"].append(kept.sum(axis=-1))
+        out["covered"].append((kept == bg["per_row"]).sum(axis=-1))
+        out["size"].append(size_c[:, k - 1])
+        mass = bg["mass"]
+        out["mass"].append(np.nan if mass is None else _masked_sum(mass, sel))
+        tiles = row_tiles(sel, n)  # (L·H, T16, T) the blocks a 16-row tile chose
+        fine = np.repeat(tiles, block // 16, axis=-1)[..., :T16]
+        occ.append(fine if tri is None else fine & tri)
     res = {k: np.stack([np.broadcast_to(x, (gold.L * gold.H,)) for x in v])
            for k, v in out.items()}  # fmt: skip
     res.update(empty_counts(gold, np.stack(occ)))
