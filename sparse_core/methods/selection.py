@@ -270,6 +270,8 @@ def prefix_row_block_counts(
     sel = flat.reshape(LH, n, T)
     at = np.arange(LH * n, dtype=np.int64) * T  # each row's first cell
     done = 0
+    mass = bg["mass"]
+    buf = None if mass is None else np.empty_like(mass)
     out: dict[str, list] = {k: [] for k in ("size", "hit", "covered", "mass")}
     occ = []
     for k in ks:
@@ -284,8 +286,7 @@ def prefix_row_block_counts(
         out["hit"].append(kept.sum(axis=-1))
         out["covered"].append((kept == bg["per_row"]).sum(axis=-1))
         out["size"].append(size_c[:, k - 1])
-        mass = bg["mass"]
-        out["mass"].append(np.nan if mass is None else _masked_sum(mass, sel))
+        out["mass"].append(np.nan if mass is None else _masked_sum(mass, sel, buf))
         tiles = row_tiles(sel, n)  # (L·H, T16, T) the blocks a 16-row tile chose
         fine = np.repeat(tiles, block // 16, axis=-1)[..., :T16]
         occ.append(fine if tri is None else fine & tri)
@@ -295,9 +296,13 @@ def prefix_row_block_counts(
     return res
 
 
-def _masked_sum(values: np.ndarray, sel: np.ndarray) -> np.ndarray:
-    """Σ values over ``sel`` per leading index: (A, …) float64, (A, …) bool -> (A,)."""
-    return np.where(sel, values, 0.0).reshape(values.shape[0], -1).sum(axis=1)
+def _masked_sum(values: np.ndarray, sel: np.ndarray, buf: np.ndarray | None = None) -> np.ndarray:
+    """Σ values over ``sel`` per leading index: (A, …) float64 finite and >= 0 (masses), (A, …)
+    bool -> (A,). ``values · sel`` is ``where(sel, values, +0.0)`` for such values, and is
+    written into ``buf`` (values' shape) when given: one scratch array serves a method's
+    points (fresh pages for each cost about as much as the sum)."""
+    masked = np.multiply(values, sel, out=buf)
+    return masked.reshape(values.shape[0], -1).sum(axis=1)
 
 
 def block_counts(gold: Gold, sels: Sequence[np.ndarray], block: int) -> dict:
@@ -315,16 +320,27 @@ def block_counts(gold: Gold, sels: Sequence[np.ndarray], block: int) -> dict:
     T16 = -(-n // 16)
     counted16 = gold.tiles[16][0]
     f = block // 16
+    LH = bg["count"].shape[0]
+    # the gold edges per (row, key block) as float32 in query blocks: a row's kept edges are
+    # one batched product with its query block's choices (integers < 2^24: exact)
+    cnt = np.zeros((LH, T * block, T), dtype=np.float32)
+    cnt[:, :n] = bg["count"]
+    cnt = cnt.reshape(LH, T, block, T)
+    mass = bg["mass"]
+    buf = None if mass is None else np.empty_like(mass)
     out: dict[str, list] = {k: [] for k in ("size", "hit", "covered", "mass")}
     occ = []
     for sel in sels:
-        rsel = np.repeat(sel, block, axis=1)[:, :n]  # (L·H, n, T) each row's query block's
-        kept = (rsel * bg["count"]).sum(axis=-1, dtype=np.int64)
+        kept = np.matmul(cnt, sel.astype(np.float32)[..., None])  # (L·H, T, B, 1)
+        kept = kept.reshape(LH, T * block)[:, :n].astype(np.int64)  # (L·H, n)
         out["hit"].append(kept.sum(axis=-1))
         out["covered"].append((kept == bg["per_row"]).sum(axis=-1))
         out["size"].append((sel * vblock).sum(axis=(1, 2), dtype=np.int64))
-        mass = bg["mass"]
-        out["mass"].append(np.nan if mass is None else _masked_sum(mass, rsel))
+        if mass is None:
+            out["mass"].append(np.nan)
+        else:
+            rsel = np.repeat(sel, block, axis=1)[:, :n]  # (L·H, n, T) each row's query block's
+            out["mass"].append(_masked_sum(mass, rsel, buf))
         fine = np.repeat(np.repeat(sel, f, axis=-1), f, axis=-2)[:, :T16, :T16]
         occ.append(fine & counted16)
     res = {k: np.stack([np.broadcast_to(x, (gold.L * gold.H,)) for x in v])
