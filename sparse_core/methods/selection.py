@@ -130,7 +130,7 @@ def threshold_counts(
         ev = vals[erow, ecol]
         heads = slice(li * H, (li + 1) * H)
         bands: dict[int, tuple] = {}
-        padded = None
+        widest, rmax = None, max(rr for _, rr in pairs)
         for q, (k, r) in enumerate(pairs):
             k = max(0, min(int(k), n))
             at = top.shape[1] - k  # the k-th largest
@@ -161,9 +161,10 @@ def threshold_counts(
                     offs = np.arange(-r, r + 1)
                     cols = np.arange(n)[:, None] + offs[None, :]  # (n, 2r + 1)
                     ok = (cols >= 0) & (cols < n) & ((offs <= 0) if gold.causal else True)
-                    if padded is None:  # one padded copy per layer serves every band
-                        padded = _padded(vals, H, n, max(rr for _, rr in pairs))
-                    bands[r] = (_band_view(padded, r), np.tile(ok.sum(axis=1), H), cols, ok)
+                    if widest is None:  # one gather per layer serves every band
+                        widest = _band(vals, H, n, rmax)
+                    bv = widest[:, :, rmax - r : rmax + r + 1]
+                    bands[r] = (bv, np.tile(ok.sum(axis=1), H), cols, ok)
                 bv, nband, cols, ok = bands[r]
                 tt = t.reshape(H, n, 1)
                 inter = ((bv >= tt) & (bv > -np.inf)).sum(axis=2).reshape(H * n)
@@ -180,21 +181,16 @@ def threshold_counts(
     return selection_counts(gold, held, size, occ)
 
 
-def _padded(vals: np.ndarray, H: int, n: int, r: int) -> np.ndarray:
-    """(H, n, n + 2r) float32: each row's values with r −∞ on either side."""
-    pad = np.full((H, n, n + 2 * r), -np.inf, dtype=vals.dtype)
-    pad[:, :, r : r + n] = vals.reshape(H, n, n)
-    return pad
-
-
-def _band_view(padded: np.ndarray, r: int) -> np.ndarray:
-    """(H, n, 2r + 1): row i's values at keys i − r … i + r (−∞ past the ends), a strided view of
-    :func:`_padded` (each row's window starts one key further than the last row's)."""
-    H, n, width = padded.shape
-    start = (width - n) // 2 - r  # the padding exceeds r by this much on the left
-    s0, s1, s2 = padded.strides
-    base = padded[:, :, start:]
-    return np.lib.stride_tricks.as_strided(base, (H, n, 2 * r + 1), (s0, s1 + s2, s2))
+def _band(vals: np.ndarray, H: int, n: int, r: int) -> np.ndarray:
+    """(H, n, 2r + 1) float32: row i's values at keys i − r … i + r (−∞ past the ends), one
+    gather of the (H·n, n) values (the band's 2r + 1 values a row, not a padded copy of all n)."""
+    offs = np.arange(-r, r + 1)
+    cols = np.arange(n)[:, None] + offs[None, :]  # (n, 2r + 1)
+    inside = (cols >= 0) & (cols < n)
+    at = np.arange(n)[:, None] * n + np.clip(cols, 0, n - 1)
+    out = vals.reshape(H, n * n)[:, at]  # (H, n, 2r + 1)
+    out[:, ~inside] = -np.inf
+    return out
 
 
 def block_count(n: int, block: int) -> int:
