@@ -32,6 +32,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT))  # this checkout's sparse_core, not an installed copy (--stages)
 
 from bench_pareto import CORPUS  # noqa: E402
 
@@ -73,6 +74,36 @@ def one(src: Path, args) -> dict:
     out.update(wall_s=round(time.perf_counter() - t0, 1), cpu_s=round(children_cpu() - cpu0, 1),
                load_before=round(load0, 1), load_after=round(os.getloadavg()[0], 1))  # fmt: skip
     out["sweep_s"] = round(out["sweep_s"], 1)
+    return out
+
+
+def together(srcs: dict[str, Path], args) -> dict[str, dict]:
+    """One round with every tree's sweep running at the same time, each its own interpreter
+    (its CPU seconds from ``os.wait4``: the process and its reaped workers): on a machine
+    loaded by others, the trees then share the same conditions."""
+    procs, t0 = {}, time.perf_counter()
+    load0 = os.getloadavg()[0]
+    for name, src in srcs.items():
+        code = RUN.format(src=str(src), corpus=str(args.corpus), texts=args.texts,
+                          workers=args.workers)  # fmt: skip
+        procs[name] = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                                       text=True, env={**os.environ, "PYTHONPATH": ""})  # fmt: skip
+    out = {}
+    pending = {p.pid: name for name, p in procs.items()}
+    while pending:
+        pid, status, ru = os.wait4(-1, 0)
+        name = pending.pop(pid, None)
+        if name is None:
+            continue
+        if status != 0:
+            raise SystemExit(f"{name}: the sweep failed (status {status})")
+        res = json.loads(procs[name].stdout.read().strip().splitlines()[-1])
+        res.update(wall_s=round(time.perf_counter() - t0, 1),
+                   cpu_s=round(ru.ru_utime + ru.ru_stime, 1), load_before=round(load0, 1),
+                   load_after=round(os.getloadavg()[0], 1),
+                   sweep_s=round(res["sweep_s"], 1))  # fmt: skip
+        res["cpu_s_per_text"] = round(res["cpu_s"] / res["texts"], 3)
+        out[name] = res
     return out
 
 
@@ -137,10 +168,26 @@ def main() -> int:
         help="--stages on inputs of one length (BigBird's draws made once, as in the sweep)",
     )
     p.add_argument("--profile", action="store_true", help="--stages under cProfile: top functions")
+    p.add_argument(
+        "--also", type=Path, action="append", default=[],
+        help="another tree to time beside base and this checkout (e.g. the branch before a change)",
+    )  # fmt: skip
+    p.add_argument(
+        "--together",
+        action="store_true",
+        help="run each round's trees at the same time (a loaded machine: the same conditions)",
+    )
     args = p.parse_args()
-    runs: dict[str, list[dict]] = {"base": [], "arena": []}
+    srcs = {"base": args.base_src, **{f"also{k}": s for k, s in enumerate(args.also)},
+            "arena": ROOT}  # fmt: skip
+    runs: dict[str, list[dict]] = {k: [] for k in srcs}
     for _ in range(args.rounds):
-        for name, src in (("base", args.base_src), ("arena", ROOT)):
+        if args.together:
+            for name, res in together(srcs, args).items():
+                runs[name].append(res)
+                print(name, json.dumps(res), flush=True)
+            continue
+        for name, src in srcs.items():
             runs[name].append(one(src, args))
             print(name, json.dumps(runs[name][-1]), flush=True)
     report: dict = {"runs": runs}
@@ -151,7 +198,9 @@ def main() -> int:
             median=med,
             ratio_sweep_wall=round(med["arena"]["sweep_s"] / med["base"]["sweep_s"], 3),
             ratio_cpu=round(med["arena"]["cpu_s"] / med["base"]["cpu_s"], 3),
-        )
+            **{f"ratio_cpu_{k}": round(med[k]["cpu_s"] / med["base"]["cpu_s"], 3)
+               for k in srcs if k.startswith("also")},
+        )  # fmt: skip
     if args.stages:
         report["stages_cpu_s_per_text"] = stages(args)
     print(json.dumps(report, indent=1))

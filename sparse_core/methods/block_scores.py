@@ -108,6 +108,12 @@ def xattn_mass(ctx: PredictContext, layer: int, block: int, stride: int,
 
 def xattn_select(E: np.ndarray, tau: float, causal: bool) -> np.ndarray:
     """(…, T, T) bool: the key blocks each query block keeps (module docstring)."""
+    return xattn_take(xattn_order(E, causal), tau)
+
+
+def xattn_order(E: np.ndarray, causal: bool) -> tuple:
+    """The part of :func:`xattn_select` that does not depend on τ (one sort serves every τ of
+    a sweep): (forced blocks, order, candidates, running shares, totals)."""
     T = E.shape[-1]
     a = np.arange(T)[:, None]
     b = np.arange(T)[None, :]
@@ -121,9 +127,17 @@ def xattn_select(E: np.ndarray, tau: float, causal: bool) -> np.ndarray:
     vals = np.take_along_axis(rest, order, axis=-1)
     cand = np.isfinite(vals)
     before = np.cumsum(np.concatenate([first[..., None], np.where(cand, vals, 0.0)], -1), -1)
-    take = cand & (before[..., :-1] < tau * total[..., None])
-    sel = forced & valid | np.zeros(E.shape, dtype=bool)
-    np.put_along_axis(sel, order, take | np.take_along_axis(sel, order, axis=-1), axis=-1)
+    sel0 = forced & valid | np.zeros(E.shape, dtype=bool)
+    return sel0, order, cand, before[..., :-1], total[..., None]
+
+
+def xattn_take(prep: tuple, tau: float) -> np.ndarray:
+    """:func:`xattn_select` from :func:`xattn_order`'s parts: the blocks while the share
+    before them is below τ of the total."""
+    sel0, order, cand, before, total = prep
+    take = cand & (before < tau * total)
+    sel = sel0.copy()
+    np.put_along_axis(sel, order, take | np.take_along_axis(sel0, order, axis=-1), axis=-1)
     return sel
 
 
@@ -152,10 +166,16 @@ class XAttentionMethod(ArenaMethod):
             ("xattention", stride),
             lambda: np.concatenate([xattn_groups(ctx, li, stride) for li in range(ctx.layers)]),
         )
-        return xattn_blocks(w, ctx.n, block, stride)
+        return ctx.memo(
+            ("xattention", stride, block), lambda: xattn_blocks(w, ctx.n, block, stride)
+        )
 
     def selected(self, ctx, p) -> np.ndarray:
-        return xattn_select(self.masses(ctx, p["block"], p["stride"]), p["tau"], ctx.causal)
+        b, s = p["block"], p["stride"]
+        prep = ctx.memo(
+            ("xattention", "order", s, b), lambda: xattn_order(self.masses(ctx, b, s), ctx.causal)
+        )
+        return xattn_take(prep, p["tau"])
 
     def base(self, ctx, p):
         return _dense(ctx, self.selected(ctx, p), p["block"])
@@ -208,6 +228,11 @@ def sparge_stats(ctx: PredictContext, layer: int, block: int, head: int | None =
 
 def sparge_select(qsim, ksim, u, theta: float, tau: float, causal: bool) -> np.ndarray:
     """(…, T, T) bool: the key blocks each query block keeps (module docstring)."""
+    return sparge_take(sparge_order(qsim, ksim, u, theta, causal), tau)
+
+
+def sparge_order(qsim, ksim, u, theta: float, causal: bool) -> tuple:
+    """The part of :func:`sparge_select` that does not depend on τ (one sort serves every τ)."""
     T = u.shape[-1]
     valid = np.tri(T, dtype=bool) if causal else np.ones((T, T), dtype=bool)
     qs, ks = qsim >= theta, ksim >= theta
@@ -219,9 +244,15 @@ def sparge_select(qsim, ksim, u, theta: float, tau: float, causal: bool) -> np.n
     cand = np.isfinite(vals)
     before = np.cumsum(np.concatenate([np.zeros((*vals.shape[:-1], 1)),
                                        np.where(cand, vals, 0.0)], -1), -1)[..., :-1]  # fmt: skip
-    first = np.arange(T) == 0
-    take = cand & (first | (before < tau * total[..., None]))
-    sel = np.zeros(u.shape, dtype=bool)
+    return qs, ks, order, cand, before, total[..., None]
+
+
+def sparge_take(prep: tuple, tau: float) -> np.ndarray:
+    """:func:`sparge_select` from :func:`sparge_order`'s parts."""
+    qs, ks, order, cand, before, total = prep
+    first = np.arange(order.shape[-1]) == 0
+    take = cand & (first | (before < tau * total))
+    sel = np.zeros(order.shape, dtype=bool)
     np.put_along_axis(sel, order, take, axis=-1)
     sel |= ~ks[..., None, :]  # dissimilar key blocks: always kept
     sel |= ~qs[..., :, None]  # dissimilar query blocks: dense
@@ -257,8 +288,12 @@ class SpargeMethod(ArenaMethod):
         return ctx.memo(("sparge", block), make)
 
     def selected(self, ctx, p) -> np.ndarray:
-        qsim, ksim, u = self.stats(ctx, p["block"])
-        return sparge_select(qsim, ksim, u, p["theta"], p["tau"], ctx.causal)
+        b, theta = p["block"], p["theta"]
+
+        def make():
+            return sparge_order(*self.stats(ctx, b), theta, ctx.causal)
+
+        return sparge_take(ctx.memo(("sparge", "order", b, theta), make), p["tau"])
 
     def base(self, ctx, p):
         return _dense(ctx, self.selected(ctx, p), p["block"])

@@ -32,9 +32,9 @@ from .selection import (
     b64_ints,
     block_count,
     block_means,
+    prefix_row_block_counts,
     regroup,
     row_block_bits,
-    row_block_counts,
     stable_order,
 )
 from .spec import ParamSpec
@@ -160,12 +160,9 @@ class BlockRouting(ArenaMethod):
         for b, ks in groups.items():
             T = block_count(ctx.n, b)
             first = self.first(ctx, b, min(T, max(owns[k]["topk"] for k in ks)))
-            sels = []
-            for k in ks:
-                sel = np.zeros((*first.shape[:-1], T), dtype=bool)
-                np.put_along_axis(sel, first[..., : min(owns[k]["topk"], T)], True, axis=-1)
-                sels.append(sel)
-            parts[b] = row_block_counts(gold, sels, b)
+            # the grid's k are nested prefixes of one order: each rank counted once
+            tops = [min(owns[k]["topk"], T) for k in ks]
+            parts[b] = prefix_row_block_counts(gold, first, tops, b)
         return regroup(parts, groups, len(owns))
 
     def head_payload(self, ctx, layer, head):

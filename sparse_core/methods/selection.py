@@ -130,7 +130,7 @@ def threshold_counts(
         ev = vals[erow, ecol]
         heads = slice(li * H, (li + 1) * H)
         bands: dict[int, tuple] = {}
-        padded = None
+        widest, rmax = None, max(rr for _, rr in pairs)
         for q, (k, r) in enumerate(pairs):
             k = max(0, min(int(k), n))
             at = top.shape[1] - k  # the k-th largest
@@ -161,9 +161,10 @@ def threshold_counts(
                     offs = np.arange(-r, r + 1)
                     cols = np.arange(n)[:, None] + offs[None, :]  # (n, 2r + 1)
                     ok = (cols >= 0) & (cols < n) & ((offs <= 0) if gold.causal else True)
-                    if padded is None:  # one padded copy per layer serves every band
-                        padded = _padded(vals, H, n, max(rr for _, rr in pairs))
-                    bands[r] = (_band_view(padded, r), np.tile(ok.sum(axis=1), H), cols, ok)
+                    if widest is None:  # one gather per layer serves every band
+                        widest = _band(vals, H, n, rmax)
+                    bv = widest[:, :, rmax - r : rmax + r + 1]
+                    bands[r] = (bv, np.tile(ok.sum(axis=1), H), cols, ok)
                 bv, nband, cols, ok = bands[r]
                 tt = t.reshape(H, n, 1)
                 inter = ((bv >= tt) & (bv > -np.inf)).sum(axis=2).reshape(H * n)
@@ -180,26 +181,36 @@ def threshold_counts(
     return selection_counts(gold, held, size, occ)
 
 
-def _padded(vals: np.ndarray, H: int, n: int, r: int) -> np.ndarray:
-    """(H, n, n + 2r) float32: each row's values with r −∞ on either side."""
-    pad = np.full((H, n, n + 2 * r), -np.inf, dtype=vals.dtype)
-    pad[:, :, r : r + n] = vals.reshape(H, n, n)
-    return pad
-
-
-def _band_view(padded: np.ndarray, r: int) -> np.ndarray:
-    """(H, n, 2r + 1): row i's values at keys i − r … i + r (−∞ past the ends), a strided view of
-    :func:`_padded` (each row's window starts one key further than the last row's)."""
-    H, n, width = padded.shape
-    start = (width - n) // 2 - r  # the padding exceeds r by this much on the left
-    s0, s1, s2 = padded.strides
-    base = padded[:, :, start:]
-    return np.lib.stride_tricks.as_strided(base, (H, n, 2 * r + 1), (s0, s1 + s2, s2))
+def _band(vals: np.ndarray, H: int, n: int, r: int) -> np.ndarray:
+    """(H, n, 2r + 1) float32: row i's values at keys i − r … i + r (−∞ past the ends), one
+    gather of the (H·n, n) values (the band's 2r + 1 values a row, not a padded copy of all n)."""
+    offs = np.arange(-r, r + 1)
+    cols = np.arange(n)[:, None] + offs[None, :]  # (n, 2r + 1)
+    inside = (cols >= 0) & (cols < n)
+    at = np.arange(n)[:, None] * n + np.clip(cols, 0, n - 1)
+    out = vals.reshape(H, n * n)[:, at]  # (H, n, 2r + 1)
+    out[:, ~inside] = -np.inf
+    return out
 
 
 def block_count(n: int, block: int) -> int:
     """T = ⌈n / B⌉ blocks (the last one ragged when B does not divide n)."""
     return -(-n // block)
+
+
+def valid_per_block(n: int, block: int, causal: bool) -> np.ndarray:
+    """(n, T) int16: |block b ∩ V_i|, the valid keys of each key block for each query (causal:
+    the blocks before the query's own whole, its own up to i)."""
+    T = block_count(n, block)
+    sizes = np.minimum(block, n - np.arange(T) * block)  # (T,) keys per block
+    if not causal:
+        return np.broadcast_to(sizes.astype(np.int16), (n, T))
+    own = np.arange(n) // block
+    b = np.arange(T)[None, :]
+    part = np.arange(n)[:, None] - (np.arange(T) * block)[None, :] + 1
+    return np.where(b < own[:, None], sizes[None, :], np.where(b == own[:, None], part, 0)).astype(
+        np.int16
+    )
 
 
 def row_block_counts(gold: Gold, sels: Sequence[np.ndarray], block: int) -> dict:
@@ -209,17 +220,7 @@ def row_block_counts(gold: Gold, sels: Sequence[np.ndarray], block: int) -> dict
     its gold edges; it keeps |block b ∩ V_i| keys of each chosen block; a 16-tile is filled iff
     a row of it chose the block holding the tile's columns and has a valid key there."""
     n, causal = gold.n, gold.causal
-    T = block_count(n, block)
-    sizes = np.minimum(block, n - np.arange(T) * block)  # (T,) keys per block
-    if causal:  # row i: the blocks before its own whole, its own up to i
-        own = np.arange(n) // block
-        start = np.arange(T) * block
-        vcnt = np.where(np.arange(T)[None, :] < own[:, None], sizes[None, :],
-                        np.where(np.arange(T)[None, :] == own[:, None],
-                                 np.arange(n)[:, None] - start[None, :] + 1, 0))  # fmt: skip
-    else:
-        vcnt = np.broadcast_to(sizes, (n, T))
-    vcnt = vcnt.astype(np.int16)  # at most B
+    vcnt = valid_per_block(n, block, causal)
     bg = block_gold(gold, block, rows=True)
     T16 = -(-n // 16)
     v16 = valid_tiles16(n, causal)
@@ -240,9 +241,64 @@ def row_block_counts(gold: Gold, sels: Sequence[np.ndarray], block: int) -> dict
     return res
 
 
-def _masked_sum(values: np.ndarray, sel: np.ndarray) -> np.ndarray:
-    """Σ values over ``sel`` per leading index: (A, …) float64, (A, …) bool -> (A,)."""
-    return np.where(sel, values, 0.0).reshape(values.shape[0], -1).sum(axis=1)
+def prefix_row_block_counts(
+    gold: Gold, first: np.ndarray, ks: Sequence[int], block: int
+) -> dict[str, np.ndarray]:
+    """:func:`row_block_counts` of the nested choices ``first[..., :k]`` for each k of ``ks``
+    (``first`` (L·H, n, m) int: every query's distinct blocks, best first; 1 <= k <= m): the
+    counts of one more block are added to those of the last k (each rank's blocks looked up
+    once: gold edges and valid keys per row by a gather, not a pass over every (row, block)).
+    The mass is summed over the same masked (L·H, n, T) array as :func:`row_block_counts`
+    (one float64 reduction in the same order: bit for bit the same sums), and the 16-tiles
+    are the 16-row ORs of the block choices, widened to 16-columns (a row's valid 16-tiles,
+    causal c <= i // 16, are constant over its 16-row tile)."""
+    n, causal = gold.n, gold.causal
+    LH, _, m = first.shape
+    T = block_count(n, block)
+    T16 = -(-n // 16)
+    rows = np.arange(n)
+    vcnt = valid_per_block(n, block, causal)
+    bg = block_gold(gold, block, rows=True)
+    kept_c = np.cumsum(np.take_along_axis(bg["count"], first, axis=-1), axis=-1, dtype=np.int64)
+    size_c = np.cumsum(vcnt[rows[None, :, None], first].sum(axis=1, dtype=np.int64), axis=-1)
+    tri = np.tri(T16, dtype=bool) if causal else None  # (T16, T16) tile c <= row tile a
+    flat = np.zeros(LH * n * T, dtype=bool)
+    sel = flat.reshape(LH, n, T)
+    at = np.arange(LH * n, dtype=np.int64) * T  # each row's first cell
+    done = 0
+    mass = bg["mass"]
+    buf = None if mass is None else np.empty_like(mass)
+    out: dict[str, list] = {k: [] for k in ("size", "hit", "covered", "mass")}
+    occ = []
+    for k in ks:
+        k = int(k)
+        if k < done:  # not nested in the last: start again
+            flat[:] = False
+            done = 0
+        for j in range(done, k):
+            flat[at + first[..., j].reshape(-1)] = True
+        done = k
+        kept = kept_c[..., k - 1]  # (L·H, n) gold edges kept
+        out["hit"].append(kept.sum(axis=-1))
+        out["covered"].append((kept == bg["per_row"]).sum(axis=-1))
+        out["size"].append(size_c[:, k - 1])
+        out["mass"].append(np.nan if mass is None else _masked_sum(mass, sel, buf))
+        tiles = row_tiles(sel, n)  # (L·H, T16, T) the blocks a 16-row tile chose
+        fine = np.repeat(tiles, block // 16, axis=-1)[..., :T16]
+        occ.append(fine if tri is None else fine & tri)
+    res = {k: np.stack([np.broadcast_to(x, (gold.L * gold.H,)) for x in v])
+           for k, v in out.items()}  # fmt: skip
+    res.update(empty_counts(gold, np.stack(occ)))
+    return res
+
+
+def _masked_sum(values: np.ndarray, sel: np.ndarray, buf: np.ndarray | None = None) -> np.ndarray:
+    """Σ values over ``sel`` per leading index: (A, …) float64 finite and >= 0 (masses), (A, …)
+    bool -> (A,). ``values · sel`` is ``where(sel, values, +0.0)`` for such values, and is
+    written into ``buf`` (values' shape) when given: one scratch array serves a method's
+    points (fresh pages for each cost about as much as the sum)."""
+    masked = np.multiply(values, sel, out=buf)
+    return masked.reshape(values.shape[0], -1).sum(axis=1)
 
 
 def block_counts(gold: Gold, sels: Sequence[np.ndarray], block: int) -> dict:
@@ -260,16 +316,27 @@ def block_counts(gold: Gold, sels: Sequence[np.ndarray], block: int) -> dict:
     T16 = -(-n // 16)
     counted16 = gold.tiles[16][0]
     f = block // 16
+    LH = bg["count"].shape[0]
+    # the gold edges per (row, key block) as float32 in query blocks: a row's kept edges are
+    # one batched product with its query block's choices (integers < 2^24: exact)
+    cnt = np.zeros((LH, T * block, T), dtype=np.float32)
+    cnt[:, :n] = bg["count"]
+    cnt = cnt.reshape(LH, T, block, T)
+    mass = bg["mass"]
+    buf = None if mass is None else np.empty_like(mass)
     out: dict[str, list] = {k: [] for k in ("size", "hit", "covered", "mass")}
     occ = []
     for sel in sels:
-        rsel = np.repeat(sel, block, axis=1)[:, :n]  # (L·H, n, T) each row's query block's
-        kept = (rsel * bg["count"]).sum(axis=-1, dtype=np.int64)
+        kept = np.matmul(cnt, sel.astype(np.float32)[..., None])  # (L·H, T, B, 1)
+        kept = kept.reshape(LH, T * block)[:, :n].astype(np.int64)  # (L·H, n)
         out["hit"].append(kept.sum(axis=-1))
         out["covered"].append((kept == bg["per_row"]).sum(axis=-1))
         out["size"].append((sel * vblock).sum(axis=(1, 2), dtype=np.int64))
-        mass = bg["mass"]
-        out["mass"].append(np.nan if mass is None else _masked_sum(mass, rsel))
+        if mass is None:
+            out["mass"].append(np.nan)
+        else:
+            rsel = np.repeat(sel, block, axis=1)[:, :n]  # (L·H, n, T) each row's query block's
+            out["mass"].append(_masked_sum(mass, rsel, buf))
         fine = np.repeat(np.repeat(sel, f, axis=-1), f, axis=-2)[:, :T16, :T16]
         occ.append(fine & counted16)
     res = {k: np.stack([np.broadcast_to(x, (gold.L * gold.H,)) for x in v])

@@ -17,6 +17,7 @@ from sparse_core import methods as M
 from sparse_core import metrics
 from sparse_core import pareto as PA
 from sparse_core.bitsets import METRICS, Gold
+from sparse_core.methods import selection as S
 from sparse_core.methods.selection import first_k_mask, threshold_bits, threshold_counts
 
 TEXT = (
@@ -472,6 +473,35 @@ def test_threshold_counts_with_bands_and_ties():
             }
             for key, w in want.items():
                 assert np.allclose(mets[key][q], w.reshape(-1).numpy(), atol=1e-12), (k, r, key)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
+def test_prefix_block_counts_equal_the_block_choices(causal):
+    """selection.prefix_row_block_counts (nested top-k prefixes of one block order, counted
+    rank by rank) gives bit for bit the counts of row_block_counts on the explicit choices,
+    for ks in any order (a k below the last one starts again) and a ragged last block."""
+    rng = np.random.default_rng(5)
+    L, H, n = 2, 3, 83
+    graph = torch.from_numpy(rng.random((L, H, n, n)) < 0.15) | torch.eye(n, dtype=torch.bool)
+    if causal:
+        graph &= torch.from_numpy(np.tri(n, dtype=bool))
+    probs = graph.float() * torch.from_numpy(rng.random((L, H, n, n)).astype(np.float32))
+    gold = Gold(graph, causal, probs)
+    for block in (16, 32, 64):
+        T = S.block_count(n, block)
+        first = np.argsort(rng.random((L * H, n, T)), axis=-1)[..., : min(T, 4)]  # distinct
+        ks = [k for k in (1, 2, 4, 3, 1, 2) if k <= first.shape[-1]]
+        sels = []
+        for k in ks:
+            sel = np.zeros((L * H, n, T), dtype=bool)
+            np.put_along_axis(sel, first[..., :k], True, axis=-1)
+            sels.append(sel)
+        want = S.row_block_counts(gold, sels, block)
+        got = S.prefix_row_block_counts(gold, first, ks, block)
+        assert set(got) == set(want)
+        for key, w in want.items():
+            assert got[key].dtype == w.dtype, (block, key)
+            assert np.array_equal(got[key], w, equal_nan=True), (block, key)
 
 
 # ----------------------------------------------------------------------------- mass recall
