@@ -29,5 +29,6 @@ export const VIEW_SCHEMA = Object.freeze({
     {"key": "block", "kind": "enum", "default": "128", "query": "block", "share": "view.block", "write": "changed", "values": ["16", "32", "64", "128"], "doc": "tile size B of the block sparsity shown (sparse_core.metrics.BLOCKS)"},
     {"key": "paretoX", "kind": "enum", "default": "sparsity", "query": "px", "share": "view.paretoX", "write": "changed", "values": ["sparsity", "block"], "doc": "the Pareto plot's x: token sparsity or block sparsity at B"},
     {"key": "zoom", "kind": "str", "default": "", "query": "zoom", "share": "view.zoom", "write": "changed", "maxLen": 40, "pattern": "^$|^[0-9]{1,3}(\\.[0-9]{1,2})?@[0-9]{1,6}(\\.[0-9]{1,2})?,[0-9]{1,6}(\\.[0-9]{1,2})?$", "hint": "z@row,column (the zoom, then the first row and column in view), or empty", "doc": "the heatmap's zoom and pan (frontend/js/heatmap-focus.js)"},
+    {"key": "view", "kind": "enum", "default": "head", "query": "view", "share": "view.view", "write": "changed", "values": ["head", "model"], "doc": "one head (the heatmap) or the whole model: every head at once (frontend/js/model-view.js)"},
   ],
 });

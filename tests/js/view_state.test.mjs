@@ -35,6 +35,7 @@ test("a state written to the address reads back (a saved view's page: every flag
     alpha: 1.25, causal: true, layer: 2, head: 5, method: "strided",
     params: { stride: "4", globals: "1" }, lockedRow: 0, cluster: null, scope: "mean",
     gridColour: "recall", hideSpecial: true, block: "32", paretoX: "block", zoom: "",
+    view: "head",
   });
   assert.equal(decodeState(encodeState(s)).text, "A cat & a dog.");
 });
@@ -49,9 +50,9 @@ test("the old page's addresses read as before", () => {
 });
 
 test("bad values are left out, each with a message naming its key", () => {
-  const { state, errors } = decodeQuery("?alpha=2.5&scope=all&layer=7&hide=yes&p.1x=3");
+  const { state, errors } = decodeQuery("?alpha=two&scope=all&layer=7&hide=yes&p.1x=3");
   assert.deepEqual(state, { layer: 7, params: {} });
-  assert.equal(errors.alpha, 'alpha must be a number in [1, 2], got "2.5"');
+  assert.equal(errors.alpha, 'alpha must be a number in [1, 2], got "two"');
   assert.equal(errors.scope, 'scope must be one of head, mean, got "all"');
   assert.equal(errors.hide, 'hide must be 1 or 0, got "yes"');
   assert.match(errors["p.1x"], /is not a slider/);
@@ -66,7 +67,8 @@ test("shares: the flags that differ from their defaults, read back with bad ones
   assert.equal(state.hideSpecial, true);
   assert.ok(!("gridColour" in state));
   assert.deepEqual(Object.keys(errors), ["view.grid"]);
-  assert.deepEqual([...FLAGS.keys()], ["scope", "grid", "hideSpecial", "block", "paretoX", "zoom"]);
+  assert.deepEqual([...FLAGS.keys()],
+    ["scope", "grid", "hideSpecial", "block", "paretoX", "zoom", "view"]);
   assert.equal(VIEW_SCHEMA.fields.length, VIEW_FIELDS.length);
 });
 
@@ -78,4 +80,34 @@ test("the heatmap's zoom is in the address and shares (issue 27 item 5)", () => 
   assert.equal(toShare(s).view.zoom, "5.11@120.3,98");
   const { errors } = decodeQuery("?zoom=9@x");
   assert.match(errors.zoom, /^zoom must be z@row,column/);
+});
+
+test("numbers out of their range are clamped to it, with a notice (issue 27 item 6)", () => {
+  const { state, errors, notices } = decodeQuery(
+    "?alpha=7&layer=2000&head=-3&start=99999999&row=100001&cluster=-1&hide=yes");
+  assert.deepEqual(state, {
+    alpha: 2, layer: 1023, head: 0, start: 10000000, truncate: true, lockedRow: 100000, cluster: 0,
+  });
+  assert.equal(notices.alpha, "alpha=7 is above the maximum 2: using 2");
+  assert.equal(notices.head, "head=-3 is below the minimum 0: using 0");
+  assert.equal(notices.layer, "layer=2000 is above the maximum 1023: using 1023");
+  assert.deepEqual(Object.keys(errors), ["hide"]); // garbage is still left out, with its message
+  const low = decodeQuery("?alpha=0.5&alpha=9");
+  assert.equal(low.state.alpha, 1);
+  assert.equal(low.notices.alpha, "alpha=0.5 is below the minimum 1: using 1");
+  // not numbers of their kind: left out as before
+  const bad = decodeQuery("?layer=1.5&alpha=1e9&head=0x3");
+  assert.deepEqual(bad.state, {});
+  assert.deepEqual(Object.keys(bad.errors).sort(), ["alpha", "head", "layer"]);
+  assert.deepEqual(bad.notices, {});
+});
+
+test("the whole model is a view field: in the address and in shares", () => {
+  const s = { ...viewDefaults(), text: "t", analysis: { id: "x" }, view: "model" };
+  assert.match(encodeState(s), /(^|&)view=model(&|$)/);
+  assert.equal(decodeState(encodeState(s)).view, "model");
+  assert.ok(!encodeState({ ...s, view: "head" }).includes("view=")); // the default: not written
+  assert.equal(toShare(s).view.view, "model");
+  assert.equal(fromShare(toShare(s)).state.view, "model");
+  assert.match(decodeQuery("?view=grid").errors.view, /^view must be one of head, model/);
 });
