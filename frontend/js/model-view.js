@@ -139,7 +139,7 @@ export function initModelView(root, readout, panel) {
       tile.classList.toggle("open", k === open);
       tile.setAttribute("aria-current", k === open ? "true" : "false");
     });
-    if (!tiles.includes(/** @type {HTMLElement} */ (document.activeElement))) focusK = open;
+    focusK = open; // the tab stop: the open head (the arrows move it from there)
     setStop(tiles, focusK);
   }
 
