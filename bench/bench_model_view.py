@@ -22,6 +22,7 @@ Debian's. Prints a markdown table with the load average (docs/benchmarks.md, "##
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import platform
 import statistics
@@ -35,6 +36,8 @@ from api_latency import texts_of_n_tokens  # noqa: E402
 from bench_page import analyse, start_server  # noqa: E402
 from conftest import CHROMIUM_ARGS, chromium_path, random_artefact  # noqa: E402
 
+log = logging.getLogger("bench_model_view")
+
 PAINTED = """() => {
   const r = document.getElementById('model-view');
   const n = r.querySelectorAll('.mv-tile').length;
@@ -43,8 +46,8 @@ PAINTED = """() => {
     && performance.getEntriesByName('model-view').length > 0;
 }"""
 LAST = "performance.getEntriesByName('model-view').at(-1).duration"
-PREFETCHED = """(count) => performance.getEntriesByType('resource')
-  .filter((e) => /\\/heads\\/\\d+\\/\\d+$/.test(e.name)).length >= count"""
+PREFETCHED = """([id, count]) => performance.getEntriesByType('resource')
+  .filter((e) => e.name.includes(`/analyses/${id}/heads/`)).length >= count"""
 
 
 def heads_fetched(page) -> int:
@@ -57,11 +60,13 @@ def heads_fetched(page) -> int:
 def bench_n(browser, base: str, model, n: int, repeats: int) -> dict:
     text = texts_of_n_tokens(model, n, 1)[0]
     page = browser.new_page(viewport={"width": 1440, "height": 900})
-    page.set_default_timeout(300_000)
+    page.set_default_timeout(180_000)
     a = analyse(page, base, text)
     count = a["layers"] * a["heads"]
+    log.info("n = %d: analysed (%d heads)", n, count)
     if count * n * n <= 8_000_000:  # session.js prefetches every head when they fit its cache
-        page.wait_for_function(PREFETCHED, arg=count)
+        page.wait_for_function(PREFETCHED, arg=[a["id"], count])
+        log.info("n = %d: every head prefetched", n)
     out = {"n": n, "heads": count, "open": [], "slider": [], "fetch_open": [], "fetch_slider": []}
     for r in range(repeats):
         page.click('button[data-toggle="view"][data-value="head"]')
@@ -79,6 +84,8 @@ def bench_n(browser, base: str, model, n: int, repeats: int) -> dict:
         page.wait_for_function(PAINTED)
         out["slider"].append(page.evaluate(LAST))
         out["fetch_slider"].append(heads_fetched(page) - f0)
+        log.info("n = %d, repeat %d: open %.0f ms, slider %.0f ms", n, r, out["open"][-1],
+                 out["slider"][-1])  # fmt: skip
     page.close()
     return out
 
@@ -109,6 +116,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--tiny", action="store_true", help="tiny random model + random artefact")
     args = ap.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     exe = chromium_path()
     if exe is None:

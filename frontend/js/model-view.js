@@ -108,7 +108,9 @@ export function initModelView(root, readout, panel) {
         const canvas = el("canvas", { class: "mv-pic", attrs: { width: "1", height: "1", "aria-hidden": "true" } });
         const label = el("span", { class: "mv-label" }, [
           el("span", { class: "mv-name" }, [el("span", { class: "sr-only", text: `L${l} ` }), `H${h}`]),
-          el("span", { class: "mv-recall", text: "" }),
+          el("span", { class: "mv-recall" }, [
+            el("span", { class: "sr-only", text: ", recall " }), el("span", { class: "mv-rv" }),
+          ]),
         ]);
         const tile = el("button", {
           class: "mv-tile stale",
@@ -189,7 +191,7 @@ export function initModelView(root, readout, panel) {
     numbers = numbers.map(() => null);
     for (const tile of tiles) {
       tile.classList.add("stale");
-      tile.querySelector(".mv-recall").textContent = "";
+      tile.querySelector(".mv-rv").textContent = "";
       tile.dataset.setting = "";
     }
     root.dataset.painted = "0";
@@ -206,7 +208,7 @@ export function initModelView(root, readout, panel) {
     tile.dataset.setting = setting;
     tile.dataset.recall = String(metrics.recall);
     tile.classList.remove("stale");
-    tile.querySelector(".mv-recall").textContent = fmt(metrics.recall, 2).replace(/^0/, "");
+    tile.querySelector(".mv-rv").textContent = fmt(metrics.recall, 2).replace(/^0/, "");
     tile.title = describe(k).replaceAll(" · ", "\n");
     painted += 1;
     root.dataset.painted = String(painted);

@@ -60,7 +60,7 @@ def test_the_model_view_paints_every_head_with_the_pattern(page, server_url):
         # a missed gold edge is never pooled away: red iff the pattern misses one
         assert (red > 0) == (recall < 1), (layer, head, recall, red)
         assert blue > 0 or recall == 0, (layer, head)
-    labels = page.locator("#model-view .mv-recall").all_inner_texts()
+    labels = page.locator("#model-view .mv-rv").all_inner_texts()
     assert all(t.strip() for t in labels)
     assert "mean recall" in page.inner_text("#model-readout")
 
