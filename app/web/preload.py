@@ -87,11 +87,13 @@ def state_with_query(state: dict[str, Any], query: Any) -> dict[str, Any]:
     """A saved view with the overrides of a page's query string (``/s/{id}?layer=4&head=1``):
     the address bar of a share or gallery page is the truth, read as the page reads it
     (:func:`sparse_core.view_codec.decode_query`, frontend/js/view-state.js): values it does not
-    allow are left out, as the page leaves them out. A text in the query is not applied (the page
-    analyses it itself and uses no island)."""
+    allow are left out, numbers out of range clamped, as the page does. A text in the query is
+    not applied (the page analyses it itself and uses no island)."""
     decoded = decode_query(query)
     if decoded.errors:
         log.info("query values left out: %s", "; ".join(decoded.errors.values()))
+    if decoded.notices:
+        log.info("query values clamped: %s", "; ".join(decoded.notices.values()))
     fields = {k: v for k, v in decoded.state.items() if k not in ("text", "id")}
     patch = share_patch(fields)
     out = {**state, **patch}

@@ -203,6 +203,7 @@ export function initModelView(root, readout, panel) {
     const tile = tiles[k];
     if (!isOn() || !tile || setting !== settingKey(s)) return;
     put(tile.firstChild, modelPicture(head, mask, side(tile.firstChild)));
+    const first = numbers[k] === null; // a sweep restarted on the same setting paints k again
     numbers[k] = metrics;
     tile.dataset.paint = "mask";
     tile.dataset.setting = setting;
@@ -210,10 +211,10 @@ export function initModelView(root, readout, panel) {
     tile.classList.remove("stale");
     tile.querySelector(".mv-rv").textContent = fmt(metrics.recall, 2).replace(/^0/, "");
     tile.title = describe(k).replaceAll(" · ", "\n");
-    painted += 1;
+    if (first) painted += 1;
     root.dataset.painted = String(painted);
     if (!inside() && !hovered) summary();
-    if (painted === tiles.length) {
+    if (first && painted === tiles.length) {
       requestAnimationFrame(() => {
         performance.measure("model-view", { start: asked }); // bench/bench_model_view.py
         root.dataset.done = setting;
