@@ -52,7 +52,7 @@ def test_the_model_view_paints_every_head_with_the_pattern(page, server_url):
     assert len(tiles) == a["layers"] * a["heads"] > 1
     assert page.locator("#model-panel").is_visible()
     assert page.locator("#heatmap").is_hidden()  # the one-head panels give way
-    for layer, head, recall, red, blue in tiles[:4]:  # the page's recall is the server's
+    for layer, head, recall, _red, _blue in tiles[:4]:  # the page's recall is the server's
         q = urllib.parse.urlencode({"method": "window", "window": 1})
         m = api(server_url, f"/api/analyses/{a['id']}/metrics/{layer}/{head}?{q}")
         assert recall == pytest.approx(m["recall"], abs=1e-6), (layer, head)
