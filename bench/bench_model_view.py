@@ -25,6 +25,7 @@ import argparse
 import logging
 import os
 import platform
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -50,18 +51,23 @@ PREFETCHED = """([id, count]) => performance.getEntriesByType('resource')
   .filter((e) => e.name.includes(`/analyses/${id}/heads/`)).length >= count"""
 
 
-def heads_fetched(page) -> int:
-    return page.evaluate(
-        "performance.getEntriesByType('resource')"
-        ".filter((e) => /\\/heads\\/\\d+\\/\\d+$/.test(e.name)).length"
-    )
+HEAD_URL = re.compile(r"/api/analyses/[^/]+/heads/\d+/\d+$")
+
+
+def count_heads(page) -> list[int]:
+    """A counter (one-item list) of the head payloads the page requests from now on."""
+    seen = [0]
+    page.on("request", lambda r: seen.__setitem__(0, seen[0] + bool(HEAD_URL.search(r.url))))
+    return seen
 
 
 def bench_n(browser, base: str, model, n: int, repeats: int) -> dict:
     text = texts_of_n_tokens(model, n, 1)[0]
     page = browser.new_page(viewport={"width": 1440, "height": 900})
     page.set_default_timeout(180_000)
+    fetched = count_heads(page)
     a = analyse(page, base, text)
+    page.evaluate("performance.setResourceTimingBufferSize(100000)")
     count = a["layers"] * a["heads"]
     log.info("n = %d: analysed (%d heads)", n, count)
     if count * n * n <= 8_000_000:  # session.js prefetches every head when they fit its cache
@@ -71,19 +77,19 @@ def bench_n(browser, base: str, model, n: int, repeats: int) -> dict:
     for r in range(repeats):
         page.click('button[data-toggle="view"][data-value="head"]')
         page.evaluate("performance.clearMeasures('model-view')")
-        f0 = heads_fetched(page)
+        f0 = fetched[0]
         page.click('button[data-toggle="view"][data-value="model"]')
         page.wait_for_function(PAINTED)
         out["open"].append(page.evaluate(LAST))
-        out["fetch_open"].append(heads_fetched(page) - f0)
+        out["fetch_open"].append(fetched[0] - f0)
         page.evaluate("performance.clearMeasures('model-view')")
-        f0 = heads_fetched(page)
+        f0 = fetched[0]
         box = page.locator('input[data-param="window"]')
         box.fill(str(3 + 2 * (r + 1)))
         box.dispatch_event("input")
         page.wait_for_function(PAINTED)
         out["slider"].append(page.evaluate(LAST))
-        out["fetch_slider"].append(heads_fetched(page) - f0)
+        out["fetch_slider"].append(fetched[0] - f0)
         log.info("n = %d, repeat %d: open %.0f ms, slider %.0f ms", n, r, out["open"][-1],
                  out["slider"][-1])  # fmt: skip
     page.close()

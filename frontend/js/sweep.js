@@ -6,8 +6,9 @@
  *
  * Only needed, and only run, while the grid shows recall, the Pareto plot shows the mean or the
  * whole model is shown (model-view.js paints each head as it is done: `onSweepHead`). It
- * starts once the sliders have been still for a moment and works one head per task, so slider
- * frames and hovers are never blocked; a newer setting cancels a running sweep.
+ * starts once the sliders have been still for a moment and works in slices of at most about
+ * SLICE_MS (as many heads as fit, at least one) between which it yields to the event loop, so
+ * slider frames and hovers are never blocked for long; a newer setting cancels a running sweep.
  */
 
 import { computeMetrics } from "./metrics.js";
@@ -16,6 +17,8 @@ import { loadHead } from "./session.js";
 import * as store from "./state.js";
 
 const SETTLE_MS = 250;
+/** Work between two yields to the event loop (ms): one head at least. */
+const SLICE_MS = 12;
 
 let timer = 0;
 let generation = 0;
@@ -49,6 +52,7 @@ async function run(gen) {
   const sum = { recall: 0, sparsity: 0, exact: 0, precision: 0, mass_recall: 0 };
   const blocks = {};
   const setting = settingKey(s);
+  let slice = performance.now();
   for (let k = 0; k < count; k++) {
     let head;
     try {
@@ -66,8 +70,10 @@ async function run(gen) {
     if (s.gridColour === "recall" && (k % a.heads === a.heads - 1 || k === count - 1)) {
       store.set({ headRecall: Float64Array.from(recall) });
     }
+    if (performance.now() - slice < SLICE_MS) continue;
     await nextTask();
     if (gen !== generation) return;
+    slice = performance.now();
   }
   const mean = Object.fromEntries(Object.entries(sum).map(([key, v]) => [key, v / count]));
   mean.block_sparsity = Object.fromEntries(Object.entries(blocks).map(([b, v]) => [b, v / count]));
