@@ -113,7 +113,9 @@ VIEW_FIELDS: tuple[ViewField, ...] = (
     ViewField("model", "str", None, "model", "model", write="set", nullable=True, max_len=300,
               doc="the served model's id (null: the server's default)"),
     ViewField("alpha", "float", DEFAULT_ALPHA, "alpha", "alpha", lo=ALPHA_MIN, hi=ALPHA_MAX,
-              doc="entmax α: 1 softmax, 1.5 entmax, 2 sparsemax"),
+              values=("own",),
+              doc="entmax α: 1 softmax, 1.5 entmax, 2 sparsemax; own: the model's own α "
+                  "(one per head for a learned-α model)"),
     ViewField("causal", "bool", False, "causal", "causal", write="changed",
               doc="decoder-style mask (j ≤ i)"),
     ViewField("truncate", "bool", False, None, "truncate", write="never",
@@ -194,7 +196,7 @@ def allowed(f: ViewField, source: str) -> str:
     if f.kind == "int":
         return f"a whole number in [{f.lo}, {f.hi}]" + (empty if f.nullable else "")
     if f.kind == "float":
-        return f"a number in [{f.lo}, {f.hi}]"
+        return f"a number in [{f.lo}, {f.hi}]" + "".join(f" or {v}" for v in f.values)
     if f.kind == "enum":
         return "one of " + ", ".join(f.values)
     if f.kind == "params":
@@ -265,6 +267,8 @@ def check_query_value(f: ViewField, raw: str) -> Any:
     elif f.kind == "float":
         if _DECIMAL.fullmatch(raw) and f.lo <= float(raw) <= f.hi:  # type: ignore[operator]
             ok = float(raw)
+        elif raw in f.values:  # a word beside the numbers (alpha "own")
+            ok = raw
     elif f.kind == "enum":
         ok = raw if raw in f.values else _MISSING
     elif f.kind == "str":
@@ -290,6 +294,8 @@ def check_share_value(f: ViewField, value: Any, where: str | None = None) -> Any
     elif f.kind == "float":
         if _is_number(value) and f.lo <= value <= f.hi:  # type: ignore[operator]
             ok = float(value)
+        elif isinstance(value, str) and value in f.values:
+            ok = value
     elif f.kind == "enum":
         text = _js_string(value) if _is_number(value) else value
         ok = text if isinstance(text, str) and text in f.values else _MISSING

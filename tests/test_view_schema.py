@@ -74,7 +74,7 @@ STATES = [
                method="sf-kmeans", params={"clusters": 4, "top_k": 1, "globals": True},
                lockedRow=5, cluster=2, scope="mean", gridColour="recall", hideSpecial=True,
                block="16", paretoX="block", view="model"),
-    view_state(text="x" * 1501, alpha=2, layer=0, head=1, method="bigbird",
+    view_state(text="x" * 1501, alpha="own", layer=0, head=1, method="bigbird",
                params={"window": 3, "random_keys": 0, "globals": False}, lockedRow=0,
                cluster=0, block="64"),
 ]  # fmt: skip
@@ -88,13 +88,14 @@ QUERIES = [
     "&scope=head&grid=gold&hide=0&block=128&px=sparsity",
     "text=A%20%3Cscript%3E&model=tiny-enc&alpha=1&causal=1&start=12&method=strided&p.stride=4"
     "&cluster=3&scope=mean&grid=recall&block=32&px=block",
-    "id=abc123&alpha=1.05",
+    "id=abc123&alpha=own",  # the model's own α
     "text=a&text=b&alpha=1.5&alpha=3&p.window=2&p.window=9",  # the first of a repeated key
     # bad values: each is left out, with a message; numbers out of range are clamped
     "alpha=3&causal=yes&layer=-1&head=1024&row=x&cluster=1.5&scope=foo&grid=blue&hide=true"
     "&block=48&px=tokens&start=99999999&method=Bad%20Name&view=grid",
     "alpha=&alpha=1&layer=&model=" + "m" * 301,
     "alpha=0x1&layer=%C2%B2&head=1e2&start=+3",
+    "alpha=Own",
     "p.bad%20name=1&p.ok=" + "v" * 201 + "&p.__proto__=1",
 ]
 
@@ -107,6 +108,7 @@ SHARES = [
               "paretoX": "block"}},
     {"text": "hi", "view": {"block": 64, "tab": "pareto", "hideSpecial": 1, "scope": "foo"}},
     {"text": "hi", "view": {"grid": None, "paretoX": "sparsity", "block": 48}},
+    {"text": "hi", "alpha": "own"},
 ]  # fmt: skip
 
 
@@ -153,6 +155,7 @@ def test_addresses_are_read_alike_by_the_page_and_the_server(tmp_path):
                       "lockedRow": 3, "hideSpecial": True}  # fmt: skip
     assert py[2]["state"]["lockedRow"] is None and py[2]["state"]["block"] == "128"
     assert py[3]["state"]["truncate"] is True and py[3]["state"]["start"] == 12
+    assert py[4]["state"] == {"id": "abc123", "alpha": "own"}
     assert py[5]["state"]["text"] == "a" and py[5]["state"]["alpha"] == 1.5
     assert py[5]["state"]["params"] == {"window": "2"}
 
@@ -184,8 +187,9 @@ def test_bad_values_are_left_out_alike_with_a_message(tmp_path):
     assert set(py[1]["errors"]) == {"alpha", "layer", "model"} and py[1]["state"] == {}
     assert "300 characters" in py[1]["errors"]["model"] and py[1]["errors"]["model"].endswith("…")
     assert set(py[2]["errors"]) == {"alpha", "layer", "head", "start"}  # 0x1, ², 1e2, " 3"
-    assert set(py[3]["errors"]) == {"p.bad name", "p.ok", "p.__proto__"}
-    assert py[3]["state"] == {"params": {}}
+    assert py[3]["errors"] == {"alpha": 'alpha must be a number in [1, 2] or own, got "Own"'}
+    assert set(py[4]["errors"]) == {"p.bad name", "p.ok", "p.__proto__"}
+    assert py[4]["state"] == {"params": {}}
 
 
 def _written(f: ViewField, v: Any) -> Any:
@@ -256,7 +260,8 @@ def test_shares_are_written_and_read_alike(tmp_path):
     assert old["state"]["block"] == "64" and "hideSpecial" not in old["state"]
     assert set(old["errors"]) == {"view.hideSpecial", "view.scope"}
     assert old["errors"]["view.hideSpecial"] == "view.hideSpecial must be true or false, got 1"
-    assert set(py[-1]["errors"]) == {"view.grid", "view.block"}
+    assert set(py[-2]["errors"]) == {"view.grid", "view.block"}
+    assert py[-1]["state"]["alpha"] == "own" and py[-1]["errors"] == {}  # the model's own α
 
 
 # ----------------------------------------------------------------------------- one more flag

@@ -28,6 +28,7 @@ from .cache import Entry, LruCache
 from .lod import head_probs, lod_info, tile_body
 from .memory import release_free_memory
 from .payloads import MAX_RAW_TOKENS, dumps, head_body, raw_body
+from .request import alpha_words
 
 if TYPE_CHECKING:
     from .service import Stats
@@ -135,7 +136,7 @@ class Derived:
         if art is None or not art.centroids:
             raise SparsescopeError(
                 f"the cluster breakdown needs a Sparsefinder artefact with k-means centroids, and "
-                f"none is fitted for this model at alpha {entry.body['alpha']:g}",
+                f"none is fitted for this model at alpha {alpha_words(entry.body['alpha'])}",
                 field="clusters",
             )
         choices = sorted(art.centroids)
@@ -178,7 +179,7 @@ class Derived:
         if m.needs_artefact and entry.artefact is None:
             raise SparsescopeError(
                 f"method {method} needs a Sparsefinder artefact, and none is fitted for this "
-                f"model at alpha {entry.body['alpha']:g}; methods without one: "
+                f"model at alpha {alpha_words(entry.body['alpha'])}; methods without one: "
                 f"{', '.join(available(None))}",
                 field="method",
             )

@@ -8,7 +8,8 @@ and α's range (:func:`check_alpha`, also used by every command's ``--alpha``) a
 here, with one message each.
 
 The cache key (the analysis id) is ``sha256([text, repr(alpha), causal, truncate, model id,
-artefact name] + [start, when a window of a long text])[:ID_HEX]`` (:meth:`AnalysisRequest.key`):
+artefact name] + [start, when a window of a long text])[:ID_HEX]`` (α "own", the model's own,
+is written ``"own"``: :data:`OWN_ALPHA`) (:meth:`AnalysisRequest.key`):
 the model id and the artefact name are what the service resolved the request to.
 """
 
@@ -31,6 +32,25 @@ from sparse_core.outputs import ALPHA_MAX, ALPHA_MIN, DEFAULT_ALPHA  # noqa: F40
 #: 96 bits of sha256: ids are cache keys, collisions must not happen by chance.
 ID_HEX = 24
 
+#: The α of a request that asks for the model's own (``SparseModel.default_alpha``: what an
+#: adapted model was trained with, one value or one per layer and head; 1.5 for a model trained
+#: with softmax). ``null`` in the API means the same and is normalised to this token.
+OWN_ALPHA = "own"
+
+
+def check_request_alpha(alpha: Any) -> float | str:
+    """A request's α: :data:`OWN_ALPHA` for ``"own"`` or None (the model's own), else
+    :func:`check_alpha`'s float; the error names both choices."""
+    if alpha is None or alpha == OWN_ALPHA:
+        return OWN_ALPHA
+    if isinstance(alpha, str) or isinstance(alpha, bool):
+        raise SparsescopeError(
+            f'alpha must be a number in [1, 2] (1 softmax, 1.5 entmax, 2 sparsemax) or "own" '
+            f"(the model's own α), got {alpha!r}",
+            field="alpha",
+        )
+    return check_alpha(alpha)
+
 
 def check_alpha(alpha: Any) -> float:
     """``alpha`` as a float in [1, 2]; else a :class:`SparsescopeError` (field ``alpha``) naming
@@ -46,6 +66,11 @@ def check_alpha(alpha: Any) -> float:
             field="alpha",
         )
     return a
+
+
+def alpha_words(alpha: float | str) -> str:
+    """α as a message writes it: ``1.5``, or ``"the model's own"``."""
+    return "the model's own" if alpha == OWN_ALPHA else f"{float(alpha):g}"
 
 
 def check_start(start: Any) -> int:
@@ -118,7 +143,7 @@ class AnalysisRequest:
     """
 
     text: str
-    alpha: float = DEFAULT_ALPHA
+    alpha: float | str | None = DEFAULT_ALPHA
     causal: bool = False
     truncate: bool = False
     model: str | None = None
@@ -134,11 +159,11 @@ class AnalysisRequest:
         return cls(**{k: getattr(source, k) for k in names if hasattr(source, k)})
 
     def checked(self) -> AnalysisRequest:
-        """This request validated and normalised (alpha a float in [1, 2], the text not empty
-        and valid Unicode, start a token index kept only with truncate); a
+        """This request validated and normalised (alpha a float in [1, 2] or "own", the text
+        not empty and valid Unicode, start a token index kept only with truncate); a
         :class:`SparsescopeError` naming the field otherwise. Whether the model is served is
         the service's to say."""
-        alpha = check_alpha(self.alpha)
+        alpha = check_request_alpha(self.alpha)
         if not isinstance(self.text, str) or not self.text.strip():
             raise EmptyTextError()
         check_unicode(self.text)
@@ -149,12 +174,27 @@ class AnalysisRequest:
             start=start if truncate else 0,
         )  # fmt: skip
 
+    @property
+    def own(self) -> bool:
+        """Whether this (checked) request runs at the model's own α."""
+        return self.alpha == OWN_ALPHA
+
+    @property
+    def alpha_token(self) -> str:
+        """α as the cache key writes it: ``repr`` of the float, or :data:`OWN_ALPHA`."""
+        return OWN_ALPHA if self.own else repr(float(self.alpha))  # type: ignore[arg-type]
+
+    @property
+    def run_alpha(self) -> float | None:
+        """α as ``SparseModel.run`` takes it (None: the model's own)."""
+        return None if self.own else float(self.alpha)  # type: ignore[arg-type]
+
     def key(self, model_id: str, artefact: str | None) -> str:
         """The cache key and analysis id of this request analysed on model ``model_id`` with
         the Sparsefinder artefact named ``artefact`` (None: none)."""
         start = int(self.start) if self.truncate else 0  # a text that fits has one window
         blob = json.dumps(
-            [self.text, repr(float(self.alpha)), bool(self.causal), bool(self.truncate),
+            [self.text, self.alpha_token, bool(self.causal), bool(self.truncate),
              model_id, artefact] + ([start] if start else []),
             ensure_ascii=False,
         )  # fmt: skip
@@ -163,7 +203,7 @@ class AnalysisRequest:
     @property
     def batch_key(self) -> tuple:
         """Requests with equal keys may share one ``run_batch`` forward (:func:`run_together`)."""
-        return (repr(float(self.alpha)), bool(self.causal), bool(self.truncate))
+        return (self.alpha_token, bool(self.causal), bool(self.truncate))
 
     def run(self, model: Any, side: Any = None) -> Any:
         """``model.run`` of this request (a ``sparse_core.RunOutput``); ``side``: an executor
@@ -172,7 +212,7 @@ class AnalysisRequest:
         if side is not None:
             kw["side"] = side
         return model.run(
-            self.text, alpha=self.alpha, causal=self.causal, truncate=self.truncate, **kw
+            self.text, alpha=self.run_alpha, causal=self.causal, truncate=self.truncate, **kw
         )
 
 
@@ -183,5 +223,8 @@ def run_together(model: Any, requests: list[AnalysisRequest]) -> list[Any]:
     if any(r.batch_key != first.batch_key or r.start for r in requests):
         raise ValueError("requests run together share alpha, causal and truncate, and start at 0")
     return model.run_batch(
-        [r.text for r in requests], alpha=first.alpha, causal=first.causal, truncate=first.truncate
+        [r.text for r in requests],
+        alpha=first.run_alpha,
+        causal=first.causal,
+        truncate=first.truncate,
     )

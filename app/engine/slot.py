@@ -11,7 +11,10 @@ Sparsefinder's projections are learned on one model's graphs at one alpha (Trevi
 given with ``--artefact`` (used only for its own model, at its own alpha), else one in the
 artefact directory (``settings.artefacts_dir()``, where ``sparsescope fit --out`` may write),
 else the shipped one (the default model at alpha 1.5), else none (the sf-* methods are then
-unavailable and the page says how to fit one).
+unavailable and the page says how to fit one). At the model's own α (a request's ``"own"``)
+the artefact is the one at that α when it is one value (1.5 for a softmax-trained model, the
+adapted default's 1.5); a per-head own α (a learned-α model) has none: an artefact is fitted on
+graphs of one α, so the sf-* methods are unavailable there.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from sparse_core.errors import ArtefactError
 from sparse_core.sparsefinder import artefact_name, load_artefact, shipped_dir
 
 from .batching import ModelWorker
-from .request import AnalysisRequest, api_wording
+from .request import OWN_ALPHA, AnalysisRequest, api_wording
 from .settings import Settings
 from .summaries import tie_batch
 
@@ -162,10 +165,16 @@ class ModelSlot:
 
     # -- artefacts -----------------------------------------------------------------------------
 
-    def artefact_for(self, alpha: float) -> tuple[Any, str | None]:
-        """(artefact, name) fitted for this model at ``alpha``, or (None, None)."""
+    def artefact_for(self, alpha: float | str) -> tuple[Any, str | None]:
+        """(artefact, name) fitted for this model at ``alpha``, or (None, None). ``alpha``
+        ``"own"``: the model's own α, when it is one value (none for a per-head α)."""
         if not self._use_artefact:
             return None, None
+        if alpha == OWN_ALPHA:
+            own = self.model.default_alpha
+            if not isinstance(own, int | float):  # (L, H) per head: no one-α artefact fits
+                return None, None
+            alpha = float(own)
         key = round(float(alpha), 9)
         if key in self._artefacts:
             return self._artefacts[key]
@@ -225,6 +234,8 @@ class ModelSlot:
             "max_tokens": m.max_positions,
             "device": m.device,
             "artefacts": self.artefact_alphas(),
+            # trained with entmax (an adapted model): its own α, one value or one per head
+            "own_alpha": bool(getattr(m, "alpha_trained", False)),
         }
 
 

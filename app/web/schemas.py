@@ -83,6 +83,20 @@ class MethodsOut(BaseModel):
 MAX_ANALYZE_CHARS = 500_000
 
 
+def _alpha_in(value: Any) -> float | str | None:
+    """A request's alpha as JSON gives it: a number, "own" or null (the range is the service's
+    to check: a 400 naming it)."""
+    if value is None or value == "own":
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    raise ValueError(f'must be a number in [1, 2] or "own" (the model\'s own alpha), got {value!r}')
+
+
+_AlphaType = float | Literal["own"] | None
+AlphaIn = Annotated[_AlphaType, PlainValidator(_alpha_in, json_schema_input_type=_AlphaType)]
+
+
 class AnalyzeRequest(BaseModel):
     """``POST /api/analyze``. alpha is checked against [1, 2] by the service (a 400 naming it)."""
 
@@ -93,7 +107,11 @@ class AnalyzeRequest(BaseModel):
         description="the text to analyse (not empty; at most the model's positions, or any "
         f"length up to {MAX_ANALYZE_CHARS:,} characters with truncate)",
     )
-    alpha: float = Field(1.5, description="entmax alpha in [1, 2]: 1 softmax, 1.5, 2 sparsemax")
+    alpha: AlphaIn = Field(
+        1.5,
+        description='entmax alpha in [1, 2]: 1 softmax, 1.5, 2 sparsemax; "own" (or null): the '
+        "model's own alpha (what it was trained with, maybe one per head: `own_alpha`)",
+    )
     causal: bool = Field(False, description="mask future keys (decoder-style)")
     truncate: bool = Field(
         False, description="analyse a window of the model's positions of a too long text"
@@ -137,6 +155,11 @@ class ModelInfo(BaseModel):
     artefacts: list[float] = Field(
         description="alphas with a Sparsefinder artefact for this model (the sf-* methods); "
         "empty: `sparsescope fit --model ID` makes one"
+    )
+    own_alpha: bool = Field(
+        False,
+        description='trained with entmax: alpha "own" runs it at its own alpha (maybe one per '
+        "head); the page picks that by default",
     )
 
 
@@ -188,7 +211,9 @@ class Analysis(BaseModel):
     heads: int
     model: str
     device: Literal["cpu", "cuda"]
-    alpha: float
+    alpha: float | Literal["own"] = Field(
+        description='the alpha it ran at; "own": the model\'s own (per head: `own_alpha`)'
+    )
     causal: bool = Field(description="future keys masked (always, on a decoder)")
     decoder: bool = Field(False, description="the model is a decoder (causal locked on)")
     truncated: bool = Field(description="only a window of the text's tokens was analysed")
@@ -503,6 +528,22 @@ class _ViewExtras(ViewBase):
 ViewFlags = view_flags_model(_ViewExtras)
 
 
+def _share_alpha(value: Any) -> float | str:
+    """A saved view's alpha: a number in [1, 2] or "own" (the view's one definition)."""
+    a = _alpha_in(value)
+    if a is None or (isinstance(a, float) and not VIEW["alpha"].lo <= a <= VIEW["alpha"].hi):
+        raise ValueError(
+            f'must be a number in [1, 2] or "own" (the model\'s own alpha), got {value!r}'
+        )
+    return a
+
+
+ShareAlpha = Annotated[
+    float | Literal["own"],
+    PlainValidator(_share_alpha, json_schema_input_type=float | Literal["own"]),
+]
+
+
 class ShareState(BaseModel):
     """Everything needed to reopen exactly one view of the page."""
 
@@ -511,10 +552,9 @@ class ShareState(BaseModel):
 
     text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS, description="the analysed text")
     # defaults and bounds: the view's one definition (sparse_core/view_schema.py)
-    alpha: float = Field(
-        VIEW["alpha"].default, ge=VIEW["alpha"].lo, le=VIEW["alpha"].hi,
-        description="entmax alpha in [1, 2]",
-    )  # fmt: skip
+    alpha: ShareAlpha = Field(
+        VIEW["alpha"].default, description='entmax alpha in [1, 2], or "own" (the model\'s)'
+    )
     causal: bool = Field(False, description="decoder-style mask (j <= i)")
     truncate: bool = Field(False, description="analyse only a window of the model's positions")
     start: int = Field(

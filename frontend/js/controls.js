@@ -146,7 +146,12 @@ export function initMethodPanel(root, metricsRoot) {
     }
     const a = s.analysis;
     hint.hidden = !a || Boolean(a.artefact);
-    if (a && !a.artefact) {
+    if (a && !a.artefact && a.alpha === "own") {
+      hint.replaceChildren(
+        "Learned methods (sf-*) are fitted on graphs of one α; this model's heads each run at " +
+          "their own α, so pick one α for all heads (softmax, entmax, sparsemax or other) to use them.",
+      );
+    } else if (a && !a.artefact) {
       hint.replaceChildren(
         `Learned methods (sf-*) need an artefact for ${a.model} at α = ${a.alpha}: run `,
         // one unbreakable piece per argument: the line wraps between them, never inside "--model"
@@ -246,7 +251,8 @@ export function initMethodPanel(root, metricsRoot) {
       ? `gold sparsity of layer ${s.headData.layer}, head ${s.headData.head}: ` +
         `${fmt(s.headData.goldSparsity)} · |G| = ${s.headData.goldCount} edges` +
         (Number.isFinite(ownAlpha)
-          ? ` · the model's own α for this head: ${fmt(ownAlpha, 3)} (this view: α = ${s.analysis.alpha})`
+          ? ` · the model's own α for this head: ${fmt(ownAlpha, 3)} (this view: ` +
+            `${s.analysis.alpha === "own" ? "each head at its own α" : `α = ${s.analysis.alpha}`})`
           : "")
       : "";
   }

@@ -62,7 +62,7 @@ export function describe(s) {
   const block = typeof b === "number" ? ` · block sparsity (${s.block}) ${fmt(b)}` : "";
   const metrics = m ? ` · recall ${fmt(m.recall)} · sparsity ${fmt(m.sparsity)}${block}` : "";
   return {
-    head: `layer ${s.layer} · head ${s.head} · n = ${a.n} · α = ${a.alpha}${a.causal ? " · causal" : ""}`,
+    head: `layer ${s.layer} · head ${s.head} · n = ${a.n} · ${a.alpha === "own" ? "the model's own α" : `α = ${a.alpha}`}${a.causal ? " · causal" : ""}`,
     method: `${spec ? spec.label : s.method} (${params})${metrics}`,
   };
 }

@@ -230,7 +230,8 @@ export function initGrid(root, legend) {
       tile.title =
         `layer ${row.layer}, head ${row.head}\ngold sparsity ${fmt(row.gold_sparsity)}` +
         (Number.isFinite(recall) ? `\nrecall (${s.method}) ${fmt(recall)}` : "") +
-        (Number.isFinite(own) ? `\nthe model's own α ${fmt(own, 3)} (trained; shown at α = ${a.alpha})` : "");
+        (Number.isFinite(own) ? `\nthe model's own α ${fmt(own, 3)} (trained; ` +
+          `${a.alpha === "own" ? "shown at it" : `shown at α = ${a.alpha}`})` : "");
       tile.dataset.ownAlpha = Number.isFinite(own) ? String(own) : "";
     });
     // one tab stop: the open head's tile; the arrow keys move between heads (roving tabindex)

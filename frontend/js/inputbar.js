@@ -1,6 +1,6 @@
 /**
- * The input bar: text, the model (when the server serves several), α (softmax 1 / entmax 1.5 /
- * sparsemax 2 / a free value in [1, 2]), the causal toggle (locked on for a decoder) and Analyze. API errors (`{"detail", "field"}`) are shown next to the control
+ * The input bar: text, the model (when the server serves several), α (the model's own, per head /
+ * one α for every head: softmax 1 / entmax 1.5 / sparsemax 2 / a free value in [1, 2]), the causal toggle (locked on for a decoder) and Analyze. API errors (`{"detail", "field"}`) are shown next to the control
  * named by `field` (text, alpha, causal), other ones under the bar.
  */
 
@@ -12,6 +12,8 @@ import { field } from "./view-state.js";
 const ALPHA = field("alpha");
 
 const PRESETS = ["1", "1.5", "2"];
+/** α "own": each head at the model's own α (what it was trained with); the others override it. */
+export const OWN = "own";
 /** Quiet time after an α / causal change before it is analysed (ms). */
 const REANALYSE_MS = 250;
 
@@ -67,16 +69,17 @@ export function initInputBar(onAnalyze, models = []) {
   const radios = [...form.querySelectorAll("input[name=alpha]")];
   const slots = [...form.querySelectorAll("[data-error-for]")];
 
-  /** The α the controls show. */
+  /** The α the controls show: "own" (the model's own, per head) or one α for every head. */
   function alpha() {
     const picked = radios.find((r) => r.checked);
+    if (picked?.value === OWN) return OWN;
     return picked && picked.value !== "free" ? Number(picked.value) : Number(free.value);
   }
 
   function show(s) {
     if (document.activeElement !== text) text.value = s.text;
     if (document.activeElement !== free) { // typing "1.25" passes through 1: keep "other"
-      const preset = PRESETS.find((v) => Number(v) === s.alpha);
+      const preset = s.alpha === OWN ? OWN : PRESETS.find((v) => Number(v) === s.alpha);
       for (const r of radios) r.checked = preset ? r.value === preset : r.value === "free";
       if (!preset) free.value = String(s.alpha);
       free.disabled = !!preset;
@@ -106,7 +109,7 @@ export function initInputBar(onAnalyze, models = []) {
     clearTimeout(timer);
     timer = setTimeout(() => {
       const a = alpha();
-      if (!text.value.trim() || !Number.isFinite(a)) return;
+      if (!text.value.trim() || (a !== OWN && !Number.isFinite(a))) return;
       const s = store.get();
       if (s.analysis && a === s.alpha && causal.checked === s.causal && text.value === s.text) return;
       form.requestSubmit();

@@ -123,7 +123,7 @@ function initStatus(maxTokens) {
       status.textContent = [
         a.model,
         `${a.n} tokens`,
-        `α = ${a.alpha}`,
+        a.alpha === "own" ? "α: the model's own" : `α = ${a.alpha}`,
         a.decoder ? "causal (a decoder)" : a.causal ? "causal" : "bidirectional",
         ...(a.truncated ? [`tokens ${a.window_start ?? 0}–${a.window_end ?? a.n} of ${a.total_tokens ?? "?"}`] : []),
         a.artefact
@@ -171,6 +171,10 @@ function main() {
   const { state: query, errors, notices } = decodeQuery(location.search);
   reportClamps(query, errors, notices);
   const { id, params, ...view } = saved ? { ...saved.view, ...query } : { params: {}, ...query };
+  // a model trained with entmax opens at its own α (per head) unless the address says otherwise
+  const models = config.models ?? [];
+  const opened = models.find((m) => m.id === view.model) ?? models[0];
+  if (view.alpha === undefined && opened?.own_alpha) view.alpha = "own";
   store.set({ ...view, base: saved?.base ?? null });
   const keep = { params, lockedRow: view.lockedRow, cluster: view.cluster, zoom: view.zoom ?? "" };
   const pre = document.getElementById("preload") ? readIsland("preload") : null;

@@ -13,7 +13,7 @@ export const VIEW_SCHEMA = Object.freeze({
     {"key": "text", "kind": "str", "default": "", "query": "text", "share": "text", "write": "text", "doc": "the analysed text (a long one: the analysis id, then a permanent link)"},
     {"key": "id", "kind": "str", "default": null, "query": "id", "share": null, "write": "never", "nullable": true, "state": false, "doc": "a cached analysis to reopen (a text too long for the address)"},
     {"key": "model", "kind": "str", "default": null, "query": "model", "share": "model", "write": "set", "maxLen": 300, "nullable": true, "doc": "the served model's id (null: the server's default)"},
-    {"key": "alpha", "kind": "float", "default": 1.5, "query": "alpha", "share": "alpha", "write": "always", "lo": 1, "hi": 2, "doc": "entmax α: 1 softmax, 1.5 entmax, 2 sparsemax"},
+    {"key": "alpha", "kind": "float", "default": 1.5, "query": "alpha", "share": "alpha", "write": "always", "values": ["own"], "lo": 1, "hi": 2, "doc": "entmax α: 1 softmax, 1.5 entmax, 2 sparsemax; own: the model's own α (one per head for a learned-α model)"},
     {"key": "causal", "kind": "bool", "default": false, "query": "causal", "share": "causal", "write": "changed", "doc": "decoder-style mask (j ≤ i)"},
     {"key": "truncate", "kind": "bool", "default": false, "query": null, "share": "truncate", "write": "never", "doc": "analyse a window of a text over the model's positions"},
     {"key": "start", "kind": "int", "default": 0, "query": "start", "share": "start", "write": "truncate", "lo": 0, "hi": 10000000, "doc": "the window's first token (a text over the model's positions); sets truncate"},

@@ -66,7 +66,9 @@ export function allowed(f, source) {
   const empty = source === "query" ? " or empty" : " or null";
   if (f.kind === "bool") return source === "query" ? "1 or 0" : "true or false";
   if (f.kind === "int") return `a whole number in [${f.lo}, ${f.hi}]${f.nullable ? empty : ""}`;
-  if (f.kind === "float") return `a number in [${f.lo}, ${f.hi}]`;
+  if (f.kind === "float") {
+    return `a number in [${f.lo}, ${f.hi}]${(f.values ?? []).map((v) => ` or ${v}`).join("")}`;
+  }
   if (f.kind === "enum") return `one of ${f.values.join(", ")}`;
   if (f.kind === "params") {
     return `at most ${VIEW_SCHEMA.maxParams} values, each named ${VIEW_SCHEMA.paramHint}`;
@@ -125,6 +127,7 @@ export function queryValue(f, raw) {
   if (f.kind === "float" && DECIMAL.test(raw) && Number(raw) >= f.lo && Number(raw) <= f.hi) {
     return Number(raw);
   }
+  if (f.kind === "float" && f.values?.includes(raw)) return raw; // a word beside the numbers
   if (f.kind === "enum" && f.values.includes(raw)) return raw;
   if (f.kind === "str" && fits(f, raw)) return raw;
   throw clampOf(f, raw) ?? reject(f.query ?? f.key, f, raw, "query");
@@ -145,6 +148,7 @@ export function shareValue(f, value, where = f.share ?? f.key) {
     if (Number.isInteger(value) && value >= f.lo && value <= f.hi) return value;
   } else if (f.kind === "float") {
     if (isNumber(value) && value >= f.lo && value <= f.hi) return value;
+    if (typeof value === "string" && f.values?.includes(value)) return value;
   } else if (f.kind === "enum") {
     const text = isNumber(value) ? String(value) : value;
     if (typeof text === "string" && f.values.includes(text)) return text;

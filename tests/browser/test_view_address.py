@@ -26,7 +26,7 @@ def test_bad_address_values_are_left_out_and_said(page, server_url):
     note = page.locator('[data-error-for="_"]')
     note.wait_for(state="visible")
     text = note.inner_text()
-    assert 'alpha must be a number in [1, 2], got "three"' in text
+    assert 'alpha must be a number in [1, 2] or own, got "three"' in text
     assert 'scope must be one of head, mean, got "all"' in text
     # the address is rewritten from what is on screen: the bad values are gone
     page.wait_for_function("() => new URLSearchParams(location.search).get('alpha') === '1.5'")

@@ -52,7 +52,7 @@ test("the old page's addresses read as before", () => {
 test("bad values are left out, each with a message naming its key", () => {
   const { state, errors } = decodeQuery("?alpha=two&scope=all&layer=7&hide=yes&p.1x=3");
   assert.deepEqual(state, { layer: 7, params: {} });
-  assert.equal(errors.alpha, 'alpha must be a number in [1, 2], got "two"');
+  assert.equal(errors.alpha, 'alpha must be a number in [1, 2] or own, got "two"');
   assert.equal(errors.scope, 'scope must be one of head, mean, got "all"');
   assert.equal(errors.hide, 'hide must be 1 or 0, got "yes"');
   assert.match(errors["p.1x"], /is not a slider/);
