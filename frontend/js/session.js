@@ -40,6 +40,9 @@ function told(id, layer, head) {
 
 /** Prepared heads kept at most: about 8 M cells in all (e.g. all 72 heads at n = 128). */
 const CACHE_CELLS = 8_000_000;
+/** While the whole model is shown (model-view.js) the sweep revisits every head on each new
+ * setting: up to this many cells are kept then (every head of a 6 × 12 model at n = 512). */
+const MODEL_CACHE_CELLS = 20_000_000;
 const heads = new Map(); // "id/layer/head" -> Promise<HeadData>
 let analyzing = null; // the analyze request in flight
 
@@ -83,7 +86,8 @@ export function loadHead(layer, head) {
     .then(told(a.id, layer, head));
   p.catch(() => heads.delete(key));
   heads.set(key, p);
-  const limit = Math.max(2, Math.floor(CACHE_CELLS / (a.n * a.n)));
+  const cells = store.get().view === "model" ? MODEL_CACHE_CELLS : CACHE_CELLS;
+  const limit = Math.max(2, Math.floor(cells / (a.n * a.n)));
   while (heads.size > limit) heads.delete(heads.keys().next().value);
   return p;
 }
