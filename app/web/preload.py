@@ -55,8 +55,9 @@ def preload(
             AnalysisRequest(text, alpha, causal, truncate, model=model, start=start)
         )
         body = entry.body
-        layer = layer if layer is not None and 0 <= layer < body["layers"] else 0
-        head = head if head is not None and 0 <= head < body["heads"] else 0
+        # the nearest layer and head the model has, as the page clamps them (session.js adopt)
+        layer = min(max(layer, 0), body["layers"] - 1) if layer is not None else 0
+        head = min(max(head, 0), body["heads"] - 1) if head is not None else 0
         head_json = service.head(body["id"], layer, head)
         if len(head_json) + len(entry.body_json) > MAX_PRELOAD_BYTES:
             return None
