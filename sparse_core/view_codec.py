@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -27,10 +27,12 @@ from . import view_schema as vs
 
 @dataclass(frozen=True)
 class Decoded:
-    """A page address read: the store fields it names, and a message per value left out."""
+    """A page address read: the store fields it names, a message per value left out, and a
+    notice per number clamped to its field's range."""
 
     state: dict[str, Any]
     errors: dict[str, str]
+    notices: dict[str, str] = field(default_factory=dict)
 
 
 def _pairs(query: str | Mapping[str, str] | Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -49,12 +51,13 @@ def decode_query(query: str | Mapping[str, str] | Iterable[tuple[str, str]]) -> 
     the store fields its keys name (the first value of a repeated key), ``params`` only with
     a ``method`` read or a ``p.`` key (so that it can override a saved view), ``start`` with
     ``truncate: true``. Values a field does not allow are left out, each with a message keyed by
-    its address key."""
+    its address key; numbers out of their field's range are clamped to it, each with a notice."""
     first: dict[str, str] = {}
     for k, v in _pairs(query):
         first.setdefault(k, v)
     state: dict[str, Any] = {}
     errors: dict[str, str] = {}
+    notices: dict[str, str] = {}
     for f in vs.VIEW_FIELDS:
         if f.query is None:
             continue
@@ -67,12 +70,15 @@ def decode_query(query: str | Mapping[str, str] | Iterable[tuple[str, str]]) -> 
             continue
         try:
             state[f.key] = vs.check_query_value(f, first[f.query])
+        except vs.Clamped as exc:
+            state[f.key] = exc.value
+            notices[f.query] = str(exc)
         except vs.Rejected as exc:
             errors[f.query] = str(exc)
             continue
         if f.write == "truncate":
             state["truncate"] = True
-    return Decoded(state, errors)
+    return Decoded(state, errors, notices)
 
 
 def _decode_params(first: dict[str, str], keys: list[str], errors: dict[str, str]) -> dict:

@@ -169,6 +169,10 @@ VIEW_FIELDS: tuple[ViewField, ...] = (
     ViewField("resultsY", "enum", "recall", "ry", "view.resultsY", write="changed",
               values=("recall", "task"),
               doc="the corpus-results plot's y: recall or the task loss (pareto --task)"),
+    ViewField("view", "enum", "head", "view", "view.view", write="changed",
+              values=("head", "model"),
+              doc="one head (the heatmap) or the whole model: every head at once "
+                  "(frontend/js/model-view.js)"),
 )
 # fmt: on
 
@@ -232,6 +236,41 @@ class Rejected(ValueError):
     """A value a field does not allow; ``str(exc)`` says what is allowed and what came."""
 
 
+class Clamped(ValueError):
+    """An address number outside its field's range; ``value`` is the nearest allowed one and
+    ``str(exc)`` the notice ``<key>=<raw> is above the maximum <hi>: using <hi>``."""
+
+    def __init__(self, message: str, value: int | float) -> None:
+        super().__init__(message)
+        self.value = value
+
+
+_SIGNED = re.compile(r"^-?[0-9]+$")
+
+
+def _clamp_of(f: ViewField, raw: str) -> Clamped | None:
+    """The clamp of an address number out of ``f``'s range (frontend/js/view-state.js
+    ``clampOf``), or None (not a number of its kind, or in range)."""
+    if f.kind == "int" and _SIGNED.fullmatch(raw):
+        v: int | float = int(raw)
+    elif f.kind == "float" and _DECIMAL.fullmatch(raw):
+        v = float(raw)
+    else:
+        return None
+    where = f.query or f.key
+    lo, hi = _js_number(f.lo), _js_number(f.hi)
+    if v > f.hi:  # type: ignore[operator]
+        return Clamped(f"{where}={raw} is above the maximum {hi}: using {hi}", f.hi)  # type: ignore[arg-type]
+    if v < f.lo:  # type: ignore[operator]
+        return Clamped(f"{where}={raw} is below the minimum {lo}: using {lo}", f.lo)  # type: ignore[arg-type]
+    return None
+
+
+def _js_number(v: Any) -> str:
+    """``String(v)`` of JavaScript for a bound (2.0 is "2")."""
+    return _js_string(v) if isinstance(v, float) else str(v)
+
+
 def check_query_value(f: ViewField, raw: str) -> Any:
     """The value of the address string ``raw`` for field ``f`` (the page's reading,
     frontend/js/view-state.js ``queryValue``); :class:`Rejected` when it does not fit."""
@@ -253,7 +292,7 @@ def check_query_value(f: ViewField, raw: str) -> Any:
     elif f.kind == "str":
         ok = raw if _string_fits(f, raw) else _MISSING
     if ok is _MISSING:
-        raise Rejected(_error(f.query or f.key, f, raw, "query"))
+        raise _clamp_of(f, raw) or Rejected(_error(f.query or f.key, f, raw, "query"))
     return ok
 
 

@@ -51,7 +51,7 @@ def run_py(cases: list[dict]) -> list[Any]:
     for c in cases:
         if c["op"] == "decode":
             d = decode_query(c["query"])
-            out.append({"state": d.state, "errors": d.errors})
+            out.append({"state": d.state, "errors": d.errors, "notices": d.notices})
         elif c["op"] == "toShare":
             out.append(to_share(c["state"]))
         elif c["op"] == "fromShare":
@@ -74,7 +74,7 @@ STATES = [
                method="sf-kmeans", params={"clusters": 4, "top_k": 1, "globals": True},
                lockedRow=5, cluster=2, scope="mean", gridColour="recall", hideSpecial=True,
                block="16", paretoX="block", compare="method", cmpLayer=1, cmpHead=2,
-               cmpMethod="strided", cmpAlpha=1.25, cmpModel="tiny-dec"),
+               cmpMethod="strided", cmpAlpha=1.25, cmpModel="tiny-dec", view="model"),
     view_state(text="x" * 1501, alpha="own", layer=0, head=1, method="bigbird",
                params={"window": 3, "random_keys": 0, "globals": False}, lockedRow=0,
                cluster=0, block="64"),
@@ -91,9 +91,9 @@ QUERIES = [
     "&cluster=3&scope=mean&grid=recall&block=32&px=block",
     "id=abc123&alpha=own",  # the model's own α
     "text=a&text=b&alpha=1.5&alpha=3&p.window=2&p.window=9",  # the first of a repeated key
-    # bad values: each is left out, with a message
+    # bad values: each is left out, with a message; numbers out of range are clamped
     "alpha=3&causal=yes&layer=-1&head=1024&row=x&cluster=1.5&scope=foo&grid=blue&hide=true"
-    "&block=48&px=tokens&start=99999999&method=Bad%20Name",
+    "&block=48&px=tokens&start=99999999&method=Bad%20Name&view=grid",
     "alpha=&alpha=1&layer=&model=" + "m" * 301,
     "alpha=0x1&layer=%C2%B2&head=1e2&start=+3",
     "alpha=Own",
@@ -170,11 +170,19 @@ def test_bad_values_are_left_out_alike_with_a_message(tmp_path):
     js, py = run_js(cases, tmp_path), run_py(cases)
     assert js == py
     bad = py[0]
-    assert bad["state"] == {}  # every value refused: the saved view or the defaults stay
-    keys = ["alpha", "causal", "layer", "head", "row", "cluster", "scope", "grid", "hide",
-            "block", "px", "start", "method"]  # fmt: skip
+    # numbers out of their range: clamped to the nearest end, each with a notice (issue 27)
+    assert bad["state"] == {"alpha": 2.0, "layer": 0, "head": 1023, "start": 10_000_000,
+                            "truncate": True}  # fmt: skip
+    assert bad["notices"] == {
+        "alpha": "alpha=3 is above the maximum 2: using 2",
+        "layer": "layer=-1 is below the minimum 0: using 0",
+        "head": "head=1024 is above the maximum 1023: using 1023",
+        "start": "start=99999999 is above the maximum 10000000: using 10000000",
+    }
+    # every other value refused: the saved view or the defaults stay
+    keys = ["causal", "row", "cluster", "scope", "grid", "hide", "block", "px", "method", "view"]
     assert set(bad["errors"]) == set(keys)
-    assert bad["errors"]["alpha"] == 'alpha must be a number in [1, 2] or own, got "3"'
+    assert bad["errors"]["view"] == 'view must be one of head, model, got "grid"'
     assert bad["errors"]["hide"] == 'hide must be 1 or 0, got "true"'
     assert bad["errors"]["block"] == 'block must be one of 16, 32, 64, 128, got "48"'
     assert bad["errors"]["row"] == 'row must be a whole number in [0, 100000] or empty, got "x"'
@@ -242,7 +250,7 @@ def test_every_field_round_trips_through_the_address(tmp_path):
     assert queries[0] == "id=0123abcd&alpha=1.5&layer=0&head=0&method=window"
     assert queries[1] == ("alpha=1.5&causal=0&layer=0&head=0&method=window&row=&cluster="
                           "&scope=head&grid=gold&hide=0&block=128&px=sparsity&zoom="
-                          "&cmp=off&cl=0&ch=0&cm=&ca=2&cmo=&ry=recall")  # fmt: skip
+                          "&cmp=off&cl=0&ch=0&cm=&ca=2&cmo=&ry=recall&view=head")  # fmt: skip
 
 
 @needs_node
@@ -255,7 +263,7 @@ def test_shares_are_written_and_read_alike(tmp_path):
     assert shared["view"] == {"scope": "mean", "grid": "recall", "hideSpecial": True,
                               "block": "16", "paretoX": "block", "compare": "method",
                               "cmpLayer": 1, "cmpHead": 2, "cmpMethod": "strided",
-                              "cmpAlpha": 1.25, "cmpModel": "tiny-dec"}  # fmt: skip
+                              "cmpAlpha": 1.25, "cmpModel": "tiny-dec", "view": "model"}  # fmt: skip
     assert shared["token"] == 5 and shared["start"] == 7 and shared["lecture_step"] is None
     assert py[0]["view"] == {} and "start" not in py[0]
     # a share reads back to the state it was written from

@@ -55,8 +55,9 @@ def preload(
             AnalysisRequest(text, alpha, causal, truncate, model=model, start=start)
         )
         body = entry.body
-        layer = layer if layer is not None and 0 <= layer < body["layers"] else 0
-        head = head if head is not None and 0 <= head < body["heads"] else 0
+        # the nearest layer and head the model has, as the page clamps them (session.js adopt)
+        layer = min(max(layer, 0), body["layers"] - 1) if layer is not None else 0
+        head = min(max(head, 0), body["heads"] - 1) if head is not None else 0
         head_json = service.head(body["id"], layer, head)
         if len(head_json) + len(entry.body_json) > MAX_PRELOAD_BYTES:
             return None
@@ -87,11 +88,13 @@ def state_with_query(state: dict[str, Any], query: Any) -> dict[str, Any]:
     """A saved view with the overrides of a page's query string (``/s/{id}?layer=4&head=1``):
     the address bar of a share or gallery page is the truth, read as the page reads it
     (:func:`sparse_core.view_codec.decode_query`, frontend/js/view-state.js): values it does not
-    allow are left out, as the page leaves them out. A text in the query is not applied (the page
-    analyses it itself and uses no island)."""
+    allow are left out, numbers out of range clamped, as the page does. A text in the query is
+    not applied (the page analyses it itself and uses no island)."""
     decoded = decode_query(query)
     if decoded.errors:
         log.info("query values left out: %s", "; ".join(decoded.errors.values()))
+    if decoded.notices:
+        log.info("query values clamped: %s", "; ".join(decoded.notices.values()))
     fields = {k: v for k, v in decoded.state.items() if k not in ("text", "id")}
     patch = share_patch(fields)
     out = {**state, **patch}

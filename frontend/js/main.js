@@ -18,6 +18,7 @@ import { initHeatmap } from "./heatmap.js";
 import { BIG_HEAD } from "./heatmap-layout.js";
 import { initInputBar } from "./inputbar.js";
 import { initLive } from "./live.js";
+import { initModelView } from "./model-view.js";
 import { initWindowPicker } from "./window.js";
 import { initPareto } from "./pareto.js";
 import { initPos } from "./pos.js";
@@ -29,6 +30,7 @@ import { initSweep } from "./sweep.js";
 import { initTokenSearch } from "./token-search.js";
 import { initTokenStrip } from "./tokens.js";
 import { decodeQuery, fromShare } from "./view-state.js";
+import { analysisNotices } from "./address-notices.js";
 
 /**
  * The saved view the page was opened on (`<script type="application/json" id="shared-state">`:
@@ -51,12 +53,27 @@ function savedView() {
   };
 }
 
-/** Values of the address the view does not allow, said under the input bar. */
-function reportAddress(errors) {
-  const msgs = Object.values(errors);
-  if (!msgs.length) return;
-  const _ = `Left out of this address: ${msgs.join("; ")}.`;
+/** Values of the address the view does not allow (left out) or clamped to their range
+ * (changed), said under the input bar. */
+function reportAddress(errors, notices = {}) {
+  const left = Object.values(errors);
+  const changed = Object.values(notices);
+  if (!left.length && !changed.length) return;
+  const _ = [
+    ...(changed.length ? [`Changed in this address: ${changed.join("; ")}.`] : []),
+    ...(left.length ? [`Left out of this address: ${left.join("; ")}.`] : []),
+  ].join(" ");
   store.set({ errors: { ...store.get().errors, _ } });
+}
+
+/** Once the first analysis is adopted: the address's values it clamped (layer, head, row,
+ * sliders: address-notices.js), said with the codec's own. */
+function reportClamps(query, errors, notices) {
+  const stop = store.subscribe((s, changed) => {
+    if (!changed.has("analysis") || !s.analysis) return;
+    stop();
+    reportAddress(errors, { ...notices, ...analysisNotices(query, s) });
+  });
 }
 
 /** Toggle buttons (`data-toggle="key" data-value="v"`) that write one store key. */
@@ -147,13 +164,15 @@ function main() {
   initBudgets(byId("budgets"), byId("budgets-controls"));
   initFlow(byId("flow"), /** @type {HTMLSelectElement} */ (byId("flow-layer")));
   initResults(byId("results"), /** @type {HTMLInputElement} */ (byId("results-file")), byId("results-scope"));
+  initModelView(byId("model-view"), byId("model-readout"), byId("model-panel"));
   initLive();
   initSweep();
   initSession();
 
   // the address bar is the truth: its query overrides the saved view (a share, an example)
   const saved = savedView();
-  const { state: query, errors } = decodeQuery(location.search);
+  const { state: query, errors, notices } = decodeQuery(location.search);
+  reportClamps(query, errors, notices);
   const { id, params, ...view } = saved ? { ...saved.view, ...query } : { params: {}, ...query };
   // a model trained with entmax opens at its own α (per head) unless the address says otherwise
   const models = config.models ?? [];
@@ -162,10 +181,10 @@ function main() {
   store.set({ ...view, base: saved?.base ?? null });
   const keep = { params, lockedRow: view.lockedRow, cluster: view.cluster, zoom: view.zoom ?? "" };
   const pre = document.getElementById("preload") ? readIsland("preload") : null;
-  if (pre && !query.text && adoptPreloaded(pre, store.get(), keep)) return reportAddress(errors);
+  if (pre && !query.text && adoptPreloaded(pre, store.get(), keep)) return; // reportClamps said it
   if (view.text) analyze(keep);
   else if (id) reopen(id, keep);
-  reportAddress(errors);
+  reportAddress(errors, notices);
 }
 
 main();

@@ -110,8 +110,9 @@ export function cleanParam(spec, raw) {
 }
 
 /**
- * `cleanParam`, or the spec's default when the value is missing or refused: how the page reads
- * a URL value, a Pareto point's value or a control's value.
+ * `cleanParam`, or the nearest end of the range for a number outside it (an int must still be
+ * integral), or the spec's default when the value is missing or refused: how the page reads a
+ * URL value, a Pareto point's value or a control's value (address-notices.js words the change).
  * @param {object} spec ParamSpec
  * @param {unknown} raw
  */
@@ -120,8 +121,14 @@ export function coerceParam(spec, raw) {
   try {
     return cleanParam(spec, raw);
   } catch (err) {
-    if (err instanceof ParamError) return spec.default;
-    throw err;
+    if (!(err instanceof ParamError)) throw err;
+    const v = typeof raw === "string" ? pyFloat(raw) : typeof raw === "number" ? raw : null;
+    const numeric = (spec.kind === "int" || spec.kind === "float") && v !== null && Number.isFinite(v);
+    if (numeric && (spec.kind === "float" || Number.isInteger(v))) {
+      if (spec.max != null && v > spec.max) return spec.max;
+      if (spec.min != null && v < spec.min) return spec.min;
+    }
+    return spec.default;
   }
 }
 

@@ -40,6 +40,9 @@ function told(id, layer, head) {
 
 /** Prepared heads kept at most: about 8 M cells in all (e.g. all 72 heads at n = 128). */
 const CACHE_CELLS = 8_000_000;
+/** While the whole model is shown (model-view.js) the sweep revisits every head on each new
+ * setting: up to this many cells are kept then (every head of a 6 × 12 model at n = 512). */
+const MODEL_CACHE_CELLS = 20_000_000;
 const heads = new Map(); // "id/layer/head" -> Promise<HeadData>
 let analyzing = null; // the analyze request in flight
 
@@ -83,7 +86,8 @@ export function loadHead(layer, head) {
     .then(told(a.id, layer, head));
   p.catch(() => heads.delete(key));
   heads.set(key, p);
-  const limit = Math.max(2, Math.floor(CACHE_CELLS / (a.n * a.n)));
+  const cells = store.get().view === "model" ? MODEL_CACHE_CELLS : CACHE_CELLS;
+  const limit = Math.max(2, Math.floor(cells / (a.n * a.n)));
   while (heads.size > limit) heads.delete(heads.keys().next().value);
   return p;
 }
@@ -174,7 +178,7 @@ function adopt(a, keep, seed = null) {
   const back = held && s0.method === held.shown.method && s0.layer === held.shown.layer &&
     s0.head === held.shown.head ? held.want : {};
   const want = { ...s0, ...(fresh ? UNSELECTED : {}), ...back, ...keep };
-  const clamp = (v, n) => (Number.isInteger(v) && v >= 0 && v < n ? v : 0);
+  const clamp = (v, n) => (Number.isInteger(v) ? Math.min(Math.max(v, 0), n - 1) : 0); // nearest
   const methods = availableMethods(a);
   const spec = methods.find((m) => m.name === want.method) ?? methods[0] ?? null;
   const sameMethod = spec !== null && spec.name === want.method;
@@ -200,7 +204,7 @@ function adopt(a, keep, seed = null) {
     head: clamp(want.head, a.heads),
     method: spec ? spec.name : want.method,
     params: spec ? resolveParams(spec, sameMethod ? want.params : {}) : {},
-    lockedRow: Number.isInteger(want.lockedRow) && want.lockedRow < a.n ? want.lockedRow : null,
+    lockedRow: Number.isInteger(want.lockedRow) ? Math.min(want.lockedRow, a.n - 1) : null,
     cluster: Number.isInteger(want.cluster) ? want.cluster : null,
     zoom: typeof want.zoom === "string" ? want.zoom : "",
   });
@@ -234,7 +238,7 @@ export function adoptPreloaded(pre, view, keep) {
   const a = pre?.analysis;
   if (!a || a.alpha !== view.alpha || a.causal !== view.causal) return false;
   if (view.model && a.model !== view.model) return false;
-  const clamp = (v, n) => (Number.isInteger(v) && v >= 0 && v < n ? v : 0);
+  const clamp = (v, n) => (Number.isInteger(v) ? Math.min(Math.max(v, 0), n - 1) : 0); // nearest
   const layer = clamp(view.layer, a.layers);
   const head = clamp(view.head, a.heads);
   if (layer !== pre.layer || head !== pre.head) return false;

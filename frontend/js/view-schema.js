@@ -36,5 +36,6 @@ export const VIEW_SCHEMA = Object.freeze({
     {"key": "cmpAlpha", "kind": "float", "default": 2.0, "query": "ca", "share": "view.cmpAlpha", "write": "changed", "lo": 1, "hi": 2, "doc": "pane B's entmax α (compare=alpha)"},
     {"key": "cmpModel", "kind": "str", "default": "", "query": "cmo", "share": "view.cmpModel", "write": "changed", "maxLen": 300, "hint": "a served model's id or empty", "doc": "pane B's model (compare=model)"},
     {"key": "resultsY", "kind": "enum", "default": "recall", "query": "ry", "share": "view.resultsY", "write": "changed", "values": ["recall", "task"], "doc": "the corpus-results plot's y: recall or the task loss (pareto --task)"},
+    {"key": "view", "kind": "enum", "default": "head", "query": "view", "share": "view.view", "write": "changed", "values": ["head", "model"], "doc": "one head (the heatmap) or the whole model: every head at once (frontend/js/model-view.js)"},
   ],
 });

@@ -9,7 +9,9 @@
  * `default`, `query` (its address key), `share` (its ShareState key; `view.<name>` for a flag),
  * `write` (when the address holds it), bounds (`lo`/`hi`, `values`, `maxLen`, `pattern`), and
  * `nullable`. A value a field does not allow is left out and reported as
- * `<key> must be <what is allowed>, got <the value as JSON>`.
+ * `<key> must be <what is allowed>, got <the value as JSON>`; in an address, a number outside its
+ * field's range is clamped to the nearest end instead, with a notice
+ * `<key>=<value> is above the maximum <hi>: using <hi>` (or below the minimum).
  */
 
 import { VIEW_SCHEMA } from "./view-schema.js";
@@ -79,6 +81,28 @@ export function allowed(f, source) {
 /** A value a field does not allow; the message says what is allowed and what came. */
 export class Rejected extends Error {}
 
+/** An address number outside its field's range: `value` is the nearest allowed one. */
+export class Clamped extends Error {
+  /** @param {string} message @param {number} value */
+  constructor(message, value) {
+    super(message);
+    this.value = value;
+  }
+}
+
+const SIGNED = /^-?[0-9]+$/;
+
+/** The clamp of an address number out of `f`'s range, or null (not a number of its kind). */
+function clampOf(f, raw) {
+  const whole = f.kind === "int" && SIGNED.test(raw);
+  if (!whole && !(f.kind === "float" && DECIMAL.test(raw))) return null;
+  const v = Number(raw);
+  const where = f.query ?? f.key;
+  if (v > f.hi) return new Clamped(`${where}=${raw} is above the maximum ${f.hi}: using ${f.hi}`, f.hi);
+  if (v < f.lo) return new Clamped(`${where}=${raw} is below the minimum ${f.lo}: using ${f.lo}`, f.lo);
+  return null;
+}
+
 function reject(where, f, value, source) {
   return new Rejected(`${where} must be ${allowed(f, source)}, got ${shown(value)}`);
 }
@@ -106,7 +130,7 @@ export function queryValue(f, raw) {
   if (f.kind === "float" && f.values?.includes(raw)) return raw; // a word beside the numbers
   if (f.kind === "enum" && f.values.includes(raw)) return raw;
   if (f.kind === "str" && fits(f, raw)) return raw;
-  throw reject(f.query ?? f.key, f, raw, "query");
+  throw clampOf(f, raw) ?? reject(f.query ?? f.key, f, raw, "query");
 }
 
 const isNumber = (v) => typeof v === "number" && Number.isFinite(v);
@@ -185,15 +209,18 @@ export function encodeQuery(s, { withText = true } = {}) {
  * Read a query string: the store fields its keys name (the first value of a repeated key),
  * `params` (raw strings: controls.js coerces them against the method's ParamSpecs) only with
  * a `method` read or a `p.` key, so that it can override a saved view; `start` with `truncate: true`.
- * Values a field does not allow are left out, each with a message keyed by its address key.
+ * Values a field does not allow are left out, each with a message keyed by its address key
+ * (`errors`); numbers out of their field's range are clamped to it, each with a notice
+ * (`notices`, keyed likewise).
  * @param {string} search e.g. `location.search`
- * @returns {{state: object, errors: Object<string, string>}}
+ * @returns {{state: object, errors: Object<string, string>, notices: Object<string, string>}}
  */
 export function decodeQuery(search) {
   const first = new Map();
   for (const [k, v] of new URLSearchParams(search)) if (!first.has(k)) first.set(k, v);
   const state = {};
   const errors = {};
+  const notices = {};
   for (const f of VIEW_FIELDS) {
     if (!f.query) continue;
     if (f.kind === "params") {
@@ -206,13 +233,17 @@ export function decodeQuery(search) {
     try {
       state[f.key] = queryValue(f, first.get(f.query));
     } catch (err) {
-      if (!(err instanceof Rejected)) throw err;
-      errors[f.query] = err.message;
-      continue;
+      if (err instanceof Clamped) {
+        state[f.key] = err.value;
+        notices[f.query] = err.message;
+      } else if (err instanceof Rejected) {
+        errors[f.query] = err.message;
+        continue;
+      } else throw err;
     }
     if (f.write === "truncate") state.truncate = true;
   }
-  return { state, errors };
+  return { state, errors, notices };
 }
 
 function decodeParams(first, keys, errors) {

@@ -93,5 +93,8 @@ def test_the_query_overrides_the_saved_view_for_the_island(client):
     assert (pre["analysis"]["alpha"], pre["analysis"]["causal"]) == (2, True)
     assert (pre["layer"], pre["head"]) == (0, 3)
     # values the page leaves out are left out here too: the saved view stays
-    pre = islands(client.get(f"/s/{sid}?alpha=3&layer=x&head=2").text)["preload"]
+    pre = islands(client.get(f"/s/{sid}?alpha=x&layer=x&head=2").text)["preload"]
     assert (pre["analysis"]["alpha"], pre["layer"], pre["head"]) == (1.5, 1, 2)
+    # a number out of its range is clamped, as the page clamps it (issue 27 item 6)
+    pre = islands(client.get(f"/s/{sid}?alpha=3&head=2").text)["preload"]
+    assert (pre["analysis"]["alpha"], pre["layer"], pre["head"]) == (2, 1, 2)

@@ -45,6 +45,20 @@ def test_axe_on_the_explorer_after_an_analysis(page, server_url):
     assert (v := serious_violations(page)) == [], "\n".join(v)
 
 
+def test_axe_on_the_whole_model(page, server_url):
+    """The model view (issue 27 item 2) open and painted, a head focused by keyboard."""
+    analyse(page, server_url)
+    page.click('button[data-toggle="view"][data-value="model"]')
+    page.wait_for_function(
+        """() => { const t = document.querySelectorAll('#model-view .mv-tile');
+                   return t.length > 0 && [...t].every((x) => x.dataset.paint === 'mask'); }""",
+        timeout=60_000,
+    )
+    page.locator('#model-view .mv-tile[tabindex="0"]').focus()
+    page.keyboard.press("ArrowRight")
+    assert (v := serious_violations(page)) == [], "\n".join(v)
+
+
 def test_axe_on_the_first_visit(page, server_url):
     page.goto(server_url + "/")
     wait_ready(page)
@@ -95,6 +109,8 @@ def test_axe_on_error_pages(page, server_url, path):
 
 def test_the_head_grid_is_one_tab_stop_with_arrow_keys(page, server_url):
     analyse(page, server_url)
+    page.locator('#grid .tile[data-layer="0"][data-head="0"]').click()  # room to move right, down
+    wait_ready(page)
     stops = page.locator('#grid .tile[tabindex="0"]')
     assert stops.count() == 1
     assert page.locator(".tile").count() > 1

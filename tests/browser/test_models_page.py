@@ -159,7 +159,7 @@ def test_switching_models_and_back_keeps_the_users_view(page, tmp_path_factory):
         wait_status(page, "dec2")
         wait_ready(page)
         assert page.is_checked("#causal")
-        assert page.inner_text("#head-title").startswith("Layer 0")  # dec2 has 2 layers
+        assert page.inner_text("#head-title").startswith("Layer 1")  # dec2 has 2: the nearest
         page.locator("#model").select_option("enc3")
         wait_status(page, "enc3")
         wait_ready(page)

@@ -37,6 +37,7 @@ test("a state written to the address reads back (a saved view's page: every flag
     gridColour: "recall", hideSpecial: true, block: "32", paretoX: "block", zoom: "",
     compare: "off", cmpLayer: 0, cmpHead: 0, cmpMethod: "", cmpAlpha: 2, cmpModel: "",
     resultsY: "recall",
+    view: "head",
   });
   assert.equal(decodeState(encodeState(s)).text, "A cat & a dog.");
 });
@@ -51,9 +52,9 @@ test("the old page's addresses read as before", () => {
 });
 
 test("bad values are left out, each with a message naming its key", () => {
-  const { state, errors } = decodeQuery("?alpha=2.5&scope=all&layer=7&hide=yes&p.1x=3");
+  const { state, errors } = decodeQuery("?alpha=two&scope=all&layer=7&hide=yes&p.1x=3");
   assert.deepEqual(state, { layer: 7, params: {} });
-  assert.equal(errors.alpha, 'alpha must be a number in [1, 2] or own, got "2.5"');
+  assert.equal(errors.alpha, 'alpha must be a number in [1, 2] or own, got "two"');
   assert.equal(errors.scope, 'scope must be one of head, mean, got "all"');
   assert.equal(errors.hide, 'hide must be 1 or 0, got "yes"');
   assert.match(errors["p.1x"], /is not a slider/);
@@ -69,7 +70,7 @@ test("shares: the flags that differ from their defaults, read back with bad ones
   assert.ok(!("gridColour" in state));
   assert.deepEqual(Object.keys(errors), ["view.grid"]);
   assert.deepEqual([...FLAGS.keys()], ["scope", "grid", "hideSpecial", "block", "paretoX", "zoom",
-    "compare", "cmpLayer", "cmpHead", "cmpMethod", "cmpAlpha", "cmpModel", "resultsY"]);
+    "compare", "cmpLayer", "cmpHead", "cmpMethod", "cmpAlpha", "cmpModel", "resultsY", "view"]);
   assert.equal(VIEW_SCHEMA.fields.length, VIEW_FIELDS.length);
 });
 
@@ -106,4 +107,34 @@ test("side by side is in the address and shares (issue 27 item 1)", () => {
   const { errors } = decodeQuery("?cmp=both&ca=0.5");
   assert.equal(errors.cmp, 'cmp must be one of off, head, method, alpha, model, got "both"');
   assert.equal(errors.ca, 'ca must be a number in [1, 2], got "0.5"');
+});
+
+test("numbers out of their range are clamped to it, with a notice (issue 27 item 6)", () => {
+  const { state, errors, notices } = decodeQuery(
+    "?alpha=7&layer=2000&head=-3&start=99999999&row=100001&cluster=-1&hide=yes");
+  assert.deepEqual(state, {
+    alpha: 2, layer: 1023, head: 0, start: 10000000, truncate: true, lockedRow: 100000, cluster: 0,
+  });
+  assert.equal(notices.alpha, "alpha=7 is above the maximum 2: using 2");
+  assert.equal(notices.head, "head=-3 is below the minimum 0: using 0");
+  assert.equal(notices.layer, "layer=2000 is above the maximum 1023: using 1023");
+  assert.deepEqual(Object.keys(errors), ["hide"]); // garbage is still left out, with its message
+  const low = decodeQuery("?alpha=0.5&alpha=9");
+  assert.equal(low.state.alpha, 1);
+  assert.equal(low.notices.alpha, "alpha=0.5 is below the minimum 1: using 1");
+  // not numbers of their kind: left out as before
+  const bad = decodeQuery("?layer=1.5&alpha=1e9&head=0x3");
+  assert.deepEqual(bad.state, {});
+  assert.deepEqual(Object.keys(bad.errors).sort(), ["alpha", "head", "layer"]);
+  assert.deepEqual(bad.notices, {});
+});
+
+test("the whole model is a view field: in the address and in shares", () => {
+  const s = { ...viewDefaults(), text: "t", analysis: { id: "x" }, view: "model" };
+  assert.match(encodeState(s), /(^|&)view=model(&|$)/);
+  assert.equal(decodeState(encodeState(s)).view, "model");
+  assert.ok(!encodeState({ ...s, view: "head" }).includes("view=")); // the default: not written
+  assert.equal(toShare(s).view.view, "model");
+  assert.equal(fromShare(toShare(s)).state.view, "model");
+  assert.match(decodeQuery("?view=grid").errors.view, /^view must be one of head, model/);
 });
