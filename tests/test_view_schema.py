@@ -194,12 +194,14 @@ def test_bad_values_are_left_out_alike_with_a_message(tmp_path):
     assert py[3]["errors"] == {"alpha": 'alpha must be a number in [1, 2] or own, got "Own"'}
     assert set(py[4]["errors"]) == {"p.bad name", "p.ok", "p.__proto__"}
     assert py[4]["state"] == {"params": {}}
-    # side by side: every value refused, each with what is allowed
-    assert py[5]["state"] == {}
-    assert set(py[5]["errors"]) == {"cmp", "cl", "ch", "cm", "ca", "cmo"}
+    # side by side: numbers out of range clamped with a notice, every other value refused with
+    # what is allowed
+    assert py[5]["state"] == {"cmpLayer": 0, "cmpHead": 1023, "cmpAlpha": 2.0}
+    assert set(py[5]["errors"]) == {"cmp", "cm", "cmo"}
     want = 'cmp must be one of off, head, method, alpha, model, got "beside"'
     assert py[5]["errors"]["cmp"] == want
-    assert py[5]["errors"]["ca"] == 'ca must be a number in [1, 2], got "2.5"'
+    assert py[5]["notices"]["ca"] == "ca=2.5 is above the maximum 2: using 2"
+    assert set(py[5]["notices"]) == {"cl", "ch", "ca"}
     assert py[6]["errors"] == {}
     assert py[6]["state"] == {"compare": "alpha", "cmpLayer": 3, "cmpHead": 11,
                               "cmpMethod": "bigbird", "cmpAlpha": 1.25,
@@ -263,7 +265,8 @@ def test_shares_are_written_and_read_alike(tmp_path):
     assert shared["view"] == {"scope": "mean", "grid": "recall", "hideSpecial": True,
                               "block": "16", "paretoX": "block", "compare": "method",
                               "cmpLayer": 1, "cmpHead": 2, "cmpMethod": "strided",
-                              "cmpAlpha": 1.25, "cmpModel": "tiny-dec", "view": "model"}  # fmt: skip
+                              "cmpAlpha": 1.25, "cmpModel": "tiny-dec",
+                              "view": "model"}  # fmt: skip
     assert shared["token"] == 5 and shared["start"] == 7 and shared["lecture_step"] is None
     assert py[0]["view"] == {} and "start" not in py[0]
     # a share reads back to the state it was written from

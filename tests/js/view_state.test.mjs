@@ -104,9 +104,9 @@ test("side by side is in the address and shares (issue 27 item 1)", () => {
   assert.deepEqual(toShare(s).view, { compare: "head", cmpLayer: 3, cmpHead: 1 });
   const back = fromShare(toShare({ ...s, compare: "alpha", cmpAlpha: 1.25 }));
   assert.deepEqual([back.state.compare, back.state.cmpAlpha], ["alpha", 1.25]);
-  const { errors } = decodeQuery("?cmp=both&ca=0.5");
+  const { errors, notices } = decodeQuery("?cmp=both&ca=0.5");
   assert.equal(errors.cmp, 'cmp must be one of off, head, method, alpha, model, got "both"');
-  assert.equal(errors.ca, 'ca must be a number in [1, 2], got "0.5"');
+  assert.equal(notices.ca, "ca=0.5 is below the minimum 1: using 1"); // clamped (issue 27 item 6)
 });
 
 test("numbers out of their range are clamped to it, with a notice (issue 27 item 6)", () => {
