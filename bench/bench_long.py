@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -45,6 +46,11 @@ def vm_hwm(pid: int | str = "self") -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 2**20
     return float("nan")
+
+
+def log_tail(path: Path, chars: int = 2000) -> str:
+    """The end of the server's log."""
+    return path.read_text(errors="replace")[-chars:] if path.exists() else ""
 
 
 def load() -> str:
@@ -86,7 +92,11 @@ def serve(n: int, alpha: float) -> None:
         exe = Path(sys.executable).with_name("sparsescope")
         cmd = [str(exe), "serve", "--model", str(model_dir), "--max-tokens", str(n),
                "--port", str(port), "--data-dir", str(Path(tmp) / "data")]  # fmt: skip
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # the server's log to a file: a pipe nobody reads fills up (64 KiB of progress bars and
+        # log lines) and then blocks the server mid-analysis
+        log_path = Path(tmp) / "serve.log"
+        log_file = log_path.open("wb")
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log_file)
         try:
             base = f"http://127.0.0.1:{port}"
             for _ in range(600):
@@ -95,7 +105,7 @@ def serve(n: int, alpha: float) -> None:
                     break
                 except OSError:
                     if proc.poll() is not None:
-                        raise SystemExit(proc.stderr.read().decode()[-2000:]) from None
+                        raise SystemExit(log_tail(log_path)) from None
                     time.sleep(0.5)
             idle = vm_hwm(proc.pid)
             body = json.dumps({"text": prose(n), "alpha": alpha, "truncate": True}).encode()
@@ -103,8 +113,14 @@ def serve(n: int, alpha: float) -> None:
                 base + "/api/analyze", body, {"Content-Type": "application/json"}
             )
             t = time.perf_counter()
-            with urllib.request.urlopen(req, timeout=3600) as r:
-                got = json.loads(r.read())
+            try:
+                with urllib.request.urlopen(req, timeout=3600) as r:
+                    got = json.loads(r.read())
+            except urllib.error.HTTPError as err:  # the server's own words, and its log's end
+                raise SystemExit(
+                    f"POST /api/analyze failed after {time.perf_counter() - t:.0f} s: HTTP "
+                    f"{err.code} {err.read().decode(errors='replace')[:500]}\n{log_tail(log_path)}"
+                ) from None
             dt = time.perf_counter() - t
             print(
                 f"POST /api/analyze n={got['n']} alpha={alpha}: {dt:.1f} s, server peak RSS "
@@ -114,6 +130,7 @@ def serve(n: int, alpha: float) -> None:
         finally:
             proc.terminate()
             proc.wait(30)
+            log_file.close()
 
 
 def main() -> None:

@@ -9,7 +9,10 @@ The model is a tiny random entmax BERT (sparse_core.testing.tiny_model) with ``-
 (until a real model with tiled positions exists), with a random Sparsefinder artefact; the text is
 WikiText-2 cut to exactly n tokens. "first paint" is the time from the end of the
 ``POST /api/analyze`` response (Resource Timing) to the frame that shows the first head
-(the page's ``heatmap-head-paint`` mark, heatmap.js), the head payload fetched in between.
+(the page's ``heatmap-head-paint`` mark, heatmap.js), the head payload fetched in between (at
+n > 1,024 its graph part, ``?part=graph``); "whole head" the repaint once the head's methods'
+part (``?part=methods``) is in and the method's mask drawn. The same script runs on a checkout
+without parts (one head payload: then only "first paint").
 Slider updates are the page's own "slider-update" measures (live.js) over ``--steps`` positions of
 the window slider; pan / zoom repaints the "lod-paint" measures of wheel zooms and drags.
 """
@@ -30,16 +33,24 @@ from api_latency import texts_of_n_tokens  # noqa: E402
 from bench_page import SLIDE_JS, pct  # noqa: E402
 from conftest import CHROMIUM_ARGS, chromium_path, free_port, random_artefact  # noqa: E402
 
-FIRST_PAINT_JS = """() => {
+FIRST_PAINT_JS = r"""() => {
   const res = performance.getEntriesByType('resource');
   const done = res.filter((e) => e.name.endsWith('/api/analyze')).at(-1).responseEnd;
-  const paint = performance.getEntriesByName('heatmap-head-paint')
-    .find((m) => m.startTime >= done);
-  const head = res.filter((e) => e.name.includes('/heads/')).at(-1);
-  return { afterAnalyze: paint ? paint.startTime - done : null,
-           headBytes: head ? head.encodedBodySize : null,
-           headDecoded: head ? head.decodedBodySize : null,
-           headFetch: head ? head.responseEnd - head.startTime : null };
+  const paints = performance.getEntriesByName('heatmap-head-paint')
+    .filter((m) => m.startTime >= done);
+  // ours only: the landing example's background prefetch of its heads may run meanwhile
+  const after = res.filter((e) => e.startTime >= done);
+  const heads = after.filter((e) => e.name.includes('/heads/') && !e.name.includes('/tiles/'));
+  const graph = heads.find((e) => !e.name.includes('part=methods')) ?? null;
+  const methods = heads.find((e) => e.name.includes('part=methods')) ?? null;
+  const size = (e) => (e ? { bytes: e.encodedBodySize, decoded: e.decodedBodySize,
+                              fetch: e.responseEnd - e.startTime } : null);
+  return { afterAnalyze: paints.length ? paints[0].startTime - done : null,
+           whole: paints.length ? paints.at(-1).startTime - done : null,
+           paints: paints.length, graph: size(graph), methods: size(methods),
+           requests: after.filter((e) => e.name.includes('/api/')).map((e) => [
+             e.name.replace(/^.*\/api\//, '').replace(/analyses\/[0-9a-f]+/, '{id}'),
+             e.startTime - done, e.responseEnd - done, e.decodedBodySize]) };
 }"""
 
 ZOOM_JS = """async (count) => {
@@ -102,7 +113,7 @@ def main() -> int:
         page = browser.new_page(viewport={"width": 1440, "height": 900})
         page.on("pageerror", lambda e: print(f"page error: {e}", file=sys.stderr))
         page.on("console", lambda m: m.type == "error" and print(m.text, file=sys.stderr))
-        page.goto(base + "/")
+        page.goto(base + "/", timeout=args.timeout * 1000)
         page.wait_for_function(  # the landing example painted: then only ours counts
             "() => performance.getEntriesByName('heatmap-head-paint').length > 0",
             timeout=args.timeout * 1000,
@@ -119,16 +130,34 @@ def main() -> int:
             "() => performance.getEntriesByName('heatmap-head-paint').length > 0",
             timeout=args.timeout * 1000,
         )
-        page.wait_for_timeout(500)
         wall = time.perf_counter() - t0
-        fp = page.evaluate(FIRST_PAINT_JS)
-        print(f"n = {args.n}, model {model.model_id} ({args.shape}), load {os.getloadavg()[0]:.2f}")
-        print(f"analyze click -> painted: {wall:.1f} s (server analysis included)")
-        print(
-            f"first paint after the analysis returned: {fp['afterAnalyze']:.0f} ms "
-            f"(head payload {fp['headBytes'] / 1e6:.2f} MB on the wire, "
-            f"{fp['headDecoded'] / 1e6:.2f} MB JSON, fetched in {fp['headFetch']:.0f} ms)"
+        # the head's methods' part (a long text's second request) and the repaint with the mask
+        page.wait_for_function(
+            """() => !performance.getEntriesByType('resource').some((e) =>
+                 e.name.includes('part=graph')) ||
+                 performance.getEntriesByName('heatmap-head-paint').length >= 2""",
+            timeout=args.timeout * 1000,
         )
+        page.wait_for_timeout(500)
+        fp = page.evaluate(FIRST_PAINT_JS)
+        load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        print(f"n = {args.n}, model {model.model_id} ({args.shape}), load average {load}")
+        print(f"analyze click -> painted: {wall:.1f} s (server analysis included)")
+        g = fp["graph"]
+        print(
+            f"first paint after the analysis returned: {fp['afterAnalyze']:.0f} ms (head "
+            f"{'graph part' if fp['methods'] else 'payload'} {g['bytes'] / 1e6:.2f} MB on the "
+            f"wire, {g['decoded'] / 1e6:.2f} MB JSON, fetched in {g['fetch']:.0f} ms)"
+        )
+        if fp["methods"]:
+            m = fp["methods"]
+            print(
+                f"whole head (methods' part in, mask drawn) after the analysis returned: "
+                f"{fp['whole']:.0f} ms (methods' part {m['bytes'] / 1e6:.2f} MB on the wire, "
+                f"{m['decoded'] / 1e6:.2f} MB JSON, fetched in {m['fetch']:.0f} ms)"
+            )
+        for name, t0_, t1_, size in fp["requests"]:  # what the server was asked, and when
+            print(f"    {name[:60]:<60} {t0_:8.0f} -> {t1_:8.0f} ms  {size / 1e6:6.2f} MB")
         shots = args.screenshots
         if shots:  # overview (the default method's overlay), the search, a jump into the tiles
             shots.mkdir(parents=True, exist_ok=True)

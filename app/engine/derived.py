@@ -28,7 +28,14 @@ from .cache import Entry, LruCache
 from .errors import NotInAnalysis
 from .lod import head_probs, lod_info, tile_body
 from .memory import release_free_memory
-from .payloads import MAX_RAW_TOKENS, dumps, head_body, raw_body
+from .payloads import (
+    MAX_RAW_TOKENS,
+    dumps,
+    head_body,
+    head_graph_body,
+    head_methods_body,
+    raw_body,
+)
 from .request import alpha_words
 
 if TYPE_CHECKING:
@@ -44,14 +51,18 @@ class Derived:
         self.cache = cache
         self.stats = stats
 
-    def head(self, entry: Entry, layer: int, head: int) -> bytes:
-        """The head payload as JSON bytes (serialised once, then served from the entry)."""
-        return self.cache.derive(
-            entry,
-            ("head", layer, head),
+    def head(self, entry: Entry, layer: int, head: int, part: str = "all") -> bytes:
+        """The head payload as JSON bytes (serialised once, then served from the entry): all of
+        it, or its ``graph`` (packed CSR) or its ``methods`` part (payloads.HEAD_PARTS)."""
+
+        def make() -> bytes:
+            if part == "methods":
+                return dumps(head_methods_body(entry, layer, head))
+            body = head_graph_body if part == "graph" else head_body
             # with its tile pyramid (app/engine/lod.py)
-            lambda: dumps({**head_body(entry, layer, head), "lod": lod_info(entry.out.n)}),
-        )
+            return dumps({**body(entry, layer, head), "lod": lod_info(entry.out.n)})
+
+        return self.cache.derive(entry, ("head", layer, head, part), make)
 
     def tile(self, entry: Entry, layer: int, head: int, level: int, ti: int, tj: int) -> bytes:
         """Tile (ti, tj) of ``level`` of one head's max-pooled pyramid (app/engine/lod.py) as

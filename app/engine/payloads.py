@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from sparse_core.methods import METHODS, PredictContext, head_data
+from sparse_core.methods.selection import b64_floats, b64_ints
 from sparse_core.pareto import summary_tables
 
 from .thumbs import head_thumbs
@@ -254,6 +255,49 @@ def head_body(entry, layer: int, head: int) -> dict:
         **head_data(entry.ctx.view(layer, head), 0, 0),
         "pos": entry.pos,
     }
+
+
+#: The parts of a head payload (``?part=``): everything (the default), the graph alone (packed
+#: CSR, what the heatmap needs; the page's first request at large n), or every method's data.
+HEAD_PARTS = ("all", "graph", "methods")
+
+
+@torch.inference_mode()
+def head_graph_body(entry, layer: int, head: int) -> dict:
+    """``…/heads/{layer}/{head}?part=graph``: the head's graph as packed CSR (``csr``): per query
+    its count of edges (``counts``, n), then every edge's key (``cols``) and exact float32 P
+    (``p``), row-major, each a base64 little-endian array (``selection.b64_ints`` /
+    ``b64_floats``); plus ``pos``, ``gold_sparsity`` and ``seed``. At n = 4,096 that is
+    8 bytes an edge instead of ~30 of JSON, and no method's data (``?part=methods``)."""
+    out = entry.out
+    if out.n > 0xFFFF:  # counts and columns are sent as u16
+        raise ValueError(f"packed head payloads hold n <= 65535 tokens, got {out.n}")
+    p = out.attn.head(layer, head)  # (n, n): this head only
+    ij = p.nonzero()  # (E, 2), row-major
+    vals = p[ij[:, 0], ij[:, 1]].numpy().astype(np.float32)
+    counts = np.bincount(ij[:, 0].numpy(), minlength=out.n)  # (n,)
+    return {
+        "layer": layer,
+        "head": head,
+        "n": out.n,
+        "gold_sparsity": entry.body["summary"][layer * out.heads + head]["gold_sparsity"],
+        "edges": [],
+        "csr": {
+            "counts": b64_ints(counts),
+            "cols": b64_ints(ij[:, 1].numpy()),
+            "p": b64_floats(vals),
+        },
+        "seed": int(entry.ctx.seeds()[layer, head]),
+        "pos": entry.pos,
+    }
+
+
+@torch.inference_mode()
+def head_methods_body(entry, layer: int, head: int) -> dict:
+    """``…/heads/{layer}/{head}?part=methods``: what ``head_body`` adds to the graph (every
+    method's ``head_payload``), fetched by the page after it drew the graph."""
+    data = head_data(entry.ctx.view(layer, head), 0, 0)  # the head alone (1/(L·H) the work)
+    return {"layer": layer, "head": head, "n": entry.out.n, **data}
 
 
 @torch.inference_mode()

@@ -33,7 +33,14 @@ from .errors import NotFound, NotInAnalysis
 from .lod import check_tile
 from .memory import Trimmer
 from .models import ModelRegistry
-from .payloads import analysis_body, analysis_json, methods_json, own_alpha_rows, summary_rows
+from .payloads import (
+    HEAD_PARTS,
+    analysis_body,
+    analysis_json,
+    methods_json,
+    own_alpha_rows,
+    summary_rows,
+)
 from .request import DEFAULT_ALPHA, AnalysisRequest, api_wording, check_alpha, looks_like_id
 from .results import CorpusResults
 from .settings import Settings
@@ -334,9 +341,13 @@ class AnalysisService:
             return self.get(analysis_id)
         return self._head_entry(analysis_id, layer, head)
 
-    def head(self, analysis_id: str, layer: int, head: int) -> bytes:
-        """One head's payload as JSON bytes (``Derived.head``)."""
-        return self.derived.head(self._head_entry(analysis_id, layer, head), layer, head)
+    def head(self, analysis_id: str, layer: int, head: int, part: str = "all") -> bytes:
+        """One head's payload as JSON bytes (``Derived.head``): ``part`` all, graph or methods."""
+        if part not in HEAD_PARTS:
+            raise SparsescopeError(
+                f"part must be one of {', '.join(HEAD_PARTS)}, got {part!r}", field="part"
+            )
+        return self.derived.head(self._head_entry(analysis_id, layer, head), layer, head, part)
 
     def tile(self, analysis_id: str, layer: int, head: int, level: int, ti: int, tj: int) -> bytes:
         """Tile (ti, tj) of ``level`` of one head's pyramid (app/engine/lod.py)."""

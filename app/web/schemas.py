@@ -304,6 +304,15 @@ class SpargeEstimates(BaseModel):
     u: Packed = Field(description="(T, T) pooled-score weights exp(z − max)")
 
 
+class HeadCsr(BaseModel):
+    """A head's edges as packed CSR (``?part=graph``), row-major: query i's edges are the
+    ``counts[i]`` entries after those of queries 0 … i − 1."""
+
+    counts: Packed = Field(description="edges of each query (n)")
+    cols: Packed = Field(description="key j of every edge")
+    p: Packed = Field(description="P_ij of every edge (f32, exact)")
+
+
 class HeadPayload(BaseModel):
     """``GET /api/analyses/{id}/heads/{layer}/{head}``: all the page needs to redraw one head."""
 
@@ -311,7 +320,10 @@ class HeadPayload(BaseModel):
     head: int
     n: int
     gold_sparsity: float
-    edges: list[tuple[int, int, float]] = Field(description="[i, j, p] for every p > 0")
+    edges: list[tuple[int, int, float]] = Field(
+        default_factory=list, description="[i, j, p] for every p > 0 (empty with part=graph)"
+    )
+    csr: HeadCsr | None = Field(None, description="part=graph: the edges, packed")
     proj: Projections | None = Field(None, description="null without a Sparsefinder artefact")
     centroids: dict[str, list[list[float]]] = Field(default_factory=dict)
     reformer: dict[str, list[list[int]]] = Field(default_factory=dict)

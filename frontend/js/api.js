@@ -127,9 +127,13 @@ export function getAnalysis(id) {
   return request(`/api/analyses/${enc(id)}`);
 }
 
-/** `GET /api/analyses/{id}/heads/{layer}/{head}`: edges, projections and precomputed draws. */
-export function getHead(id, layer, head) {
-  return request(`/api/analyses/${enc(id)}/heads/${layer}/${head}`);
+/**
+ * `GET /api/analyses/{id}/heads/{layer}/{head}`: edges, projections and precomputed draws; with
+ * `part` "graph" only the edges (packed CSR), pos and seed, with "methods" only the rest.
+ */
+export function getHead(id, layer, head, part = null) {
+  const qs = part === null ? "" : `?part=${enc(part)}`;
+  return request(`/api/analyses/${enc(id)}/heads/${layer}/${head}${qs}`);
 }
 
 /**

@@ -44,6 +44,7 @@ function flatten(rows, width) {
  * @returns {HeadData}
  */
 export function prepareHead(payload, causal) {
+  if (payload.csr) return { ...graphFromCsr(payload, causal), ...methodFields(payload) };
   const n = payload.n;
   const probs = new Float32Array(n * n);
   const gold = new Uint8Array(n * n);
@@ -72,9 +73,6 @@ export function prepareHead(payload, causal) {
       }
     }
   }
-  const proj = payload.proj;
-  const rank = proj && proj.queries.length ? proj.queries[0].length : 0;
-  const mapEntries = (obj, fn) => new Map(Object.entries(obj ?? {}).map(([k, v]) => [Number(k), fn(v)]));
   return {
     layer: payload.layer,
     head: payload.head,
@@ -86,6 +84,21 @@ export function prepareHead(payload, causal) {
     edgeI,
     edgeJ,
     goldSparsity: payload.gold_sparsity,
+    pos: payload.pos,
+    ...methodFields(payload),
+  };
+}
+
+/**
+ * The method-specific fields of a head (Sparsefinder projections, centroids, Reformer buckets,
+ * Routing members, the draws' seed) from a payload, or from its `?part=methods` alone
+ * (session.js merges them into a head drawn from its graph: `withMethods`).
+ */
+export function methodFields(payload) {
+  const proj = payload.proj;
+  const rank = proj && proj.queries.length ? proj.queries[0].length : 0;
+  const mapEntries = (obj, fn) => new Map(Object.entries(obj ?? {}).map(([k, v]) => [Number(k), fn(v)]));
+  return {
     rank,
     qp: rank ? flatten(proj.queries, rank) : null,
     kp: rank ? flatten(proj.keys, rank) : null,
@@ -96,10 +109,84 @@ export function prepareHead(payload, causal) {
       keys: m.keys.map((t) => Int32Array.from(t)),
     })),
     seed: payload.seed,
-    pos: payload.pos,
     payload,
     memo: new Map(),
   };
+}
+
+const ARRAYS = { u8: Uint8Array, u16: Uint16Array, f32: Float32Array };
+
+/** A packed array of the payload ({dtype, shape, data}: base64, little-endian) as a typed array. */
+function unpack(enc) {
+  const Type = ARRAYS[enc.dtype];
+  if (!Type) throw new Error(`unknown array type ${enc.dtype} in the head payload`);
+  const bin = atob(enc.data);
+  const bytes = new Uint8Array(bin.length);
+  for (let x = 0; x < bin.length; x++) bytes[x] = bin.charCodeAt(x);
+  return new Type(bytes.buffer);
+}
+
+/**
+ * The graph of a `?part=graph` payload (its edges as packed CSR: each query's count of edges,
+ * then every edge's key and exact float32 P, row-major; app/engine/payloads.py
+ * `head_graph_body`). `methodsPending` stays true until `withMethods` adds the methods' part.
+ * The payload's `edges` ([i, j, p] rows, as the full payload has them) are made on first read.
+ */
+function graphFromCsr(payload, causal) {
+  const n = payload.n;
+  const counts = unpack(payload.csr.counts);
+  const edgeJ = Int32Array.from(unpack(payload.csr.cols));
+  const p = unpack(payload.csr.p);
+  const goldCount = edgeJ.length;
+  const edgeI = new Int32Array(goldCount);
+  const probs = new Float32Array(n * n);
+  const gold = new Uint8Array(n * n);
+  for (let i = 0, e = 0; i < n; i++) {
+    for (let c = 0; c < counts[i]; c++, e++) {
+      const x = i * n + edgeJ[e];
+      edgeI[e] = i;
+      probs[x] = p[e];
+      gold[x] = 1;
+    }
+  }
+  delete payload.edges;
+  Object.defineProperty(payload, "edges", {
+    configurable: true,
+    get() {
+      const rows = Array.from(p, (v, e) => [edgeI[e], edgeJ[e], v]);
+      Object.defineProperty(this, "edges", { value: rows });
+      return rows;
+    },
+  });
+  return {
+    layer: payload.layer,
+    head: payload.head,
+    n,
+    causal,
+    probs,
+    gold,
+    goldCount,
+    edgeI,
+    edgeJ,
+    goldSparsity: payload.gold_sparsity,
+    pos: payload.pos,
+    methodsPending: true,
+  };
+}
+
+/**
+ * A head drawn from its graph with its methods' part (`?part=methods`) added: a new HeadData
+ * (fresh memo) sharing the graph's arrays.
+ * @param {HeadData} head
+ * @param {object} part the methods' payload
+ * @returns {HeadData}
+ */
+export function withMethods(head, part) {
+  const payload = Object.defineProperties(
+    { ...part },
+    Object.getOwnPropertyDescriptors(head.payload), // the graph's fields, its lazy edges
+  );
+  return { ...head, ...methodFields({ ...part, seed: head.seed }), payload, methodsPending: false };
 }
 
 /**

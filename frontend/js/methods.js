@@ -265,6 +265,23 @@ export const PREDICTORS = Object.freeze({
 });
 
 /**
+ * Methods whose mask needs the head's methods' part (projections, buckets, orders, estimates):
+ * a long text's head is drawn from its graph first (session.js), these wait for the rest.
+ */
+export const PAYLOAD_METHODS = new Set([
+  "reformer", "routing", "sf-distance", "sf-quantization", "sf-kmeans",
+  "topk", "moba", "quest", "xattention", "sparge",
+]);
+
+/** The mask cannot be computed yet: the head's methods' part is still on its way. */
+export class PendingError extends Error {
+  constructor() {
+    super("loading this head's data for the method…");
+    this.name = "PendingError";
+  }
+}
+
+/**
  * The finished predicted mask of `method` with `params` on one head.
  * @param {import("./head.js").HeadData} head
  * @param {string} method a name of sparse_core.methods.METHODS
@@ -274,6 +291,7 @@ export const PREDICTORS = Object.freeze({
 export function predict(head, method, params) {
   const f = Object.hasOwn(PREDICTORS, method) ? PREDICTORS[method] : null;
   if (!f) throw new Error(`unknown method ${JSON.stringify(method)}`);
+  if (head.methodsPending && PAYLOAD_METHODS.has(method)) throw new PendingError();
   const mask = f(head, params);
   return patterns.finish(mask, head.n, {
     window: Number(params.window ?? 0),

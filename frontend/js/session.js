@@ -12,7 +12,7 @@
 
 import * as api from "./api.js";
 import { availableMethods } from "./controls.js";
-import { prepareHead } from "./head.js";
+import { prepareHead, withMethods } from "./head.js";
 import { markHeadStart } from "./live.js";
 import { resolveParams } from "./params.js";
 import { LOD_MIN } from "./heatmap-lod.js";
@@ -44,6 +44,7 @@ const CACHE_CELLS = 8_000_000;
  * setting: up to this many cells are kept then (every head of a 6 × 12 model at n = 512). */
 const MODEL_CACHE_CELLS = 20_000_000;
 const heads = new Map(); // "id/layer/head" -> Promise<HeadData>
+const whole = new Map(); // a long text's "id/layer/head" -> Promise: its methods' part is in
 let analyzing = null; // the analyze request in flight
 
 /** Fields the input bar shows errors for; the others go under the bar. */
@@ -81,15 +82,42 @@ export function loadHead(layer, head) {
     heads.set(key, hit);
     return hit;
   }
-  const p = withAnalysis((an) => api.getHead(an.id, layer, head))
+  // a long text: the graph first (packed CSR, what the heatmap draws), every method's data after
+  const long = a.n > LOD_MIN;
+  const p = withAnalysis((an) => api.getHead(an.id, layer, head, long ? "graph" : null))
     .then((payload) => prepareHead(payload, a.causal))
     .then(told(a.id, layer, head));
   p.catch(() => heads.delete(key));
+  if (long) whole.set(key, p.then((graph) => addMethods(key, graph)).catch(() => null));
   heads.set(key, p);
   const cells = store.get().view === "model" ? MODEL_CACHE_CELLS : CACHE_CELLS;
   const limit = Math.max(2, Math.floor(cells / (a.n * a.n)));
   while (heads.size > limit) heads.delete(heads.keys().next().value);
   return p;
+}
+
+/**
+ * Fetch a long text's head's methods' part and publish the whole head (`withMethods`): in the
+ * cache, and as `headData` when the graph alone is shown (the mask is then computed).
+ */
+async function addMethods(key, graph) {
+  const a = store.get().analysis;
+  let part;
+  try {
+    part = await withAnalysis((an) => api.getHead(an.id, graph.layer, graph.head, "methods"));
+  } catch (err) {
+    if (store.get().headData === graph) store.set({ errors: errorFor(err) });
+    return;
+  }
+  const done = withMethods(graph, part);
+  if (heads.has(key)) heads.set(key, Promise.resolve(done));
+  if (store.get().analysis === a && store.get().headData === graph) store.set({ headData: done });
+}
+
+/** When the open head is whole (a long text's methods' part arrived, or failed). */
+function headWhole() {
+  const s = store.get();
+  return whole.get(`${s.analysis.id}/${s.layer}/${s.head}`) ?? Promise.resolve();
 }
 
 /**
@@ -183,6 +211,7 @@ function adopt(a, keep, seed = null) {
   const spec = methods.find((m) => m.name === want.method) ?? methods[0] ?? null;
   const sameMethod = spec !== null && spec.name === want.method;
   heads.clear();
+  whole.clear();
   if (seed) {
     heads.set(`${a.id}/${seed.layer}/${seed.head}`, Promise.resolve(seed.data));
     queueMicrotask(() => told(a.id, seed.layer, seed.head)(seed.data));
@@ -220,7 +249,9 @@ function adopt(a, keep, seed = null) {
     s.head === seed.head && s.paretoX !== "block"; // the preloaded data are over token sparsity
   if (seedFits) {
     store.set({ pareto: seed.pareto, paretoStatus: "ready", paretoKey: paretoKeyOf(s) });
-  } else if (a.n > LOD_MIN) opened.then(loadPareto); // a long text: the heatmap first, its sweep after
+  } else if (a.n > LOD_MIN) {
+    opened.then(headWhole).then(loadPareto); // a long text: the heatmap first, its sweep after
+  }
   else loadPareto();
   keepLink(a);
 }

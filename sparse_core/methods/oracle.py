@@ -26,7 +26,7 @@ import torch
 from ..bitsets import selection_counts, words
 from .base import ArenaMethod
 from .context import PredictContext
-from .selection import b64_ints, first_k_mask, stable_order, threshold_bits, threshold_counts
+from .selection import b64_ints, first_k_mask, stable_top, threshold_bits, threshold_counts
 from .spec import ParamSpec
 
 TOPK_KS = (2, 8, 32)
@@ -87,7 +87,7 @@ class TopKMethod(ArenaMethod):
         """``{"topk": {"k_max", "order"}}``: each row's keys by score, the first K_MAX(n)
         (``selection.b64_ints``, n × K_MAX row-major); top-k is the first k of a row."""
         km = k_max(ctx.n)
-        order = stable_order(topk_scores(ctx, layer, head))[:, :km]
+        order = stable_top(topk_scores(ctx, layer, head), km)  # (n, K_MAX)
         return {"topk": {"k_max": km, "order": b64_ints(order)}}
 
 

@@ -127,3 +127,27 @@ def test_token_search_jumps_to_the_word(long_page):
     pg.fill(".token-search-input", "<img src=x onerror=alert(1)>")
     assert pg.locator(".token-search-count").text_content() == "0 matches"
     assert pg.locator(".token-search img").count() == 0
+
+
+def test_long_head_comes_graph_first_then_methods(long_page):
+    """The long head is drawn from its packed graph (?part=graph), then its methods' part
+    (?part=methods) arrives and the mask is computed: no 'loading' note stays behind."""
+    pg = long_page
+    pg.wait_for_function(
+        """() => performance.getEntriesByType('resource').some((e) =>
+             e.name.includes('/heads/0/1?part=methods'))""",
+        timeout=240_000,
+    )
+    names = pg.evaluate(
+        """() => performance.getEntriesByType('resource').map((e) => e.name)
+             .filter((n) => n.includes('/heads/0/1') && !n.includes('/tiles/'))"""
+    )
+    own = [n for n in names if "part=" in n]  # the test's own fetches have no part
+    assert own[0].endswith("?part=graph") and own[1].endswith("?part=methods"), names
+    # the metrics panel's note of a method waiting for that part goes once the part is in
+    pg.wait_for_function(
+        """() => ![...document.querySelectorAll('p.field-error')]
+             .some((e) => !e.hidden && e.textContent.includes('loading'))""",
+        timeout=60_000,
+    )
+    assert pg.evaluate("() => document.querySelector('#heatmap').dataset.lod") == "pooled"

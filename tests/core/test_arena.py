@@ -522,3 +522,22 @@ def test_mass_recall_by_hand():
     assert got["mass_recall"][0, 0, 0] == pytest.approx(1.3 / 3, abs=1e-7)
     # window 3 adds |i − j| <= 1: every row's whole support
     assert got["mass_recall"][0, 1, 0] == pytest.approx(1.0, abs=1e-7)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_stable_top_is_the_stable_orders_prefix(seed):
+    """stable_top (partition, then sort the candidates) = stable_order's first k, with heavy
+    ties (few distinct values), ±inf and −0.0 among the values, k from 1 to the whole row."""
+    from sparse_core.methods.selection import stable_order, stable_top
+
+    rng = np.random.default_rng(seed)
+    v = rng.integers(0, 5, size=(40, 33)).astype(np.float32)  # many ties
+    v[rng.random(v.shape) < 0.2] = -np.inf  # masked keys
+    v[0] = -np.inf  # a row of nothing but -inf
+    v[1, ::3] = -0.0
+    v[2, 5] = np.inf
+    full = stable_order(v)
+    for k in (1, 2, 5, 17, 32, 33, 40):
+        assert np.array_equal(stable_top(v, k), full[:, :k]), k
+    w = rng.standard_normal((7, 300)).astype(np.float32)
+    assert np.array_equal(stable_top(torch.from_numpy(w), 128), stable_order(w)[:, :128])

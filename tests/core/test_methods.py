@@ -167,6 +167,10 @@ def test_grids_are_the_papers():
                   251]  # fmt: skip
     assert M.sweep_windows(128) == [0, 1, 3, 5, 7, 9, 11, 15, 19, 23, 27]
     assert M.sweep_windows(5) == [0, 1, 3, 5, 7, 9]
+    assert M.sweep_windows(2048) == ws
+    # a long text: every second width, the same span (issue 25: the one-head sweep's cost)
+    assert M.sweep_windows(4096) == [0, 3, 7, 11, 19, 27, 41, 75, 125, 175, 251]
+    assert len(M.METHODS["sf-kmeans"].grid(4096, art)) == 22 * 11
     sizes = {name: len(m.grid(n, art)) for name, m in M.METHODS.items()}
     assert sizes == {"window": 21, "fixed": 6 * 21, "strided": 3 * 21, "bigbird": 10 * 21,
                      "longformer": 10 * 21, "reformer": 8 * 21, "routing": 8 * 21,

@@ -72,9 +72,22 @@ def get_analysis(analysis_id: AnalysisId, service: ServiceDep) -> Response:
 @router.get(
     "/analyses/{analysis_id}/heads/{layer}/{head}", response_model=HeadPayload, responses=ERRORS
 )
-def get_head(analysis_id: AnalysisId, layer: Layer, head: Head, service: ServiceDep) -> Response:
-    """One head: its entmax edges and what the page needs to recompute every method's mask."""
-    return json_bytes(service.head(analysis_id, layer, head))
+def get_head(
+    analysis_id: AnalysisId,
+    layer: Layer,
+    head: Head,
+    service: ServiceDep,
+    part: Annotated[
+        Literal["all", "graph", "methods"],
+        Query(
+            description="all (default); graph: the edges as packed CSR (csr), pos and seed, what "
+            "the heatmap needs; methods: every method's data (proj, centroids, topk, ...) alone"
+        ),
+    ] = "all",
+) -> Response:
+    """One head: its entmax edges and what the page needs to recompute every method's mask
+    (a long text's page asks for the graph first, then the methods' part)."""
+    return json_bytes(service.head(analysis_id, layer, head, part))
 
 
 @router.get(
