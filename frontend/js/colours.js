@@ -67,9 +67,25 @@ export function recallColour(r) {
 
 /** Readable text colour (near-black or white) on a background given as `rgb(r, g, b)`. */
 export function textOn(rgb) {
-  const [r, g, b] = rgb.match(/\d+/g).map(Number);
-  return 0.299 * r + 0.587 * g + 0.114 * b > 150 ? "#111827" : "#ffffff";
+  const L = luminance(rgb.match(/\d+/g).map(Number));
+  // WCAG contrast ratios: white (L = 1), the page's ink #111827 (L ≈ 0.0116), black; mid tones
+  // (L ≈ 0.2) reach 4.5:1 only with pure black
+  const white = 1.05 / (L + 0.05);
+  const ink = (L + 0.05) / (INK_L + 0.05);
+  if (ink >= white) return ink >= 4.5 ? "#111827" : "#000000";
+  return white >= 4.5 || white >= (L + 0.05) / 0.05 ? "#ffffff" : "#000000";
 }
+
+/** WCAG 2 relative luminance of an sRGB colour [r, g, b] in 0–255. */
+function luminance(rgb) {
+  const [r, g, b] = rgb.map((v) => {
+    const c = v / 255;
+    return c <= 0.04045 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+  });
+  return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+}
+
+const INK_L = luminance([0x11, 0x18, 0x27]);
 
 /**
  * Pack a colour into the 32-bit word an `ImageData` Uint32 view expects (little-endian RGBA:

@@ -100,7 +100,7 @@ def test_every_example_is_precomputed_after_startup(warm_client):
         assert entry is not None, ex["slug"]
         layer = min(s["layer"], entry.out.layers - 1)
         head = min(s["head"], entry.out.heads - 1)
-        assert ("head", layer, head) in entry.derived
+        assert ("head", layer, head, "all") in entry.derived
         # the opened head's Pareto data (swept for that head alone, PredictContext.view)
         assert ("pareto", layer, head, "sparsity", None) in entry.derived
     # opening an example now runs no model

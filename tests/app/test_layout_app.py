@@ -36,6 +36,7 @@ ENGINE = [
     ["engine"],
 ]  # fmt: skip
 WEB = [
+    ["web.openapi"],
     ["web.view_state"],
     ["web.schemas", "web.connections", "web.calls"],
     ["web.errors"],

@@ -215,7 +215,7 @@ def test_creating_a_share_warms_the_analysis(client, service):
     assert client.app.state.limits.warmups.join()  # warmed at low priority, in the background
     key = service.key(AnalysisRequest(state["text"], state["alpha"], state["causal"], False))
     entry = service.cache.get(key)
-    assert entry is not None and ("head", STATE["layer"], STATE["head"]) in entry.derived
+    assert entry is not None and ("head", STATE["layer"], STATE["head"], "all") in entry.derived
     runs = service.stats.runs
     t0 = time.perf_counter()
     page = client.get(f"/s/{sid}")

@@ -68,12 +68,12 @@ def test_raw_route_gives_the_heads_vectors_and_scaled_scores(lecture_client, tin
 def test_raw_route_errors_name_the_field(lecture_client):
     a = lecture_client.post("/api/analyze", json={"text": LECTURE_TEXT}).json()
     r = lecture_client.get(f"/api/analyses/{a['id']}/raw/99/0")
-    assert r.status_code == 400 and r.json()["field"] == "layer"
+    assert r.status_code == 404 and r.json()["field"] == "layer"  # not in this analysis
     r = lecture_client.get("/api/analyses/0123456789abcdef0123/raw/0/0")
     assert r.status_code == 404 and r.json()["field"] == "id"
     long = lecture_client.post("/api/analyze", json={"text": "word " * (MAX_RAW_TOKENS + 5)}).json()
     r = lecture_client.get(f"/api/analyses/{long['id']}/raw/0/0")
-    assert r.status_code == 400 and str(MAX_RAW_TOKENS) in r.json()["detail"]
+    assert r.status_code == 404 and str(MAX_RAW_TOKENS) in r.json()["detail"]
 
 
 # ----------------------------------------------------------------------------- the page in Chromium

@@ -106,7 +106,7 @@ def test_overview_tile_holds_every_edge_of_the_head(long_page):
     )
     assert max(got["cells"]) <= 256
     assert got["lost"] == 0 and got["counted"] == got["edges"] > 0
-    assert (got["badStatus"], got["badField"]) == (400, "level")
+    assert (got["badStatus"], got["badField"]) == (404, "level")
 
 
 def test_token_search_jumps_to_the_word(long_page):
