@@ -73,20 +73,14 @@ export function prepareHead(payload, causal) {
       }
     }
   }
-  return {
-    layer: payload.layer,
-    head: payload.head,
-    n,
-    causal,
-    probs,
-    gold,
-    goldCount,
-    edgeI,
-    edgeJ,
-    goldSparsity: payload.gold_sparsity,
-    pos: payload.pos,
-    ...methodFields(payload),
-  };
+  return { ...graphFields(payload, { n, causal, probs, gold, goldCount, edgeI, edgeJ }),
+    ...methodFields(payload) };
+}
+
+/** The fields of a HeadData that come from its graph (a whole payload or `?part=graph`). */
+function graphFields(payload, arrays) {
+  return { layer: payload.layer, head: payload.head, ...arrays,
+    goldSparsity: payload.gold_sparsity, pos: payload.pos };
 }
 
 /**
@@ -158,20 +152,8 @@ function graphFromCsr(payload, causal) {
       return rows;
     },
   });
-  return {
-    layer: payload.layer,
-    head: payload.head,
-    n,
-    causal,
-    probs,
-    gold,
-    goldCount,
-    edgeI,
-    edgeJ,
-    goldSparsity: payload.gold_sparsity,
-    pos: payload.pos,
-    methodsPending: true,
-  };
+  return { ...graphFields(payload, { n, causal, probs, gold, goldCount, edgeI, edgeJ }),
+    methodsPending: true };
 }
 
 /**
