@@ -6,6 +6,9 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import Depends, Path, Query, Request
+from fastapi.routing import APIRoute
+
+from sparse_core.errors import SparsescopeError
 
 from ..engine.service import AnalysisService
 from ..engine.store import ShareStore
@@ -23,6 +26,47 @@ async def get_service(request: Request) -> AnalysisService:
 async def get_store(request: Request) -> ShareStore:
     """The share store, opened by the app's lifespan (app/web/main.py)."""
     return request.app.state.share_store
+
+
+#: Endpoints that read a free query string (a method's parameters): unknown keys are theirs.
+FREE_QUERY: set[str] = set()
+_KNOWN: dict[int, frozenset[str]] = {}
+
+
+def free_query(endpoint: Any) -> Any:
+    """Mark a route's function as reading its own query keys (:func:`known_query` lets them by)."""
+    FREE_QUERY.add(endpoint.__qualname__)
+    return endpoint
+
+
+def _query_names(dependant: Any) -> set[str]:
+    """The query keys a route (its dependant and every sub-dependency) takes."""
+    names = {p.alias for p in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return names
+
+
+async def known_query(request: Request) -> None:
+    """Every JSON API route (``/api/...``) refuses a query key it does not take, with a 400
+    naming it and the ones allowed (``?prat=graph`` is a typo, never silently ignored; the
+    OpenAPI schema says so: schemathesis' negative checks hold the API to it). Pages read
+    their view from free query strings and are not checked."""
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute) or not route.path.startswith("/api/"):
+        return
+    if route.endpoint.__qualname__ in FREE_QUERY:
+        return
+    known = _KNOWN.get(id(route))
+    if known is None:
+        known = _KNOWN[id(route)] = frozenset(_query_names(route.dependant))
+    unknown = sorted(k for k in request.query_params if k not in known)
+    if unknown:
+        allowed = ", ".join(sorted(known)) or "none"
+        raise SparsescopeError(
+            f"unknown query parameter {unknown[0]!r}; {route.path} takes: {allowed}",
+            field=unknown[0],
+        )
 
 
 ServiceDep = Annotated[AnalysisService, Depends(get_service)]

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 from starlette.staticfiles import StaticFiles
@@ -25,6 +25,7 @@ from ..engine.service import AnalysisService
 from ..engine.settings import Settings, get_settings
 from ..engine.store import ShareStore
 from .compress import Compress
+from .deps import known_query
 from .errors import documented, install_error_handlers
 from .gallery import Warmer, load_gallery
 from .middleware import BodySizeLimit, CatchBugs, HeadAsGet, HostAllowlist, SecurityHeaders
@@ -106,7 +107,10 @@ def create_app(settings: Settings | None = None, service: AnalysisService | None
     for router in ROUTERS:
         # every route's 422 is our {detail, field} body (app/web/errors.py), not FastAPI's default
         # HTTPValidationError list: the OpenAPI schema describes what is really sent
-        app.include_router(router, responses=documented(422))
+        # and every /api/ route refuses a query key it does not take (deps.known_query)
+        app.include_router(
+            router, responses=documented(422), dependencies=[Depends(known_query)]
+        )
     # versioned asset URLs (render.asset_urls): the hash changes with any file, so a year, immutable
     version = asset_version()
     app.mount(

@@ -319,7 +319,9 @@ class HeadPayload(BaseModel):
     layer: int
     head: int
     n: int
-    gold_sparsity: float
+    gold_sparsity: float | None = Field(
+        None, description="the head's gold sparsity (absent with part=methods)"
+    )
     edges: list[tuple[int, int, float]] = Field(
         default_factory=list, description="[i, j, p] for every p > 0 (empty with part=graph)"
     )
@@ -341,7 +343,9 @@ class HeadPayload(BaseModel):
         default_factory=dict, description="B -> stride S -> (T, T) block estimates"
     )
     sparge: dict[str, SpargeEstimates] = Field(default_factory=dict, description="B -> estimates")
-    pos: list[str | None]
+    pos: list[str | None] | None = Field(
+        None, description="each token's part of speech (absent with part=methods)"
+    )
     lod: Lod | None = Field(None, description="the head's tile pyramid (see /tiles)")
 
 

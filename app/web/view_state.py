@@ -100,12 +100,33 @@ def _flag_type(f: ViewField) -> Any:
     return Annotated[json_type, PlainValidator(check, json_schema_input_type=json_type)]
 
 
+def flag_keywords(f: ViewField) -> dict[str, Any]:
+    """The JSON Schema keywords of one flag's bounds (its range, length, pattern), so that the
+    OpenAPI schema states what :func:`check_share_value` enforces (issue 26, finding 10: a
+    schema-valid share is never refused)."""
+    out: dict[str, Any] = {}
+    if f.kind in ("int", "float") and not f.values:
+        if f.lo is not None:
+            out["minimum"] = f.lo
+        if f.hi is not None:
+            out["maximum"] = f.hi
+    if f.kind == "str":
+        if f.max_len is not None:
+            out["maxLength"] = f.max_len
+        if f.pattern is not None:
+            out["pattern"] = f.pattern
+    return out
+
+
 def view_flags_model(base: type[ViewBase]) -> type[ViewBase]:
     """The ``ShareState.view`` model: ``base`` (its config types the other keys: a subclass of
     :class:`ViewBase` with ``extra="allow"`` and ``__pydantic_extra__: dict[Key, Scalar]``)
     with one field per flag of :data:`~sparse_core.view_schema.FLAGS`."""
     fields: dict[str, Any] = {
-        name: (_flag_type(f), Field(f.default, description=f.doc))
+        name: (
+            _flag_type(f),
+            Field(f.default, description=f.doc, json_schema_extra=flag_keywords(f) or None),
+        )
         for name, f in view_schema.FLAGS.items()
     }
     return create_model(  # type: ignore[call-overload,no-any-return]

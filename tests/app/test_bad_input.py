@@ -160,6 +160,11 @@ TABLE: list[Bad] = [
         ("layer must be a valid integer",)),
     Bad("heads: unknown id", "get", f"/api/analyses/{UNKNOWN_ID}/heads/0/0", 404, "id",
         ("no analysis with id",)),
+    # a query key a route does not take is a typo, never silently ignored (app/web/deps.py)
+    Bad("heads: unknown query key", "get", AN + "/heads/0/0?prat=graph", 400, "prat",
+        ("unknown query parameter 'prat'", "takes: part")),
+    Bad("models: unknown query key", "get", "/api/models?x=1", 400, "x",
+        ("unknown query parameter 'x'", "takes: none")),
     Bad("pareto: layer without head", "get", AN + "/pareto?layer=0", 400, "head",
         ("give both layer and head", "head is missing")),
     Bad("pareto: head without layer", "get", AN + "/pareto?head=0", 400, "layer",

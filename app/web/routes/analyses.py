@@ -16,7 +16,7 @@ from sparse_core.metrics import BLOCKS
 
 from ...engine.request import AnalysisRequest
 from ..calls import client_of, model_call
-from ..deps import AnalysisId, Head, Layer, QueryHead, QueryLayer, ServiceDep
+from ..deps import AnalysisId, Head, Layer, QueryHead, QueryLayer, ServiceDep, free_query
 from ..errors import documented
 from ..openapi import bounded, served
 from ..schemas import (
@@ -207,6 +207,7 @@ def get_flow(
 @router.get(
     "/analyses/{analysis_id}/metrics/{layer}/{head}", response_model=Metrics, responses=ERRORS
 )
+@free_query  # the method's parameters are the rest of the query string
 def get_metrics(
     analysis_id: AnalysisId,
     layer: Layer,
