@@ -1,0 +1,139 @@
+"""A lone analysis on both cores (issue 26): the forward's second worker (half of every linear
+layer's rows and of every layer's heads) and the summary's (half of the layers), each bit for bit
+(byte for byte) what one thread computes; numpy's BLAS on one thread in the server."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+from fastapi.testclient import TestClient
+
+import sparsescope.engine.summaries as S
+from sparse_core import attention as A
+from sparse_core.methods import PredictContext
+from sparsescope.engine.batching import Job, ModelWorker
+from sparsescope.engine.limits import JobContext
+from sparsescope.engine.payloads import summary_texts
+from sparsescope.engine.request import AnalysisRequest
+from sparsescope.engine.service import AnalysisService, one_blas_thread
+from sparsescope.web.main import create_app
+from tests.app.conftest import make_settings
+
+TEXT = "The chef who ran to the store was out of food, so he went back home at once. " * 8
+RECORDED = ("probs", "queries", "keys", "hidden", "graph")
+
+
+@pytest.fixture
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def side():
+    with ThreadPoolExecutor(1) as pool:
+        yield pool
+
+
+def lone_run(model, text: str, alpha: float):
+    """``text`` run alone by a model worker with a second core (``split=2``), and the worker."""
+    worker = ModelWorker(model, window_s=0, split=2)
+    job = Job(AnalysisRequest(text, alpha=alpha), len(model.encode(text).ids), JobContext())
+    worker._run_round([job])
+    return job.future.result(timeout=60), worker
+
+
+@pytest.mark.parametrize("with_artefact", [False, True])
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_lone_summary_on_two_cores_is_the_one_thread_summary_byte_for_byte(
+    tiny_model, tiny_artefact, side, with_artefact, causal
+):
+    art = tiny_artefact if with_artefact else None
+    out = tiny_model.run(TEXT, alpha=1.5, causal=causal)
+    assert S._splits(PredictContext.from_run(out, art))  # long enough, two layers
+    one = summary_texts([PredictContext.from_run(out, art)])[0]
+    ctx = PredictContext.from_run(out, art)
+    two = S.summary_on_two_cores(ctx, side)
+    assert two == one
+    # what every head shares (packed patterns) is kept for the later routes
+    assert any(k[0] == "bits" for k in ctx.cache)
+
+
+def test_a_layer_part_is_its_layers_of_the_whole(tiny_model, tiny_artefact):
+    out = tiny_model.run(TEXT, alpha=1.5)
+    ctx = PredictContext.from_run(out, tiny_artefact)
+    part = S.layer_part(ctx, 1, 2)
+    assert part.layers == 1 and part.heads == ctx.heads
+    assert part.layer_index().tolist() == [1]
+    assert torch.equal(part.out.probs, out.probs[1:2])
+    assert torch.equal(part.out.graph, out.graph[1:2])
+    assert torch.equal(part.proj_q, ctx.proj_q[1:2])
+    assert torch.equal(part.artefact.W, tiny_artefact.W[1:2])
+
+
+def test_a_short_text_is_summarised_in_one_piece(tiny_model):
+    out = tiny_model.run("A short text.", alpha=1.5)
+    assert not S._splits(PredictContext.from_run(out, None))
+
+
+def test_api_bodies_are_the_same_with_the_summary_split_or_not(
+    tmp_path, tiny_model, tiny_artefact, one_thread, monkeypatch
+):
+    """The whole analyze body, a head's payload and its Pareto data through the app, with a lone
+    text's summary on two workers and with it on one (the side worker taken away)."""
+    calls = []
+    real = S.summary_on_two_cores
+    monkeypatch.setattr(S, "summary_on_two_cores", lambda c, s: calls.append(1) or real(c, s))
+    bodies = []
+    for split in (True, False):
+        if not split:
+            monkeypatch.setattr(S, "_side_worker", lambda: None)
+        settings = make_settings(tmp_path / str(split))
+        svc = AnalysisService(settings, model=tiny_model, artefact=tiny_artefact)
+        with TestClient(create_app(settings, svc)) as c:
+            r = c.post("/api/analyze", json={"text": TEXT})
+            assert r.status_code == 200, r.text
+            aid = r.json()["id"]
+            head = c.get(f"/api/analyses/{aid}/heads/1/2")
+            pareto = c.get(f"/api/analyses/{aid}/pareto?layer=1&head=2")
+            bodies.append((r.content, head.content, pareto.content))
+        assert len(calls) == 1  # the first service split it, the second did not
+    assert bodies[0] == bodies[1]
+
+
+def test_one_blas_thread_limits_numpy_s_blas():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        one_blas_thread()
+        blas = [p for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
+        assert blas and all(p["num_threads"] == 1 for p in blas)
+
+
+@pytest.mark.real_model
+def test_a_lone_512_token_analysis_on_two_cores_equals_its_one_thread_run(
+    real_model, one_thread, side
+):
+    """The real model at n = 512: the lone run with its second worker equals the one-thread run
+    and the batched run bit for bit (P, queries, keys, hidden states), and the summary split over
+    two workers is the one-thread summary byte for byte."""
+    from sparse_core.sparsefinder import load_artefact
+
+    words = (TEXT + " the model reads every token of it and attends to some of them") * 40
+    enc = real_model.encode(words, truncate=True)
+    text = words[: enc.offsets[-2][1]]  # 512 tokens with the specials
+    n = len(real_model.encode(text).ids)
+    assert 500 <= n <= 512 and n >= 2 * A.SPLIT_MIN_ROWS
+    out, worker = lone_run(real_model, text, 1.5)
+    assert worker._lone is not None  # the second worker took its half
+    alone = real_model.run(text, alpha=1.5)
+    batched = real_model.run_batch([text, "Another text to batch with."], 1.5)[0]
+    for name in RECORDED:
+        assert torch.equal(getattr(out, name), getattr(alone, name)), name
+        assert torch.equal(getattr(out, name), getattr(batched, name)), name
+    art = load_artefact(None, model_id=real_model.model_id, alpha=1.5)
+    one = summary_texts([PredictContext.from_run(alone, art)])[0]
+    assert S.summary_on_two_cores(PredictContext.from_run(out, art), side) == one
