@@ -65,6 +65,7 @@ def one_blas_thread() -> None:
         return
     threadpool_limits(limits=1, user_api="blas")
 
+
 #: Method lists remembered per (n, artefact name).
 MAX_METHOD_LISTS = 4096
 #: What the warm-up analyses (uncached).
