@@ -1,6 +1,7 @@
 """A lone analysis on both cores (issue 26): the forward's second worker (half of every linear
-layer's rows and of every layer's heads) and the summary's (half of the layers), each bit for bit
-(byte for byte) what one thread computes; numpy's BLAS on one thread in the server."""
+layer's rows and of every layer's heads), the summary's and the whole sweep's (half of the
+layers), one head's sweep (the methods shared out), each bit for bit (byte for byte) what one
+thread computes; numpy's BLAS on one thread in the server."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
+import sparsescope.engine.derived as D
 import sparsescope.engine.summaries as S
+import sparsescope.engine.two_cores as T
 from sparse_core import attention as A
+from sparse_core import pareto
 from sparse_core.methods import PredictContext
 from sparsescope.engine.batching import Job, ModelWorker
 from sparsescope.engine.limits import JobContext
@@ -54,10 +58,10 @@ def test_a_lone_summary_on_two_cores_is_the_one_thread_summary_byte_for_byte(
 ):
     art = tiny_artefact if with_artefact else None
     out = tiny_model.run(TEXT, alpha=1.5, causal=causal)
-    assert S._splits(PredictContext.from_run(out, art))  # long enough, two layers
+    assert T.splits(PredictContext.from_run(out, art))  # long enough, two layers
     one = summary_texts([PredictContext.from_run(out, art)])[0]
     ctx = PredictContext.from_run(out, art)
-    two = S.summary_on_two_cores(ctx, side)
+    two = T.summary_on_two_cores(ctx, side)
     assert two == one
     # what every head shares (packed patterns) is kept for the later routes
     assert any(k[0] == "bits" for k in ctx.cache)
@@ -66,7 +70,7 @@ def test_a_lone_summary_on_two_cores_is_the_one_thread_summary_byte_for_byte(
 def test_a_layer_part_is_its_layers_of_the_whole(tiny_model, tiny_artefact):
     out = tiny_model.run(TEXT, alpha=1.5)
     ctx = PredictContext.from_run(out, tiny_artefact)
-    part = S.layer_part(ctx, 1, 2)
+    part = T.layer_part(ctx, 1, 2)
     assert part.layers == 1 and part.heads == ctx.heads
     assert part.layer_index().tolist() == [1]
     assert torch.equal(part.out.probs, out.probs[1:2])
@@ -77,7 +81,7 @@ def test_a_layer_part_is_its_layers_of_the_whole(tiny_model, tiny_artefact):
 
 def test_a_short_text_is_summarised_in_one_piece(tiny_model):
     out = tiny_model.run("A short text.", alpha=1.5)
-    assert not S._splits(PredictContext.from_run(out, None))
+    assert not T.splits(PredictContext.from_run(out, None))
 
 
 def test_api_bodies_are_the_same_with_the_summary_split_or_not(
@@ -91,7 +95,8 @@ def test_api_bodies_are_the_same_with_the_summary_split_or_not(
     bodies = []
     for split in (True, False):
         if not split:
-            monkeypatch.setattr(S, "_side_worker", lambda: None)
+            monkeypatch.setattr(S, "side_worker", lambda: None)
+            monkeypatch.setattr(D, "side_worker", lambda: None)
         settings = make_settings(tmp_path / str(split))
         svc = AnalysisService(settings, model=tiny_model, artefact=tiny_artefact)
         with TestClient(create_app(settings, svc)) as c:
@@ -99,10 +104,41 @@ def test_api_bodies_are_the_same_with_the_summary_split_or_not(
             assert r.status_code == 200, r.text
             aid = r.json()["id"]
             head = c.get(f"/api/analyses/{aid}/heads/1/2")
-            pareto = c.get(f"/api/analyses/{aid}/pareto?layer=1&head=2")
-            bodies.append((r.content, head.content, pareto.content))
+            one = c.get(f"/api/analyses/{aid}/pareto?layer=1&head=2")
+            mean = c.get(f"/api/analyses/{aid}/pareto")
+            bodies.append((r.content, head.content, one.content, mean.content))
         assert len(calls) == 1  # the first service split it, the second did not
     assert bodies[0] == bodies[1]
+
+
+def points(sweep, layer=None, head=None) -> list:
+    return [sweep.points(layer, head, x, b) for x, b in (("sparsity", None), ("block", 16))]
+
+
+@pytest.mark.parametrize("with_artefact", [False, True])
+def test_sweeps_on_two_cores_are_the_one_thread_sweeps(
+    tiny_model, tiny_artefact, side, with_artefact
+):
+    """One head's sweep with the methods shared out, and every head's with the layers split:
+    the points and frontiers of one head and of the mean over heads, exactly."""
+    art = tiny_artefact if with_artefact else None
+    ctx = PredictContext.from_run(tiny_model.run(TEXT, alpha=1.5), art)
+    whole = pareto.sweep_text(ctx, per_head=True)
+    split = T.sweep_on_two_cores(ctx, side)
+    assert list(split.grids) == list(whole.grids)
+    assert points(split) == points(whole)
+    for layer, head in ((0, 0), (1, 3)):
+        assert points(split, layer, head) == points(whole, layer, head)
+        one = pareto.sweep_text(ctx.view(layer, head), per_head=True)
+        shared = T.sweep_head_on_two_cores(ctx, layer, head, side)
+        assert list(shared.grids) == list(one.grids)
+        assert points(shared, 0, 0) == points(one, 0, 0) == points(whole, layer, head)
+
+
+def test_the_cost_order_names_every_method():
+    from sparse_core.methods import METHODS
+
+    assert sorted(T.COST_ORDER) == sorted(METHODS)
 
 
 def test_one_blas_thread_limits_numpy_s_blas():
@@ -136,4 +172,4 @@ def test_a_lone_512_token_analysis_on_two_cores_equals_its_one_thread_run(
         assert torch.equal(getattr(out, name), getattr(batched, name)), name
     art = load_artefact(None, model_id=real_model.model_id, alpha=1.5)
     one = summary_texts([PredictContext.from_run(alone, art)])[0]
-    assert S.summary_on_two_cores(PredictContext.from_run(out, art), side) == one
+    assert T.summary_on_two_cores(PredictContext.from_run(out, art), side) == one
