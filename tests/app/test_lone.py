@@ -141,6 +141,21 @@ def test_the_cost_order_names_every_method():
     assert sorted(T.COST_ORDER) == sorted(METHODS)
 
 
+def test_a_large_p_buffer_is_its_own_huge_page_mapping():
+    from sparse_core.model import HUGE_PAGES_MIN_BYTES, host_buffer
+
+    cpu = torch.device("cpu")
+    big = host_buffer((2, 1, 3, 1024, 1024), cpu)  # 24 MiB
+    assert big.shape == (2, 1, 3, 1024, 1024) and big.dtype == torch.float32
+    assert big.is_contiguous() and 2 * 3 * 1024 * 1024 * 4 >= HUGE_PAGES_MIN_BYTES
+    big[1, 0, 2].fill_(0.5)
+    view = big[1, 0, 2, :4, :4]  # a view, no copy
+    del big  # the mapping lives as long as a tensor views it
+    assert torch.equal(view, torch.full((4, 4), 0.5))
+    small = host_buffer((1, 1, 2, 8, 8), cpu)
+    assert small.shape == (1, 1, 2, 8, 8) and small.untyped_storage().resizable()
+
+
 def test_one_blas_thread_limits_numpy_s_blas():
     threadpoolctl = pytest.importorskip("threadpoolctl")
     with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
