@@ -16,7 +16,9 @@ Each head's figures are exactly its own whatever other heads share its context (
 ``PredictContext.stack`` and ``PredictContext.view``, tested there), and each method's figures
 its own whatever other methods are swept beside it, so the bodies are byte for byte those of
 one thread (tests/app/test_lone.py). Several lone analyses at once share the one side worker
-(the second core): a burst is batched by the model worker and summarised together instead.
+(the second core): a part it has not started when this thread is done with its own is done
+here (never waiting behind another request); a burst is batched by the model worker and
+summarised together instead.
 """
 
 from __future__ import annotations
@@ -113,7 +115,8 @@ def sweep_head_on_two_cores(ctx: PredictContext, layer: int, head: int, side: Ex
 
     other = side.submit(work)
     gs = work()
-    other.result()
+    if not other.cancel():  # not started (the side worker busy elsewhere): nothing left for it
+        other.result()
     return TextSweep(gs, {nm: got[nm][0] for nm in names}, {nm: got[nm][1] for nm in names})
 
 
@@ -138,7 +141,8 @@ def _halves(ctx: PredictContext, side: Executor, fn) -> tuple[Any, Any]:
 
     other = side.submit(run, high)
     first = run(low)
-    second = other.result()
+    # the side worker busy with another request's part and ours not started: do it here
+    second = run(high) if other.cancel() else other.result()
     for k, v in list(low.cache.items()):
         if _shared(k, v):
             ctx.cache.setdefault(k, v)

@@ -135,6 +135,24 @@ def test_sweeps_on_two_cores_are_the_one_thread_sweeps(
         assert points(shared, 0, 0) == points(one, 0, 0) == points(whole, layer, head)
 
 
+def test_a_busy_side_worker_is_not_waited_for(tiny_model, tiny_artefact, side):
+    """With the side worker held by another request's work, the summary and one head's sweep
+    are done on the asking thread alone, the same bytes and points."""
+    import threading
+
+    ctx = PredictContext.from_run(tiny_model.run(TEXT, alpha=1.5), tiny_artefact)
+    one = summary_texts([PredictContext.from_run(ctx.out, tiny_artefact)])[0]
+    head = pareto.sweep_text(ctx.view(1, 2), per_head=True)
+    release = threading.Event()
+    held = side.submit(release.wait, 60)
+    try:
+        assert T.summary_on_two_cores(ctx, side) == one
+        assert points(T.sweep_head_on_two_cores(ctx, 1, 2, side), 0, 0) == points(head, 0, 0)
+        assert not held.done()  # both finished while the side worker was still held
+    finally:
+        release.set()
+
+
 def test_the_cost_order_names_every_method():
     from sparse_core.methods import METHODS
 
