@@ -228,13 +228,13 @@ export function initMethodPanel(root, metricsRoot) {
     for (const r of rows) {
       const v = m ? m[r.k] : NaN;
       r.value.textContent = fmt(v);
-      r.fill.style.width = Number.isFinite(v) ? `${(v * 100).toFixed(1)}%` : "0";
+      fillBar(r.fill, v);
     }
     const b = m?.block_sparsity?.[s.block] ?? NaN;
     blockName.textContent = `block sparsity, ${s.block} × ${s.block} tiles`;
     blockRow.dataset.block = s.block;
     blockValue.textContent = fmt(b);
-    blockBar.firstChild.style.width = Number.isFinite(b) ? `${(b * 100).toFixed(1)}%` : "0";
+    fillBar(blockBar.firstChild, b);
     const own = s.params?.block ?? s.params?.page;
     ownRow.hidden = own === undefined || String(own) === String(s.block);
     if (!ownRow.hidden) {
@@ -242,7 +242,7 @@ export function initMethodPanel(root, metricsRoot) {
       ownName.textContent = `block sparsity, ${own} × ${own} (its own blocks)`;
       ownRow.dataset.block = String(own);
       ownValue.textContent = fmt(v);
-      ownBar.firstChild.style.width = Number.isFinite(v) ? `${(v * 100).toFixed(1)}%` : "0";
+      fillBar(ownBar.firstChild, v);
     }
     const ownAlpha = s.headData
       ? s.analysis?.own_alpha?.[s.headData.layer]?.[s.headData.head]
@@ -265,6 +265,12 @@ export function initMethodPanel(root, metricsRoot) {
     if (changed.has("params") || changed.has("method") || changed.has("analysis")) sync(s);
     if (changed.has("result") || changed.has("headData") || changed.has("block")) showMetrics(s);
   });
+}
+
+/** A metric's bar filled to `v` in [0, 1]: the size of its background (app.css), a repaint of the
+ * bar alone; a width would relay out the panel and re-layerise the page on every slider step. */
+function fillBar(fill, v) {
+  fill.style.backgroundSize = `${Number.isFinite(v) ? (v * 100).toFixed(1) : 0}% 100%`;
 }
 
 /** What a value means where the number alone does not say it (the window: off, even widths). */
