@@ -28,8 +28,12 @@ loaded it before Plotly became lazy). Written under "## First paint".
 with side by side off, with pane B on another head, and with pane B another method, the three
 interleaved per method in one page and one run (slider-update includes B's mask, the difference
 and the three panes' repaint); printed as a table (docs/benchmarks.md "## Side by side").
-``--baseline TREE`` adds a second page whose JavaScript and CSS come from another checkout (same
-server and HTML), interleaved with this tree's per method and mode: before / after in one run.
+``--pointer`` drags the range slider with the mouse instead (CDP mouse events: Chromium delivers
+them aligned to the frame, before its animation-frame callbacks, as it does a user's drag; the
+synthetic events are dispatched from inside an animation frame, so each waits one whole frame
+more than a drag would). ``--baseline TREE`` adds a second page whose JavaScript and CSS come
+from another checkout (same server and HTML), interleaved with this tree's per method and mode:
+before / after in one run.
 """
 
 from __future__ import annotations
@@ -69,6 +73,35 @@ SLIDE_JS = """async ([name, steps]) => {
   const get = (name) => performance.getEntriesByName(name).map((e) => e.duration);
   return { update: get('slider-update'), work: get('slider-work') };
 }"""
+
+#: --pointer: the measures of a drag made with the real pointer (CDP mouse events on the range
+#: slider, which Chromium delivers aligned to the frame, as a user's drag), read after the drag.
+CLEAR_JS = """() => { performance.clearMeasures('slider-update');
+  performance.clearMeasures('slider-work'); }"""
+FRAMES_JS = """() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))"""
+READ_JS = """() => ({ update: performance.getEntriesByName('slider-update').map((e) => e.duration),
+  work: performance.getEntriesByName('slider-work').map((e) => e.duration) })"""
+
+
+def pointer_drag(page, name: str, steps: int) -> dict:
+    """Drag parameter ``name``'s range slider with the mouse through ``steps`` scattered
+    positions (press on the track, a move per step, two frames after each, release)."""
+    el = page.locator(f'[data-range="{name}"]')
+    el.scroll_into_view_if_needed()
+    box = el.bounding_box()
+    y = box["y"] + box["height"] / 2
+    at = lambda f: box["x"] + 8 + f * (box["width"] - 16)  # noqa: E731 (the thumb's half width)
+    page.evaluate(CLEAR_JS)
+    page.mouse.move(at(0.5), y)
+    page.mouse.down()
+    page.evaluate(FRAMES_JS)
+    page.evaluate(CLEAR_JS)  # the press: not a step
+    for k in range(steps):
+        page.mouse.move(at((k * 0.6180339887 + 0.1) % 1), y)
+        page.evaluate(FRAMES_JS)
+    page.mouse.up()
+    return page.evaluate(READ_JS)
+
 
 CHOICE_JS = """async ([name, steps]) => {
   const el = document.querySelector(`[data-param="${name}"]`);
@@ -257,7 +290,7 @@ def serve_tree(page, tree: Path) -> None:
 
 
 def bench_compare(browser, base: str, model, n: int, steps: int,
-                  baseline: Path | None = None) -> dict:  # fmt: skip
+                  baseline: Path | None = None, pointer: bool = False) -> dict:  # fmt: skip
     """Slider latency with side by side off, B = another head, B = another method, interleaved per
     method: {"off" | "head" | "method": [slider-update ms]} and the frames' work. With
     ``baseline`` (another checkout), a second page runs that tree's JavaScript and CSS, interleaved
@@ -294,7 +327,10 @@ def bench_compare(browser, base: str, model, n: int, steps: int,
                 state = page.evaluate(COMPARE_JS, patch)
                 if mode != "off" and state != "ready":
                     raise RuntimeError(f"side by side ({mode}) did not become ready: {state}")
-                got = page.evaluate(SLIDE_JS, [slider_of(m), steps])
+                if pointer:
+                    got = pointer_drag(page, slider_of(m), steps)
+                else:
+                    got = page.evaluate(SLIDE_JS, [slider_of(m), steps])
                 key = mode if baseline is None else f"{label} · {mode}"
                 update[key] += got["update"]
                 work[key] += got["work"]
@@ -543,6 +579,12 @@ def main() -> int:
         help="side by side off / head / method, interleaved, printed as a table",
     )
     ap.add_argument(
+        "--pointer",
+        action="store_true",
+        help="--compare: drag each slider with the mouse (frame-aligned input, as a user's drag) "
+        "instead of input events dispatched from an animation frame",
+    )
+    ap.add_argument(
         "--baseline",
         type=Path,
         metavar="TREE",
@@ -586,7 +628,7 @@ def main() -> int:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
             for n in args.n:
-                r = bench_compare(browser, base, model, n, args.steps, args.baseline)
+                r = bench_compare(browser, base, model, n, args.steps, args.baseline, args.pointer)
                 print(compare_report(r, model.model_id, sys.argv[1:]))
             browser.close()
         return 0
