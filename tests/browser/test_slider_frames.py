@@ -10,7 +10,7 @@ import urllib.parse
 
 import pytest
 
-from .test_block_sparsity import LONG
+from .test_block_sparsity import LONG, STORE
 from .test_page import api, wait_ready
 
 pytestmark = pytest.mark.browser
@@ -67,8 +67,13 @@ def _open(page, server_url: str) -> dict:
 
 
 def _server(server_url: str, analysis_id: str, window: int) -> dict:
+    return _server_at(server_url, analysis_id, 0, 0, window)
+
+
+def _server_at(server_url: str, analysis_id: str, layer: int, head: int, window: int) -> dict:
+    """The server's metrics of the window method (globals off) on one head."""
     q = urllib.parse.urlencode({"method": "window", "window": str(window), "globals": "false"})
-    return api(server_url, f"/api/analyses/{analysis_id}/metrics/0/0?{q}")
+    return api(server_url, f"/api/analyses/{analysis_id}/metrics/{layer}/{head}?{q}")
 
 
 def _positions(page, count: int) -> list[int]:
@@ -123,3 +128,36 @@ def test_the_star_is_drawn_where_the_setting_lies_and_follows_the_slider(page, s
         assert star["visible"] == "visible", star
         assert star["centre"] > 200, star  # opaque: the star's fill
         assert star["left"] == 0 and star["right"] == 0, star  # and nothing else drawn
+
+
+def test_the_mean_over_heads_follows_a_drag_through_running_sweeps(page, server_url):
+    """With the Pareto plot on the mean over heads, the sweep (sweep.js) runs after every pause
+    of the drag (a step that comes while it runs cancels it); once the drag ends, the mean is the
+    final setting's, over every head, as the server computes each head."""
+    analysis = _open(page, server_url)
+    page.click('[data-toggle="scope"][data-value="mean"]')
+    page.wait_for_function(f"() => {STORE}.then((s) => s.get().meanMetrics !== null)")
+    positions = _positions(page, 7)
+    for k, pos in enumerate(positions):
+        page.evaluate(
+            """(v) => { const c = document.querySelector('[data-range="window"]');
+                c.value = String(v); c.dispatchEvent(new Event('input', { bubbles: true })); }""",
+            pos,
+        )
+        page.wait_for_timeout(150 + 60 * k)  # some pauses pass the settle: a sweep starts
+    last = int(page.input_value('[data-param="window"]'))
+    page.wait_for_function(
+        f"""(w) => {STORE}.then((s) => s.get().meanMetrics !== null
+            && s.get().params.window === w)""",
+        arg=last,
+        timeout=30_000,
+    )
+    mean = page.evaluate(f"() => {STORE}.then((s) => s.get().meanMetrics)")
+    heads = [
+        _server_at(server_url, analysis["id"], layer, head, last)
+        for layer in range(analysis["layers"])
+        for head in range(analysis["heads"])
+    ]
+    for key in ("recall", "sparsity", "mass_recall"):
+        want = sum(h[key] for h in heads) / len(heads)
+        assert mean[key] == pytest.approx(want, abs=1e-9), key
