@@ -1,7 +1,7 @@
 """What a slider frame does and what it leaves for later (docs/benchmarks.md "Side by side"), in a
 real headless Chromium: after a fast drag (bursts of input events, some within one frame) the
 metrics, their bars and the Pareto star show the slider's final value, the server's figures for
-it; the address bar is not rewritten during the drag, only once it has settled, with the final
+it; the address bar is rewritten only once the view has been still for 200 ms, with the final
 value; the star is drawn on its canvas where the current setting lies on the plot's axes."""
 
 from __future__ import annotations
@@ -17,23 +17,23 @@ pytestmark = pytest.mark.browser
 
 #: A drag over the window slider: bursts of input events (``burst`` in one task, the way a fast
 #: pointer or key repeat delivers them between two frames), a frame between bursts; every call
-#: of history.replaceState is recorded with the time and whether the drag was still on.
+#: of history.replaceState is recorded with the time since the last input event before it.
 DRAG_JS = """async ([values, burst]) => {
   const frame = () => new Promise((r) => requestAnimationFrame(() => r()));
   window.__writes = [];
-  let dragging = true;
+  let lastInput = 0;
   const replace = history.replaceState.bind(history);
   history.replaceState = (st, t, url) => {
-    window.__writes.push({ dragging, url: String(url) });
+    window.__writes.push({ after: performance.now() - lastInput, url: String(url) });
     return replace(st, t, url);
   };
   for (let k = 0; k < values.length; k++) {
     const c = document.querySelector('[data-range="window"]');
     c.value = String(values[k]);
+    lastInput = performance.now();
     c.dispatchEvent(new Event('input', { bubbles: true }));
     if ((k + 1) % burst === 0) await frame();
   }
-  dragging = false;
   return { last: Number(document.querySelector('[data-param="window"]').value) };
 }"""
 
@@ -106,11 +106,13 @@ def test_a_fast_drag_shows_the_final_value_and_writes_the_address_once_settled(p
         arg=str(last),
         timeout=10_000,
     )
+    page.wait_for_timeout(400)  # nothing left to write
     writes = page.evaluate("() => window.__writes")
     assert writes, "the address was written after the drag"
-    assert not [w for w in writes if w["dragging"]], writes
-    page.wait_for_timeout(400)  # nothing left to write: one write for the whole drag
-    assert len(page.evaluate("() => window.__writes")) == 1
+    # written only once the view was still for 200 ms (a busy machine's frame can be that long:
+    # then a write in the drag is right), never while steps come faster; the last is the final
+    assert all(w["after"] >= 199 for w in writes), writes
+    assert f"p.window={last}&" in writes[-1]["url"] + "&", writes[-1]
 
 
 def test_the_star_is_drawn_where_the_setting_lies_and_follows_the_slider(page, server_url):
