@@ -27,8 +27,8 @@ hides: the linear layers dominate a MiniLM step at n = 128.
 with the rest, in both figures: before/after in one run.
 
 Prints median and minimum milliseconds (wall), the median process CPU time (all threads: less
-sensitive to other processes on shared cores), the ratios to softmax and to ours, and the load average
-before and after. Run: ``python bench/bench_adapt.py --threads 2 --repeats 5``
+sensitive to other processes on shared cores), the ratios to softmax and to ours, and the load
+average before and after. Run: ``python bench/bench_adapt.py --threads 2 --repeats 5``
 """
 
 from __future__ import annotations
