@@ -252,20 +252,25 @@ def op_figure(lm, batch, args, base: dict | None = None) -> None:
         ops["before: ours alpha=1.5"] = ops["ours alpha=1.5"]  # run under swapped(base)
         ops["before: ours learned alpha (1.5)"] = ops["ours learned alpha (1.5)"]
     times: dict[str, list[float]] = {k: [] for k in ops}
+    cpu: dict[str, list[float]] = {k: [] for k in ops}
     for r in range(args.repeats + 1):
         for name, f in ops.items():
             x = scores.clone().requires_grad_()
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             with swapped(base) if name.startswith("before") else contextlib.nullcontext():
                 f(x).backward(g)
             if r:
                 times[name].append((time.perf_counter() - t0) * 1e3)
+                cpu[name].append((time.process_time() - c0) * 1e3)
     med = {k: statistics.median(v) for k, v in times.items()}
+    cmed = {k: statistics.median(v) for k, v in cpu.items()}
     print(f"\n[op] one layer's scores {tuple(scores.shape)}, forward + backward ({load()})")
-    print(f"    {'':<34} {'median ms':>10} {'/softmax':>9} {'/ours':>7} {'min ms':>10}")
+    print(f"    {'':<34} {'median ms':>10} {'/softmax':>9} {'/ours':>7} {'min ms':>10} "
+          f"{'cpu ms':>9} {'/ours':>7}")  # fmt: skip
     for k, v in med.items():
         print(f"    {k:<34} {v:10.1f} {v / med['torch.softmax']:8.2f}x "
-              f"{v / med['ours alpha=1.5']:6.2f}x {min(times[k]):10.1f}")  # fmt: skip
+              f"{v / med['ours alpha=1.5']:6.2f}x {min(times[k]):10.1f} {cmed[k]:9.1f} "
+              f"{cmed[k] / cmed['ours alpha=1.5']:6.2f}x")  # fmt: skip
 
 
 if __name__ == "__main__":
