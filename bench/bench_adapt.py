@@ -21,13 +21,21 @@ one layer's scores of that batch ((16, 12, 128, 128), float32, from the model): 
 ours, ``entmax15`` and ``entmax_bisect`` (the package's autograd). It shows what the whole step
 hides: the linear layers dominate a MiniLM step at n = 128.
 
-Prints median and minimum milliseconds, the ratios to softmax and to ours, and the load average
-before and after. Run: ``python bench/bench_adapt.py --threads 2 --repeats 5``
+``--baseline DIR`` (another checkout, e.g. ``git archive main | tar -x -C DIR``) adds its
+``_training_attention`` and closed-form backward (``sparse_core/attention.py``,
+``sparse_core/entmax_grad.py``; the forward is this tree's) as ``before:`` variants, interleaved
+with the rest, in both figures: before/after in one run.
+
+Prints median and minimum milliseconds (wall), the median process CPU time (all threads: less
+sensitive to other processes on shared cores), the ratios to softmax and to ours, and the load
+average before and after. Run: ``python bench/bench_adapt.py --threads 2 --repeats 5``
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.util
 import os
 import platform
 import statistics
@@ -42,6 +50,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 from sparse_core import attention as A  # noqa: E402
+from sparse_core import entmax as E  # noqa: E402
 from sparse_core.adapt.alpha import LearnedAlpha  # noqa: E402
 from sparse_core.adapt.data import Batches, split_corpus, token_sequences  # noqa: E402
 from sparse_core.adapt.lm import head_logits, load_lm  # noqa: E402
@@ -52,6 +61,38 @@ WIKITEXT = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikitext-2
 
 def load() -> str:
     return "load average {:.1f} {:.1f} {:.1f}".format(*os.getloadavg())
+
+
+def load_baseline(root: Path) -> dict:
+    """The baseline tree's training attention and entmax backward, as modules of this package
+    (their relative imports resolve here: the forward and the helpers are this tree's)."""
+    mods = {}
+    for name in ("entmax_grad", "attention"):
+        path = root / "sparse_core" / f"{name}.py"
+        if not path.is_file():
+            sys.exit(f"bench_adapt: --baseline {root} has no {path.relative_to(root)}")
+        spec = importlib.util.spec_from_file_location(f"sparse_core._baseline_{name}", path)
+        mod = importlib.util.module_from_spec(spec)
+        mod.__package__ = "sparse_core"
+        sys.modules[spec.name] = mod  # dataclasses look their module up
+        spec.loader.exec_module(mod)
+        mods[name] = mod
+    return mods
+
+
+@contextlib.contextmanager
+def swapped(base: dict | None):
+    """Run the block with the baseline's training attention and entmax backward (if given)."""
+    if base is None:
+        yield
+        return
+    own_att, own_grad = A._training_attention, E.entmax_with_grad
+    A._training_attention = base["attention"]._training_attention
+    E.entmax_with_grad = base["entmax_grad"].entmax_with_grad
+    try:
+        yield
+    finally:
+        A._training_attention, E.entmax_with_grad = own_att, own_grad
 
 
 def package_op(kind: str):
@@ -83,7 +124,13 @@ def main() -> None:
     )
     ap.add_argument("--skip-package", action="store_true")
     ap.add_argument("--skip-step", action="store_true", help="only the [op] figure")
+    ap.add_argument(
+        "--baseline",
+        type=Path,
+        help="another checkout whose training attention and entmax backward run as 'before:'",
+    )
     args = ap.parse_args()
+    base = load_baseline(args.baseline.resolve()) if args.baseline else None
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {platform.machine()}, {os.cpu_count()} CPUs, "
           f"torch threads {torch.get_num_threads()}, batch {args.batch} x {args.seq_len}, "
@@ -118,14 +165,15 @@ def main() -> None:
         logits = head_logits(sdpa, "bert", h[chosen])
         torch.nn.functional.cross_entropy(logits, batch.labels[chosen]).backward()
 
-    def ours(alphas_fn, op=None):
+    def ours(alphas_fn, op=None, old=None):
         def step():
             own = A.entmax
             if op is not None:
                 A.entmax = op
             try:
-                s, k = lm.loss_sums(batch, alphas_fn(), train=True)
-                (s / k).backward()
+                with swapped(old):
+                    s, k = lm.loss_sums(batch, alphas_fn(), train=True)
+                    (s / k).backward()
             finally:
                 A.entmax = own
 
@@ -136,39 +184,46 @@ def main() -> None:
         "ours alpha=1.5": ours(lambda: [1.5] * L),
         "ours learned alpha": ours(learned.layer_alphas),
     }
+    if base is not None:
+        fns["before: ours alpha=1.5"] = ours(lambda: [1.5] * L, old=base)
+        fns["before: ours learned alpha"] = ours(learned.layer_alphas, old=base)
     if not args.skip_package:
         fns["entmax15 (package autograd)"] = ours(lambda: [1.5] * L, package_op("entmax15"))
         fns["entmax_bisect (package autograd)"] = ours(lambda: [1.5] * L, package_op("bisect"))
         fns["entmax_bisect learned alpha (package)"] = ours(
             learned.layer_alphas, package_op("bisect")
         )
-    op_figure(lm, batch, args)
+    op_figure(lm, batch, args, base)
     if args.skip_step:
         return
     for f in fns.values():  # warm-up
         f()
     before = load()
     times: dict[str, list[float]] = {k: [] for k in fns}
+    cpu: dict[str, list[float]] = {k: [] for k in fns}  # process CPU time (all threads)
     for _ in range(args.repeats):
         for k, f in fns.items():
             lm.lm.zero_grad(set_to_none=True)
             sdpa.zero_grad(set_to_none=True)
             learned.zero_grad(set_to_none=True)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             f()
             times[k].append((time.perf_counter() - t0) * 1e3)
+            cpu[k].append((time.process_time() - c0) * 1e3)
     med = {k: statistics.median(v) for k, v in times.items()}
     mins = {k: min(v) for k, v in times.items()}
+    cmed = {k: statistics.median(v) for k, v in cpu.items()}
     soft, own = "softmax (SDPA)", "ours alpha=1.5"
     print(f"\none training step, forward + backward ({before}; after: {load()})")
     print(f"    {'':<40} {'median ms':>10} {'/softmax':>9} {'/ours':>7} {'min ms':>10} "
-          f"{'/softmax':>9}")  # fmt: skip
+          f"{'/softmax':>9} {'cpu ms':>9} {'/softmax':>9}")  # fmt: skip
     for k in fns:
         print(f"    {k:<40} {med[k]:10.0f} {med[k] / med[soft]:8.2f}x {med[k] / med[own]:6.2f}x "
-              f"{mins[k]:10.0f} {mins[k] / mins[soft]:8.2f}x")  # fmt: skip
+              f"{mins[k]:10.0f} {mins[k] / mins[soft]:8.2f}x {cmed[k]:9.0f} "
+              f"{cmed[k] / cmed[soft]:8.2f}x")  # fmt: skip
 
 
-def op_figure(lm, batch, args) -> None:
+def op_figure(lm, batch, args, base: dict | None = None) -> None:
     """[op]: one layer's normalisation, forward + backward, on the model's own scores."""
     from entmax import entmax15, entmax_bisect
 
@@ -184,26 +239,38 @@ def op_figure(lm, batch, args) -> None:
         k = layer.key(h).view(b, n, H, d).transpose(1, 2)
         scores = (q @ k.transpose(-1, -2)) * d**-0.5  # (B, H, n, n)
     g = torch.randn_like(scores)
+    learned = torch.full((1, H, 1, 1), 1.5, dtype=torch.float64, requires_grad=True)
+
     ops = {
         "torch.softmax": lambda x: torch.softmax(x, -1),
         "ours alpha=1.5": lambda x: entmax(x, 1.5),
+        "ours learned alpha (1.5)": lambda x: entmax(x, learned),
         "entmax15 (package)": lambda x: entmax15(x, -1),
         "entmax_bisect (package)": lambda x: entmax_bisect(x, 1.5, -1, 50),
     }
+    if base is not None:
+        ops["before: ours alpha=1.5"] = ops["ours alpha=1.5"]  # run under swapped(base)
+        ops["before: ours learned alpha (1.5)"] = ops["ours learned alpha (1.5)"]
     times: dict[str, list[float]] = {k: [] for k in ops}
+    cpu: dict[str, list[float]] = {k: [] for k in ops}
     for r in range(args.repeats + 1):
         for name, f in ops.items():
             x = scores.clone().requires_grad_()
-            t0 = time.perf_counter()
-            f(x).backward(g)
+            t0, c0 = time.perf_counter(), time.process_time()
+            with swapped(base) if name.startswith("before") else contextlib.nullcontext():
+                f(x).backward(g)
             if r:
                 times[name].append((time.perf_counter() - t0) * 1e3)
+                cpu[name].append((time.process_time() - c0) * 1e3)
     med = {k: statistics.median(v) for k, v in times.items()}
+    cmed = {k: statistics.median(v) for k, v in cpu.items()}
     print(f"\n[op] one layer's scores {tuple(scores.shape)}, forward + backward ({load()})")
-    print(f"    {'':<28} {'median ms':>10} {'/softmax':>9} {'/ours':>7} {'min ms':>10}")
+    print(f"    {'':<34} {'median ms':>10} {'/softmax':>9} {'/ours':>7} {'min ms':>10} "
+          f"{'cpu ms':>9} {'/ours':>7}")  # fmt: skip
     for k, v in med.items():
-        print(f"    {k:<28} {v:10.1f} {v / med['torch.softmax']:8.2f}x "
-              f"{v / med['ours alpha=1.5']:6.2f}x {min(times[k]):10.1f}")  # fmt: skip
+        print(f"    {k:<34} {v:10.1f} {v / med['torch.softmax']:8.2f}x "
+              f"{v / med['ours alpha=1.5']:6.2f}x {min(times[k]):10.1f} {cmed[k]:9.1f} "
+              f"{cmed[k] / cmed['ours alpha=1.5']:6.2f}x")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -269,7 +269,9 @@ def _training_attention(
     """
     n, m = query.shape[2], key.shape[2]
     li = state.layer(module)
-    scores = torch.matmul(query.float(), key.float().transpose(-1, -2)) * scaling  # (B, H, n, m)
+    # In place where autograd allows it (a matmul's and a scaling's backward need neither
+    # output): one (B, H, n, m) buffer instead of one per step.
+    scores = torch.matmul(query.float(), key.float().transpose(-1, -2)).mul_(scaling)  # (B,H,n,m)
     if softcap is not None:
         scores = torch.tanh(scores / softcap) * softcap
     allowed = None
@@ -277,9 +279,12 @@ def _training_attention(
         if attention_mask.dtype == torch.bool:
             allowed = attention_mask[..., :m]
         else:
-            bias = attention_mask[..., :m]
-            scores = scores + bias.float()
+            bias = attention_mask[..., :m]  # (B, 1, n or 1, m): small
             allowed = bias > torch.finfo(bias.dtype).min
+            if bool(bias.ne(0).logical_and_(allowed).any()):  # a bias beyond masking (ALiBi)
+                scores = scores.add_(bias.float())
+    if allowed is not None and bool(allowed.all()):
+        allowed = None  # nothing masked (a batch without padding): no (B, H, n, m) pass
     if state.causal:
         cm = state.causal_mask(n, m, scores.device)
         allowed = cm if allowed is None else allowed & cm
@@ -287,7 +292,7 @@ def _training_attention(
         r = state.restrict[li]
         allowed = r if allowed is None else allowed & r
     if allowed is not None:
-        scores = scores.masked_fill(~allowed, float("-inf"))
+        scores = scores.masked_fill_(~allowed, float("-inf"))
     alpha = state.alphas[li] if state.alphas is not None else DEFAULT_ALPHA
     probs = entmax(scores, alpha)  # (B, H, n, m) float32
     if state.support is not None:

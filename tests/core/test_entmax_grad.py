@@ -73,7 +73,10 @@ def test_ties_and_masked_keys(alpha: float) -> None:
     assert (dz[1, 2] == 0).all()  # one live key: p = (1, 0, ...) whatever z, zero gradient
 
 
-@pytest.mark.parametrize("values", [[1.25, 1.5, 1.9], [1.1, 1.6, 2.0], [1.5, 1.5, 1.5]])
+@pytest.mark.parametrize(
+    "values",
+    [[1.25, 1.5, 1.9], [1.1, 1.6, 2.0], [1.5, 1.5, 1.5], [1.25, 1.25, 1.25], [2.0, 2.0, 2.0]],
+)
 def test_alpha_gradient_equals_entmax_bisect(values: list[float]) -> None:
     z = scores(11, (2, 3, 5, 9))  # (B, H, n, n)
     z[0, 1, 2, :3] = float("-inf")
@@ -150,3 +153,29 @@ def test_no_graph_without_grad_and_out_is_refused() -> None:
     assert not entmax(z.detach(), 1.5).requires_grad
     with pytest.raises(ValueError, match="out="):
         entmax(z, 1.5, out=torch.empty(3, 10))
+
+
+@pytest.mark.parametrize("values", [[1.5] * 3, [1.25] * 3, [1.75] * 3, [1.2, 1.5, 1.8]])
+def test_gradcheck_learned_alpha_one_value_or_per_head(values: list[float]) -> None:
+    """Every head at one α (the first step of --alpha learned: the backward's scalar fast
+    paths, s = √p at 1.5) and distinct α per head, with masked keys: float64 gradcheck."""
+    z = scores(31, (2, 3, 4, 7))
+    z[0, 1, 2, :3] = float("-inf")
+    z[1, 2, 0, 4:] = float("-inf")
+    a = torch.tensor(values, dtype=F64).view(1, 3, 1, 1).requires_grad_()
+    assert torch.autograd.gradcheck(lambda x, al: entmax(x, al), (z.requires_grad_(), a))
+
+
+def test_float32_alpha_gradient_matches_float64() -> None:
+    """float32 scores: the backward in float32 (rsqrt at 1.5, exp/log elsewhere) gives the
+    float64 gradients to float32 rounding, for one α and for per-head α."""
+    z = scores(41, (4, 3, 16, 48)).float()
+    g = torch.randn(z.shape, generator=torch.Generator().manual_seed(5))
+    for values in ([1.5] * 3, [1.3, 1.5, 1.9]):
+        a = torch.tensor(values, dtype=F64).view(1, 3, 1, 1)
+        _, dz32, da32 = grads(lambda x, al: entmax(x, al), z, g, a)
+        _, dz64, da64 = grads(lambda x, al: entmax(x, al), z.double(), g.double(), a)
+        assert dz32.dtype == torch.float32 and da32.dtype == F64
+        assert torch.allclose(dz32.double(), dz64, atol=2e-5)
+        assert torch.allclose(da32, da64, rtol=1e-4, atol=1e-4)
+        assert (dz32[dz64 == 0] == 0).all()
