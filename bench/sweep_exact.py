@@ -72,7 +72,8 @@ print(len(arrays), "arrays,", len(runs), "runs")
 def dump(args) -> int:
     src = str((args.src or ROOT).resolve())
     code = DUMP.format(src=src, corpus=str(args.corpus), texts=args.texts, out=str(args.out))
-    return subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": ""}).returncode
+    env = {**os.environ, "PYTHONPATH": ""}
+    return subprocess.run([sys.executable, "-c", code], env=env).returncode
 
 
 def compare(args) -> int:
