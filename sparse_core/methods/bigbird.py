@@ -187,11 +187,12 @@ def width_draws(
         m, draws, tiles = _seed_draws(ctx, gold, w, glob, k, seeds)
         S = draws.shape[0]
         row_bytes = 8 * words(n)
-        rows = (np.arange(S * n, dtype=np.int64) * row_bytes).reshape(S, n, 1)
-        at = np.where(draws >= 0, rows + (draws >> 3), S * n * row_bytes)
         dtype = np.int32 if S * n * row_bytes < 1 << 31 else np.int64
-        bit = (draws & 7).astype(np.uint8)  # −1 & 7: any bit of the zero byte
-        at, bit = (np.ascontiguousarray(x.transpose(2, 0, 1)) for x in (at.astype(dtype), bit))
+        d = np.ascontiguousarray(draws.transpose(2, 0, 1))  # (k, S, n) step-major
+        bit = (d & 7).astype(np.uint8)  # −1 & 7: any bit of the zero byte
+        at = (d >> 3).astype(dtype, copy=False)
+        at += (np.arange(S * n, dtype=dtype) * dtype(row_bytes)).reshape(S, n)  # its row
+        np.copyto(at, dtype(S * n * row_bytes), where=d < 0)  # no draw: the zero byte
         got = (m, at, bit, tiles)  # at, bit step-major: (k, L·H, n)
         # list(): a snapshot (C-level, atomic under the GIL); another thread may add to it
         if len(_DRAWS) >= _DRAWS_MAX or any(kk[0] != n for kk in list(_DRAWS)):
