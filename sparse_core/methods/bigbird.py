@@ -162,7 +162,8 @@ def draw_mass(
     looked up (``PredictContext.prob_values``); a draw's key is its byte in the row bitsets
     times 8 plus its bit."""
     k, LH, n = is_gold.shape
-    t, a, i = np.unravel_index(np.flatnonzero(is_gold), is_gold.shape)
+    # 0 / 1 bytes viewed as bool: numpy's nonzero of a bool array is ~5x faster than of uint8
+    t, a, i = np.unravel_index(np.flatnonzero(is_gold.view(bool)), is_gold.shape)
     col = (at[t, a, i].astype(np.int64) - (a * n + i) * row_bytes) * 8 + bit[t, a, i]
     p = ctx.prob_values(a, i, col).astype(np.float64)
     per_step = np.bincount(t * LH + a, weights=p, minlength=k * LH).reshape(k, LH)
