@@ -21,6 +21,9 @@ runtimes would register the same transformers attention name and overwrite each 
 All candidates of a figure run interleaved, repeat by repeat, so that load from other processes
 hits them alike; medians and minima are printed with the load average before and after.
 
+``--lone`` adds rows for ``model.run`` as the server runs a text alone in its round (issue 26):
+torch on one thread and a second one-thread worker (``SparseModel.run(side=…)``).
+
 Run: ``python bench/bench_entmax.py --threads 2 --repeats 7``
 """
 
@@ -35,6 +38,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -174,6 +178,18 @@ def package_entmax(alpha: float) -> tuple[str, Callable[[torch.Tensor], object]]
     return "entmax_bisect (50 it.)", lambda x: entmax_bisect(x, alpha, dim=-1, n_iter=50)
 
 
+def lone(model, text: str, alpha: float, side: ThreadPoolExecutor) -> object:
+    """``model.run`` as the server's model worker runs a text alone in its round: torch on one
+    thread, the second worker taking half of every linear layer's rows and of every layer's
+    heads (bit for bit the one-thread run); the thread count is put back after."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return model.run(text, alpha=alpha, side=side)
+    finally:
+        torch.set_num_threads(threads)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
@@ -186,6 +202,12 @@ def main() -> None:
     ap.add_argument("--skip-model", action="store_true", help="skip figure 1 (model.run)")
     ap.add_argument("--skip-raw", action="store_true", help="skip figure 2 (the raw op)")
     ap.add_argument("--skip-package", action="store_true", help="leave out the entmax package")
+    ap.add_argument(
+        "--lone",
+        action="store_true",
+        help="also model.run as the server runs a lone text: torch on one thread, half of the "
+        "linear rows and heads on a second one-thread worker (SparseModel.run(side=...))",
+    )
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     print(
@@ -198,6 +220,7 @@ def main() -> None:
     base_entmax = import_entmax(args.baseline) if args.baseline else None
     tok, bert = hf_bert(args.device)
     _, bert_sdpa = hf_bert(args.device, "sdpa")
+    side = ThreadPoolExecutor(1) if args.lone else None
     for n in args.n:
         t = prefix_with_tokens(text, n, lambda s: len(tok(s)["input_ids"]))
         ids = tok(t, return_tensors="pt")["input_ids"].to(args.device)
@@ -217,6 +240,8 @@ def main() -> None:
             }
             for a in args.alphas:
                 fns[f"model.run alpha={a}"] = lambda a=a, t=t: model.run(t, alpha=a)
+                if args.lone:
+                    fns[f"lone model.run alpha={a}"] = lambda a=a, t=t: lone(model, t, a, side)
                 if base_entmax is not None:
                     fns[f"baseline model.run alpha={a}"] = with_entmax(
                         base_entmax.entmax, lambda a=a, t=t: model.run(t, alpha=a)
@@ -229,7 +254,7 @@ def main() -> None:
             fast = min(("BertModel eager softmax", "BertModel SDPA softmax"), key=med.get)
             print(f"    vs the fastest softmax ({fast}, median):")
             for name, ms in med.items():
-                if name.startswith("model.run"):
+                if "model.run" in name:
                     print(f"    {name:<30} {ms / med[fast]:6.2f}x")
         if args.skip_raw:
             continue

@@ -28,6 +28,12 @@ loaded it before Plotly became lazy). Written under "## First paint".
 with side by side off, with pane B on another head, and with pane B another method, the three
 interleaved per method in one page and one run (slider-update includes B's mask, the difference
 and the three panes' repaint); printed as a table (docs/benchmarks.md "## Side by side").
+``--pointer`` drags the range slider with the mouse instead (CDP mouse events: Chromium delivers
+them aligned to the frame, before its animation-frame callbacks, as it does a user's drag; the
+synthetic events are dispatched from inside an animation frame, so each waits one whole frame
+more than a drag would). ``--baseline TREE`` adds a second page whose JavaScript and CSS come
+from another checkout (same server and HTML), interleaved with this tree's per method and mode:
+before / after in one run.
 """
 
 from __future__ import annotations
@@ -67,6 +73,35 @@ SLIDE_JS = """async ([name, steps]) => {
   const get = (name) => performance.getEntriesByName(name).map((e) => e.duration);
   return { update: get('slider-update'), work: get('slider-work') };
 }"""
+
+#: --pointer: the measures of a drag made with the real pointer (CDP mouse events on the range
+#: slider, which Chromium delivers aligned to the frame, as a user's drag), read after the drag.
+CLEAR_JS = """() => { performance.clearMeasures('slider-update');
+  performance.clearMeasures('slider-work'); }"""
+FRAMES_JS = """() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))"""
+READ_JS = """() => ({ update: performance.getEntriesByName('slider-update').map((e) => e.duration),
+  work: performance.getEntriesByName('slider-work').map((e) => e.duration) })"""
+
+
+def pointer_drag(page, name: str, steps: int) -> dict:
+    """Drag parameter ``name``'s range slider with the mouse through ``steps`` scattered
+    positions (press on the track, a move per step, two frames after each, release)."""
+    el = page.locator(f'[data-range="{name}"]')
+    el.scroll_into_view_if_needed()
+    box = el.bounding_box()
+    y = box["y"] + box["height"] / 2
+    at = lambda f: box["x"] + 8 + f * (box["width"] - 16)  # noqa: E731 (the thumb's half width)
+    page.evaluate(CLEAR_JS)
+    page.mouse.move(at(0.5), y)
+    page.mouse.down()
+    page.evaluate(FRAMES_JS)
+    page.evaluate(CLEAR_JS)  # the press: not a step
+    for k in range(steps):
+        page.mouse.move(at((k * 0.6180339887 + 0.1) % 1), y)
+        page.evaluate(FRAMES_JS)
+    page.mouse.up()
+    return page.evaluate(READ_JS)
+
 
 CHOICE_JS = """async ([name, steps]) => {
   const el = document.querySelector(`[data-param="${name}"]`);
@@ -234,47 +269,88 @@ COMPARE_JS = """async (patch) => {
 }"""
 
 
-def bench_compare(browser, base: str, model, n: int, steps: int) -> dict:
+def serve_tree(page, tree: Path) -> None:
+    """Serve the page's JavaScript and CSS from another checkout ``tree`` (its frontend/js and
+    static/css) instead of this one's: the same server, HTML and API, another page's code."""
+    import re
+
+    where = re.compile(r"^https?://[^/]+(?:/v/[^/]+)?/(js|static/css)/([^?#]+)")
+
+    def fulfil(route) -> None:
+        m = where.match(route.request.url)
+        folder = tree / ("frontend/js" if m.group(1) == "js" else "static/css")
+        path = folder / m.group(2)
+        if not path.is_file():
+            route.fulfill(status=404, body="not in the baseline tree")
+            return
+        kind = "text/javascript" if path.suffix == ".js" else "text/css"
+        route.fulfill(status=200, body=path.read_bytes(), headers={"Content-Type": kind})
+
+    page.route(lambda url: bool(where.match(url)), fulfil)
+
+
+def bench_compare(browser, base: str, model, n: int, steps: int,
+                  baseline: Path | None = None, pointer: bool = False) -> dict:  # fmt: skip
     """Slider latency with side by side off, B = another head, B = another method, interleaved per
-    method: {"off" | "head" | "method": [slider-update ms]} and the frames' work."""
+    method: {"off" | "head" | "method": [slider-update ms]} and the frames' work. With
+    ``baseline`` (another checkout), a second page runs that tree's JavaScript and CSS, interleaved
+    with this tree's per method and mode in the same browser and run: keys "<tree> · <mode>"."""
     text = texts_of_n_tokens(model, n, 1)[0]
-    page = browser.new_page(viewport={"width": 1600, "height": 1000})
-    page.set_default_timeout(600_000)
-    a = analyse(page, base, text)
-    page.wait_for_selector("#pareto .scatterlayer .trace", timeout=600_000)
+    trees = {"this tree": None} if baseline is None else {"this tree": None, "baseline": baseline}
+    pages, a = {}, None
+    for label, tree in trees.items():
+        ctx = browser.new_context(viewport={"width": 1600, "height": 1000})
+        page = ctx.new_page()
+        page.set_default_timeout(600_000)
+        if tree is not None:
+            serve_tree(page, tree)
+        a = analyse(page, base, text)
+        page.wait_for_selector("#pareto .scatterlayer .trace", timeout=600_000)
+        pages[label] = page
     available = [m for m in a["methods"] if not m["needs_artefact"] or a["artefact"]]
     modes = {
         "off": {"compare": "off"},
         "head": {"compare": "head", "cmpLayer": a["layers"] - 1, "cmpHead": a["heads"] - 1},
         "method": {"compare": "method", "cmpMethod": "strided"},
     }
-    update = {k: [] for k in modes}
-    work = {k: [] for k in modes}
-    for m in available:
-        page.select_option("#method", m["name"])
-        page.wait_for_timeout(300)
-        for mode, patch in modes.items():
-            state = page.evaluate(COMPARE_JS, patch)
-            if mode != "off" and state != "ready":
-                raise RuntimeError(f"side by side ({mode}) did not become ready: {state}")
-            got = page.evaluate(SLIDE_JS, [slider_of(m), steps])
-            update[mode] += got["update"]
-            work[mode] += got["work"]
-    page.close()
+    keys = [mode if baseline is None else f"{label} · {mode}" for label in trees for mode in modes]
+    update = {k: [] for k in keys}
+    work = {k: [] for k in keys}
+    for k, m in enumerate(available):
+        # alternate which tree goes first, so neither always runs right after a method switch
+        order = list(pages.items()) if k % 2 == 0 else list(pages.items())[::-1]
+        for label, page in order:
+            page.bring_to_front()
+            page.select_option("#method", m["name"])
+            page.wait_for_timeout(300)
+            for mode, patch in modes.items():
+                state = page.evaluate(COMPARE_JS, patch)
+                if mode != "off" and state != "ready":
+                    raise RuntimeError(f"side by side ({mode}) did not become ready: {state}")
+                if pointer:
+                    got = pointer_drag(page, slider_of(m), steps)
+                else:
+                    got = page.evaluate(SLIDE_JS, [slider_of(m), steps])
+                key = mode if baseline is None else f"{label} · {mode}"
+                update[key] += got["update"]
+                work[key] += got["work"]
+    for page in pages.values():
+        page.context.close()
     return {"n": n, "update": update, "work": work, "methods": len(available)}
 
 
 def compare_report(r: dict, model_id: str, argv: list[str]) -> str:
     load = os.getloadavg()[0]
-    off = pct(r["update"]["off"], 0.95)
     lines = [f"{model_id}, n = {r['n']}, {r['methods']} methods (first slider each), "
              f"{os.cpu_count()} CPU threads, load average {load:.1f} at the end of the run. "
              "Command:", "", f"    python bench/bench_page.py {' '.join(argv)}", "",
              "| side by side | count | update p50 | p95 | max | work p50 | work p95 | p95 / off |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
-    for mode, xs in r["update"].items():
-        ws = r["work"][mode]
-        lines.append(f"| {mode} | {len(xs)} | {pct(xs, 0.5):.1f} | {pct(xs, 0.95):.1f} | "
+    for key, xs in r["update"].items():
+        # the ratio to side by side off of the same tree
+        off = pct(r["update"][key.rsplit(" · ", 1)[0] + " · off" if " · " in key else "off"], 0.95)
+        ws = r["work"][key]
+        lines.append(f"| {key} | {len(xs)} | {pct(xs, 0.5):.1f} | {pct(xs, 0.95):.1f} | "
                      f"{max(xs):.1f} | {pct(ws, 0.5):.1f} | {pct(ws, 0.95):.1f} | "
                      f"{pct(xs, 0.95) / off:.2f} |")  # fmt: skip
     return "\n".join(lines) + "\n"
@@ -502,7 +578,23 @@ def main() -> int:
         action="store_true",
         help="side by side off / head / method, interleaved, printed as a table",
     )
+    ap.add_argument(
+        "--pointer",
+        action="store_true",
+        help="--compare: drag each slider with the mouse (frame-aligned input, as a user's drag) "
+        "instead of input events dispatched from an animation frame",
+    )
+    ap.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="TREE",
+        help="--compare: also run another checkout's page (its frontend/js and static/css, e.g. "
+        "`git -C /work/main archive HEAD | tar -x -C TREE`), interleaved in the same run",
+    )
     args = ap.parse_args()
+    if args.baseline is not None and not (args.baseline / "frontend" / "js" / "main.js").is_file():
+        print(f"--baseline {args.baseline}: no frontend/js/main.js there", file=sys.stderr)
+        return 2
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from playwright.sync_api import sync_playwright
 
@@ -536,8 +628,8 @@ def main() -> int:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
             for n in args.n:
-                print(compare_report(bench_compare(browser, base, model, n, args.steps),
-                                     model.model_id, sys.argv[1:]))  # fmt: skip
+                r = bench_compare(browser, base, model, n, args.steps, args.baseline, args.pointer)
+                print(compare_report(r, model.model_id, sys.argv[1:]))
             browser.close()
         return 0
     if args.arena:

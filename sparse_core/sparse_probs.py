@@ -241,6 +241,18 @@ class SparseProbs:
         out.crow, out.col, out.val = [crow - a], [self.col[layer][a:b]], [self.val[layer][a:b]]
         return out
 
+    def select_layers(self, first: int, stop: int) -> SparseProbs:
+        """Layers ``first`` to ``stop - 1`` with every head, as a store of their own (views)."""
+        if self._dense is not None:
+            out = SparseProbs(stop - first, self.H, self.n, dense=self._dense[first:stop])
+            if self._graph is not None:
+                out._graph = self._graph[first:stop]
+            return out
+        out = SparseProbs(stop - first, self.H, self.n)
+        out.crow, out.col = self.crow[first:stop], self.col[first:stop]
+        out.val = self.val[first:stop]
+        return out
+
     @staticmethod
     def cat(stores: Sequence[SparseProbs]) -> SparseProbs:
         """Several runs' stores (same H and n) as one whose layers are each run's in turn."""

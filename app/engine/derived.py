@@ -37,6 +37,13 @@ from .payloads import (
     raw_body,
 )
 from .request import alpha_words
+from .two_cores import (
+    SPLIT_MIN_TOKENS,
+    side_worker,
+    splits,
+    sweep_head_on_two_cores,
+    sweep_on_two_cores,
+)
 
 if TYPE_CHECKING:
     from .service import Stats
@@ -111,9 +118,19 @@ class Derived:
     def _sweep(self, entry: Entry, layer: int | None = None, head: int | None = None) -> Any:
         """Every method's grid on this text: every head, or (``layer``, ``head``) alone."""
         t0 = time.perf_counter()
+        side = side_worker()
         with torch.inference_mode():
-            ctx = entry.ctx if layer is None else entry.ctx.view(layer, head)
-            sweep = pareto.sweep_text(ctx, per_head=True)
+            ctx = entry.ctx
+            if side is not None and entry.out.n >= SPLIT_MIN_TOKENS:  # on both cores
+                if layer is not None:
+                    sweep = sweep_head_on_two_cores(ctx, layer, head, side)
+                elif splits(ctx):
+                    sweep = sweep_on_two_cores(ctx, side)
+                else:
+                    sweep = pareto.sweep_text(ctx, per_head=True)
+            else:
+                ctx = ctx if layer is None else ctx.view(layer, head)
+                sweep = pareto.sweep_text(ctx, per_head=True)
         release_free_memory()  # the sweep's bitsets
         self.stats.pareto_runs += 1
         log.info(

@@ -50,6 +50,22 @@ from .tagging import Tagger
 
 log = logging.getLogger(__name__)
 
+
+def one_blas_thread() -> None:
+    """numpy's BLAS on one thread for the life of the process. Its products here are small (one
+    head's (n, d) x (d, n) in the summaries and sweeps), the engine spreads its work over the
+    cores itself (the model worker's split, the lone summary's side worker), and OpenBLAS's own
+    threads only spin against those: on a busy 2-core machine a 512-token text's summary took
+    2.5-3x as long, at twice the CPU, with two BLAS threads as with one (docs/benchmarks.md,
+    "Through a real server"). The figures are the same bit for bit (a BLAS thread splits the
+    output's rows and columns, never a dot product)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - a dependency; BLAS then keeps its threads
+        return
+    threadpool_limits(limits=1, user_api="blas")
+
+
 #: Method lists remembered per (n, artefact name).
 MAX_METHOD_LISTS = 4096
 #: What the warm-up analyses (uncached).
@@ -133,6 +149,7 @@ class AnalysisService:
             if self.settings.threads is not None or not self.slot.ready:
                 # process-wide, like the model; a model handed in (tests) leaves it alone
                 torch.set_num_threads(self.settings.torch_threads())
+                one_blas_thread()
             if self.settings.results_dir is not None:  # a bad folder: before the slow load
                 self.results = CorpusResults.load(self.settings.results_dir)
             self.registry.load()

@@ -5,7 +5,9 @@ hook (:func:`tie_batch`, installed by the model slot) ties their outputs to one
 :class:`SummaryBatch`. Each request then asks :func:`summarise` for its predict context and
 summary rows: the first of a batch to ask computes those of every sibling of its length (and
 causality) at once (``payloads.summary_texts``: texts of one length stacked, each head's figures
-exactly its own text's); the others take theirs. A text run alone is summarised alone.
+exactly its own text's); the others take theirs. A text run alone is summarised alone, on both
+cores (issue 26): half of its layers on a side worker (app/engine/two_cores.py), byte for byte
+the one-thread summary.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import torch
 from sparse_core.methods import PredictContext
 
 from .payloads import summary_texts
+from .two_cores import side_worker, splits, summary_on_two_cores
 
 #: Where a batch ties an output to its siblings (``RunOutput.extra``; popped by summarise).
 BATCH_KEY = "_summary_batch"
@@ -66,6 +69,9 @@ class SummaryBatch:
 def _alone(out: Any, art: Any) -> tuple[PredictContext, str]:
     with torch.inference_mode():
         ctx = PredictContext.from_run(out, art)
+    side = side_worker()
+    if side is not None and splits(ctx):
+        return ctx, summary_on_two_cores(ctx, side)
     return ctx, summary_texts([ctx])[0]
 
 

@@ -108,9 +108,7 @@ def create_app(settings: Settings | None = None, service: AnalysisService | None
         # every route's 422 is our {detail, field} body (app/web/errors.py), not FastAPI's default
         # HTTPValidationError list: the OpenAPI schema describes what is really sent
         # and every /api/ route refuses a query key it does not take (deps.known_query)
-        app.include_router(
-            router, responses=documented(422), dependencies=[Depends(known_query)]
-        )
+        app.include_router(router, responses=documented(422), dependencies=[Depends(known_query)])
     # versioned asset URLs (render.asset_urls): the hash changes with any file, so a year, immutable
     version = asset_version()
     app.mount(

@@ -93,6 +93,39 @@ export function poolMax(codes, n, side) {
 }
 
 /**
+ * A pane's classes pooled to side × side straight from its gold graph and mask: the same image as
+ * `poolMax(paneCodes(gold, mask), n, side)` in one pass, without the n × n class image (a slider
+ * frame in side by side pools A's pane, and B's, at n² = 262,144 cells each).
+ * @param {Uint8Array} gold n × n, 0/1
+ * @param {Uint8Array|null} mask n × n, 0/1
+ * @param {number} n
+ * @param {number} side pixels
+ * @returns {{img: Uint8Array, m: number}}
+ */
+export function poolPane(gold, mask, n, side) {
+  if (side >= n || mask === null) return poolMax(paneCodes(gold, mask), n, side);
+  const m = Math.max(1, Math.floor(side));
+  const img = new Uint8Array(m * m);
+  const start = new Int32Array(m + 1);
+  for (let p = 0; p <= m; p++) start[p] = Math.floor((p * n) / m);
+  for (let pr = 0; pr < m; pr++) {
+    const row = pr * m;
+    for (let i = start[pr]; i < start[pr + 1]; i++) {
+      const base = i * n;
+      for (let pc = 0; pc < m; pc++) {
+        let best = img[row + pc];
+        for (let x = base + start[pc], end = base + start[pc + 1]; x < end; x++) {
+          const c = PANE_OF[(gold[x] << 1) | mask[x]];
+          if (c > best) best = c;
+        }
+        img[row + pc] = best;
+      }
+    }
+  }
+  return { img, m };
+}
+
+/**
  * The cell (i, j) under a point of a pane of `size` CSS px showing n × n cells, or null.
  * @returns {{i: number, j: number}|null}
  */

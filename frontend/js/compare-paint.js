@@ -11,7 +11,7 @@
  */
 
 import { ACCENT, MISSED, SHADE, ZERO } from "./colours.js";
-import { DIFF, PANE, poolMax } from "./compare-diff.js";
+import { DIFF, PANE, poolMax, poolPane } from "./compare-diff.js";
 
 export const ONLY_A = "#d55e00";
 export const ONLY_B = "#0072b2";
@@ -31,16 +31,19 @@ export function measure(p) {
 }
 
 /**
- * Render pane `p`'s classes (`p.codes`, n × n) into its offscreen image, pooled to its size:
- * once per new class image (a slider frame re-renders only the panes whose classes changed).
- * @param {object} p {fig, canvas, off, codes, n}
+ * Render pane `p`'s classes into its offscreen image, pooled to its size: the difference's from
+ * its class image (`p.codes`, n × n), A's and B's from their gold graph and mask (`p.src`,
+ * compare-diff.js `poolPane`); once per new class image (a slider frame re-renders only the panes
+ * whose classes changed). A pane with data has n > 0.
+ * @param {object} p {fig, canvas, off, codes, src, n}
  * @param {boolean} isDiff the difference pane (its colours)
  */
 export function renderPane(p, isDiff = false) {
   if (!p.sideCss) measure(p);
-  if (!p.codes) return;
+  if (!p.n) return;
   const dpr = window.devicePixelRatio || 1;
-  const { img, m } = poolMax(p.codes, p.n, Math.round(p.sideCss * dpr));
+  const side = Math.round(p.sideCss * dpr);
+  const { img, m } = p.src ? poolPane(p.src.gold, p.src.mask, p.n, side) : poolMax(p.codes, p.n, side);
   const lut = isDiff ? DIFF_RGB : PANE_RGB;
   if (p.off.width !== m) p.off.width = p.off.height = m;
   const octx = p.off.getContext("2d");
@@ -74,7 +77,7 @@ export function paintPane(p, hover, isDiff = false) {
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
   ctx.fillStyle = "#f8fafc";
   ctx.fillRect(0, 0, side, side);
-  if (!p.codes) return;
+  if (!p.n) return;
   ctx.imageSmoothingEnabled = false;
   ctx.drawImage(p.off, 0, 0, side, side);
   if (isDiff) drawMarks(ctx, p.codes, p.n, side);
@@ -115,7 +118,7 @@ function drawMarks(ctx, codes, n, side) {
  */
 export function outlineCell(p, hover) {
   const ctx = p.canvas.getContext("2d");
-  if (!hover || !p.codes || hover.i >= p.n || hover.j >= p.n) return;
+  if (!hover || !p.n || hover.i >= p.n || hover.j >= p.n) return;
   const c = p.side / p.n;
   const w = Math.max(c, 4);
   const x = (hover.j + 0.5) * c - w / 2, y = (hover.i + 0.5) * c - w / 2;
@@ -163,11 +166,11 @@ export function comparePng(panes, it, title) {
     ctx.fillStyle = "#111827";
     ctx.fillText(p.title.textContent, x, top - 8, side);
     ctx.imageSmoothingEnabled = false;
-    if (!p.codes) return;
+    if (!p.n) return;
     ctx.drawImage(p.off, x, top, side, side); // the pane's own image (cells, or pooled)
     ctx.save();
     ctx.translate(x, top);
-    if (k === panes.length - 1) drawMarks(ctx, p.codes, p.n, side); // the difference's marks
+    if (k === panes.length - 1 && p.codes) drawMarks(ctx, p.codes, p.n, side); // the difference's marks
     ctx.strokeStyle = "#cbd5e1";
     ctx.strokeRect(0.5, 0.5, side - 1, side - 1);
     ctx.restore();

@@ -16,7 +16,7 @@
  *   cmpModel: the address, shares and exports keep it; PNG export of the three panes + legend.
  */
 
-import { cellAt, diffMasks, paneCodes } from "./compare-diff.js";
+import { cellAt, diffMasks } from "./compare-diff.js";
 import { cellFacts } from "./heatmap-cell.js";
 import { comparePng, measure, paintPane, renderPane } from "./compare-paint.js";
 import { paneB } from "./compare-data.js";
@@ -69,7 +69,7 @@ export function initCompare(root, heatmap, models = []) {
     const canvas = el("canvas", { attrs: { role: "img", "aria-label": `pane ${name}` } });
     const title = el("div", { class: "cmp-title" });
     const fig = el("figure", { class: "cmp-pane", attrs: { "data-pane": name[0] === "A" && name.length > 1 ? "D" : name } }, [title, canvas]);
-    return { name, canvas, title, fig, off: document.createElement("canvas"), codes: null, n: 0 };
+    return { name, canvas, title, fig, off: document.createElement("canvas"), codes: null, src: null, n: 0 };
   });
   const [pa, pb, pd] = panes;
   const legend = el("div", { class: "cmp-legend", attrs: { id: "cmp-legend" } });
@@ -223,6 +223,7 @@ export function initCompare(root, heatmap, models = []) {
     p.from = from;
     const got = make();
     p.codes = got?.codes ?? null;
+    p.src = got?.src ?? null;
     p.n = got?.n ?? 0;
     renderPane(p, p === pd);
     paintPane(p, hover, p === pd);
@@ -236,9 +237,10 @@ export function initCompare(root, heatmap, models = []) {
     say(pa.title, labelA(s));
     say(pb.title, labelB(s));
     say(pd.title, "A − B");
-    update(pa, [A, maskA], () => ({ codes: paneCodes(A.gold, maskA), n: A.n }));
+    // A's and B's panes are pooled straight from gold and mask (compare-diff.js poolPane)
+    update(pa, [A, maskA], () => ({ src: { gold: A.gold, mask: maskA }, n: A.n }));
     const mB = b ? maskOfB(s) : null;
-    update(pb, [b, mB], () => (b ? { codes: paneCodes(b.head.gold, mB), n: b.head.n } : null));
+    update(pb, [b, mB], () => (b ? { src: { gold: b.head.gold, mask: mB }, n: b.head.n } : null));
     const byMask = s.compare === "method";
     update(pd, byMask ? [A, b, maskA, mB] : [A, b], () => {
       diff = null;
@@ -305,7 +307,7 @@ export function initCompare(root, heatmap, models = []) {
   // ------------------------------------------------------------ linked hover
   function showCell(cell, fromHeatmap = false) {
     hover = cell;
-    for (const p of panes) if (p.codes) paintPane(p, hover, p === pd);
+    for (const p of panes) if (p.n) paintPane(p, hover, p === pd);
     readout.textContent = cell ? sayCell(s0(), cell) : "";
     if (!fromHeatmap) heatmap.dispatchEvent(new CustomEvent("heatmap-show-cell", { detail: cell }));
   }
@@ -328,7 +330,7 @@ export function initCompare(root, heatmap, models = []) {
 
   for (const p of panes) {
     p.canvas.addEventListener("mousemove", (ev) => {
-      if (!p.codes) return;
+      if (!p.n) return;
       const r = p.canvas.getBoundingClientRect();
       const c = cellAt(ev.clientX - r.left, ev.clientY - r.top, r.width, p.n);
       if (c && (!hover || hover.i !== c.i || hover.j !== c.j)) showCell(c);

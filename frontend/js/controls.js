@@ -223,38 +223,38 @@ export function initMethodPanel(root, metricsRoot) {
 
   function showMetrics(s) {
     const m = s.result?.metrics;
-    problem.textContent = s.result?.error ?? "";
+    say(problem, s.result?.error ?? "");
     problem.hidden = !s.result?.error;
     for (const r of rows) {
       const v = m ? m[r.k] : NaN;
-      r.value.textContent = fmt(v);
-      r.fill.style.width = Number.isFinite(v) ? `${(v * 100).toFixed(1)}%` : "0";
+      say(r.value, fmt(v));
+      fillBar(r.fill, v);
     }
     const b = m?.block_sparsity?.[s.block] ?? NaN;
-    blockName.textContent = `block sparsity, ${s.block} × ${s.block} tiles`;
+    say(blockName, `block sparsity, ${s.block} × ${s.block} tiles`);
     blockRow.dataset.block = s.block;
-    blockValue.textContent = fmt(b);
-    blockBar.firstChild.style.width = Number.isFinite(b) ? `${(b * 100).toFixed(1)}%` : "0";
+    say(blockValue, fmt(b));
+    fillBar(blockBar.firstChild, b);
     const own = s.params?.block ?? s.params?.page;
     ownRow.hidden = own === undefined || String(own) === String(s.block);
     if (!ownRow.hidden) {
       const v = m?.block_sparsity?.[String(own)] ?? NaN;
-      ownName.textContent = `block sparsity, ${own} × ${own} (its own blocks)`;
+      say(ownName, `block sparsity, ${own} × ${own} (its own blocks)`);
       ownRow.dataset.block = String(own);
-      ownValue.textContent = fmt(v);
-      ownBar.firstChild.style.width = Number.isFinite(v) ? `${(v * 100).toFixed(1)}%` : "0";
+      say(ownValue, fmt(v));
+      fillBar(ownBar.firstChild, v);
     }
     const ownAlpha = s.headData
       ? s.analysis?.own_alpha?.[s.headData.layer]?.[s.headData.head]
       : undefined;
-    gold.textContent = s.headData
+    say(gold, s.headData
       ? `gold sparsity of layer ${s.headData.layer}, head ${s.headData.head}: ` +
         `${fmt(s.headData.goldSparsity)} · |G| = ${s.headData.goldCount} edges` +
         (Number.isFinite(ownAlpha)
           ? ` · the model's own α for this head: ${fmt(ownAlpha, 3)} (this view: ` +
             `${s.analysis.alpha === "own" ? "each head at its own α" : `α = ${s.analysis.alpha}`})`
           : "")
-      : "";
+      : "");
   }
 
   store.subscribe((s, changed) => {
@@ -267,6 +267,12 @@ export function initMethodPanel(root, metricsRoot) {
   });
 }
 
+/** A metric's bar filled to `v` in [0, 1]: the size of its background (app.css), a repaint of the
+ * bar alone; a width would relay out the panel and re-layerise the page on every slider step. */
+function fillBar(fill, v) {
+  fill.style.backgroundSize = `${Number.isFinite(v) ? (v * 100).toFixed(1) : 0}% 100%`;
+}
+
 /** What a value means where the number alone does not say it (the window: off, even widths). */
 function special(spec, v) {
   const said = show(spec, v);
@@ -275,7 +281,14 @@ function special(spec, v) {
 
 /** The slider's position, its spoken value and the readout of a parameter at `v`. */
 function showRange(spec, range, scale, out, v, moveRange = true) {
-  if (moveRange) range.value = String(scale.toPos(Number(v)));
-  range.setAttribute("aria-valuetext", show(spec, v));
-  out.textContent = special(spec, v);
+  const pos = String(scale.toPos(Number(v)));
+  if (moveRange && range.value !== pos) range.value = pos;
+  const said = show(spec, v);
+  if (range.getAttribute("aria-valuetext") !== said) range.setAttribute("aria-valuetext", said);
+  say(out, special(spec, v));
+}
+
+/** Set a node's text where it changed (an equal write still relays out and repaints it). */
+function say(node, text) {
+  if (node.textContent !== text) node.textContent = text;
 }

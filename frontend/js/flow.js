@@ -13,6 +13,7 @@
 
 import { getFlow } from "./api.js";
 import { el } from "./dom.js";
+import { LOD_MIN } from "./heatmap-lod.js";
 import * as store from "./state.js";
 import { tokenLabel } from "./tokens.js";
 
@@ -69,6 +70,9 @@ export function initFlow(root, select) {
   let layer = null;
   let analysisId = null;
   let seq = 0;
+  // a long text (n > LOD_MIN): the flow is asked for once the open head's graph is in, so its
+  // request never competes with the first paint's (the graph part comes first, session.js)
+  let afterGraph = false;
 
   const fill = (a) => {
     select.replaceChildren(
@@ -176,6 +180,10 @@ export function initFlow(root, select) {
       analysisId = a.id;
       fill(a);
       target = defaultTarget(a, s.lockedRow);
+      afterGraph = a.n > LOD_MIN && !s.headData;
+      if (!afterGraph) load();
+    } else if (afterGraph && changed.has("headData") && s.headData) {
+      afterGraph = false;
       load();
     } else if (changed.has("lockedRow") && a && Number.isInteger(s.lockedRow)) {
       target = s.lockedRow;

@@ -26,6 +26,7 @@ import { poolCells, rowStarts, wholeRegion } from "./heatmap-lod.js";
 import { nextIndex, setStop } from "./roving.js";
 import * as store from "./state.js";
 import { onSweepHead, settingKey } from "./sweep.js";
+import { visibleTokens } from "./tokens.js";
 
 /** Keys whose change asks for a new paint of every head. */
 const REPAINT = ["analysis", "method", "params"];
@@ -41,17 +42,34 @@ function layOf(n) {
 }
 
 /**
+ * The visible-index maps of the page's tokens: every token, or without [CLS]/[SEP] when the view
+ * hides them (the heatmap's `hideSpecial`, tokens.js `visibleTokens`); `pos` is -1 for a hidden one.
+ * @param {{special?: boolean}[]} tokens
+ * @param {boolean} hideSpecial
+ * @returns {{m: number, vis: Int32Array, pos: Int32Array}}
+ */
+export function visibleLay(tokens, hideSpecial) {
+  const n = tokens.length;
+  if (!hideSpecial) return layOf(n);
+  const vis = Int32Array.from(visibleTokens(tokens, true));
+  const pos = new Int32Array(n).fill(-1);
+  vis.forEach((t, a) => { pos[t] = a; });
+  return { m: vis.length, vis, pos };
+}
+
+/**
  * The head's picture with the mask: the whole n × n matrix max-pooled to at most `side` cells a
  * side (one block ≥ one device pixel), as ABGR words.
  * @param {{n: number, probs: Float32Array, edgeI: Int32Array, edgeJ: Int32Array}} head
  * @param {Uint8Array|null} mask
  * @param {number} side device pixels of the picture
+ * @param {{m: number, vis: Int32Array, pos: Int32Array}} [lay] the tokens shown (`visibleLay`)
  * @returns {ImageData}
  */
-export function modelPicture(head, mask, side) {
-  const region = wholeRegion(head.n, Math.max(1, side));
+export function modelPicture(head, mask, side, lay = layOf(head.n)) {
+  const region = wholeRegion(lay.m, Math.max(1, side));
   const img = new ImageData(region.cols, region.rows);
-  poolCells(new Uint32Array(img.data.buffer), region, head, layOf(head.n), mask,
+  poolCells(new Uint32Array(img.data.buffer), region, head, lay, mask,
     rowStarts(head.n, head.edgeI));
   return img;
 }
@@ -80,6 +98,9 @@ export function initModelView(root, readout, panel) {
   let asked = performance.now(); // when the current paint was asked for
   let focusK = 0;
   let hovered = false; // the pointer is over a head (the readout shows it)
+  let drawn = []; // per head: the {head, mask} last painted (repainted when [CLS]/[SEP] hide)
+  let lay = null; // the tokens shown (visibleLay), for the current analysis and hideSpecial
+  const layNow = (s) => (lay ??= visibleLay(s.analysis.tokens, s.hideSpecial));
 
   const isOn = () => store.get().view === "model";
 
@@ -92,6 +113,8 @@ export function initModelView(root, readout, panel) {
     const a = s.analysis;
     tiles = [];
     numbers = [];
+    drawn = [];
+    lay = null;
     painted = 0;
     if (!a) {
       root.replaceChildren(el("p", { class: "empty", text: "No analysis yet." }));
@@ -202,7 +225,8 @@ export function initModelView(root, readout, panel) {
     const s = store.get();
     const tile = tiles[k];
     if (!isOn() || !tile || setting !== settingKey(s)) return;
-    put(tile.firstChild, modelPicture(head, mask, side(tile.firstChild)));
+    put(tile.firstChild, modelPicture(head, mask, side(tile.firstChild), layNow(s)));
+    drawn[k] = { head, mask };
     const first = numbers[k] === null; // a sweep restarted on the same setting paints k again
     numbers[k] = metrics;
     tile.dataset.paint = "mask";
@@ -268,6 +292,13 @@ export function initModelView(root, readout, panel) {
       build(s);
       restart();
     } else if (REPAINT.some((key) => changed.has(key))) restart();
+    else if (changed.has("hideSpecial") && s.analysis) {
+      // the same setting, other tokens shown: repaint what is painted (the sweep is not rerun)
+      lay = null;
+      tiles.forEach((tile, k) => {
+        if (drawn[k]) put(tile.firstChild, modelPicture(drawn[k].head, drawn[k].mask, side(tile.firstChild), layNow(s)));
+      });
+    }
     if (["analysis", "layer", "head"].some((key) => changed.has(key))) mark(s);
   });
 }

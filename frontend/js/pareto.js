@@ -8,9 +8,13 @@
  * drawn (`x`, `block`), so plot, frontiers and star always agree.
  *
  * The sweep is drawn with `Plotly.react` when the data change. Any Plotly edit (restyle, relayout,
- * even of one shape) replots the figure, 100+ ms with hundreds of sweep points, so the star is an
- * SVG element laid over the plot and placed in pixels from the axis ranges and the plot area
- * (`_fullLayout._size`): a slider step only sets its transform. Clicking a point applies its
+ * even of one shape) replots the figure, 100+ ms with hundreds of sweep points, so the star is
+ * drawn on a canvas laid over the plot, placed in pixels from the axis ranges and the plot area
+ * (`_fullLayout._size`). A slider step only redraws that canvas: no DOM, style or layout change,
+ * so the frame needs no repaint or re-layerisation of the page (moving an element with a CSS
+ * transform made Chromium re-layerise every paint chunk of the page, ~1,000 of them Plotly's
+ * points: docs/benchmarks.md "Side by side"); the canvas' size and the plot's offset in it are
+ * read only after Plotly drew or the container resized. Clicking a point applies its
  * method and parameters. All hover text is escaped (Plotly renders a subset of HTML in labels).
  *
  * The legend is HTML under the plot (not Plotly's: in a one-column panel it took more height than
@@ -51,7 +55,8 @@ export function xOf(data, m) {
 export function xTitle(data) {
   return data?.x === "block" ? `block sparsity (${data.block} × ${data.block} tiles)` : "sparsity";
 }
-const SVG = "http://www.w3.org/2000/svg";
+/** The star's outer radius (CSS px). */
+const STAR_R = 12;
 
 /** A five-pointed star as an SVG path of outer radius r around (0, 0), point up. */
 function starPath(r) {
@@ -97,13 +102,22 @@ export function initPareto(root, note) {
   list.addEventListener("toggle", () => list.open && fillList());
   root.parentElement.after(legendBox, list);
   const heading = root.closest(".panel")?.querySelector(".panel-head h2") ?? null;
-  const svg = document.createElementNS(SVG, "svg");
-  svg.setAttribute("class", "pareto-star");
-  svg.setAttribute("aria-hidden", "true");
-  const star = document.createElementNS(SVG, "path");
-  star.setAttribute("d", starPath(12));
-  svg.append(star);
-  root.parentElement.append(svg);
+  const wrap = root.parentElement;
+  const canvas = document.createElement("canvas");
+  canvas.className = "pareto-star";
+  canvas.setAttribute("aria-hidden", "true");
+  canvas.style.visibility = "hidden";
+  wrap.append(canvas);
+  const star = new Path2D(starPath(STAR_R));
+  /** The canvas' size (CSS px, device pixel ratio) and the plot's offset in the container;
+   * null: to be read again (after Plotly drew, or the container resized). */
+  let box = null;
+  /** Where the star is drawn (CSS px) and in which colour; null: nothing drawn. */
+  let shown = null;
+  new ResizeObserver(() => {
+    box = null;
+    if (drawn) moveCurrent(store.get());
+  }).observe(wrap);
 
   /** The current setting's metrics: the open head's, or the mean over heads. */
   function current(s) {
@@ -237,6 +251,7 @@ export function initPareto(root, note) {
       modeBarButtons: [["zoom2d", "pan2d", "resetScale2d"]],
     });
     drawn = data;
+    box = null;
     drawLegend(s, data);
     if (list.open) fillList();
     if (heading) heading.textContent = data.x === "block" ? "Block sparsity – recall" : "Sparsity – recall";
@@ -252,7 +267,7 @@ export function initPareto(root, note) {
     const m = current(s);
     const size = root._fullLayout?._size;
     if (!drawn || !m || !size) {
-      svg.style.visibility = "hidden";
+      showStar(null);
       return;
     }
     const [x0, x1] = root.layout.xaxis.range;
@@ -260,7 +275,7 @@ export function initPareto(root, note) {
     const fx = (xOf(drawn, m) - x0) / (x1 - x0);
     const fy = (m.recall - y0) / (y1 - y0);
     if (!Number.isFinite(fx)) {
-      svg.style.visibility = "hidden";
+      showStar(null);
       return;
     }
     if (fx < 0) {
@@ -269,11 +284,49 @@ export function initPareto(root, note) {
       return;
     }
     const inside = fx <= 1 && fy >= 0 && fy <= 1;
-    svg.style.visibility = inside ? "visible" : "hidden";
-    const px = root.offsetLeft + size.l + fx * size.w;
-    const py = root.offsetTop + size.t + (1 - fy) * size.h;
-    svg.style.transform = `translate(${px.toFixed(1)}px, ${py.toFixed(1)}px)`;
-    star.setAttribute("fill", colourOf.get(s.method) ?? "#111827");
+    if (!box) box = measureBox();
+    const at = {
+      x: box.left + size.l + fx * size.w,
+      y: box.top + size.t + (1 - fy) * size.h,
+      fill: colourOf.get(s.method) ?? "#111827",
+    };
+    showStar(inside ? at : null);
+  }
+
+  /** The container's size and the plot's offset in it (a layout read: never in a slider frame
+   * unless the container was resized). */
+  function measureBox() {
+    const dpr = window.devicePixelRatio || 1;
+    const w = wrap.clientWidth;
+    const h = wrap.clientHeight;
+    if (canvas.width !== Math.round(w * dpr) || canvas.height !== Math.round(h * dpr)) {
+      canvas.width = Math.round(w * dpr);
+      canvas.height = Math.round(h * dpr);
+      canvas.style.width = `${w}px`;
+      canvas.style.height = `${h}px`;
+      shown = null;
+    }
+    return { left: root.offsetLeft, top: root.offsetTop, dpr };
+  }
+
+  /** Draw the star at `at` ({x, y} CSS px in the container, fill colour), or hide it (null). */
+  function showStar(at) {
+    const visibility = at ? "visible" : "hidden";
+    if (canvas.style.visibility !== visibility) canvas.style.visibility = visibility;
+    if (!at || (shown && shown.x === at.x && shown.y === at.y && shown.fill === at.fill)) return;
+    const ctx = canvas.getContext("2d");
+    const { dpr } = box;
+    const pad = STAR_R + 3;
+    if (shown) ctx.clearRect((shown.x - pad) * dpr, (shown.y - pad) * dpr, 2 * pad * dpr, 2 * pad * dpr);
+    ctx.setTransform(dpr, 0, 0, dpr, at.x * dpr, at.y * dpr);
+    ctx.fillStyle = at.fill;
+    ctx.strokeStyle = "#111827";
+    ctx.lineWidth = 2;
+    ctx.lineJoin = "round";
+    ctx.fill(star);
+    ctx.stroke(star);
+    ctx.setTransform(1, 0, 0, 1, 0, 0);
+    shown = at;
   }
 
   /** The methods drawn, in the registry's order, with their labels. */
@@ -382,8 +435,14 @@ export function initPareto(root, note) {
     if (bound || !root.on || !drawn) return;
     bound = true;
     // zoom, pan, resize: the axes moved under the star
-    root.on("plotly_relayout", () => moveCurrent(store.get()));
-    root.on("plotly_afterplot", () => moveCurrent(store.get()));
+    root.on("plotly_relayout", () => {
+      box = null;
+      moveCurrent(store.get());
+    });
+    root.on("plotly_afterplot", () => {
+      box = null;
+      moveCurrent(store.get());
+    });
     root.on("plotly_click", (ev) => {
       const pt = ev.points?.[0];
       if (!pt || !drawn || pt.customdata === undefined) return;

@@ -8,7 +8,11 @@
  * whole model is shown (model-view.js paints each head as it is done: `onSweepHead`). It
  * starts once the sliders have been still for a moment and works in slices of at most about
  * SLICE_MS (as many heads as fit, at least one) between which it yields to the event loop, so
- * slider frames and hovers are never blocked for long; a newer setting cancels a running sweep.
+ * that an input and its frame wait for one slice at most; a newer setting cancels a running
+ * sweep. The yield is a MessageChannel message (an ordinary task, after which input and a due
+ * frame run): not `setTimeout(0)`, which browsers clamp to 4 ms once timers nest five deep (a
+ * sweep of 72 heads in one-head slices would idle ~0.3 s), nor `scheduler.yield()`, whose
+ * continuation goes ahead of other tasks.
  */
 
 import { computeMetrics } from "./metrics.js";
@@ -18,7 +22,7 @@ import * as store from "./state.js";
 
 const SETTLE_MS = 250;
 /** Work between two yields to the event loop (ms): one head at least. */
-const SLICE_MS = 12;
+const SLICE_MS = 5;
 
 let timer = 0;
 let generation = 0;
@@ -41,8 +45,14 @@ export function settingKey(s) {
   return `${s.analysis?.id ?? ""}|${s.method}|${JSON.stringify(s.params)}`;
 }
 
-/** Yield to the event loop (a macrotask, so input and frames run in between). */
-const nextTask = () => new Promise((resolve) => setTimeout(resolve, 0));
+/** Yield to the event loop (a task, so input and frames run in between). */
+function nextTask() {
+  return new Promise((resolve) => {
+    const channel = new MessageChannel();
+    channel.port1.onmessage = () => resolve();
+    channel.port2.postMessage(null);
+  });
+}
 
 async function run(gen) {
   const s = store.get();

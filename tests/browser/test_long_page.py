@@ -151,3 +151,22 @@ def test_long_head_comes_graph_first_then_methods(long_page):
         timeout=60_000,
     )
     assert pg.evaluate("() => document.querySelector('#heatmap').dataset.lod") == "pooled"
+
+
+def test_the_flow_waits_for_the_long_heads_graph(long_page):
+    """The information flow of a long text is asked for after the open head's graph has arrived:
+    its request does not compete with the first paint's (frontend/js/flow.js)."""
+    pg = long_page
+    pg.wait_for_function(
+        "() => performance.getEntriesByType('resource').some((e) => e.name.includes('/flow?'))",
+        timeout=240_000,
+    )
+    graph, flow = pg.evaluate(
+        """() => {
+          const rs = performance.getEntriesByType('resource');
+          const g = rs.find((e) => e.name.includes('/heads/0/1?part=graph'));
+          const f = rs.find((e) => e.name.includes('/flow?'));
+          return [g.responseEnd, f.startTime];
+        }"""
+    )
+    assert flow >= graph, (graph, flow)

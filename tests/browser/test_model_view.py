@@ -153,3 +153,33 @@ def test_out_of_range_address_values_are_clamped_with_a_notice(page, server_url)
     page.wait_for_function(
         "(m) => new URLSearchParams(location.search).get('p.window') === String(m)", arg=top
     )
+
+
+#: Per tile: the picture's width in pooled cells (one cell a token for a short text).
+WIDTHS = "() => [...document.querySelectorAll('#model-view .mv-tile canvas')].map((c) => c.width)"
+
+
+def test_hiding_cls_and_sep_leaves_them_out_of_every_head(page, server_url):
+    a = analysis_id(server_url)
+    n = a["n"]
+    open_model(page, server_url, method="window", **{"p.window": "1"})
+    assert set(page.evaluate(WIDTHS)) == {n}  # a short text: one cell a token
+    with_special = page.evaluate(TILES)
+    open_model(page, server_url, method="window", hide="1", **{"p.window": "1"})
+    assert set(page.evaluate(WIDTHS)) == {n - 2}  # [CLS] and [SEP] left out
+    without = page.evaluate(TILES)
+    # the recall shown is the head's (every token); the picture only drops two rows and columns
+    assert [t[2] for t in without] == [t[2] for t in with_special]
+    assert sum(t[4] for t in without) < sum(t[4] for t in with_special)
+
+
+def test_the_model_panel_has_its_own_cls_sep_toggle(page, server_url):
+    a = analysis_id(server_url)
+    open_model(page, server_url, method="window", **{"p.window": "1"})
+    page.locator('#model-panel button[data-toggle="hideSpecial"][data-value="true"]').click()
+    page.wait_for_function(
+        "() => new URLSearchParams(location.search).get('hide') === '1'", timeout=30_000
+    )
+    page.wait_for_function(f"() => ({WIDTHS})().every((w) => w === {a['n'] - 2})", timeout=30_000)
+    pressed = page.locator('#model-panel button[data-value="true"]').get_attribute("aria-pressed")
+    assert pressed == "true"

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { DIFF, PANE, cellAt, diffMasks, paneCodes, poolMax } from "../../frontend/js/compare-diff.js";
+import { DIFF, PANE, cellAt, diffMasks, paneCodes, poolMax, poolPane } from "../../frontend/js/compare-diff.js";
 
 const mask = (rows) => Uint8Array.from(rows.flat());
 
@@ -65,4 +65,24 @@ test("the cell under a point of a pane", () => {
   assert.deepEqual(cellAt(299.9, 31, 300, 10), { i: 1, j: 9 });
   assert.equal(cellAt(300, 5, 300, 10), null);
   assert.equal(cellAt(-1, 5, 300, 10), null);
+});
+
+test("a pane pooled from gold and mask is the pooled class image, at every size", () => {
+  let seed = 7;
+  const rand = () => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648);
+  for (const [n, side] of [[512, 240], [512, 100], [97, 31], [64, 64], [50, 80], [300, 299]]) {
+    const gold = Uint8Array.from({ length: n * n }, () => (rand() < 0.1 ? 1 : 0));
+    const mask = Uint8Array.from({ length: n * n }, () => (rand() < 0.3 ? 1 : 0));
+    const want = poolMax(paneCodes(gold, mask), n, side);
+    const got = poolPane(gold, mask, n, side);
+    assert.equal(got.m, want.m, `${n} at ${side}`);
+    assert.deepEqual([...got.img], [...want.img], `${n} at ${side}`);
+    // no mask: every gold edge kept
+    assert.deepEqual([...poolPane(gold, null, n, side).img], [...poolMax(paneCodes(gold, null), n, side).img]);
+  }
+  // every class shows: a single missed edge survives the pooling of 512² to 100 px
+  const gold = new Uint8Array(512 * 512);
+  gold[333 * 512 + 444] = 1;
+  const { img, m } = poolPane(gold, new Uint8Array(512 * 512), 512, 100);
+  assert.equal(img[Math.floor((333 * m) / 512) * m + Math.floor((444 * m) / 512)], PANE.MISSED);
 });
