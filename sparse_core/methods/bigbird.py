@@ -162,7 +162,8 @@ def draw_mass(
     looked up (``PredictContext.prob_values``); a draw's key is its byte in the row bitsets
     times 8 plus its bit."""
     k, LH, n = is_gold.shape
-    t, a, i = np.unravel_index(np.flatnonzero(is_gold), is_gold.shape)
+    # 0 / 1 bytes viewed as bool: numpy's nonzero of a bool array is ~5x faster than of uint8
+    t, a, i = np.unravel_index(np.flatnonzero(is_gold.view(bool)), is_gold.shape)
     col = (at[t, a, i].astype(np.int64) - (a * n + i) * row_bytes) * 8 + bit[t, a, i]
     p = ctx.prob_values(a, i, col).astype(np.float64)
     per_step = np.bincount(t * LH + a, weights=p, minlength=k * LH).reshape(k, LH)
@@ -187,11 +188,12 @@ def width_draws(
         m, draws, tiles = _seed_draws(ctx, gold, w, glob, k, seeds)
         S = draws.shape[0]
         row_bytes = 8 * words(n)
-        rows = (np.arange(S * n, dtype=np.int64) * row_bytes).reshape(S, n, 1)
-        at = np.where(draws >= 0, rows + (draws >> 3), S * n * row_bytes)
         dtype = np.int32 if S * n * row_bytes < 1 << 31 else np.int64
-        bit = (draws & 7).astype(np.uint8)  # −1 & 7: any bit of the zero byte
-        at, bit = (np.ascontiguousarray(x.transpose(2, 0, 1)) for x in (at.astype(dtype), bit))
+        d = np.ascontiguousarray(draws.transpose(2, 0, 1))  # (k, S, n) step-major
+        bit = (d & 7).astype(np.uint8)  # −1 & 7: any bit of the zero byte
+        at = (d >> 3).astype(dtype, copy=False)
+        at += (np.arange(S * n, dtype=dtype) * dtype(row_bytes)).reshape(S, n)  # its row
+        np.copyto(at, dtype(S * n * row_bytes), where=d < 0)  # no draw: the zero byte
         got = (m, at, bit, tiles)  # at, bit step-major: (k, L·H, n)
         # list(): a snapshot (C-level, atomic under the GIL); another thread may add to it
         if len(_DRAWS) >= _DRAWS_MAX or any(kk[0] != n for kk in list(_DRAWS)):
@@ -297,9 +299,10 @@ def fisher_yates(cand: np.ndarray, m: np.ndarray, p: np.ndarray) -> np.ndarray:
     Step t swaps positions t and p_t ≥ t and draws the value at p_t. A position holds its
     ``cand`` value unless an earlier step wrote to it, and step s writes V(s) (the value at
     position s before step s) to p_s. So the draw of step t is V(s) for the latest s < t with
-    p_s = p_t (found by sorting each row's (position, step) keys), else cand[p_t]; and V(t) is
-    V(s) for the latest s < t with p_s = t (only steps with s < p_s < k), else cand[t], filled in
-    step order. All vectorised over the S·n rows: O(S·n·k log k), no per-step gathers."""
+    p_s = p_t (found by comparing the steps pairwise, or for k > ``_PAIRWISE_K`` by sorting
+    each row's (position, step) keys), else cand[p_t]; and V(t) is V(s) for the latest s < t
+    with p_s = t (only steps with s < p_s < k), else cand[t], filled in step order. All
+    vectorised over the S·n rows: O(S·n·k²) or O(S·n·k log k), no per-step gathers."""
     S, n, k = p.shape
     R = S * n
     if k == 0 or n == 0:
@@ -330,19 +333,35 @@ def fisher_yates(cand: np.ndarray, m: np.ndarray, p: np.ndarray) -> np.ndarray:
                 V[r[a:b], tt] = V[r[a:b], src[a:b]]
     # the draws: cand[p_t], or V(s) for the latest s < t with p_s = p_t
     D = flat[crow + pf]  # (R, k) int32
-    key = np.sort((pf << small(bits)) | steps, axis=1)  # by position, then step
-    pos = key >> small(bits)
-    r, c = np.divmod(np.flatnonzero(pos[:, 1:] == pos[:, :-1]), max(k - 1, 1))
-    if r.size:
-        lo = small((1 << bits) - 1)
-        t_now, t_prev = key[r, c + 1] & lo, key[r, c] & lo
-        D[r, t_now] = V[r, t_prev]
+    if k <= _PAIRWISE_K:  # step t against every earlier step: k − 1 contiguous passes
+        pt = np.ascontiguousarray(pf.T)  # (k, R): the positions of one step per row
+        for t in range(1, k):
+            same = pt[:t] == pt[t]  # (t, R): p_s = p_t
+            r = np.flatnonzero(same.any(axis=0))
+            if r.size:  # the latest such s: the first True of the steps in reverse
+                s = t - 1 - np.argmax(same[::-1, r], axis=0)
+                D[r, t] = V[r, s]
+    else:  # a sort of each row's (position, step) keys: equal positions side by side
+        key = np.sort((pf << small(bits)) | steps, axis=1)  # by position, then step
+        pos = key >> small(bits)
+        r, c = np.divmod(np.flatnonzero(pos[:, 1:] == pos[:, :-1]), max(k - 1, 1))
+        if r.size:
+            lo = small((1 << bits) - 1)
+            t_now, t_prev = key[r, c + 1] & lo, key[r, c] & lo
+            D[r, t_now] = V[r, t_prev]
     short = np.flatnonzero(m < k)  # rows whose supply ends before step k
     if short.size:
         Dv = D.reshape(S, n, k)
         for i in short:
             Dv[:, i, m[i] :] = -1
     return D.reshape(S, n, k)
+
+
+#: Most draws a row for which :func:`fisher_yates` finds each step's latest earlier step at
+#: the same position by comparing the steps pairwise (k(k − 1)/2 row comparisons, streamed
+#: step by step) rather than by sorting every row's (position, step) keys (a short sort per
+#: row): at the sweep's k = 20, 72 heads, n = 494 a width's draws take about 25 % less CPU
+_PAIRWISE_K = 32
 
 
 def draw_tiles(gold: Gold, base: np.ndarray, draws: np.ndarray) -> dict:
