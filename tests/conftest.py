@@ -153,3 +153,15 @@ def real_model():
 @pytest.fixture(scope="session")
 def sentence() -> str:
     return SENTENCE
+
+
+@pytest.fixture
+def one_thread():
+    """One torch thread for the test (restored after): then BLAS computes a row the same whatever
+    the row count, so split, batched and single runs can be compared bit for bit."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -30,14 +30,6 @@ RECORDED = ("probs", "queries", "keys", "hidden", "graph")
 
 
 @pytest.fixture
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture
 def side():
     with ThreadPoolExecutor(1) as pool:
         yield pool

@@ -154,15 +154,6 @@ def test_grouped_query_keys_are_expanded_per_query_head(arch, model):
     assert not torch.equal(out.queries[:, 0], out.queries[:, 1]), "queries are per query head"
 
 
-@pytest.fixture
-def one_thread():
-    """One torch thread: then BLAS computes a row the same whatever the row count."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.mark.parametrize("arch", TINY_ARCHITECTURES)
 def test_batch_equals_single_runs(arch, model, one_thread):
     """Texts of different lengths share one right-padded forward and each result is bit for

@@ -168,14 +168,6 @@ def test_offsets_point_into_the_text(tiny_model):
             assert text[s:e].lower().startswith(tok.removeprefix("##")[:1]) or e > s
 
 
-@pytest.fixture
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
 @pytest.mark.parametrize("alpha", [1.5, "per-head"])
 def test_batch_equals_single(tiny_model, one_thread, causal, alpha):

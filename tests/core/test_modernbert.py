@@ -138,14 +138,6 @@ def test_softmax_reproduces_transformers_eager_and_sdpa_forward(which, dirs, mb,
     assert (m.run(TEXT, alpha=1.5).hidden - out.hidden).abs().max() > 1e-3
 
 
-@pytest.fixture
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.mark.parametrize("causal", [False, True])
 def test_packed_batch_equals_single_runs(mb, causal, one_thread):
     texts = [TEXT, "A short one, here.", "In winter the wheel froze.", TEXT[:60]]
