@@ -307,7 +307,8 @@ def _entmax_rows(
     if r_total == 0 or n == 0:
         return torch.zeros_like(rows) if out is None else out.zero_()
     if path is None and _use_triton(rows, alpha):  # CUDA: one exact kernel (entmax_triton)
-        return _triton.entmax_rows(rows, alpha, torch.empty_like(rows) if out is None else out)
+        res = torch.empty_like(rows) if out is None else out
+        return _triton.entmax_rows(rows, alpha, res, lambda z, a, o: _compact_chunk(z, a, o, 0))
     if path is None:
         dense = (
             isinstance(alpha, float)

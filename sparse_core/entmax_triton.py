@@ -40,6 +40,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -84,12 +85,14 @@ def available(rows: Tensor) -> bool:
     return True
 
 
-def entmax_rows(rows: Tensor, alpha: float, out: Tensor) -> Tensor:
+def entmax_rows(
+    rows: Tensor, alpha: float, out: Tensor, redo: Callable[[Tensor, float, Tensor], None]
+) -> Tensor:
     """Write α-entmax of the float32 rows ``rows (R, n)`` into ``out (R, n)`` and return it.
 
     ``alpha`` in [MIN_ALPHA, 2]; ``n`` ≤ MAX_N; both tensors contiguous. Rows that did not
-    settle (returned with status 1) are recomputed by the CPU algorithm's torch code on the
-    same device.
+    settle in the kernel are recomputed by ``redo(rows, alpha, out)`` (the torch compact path on
+    the same device, from sparse_core.entmax, which calls this).
     """
     r_count, n = rows.shape
     if not MIN_ALPHA <= alpha <= 2.0:
@@ -115,13 +118,11 @@ def entmax_rows(rows: Tensor, alpha: float, out: Tensor) -> Tensor:
     if bool(flagged.any()):  # one host wait per call
         if bool(status[:, 0].eq(2).any()):
             raise ValueError(_BAD_SCORES)
-        from .entmax import _compact_chunk
-
         idx = flagged.nonzero().squeeze(1)
         last_recomputed = idx.numel()
         log.warning("entmax (Triton): %d rows did not settle; recomputing them", idx.numel())
         sub = torch.zeros(idx.numel(), n, dtype=out.dtype, device=out.device)
-        _compact_chunk(rows.index_select(0, idx), alpha, sub, 0)
+        redo(rows.index_select(0, idx), alpha, sub)
         out.index_copy_(0, idx, sub)
     return out
 
