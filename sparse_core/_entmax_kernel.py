@@ -38,6 +38,16 @@ def _pow64(y, e, K: tl.constexpr):
 
 
 @triton.jit
+def _add2(a0, a1, b0, b1):
+    return a0 + b0, a1 + b1
+
+
+@triton.jit
+def _add3(a0, a1, a2, b0, b1, b2):
+    return a0 + b0, a1 + b1, a2 + b2
+
+
+@triton.jit
 def entmax_kernel(
     Z,
     OUT,
@@ -74,25 +84,30 @@ def entmax_kernel(
         # 1-2. warm start: float32 Halley (Newton for β < 2) on H_β from τ = −1
         tau = c * 0.0 - 1.0
         step = c * 0.0 + 1.0
-        while (i < MAX_WARM) & (tl.abs(step) > 1e-6):
+        prev = c * 0.0 + 4.0
+        # until a step is below 1e-6, or (float32 noise near τ*) stops halving after three
+        while (i < MAX_WARM) & (tl.abs(step) > 1e-6) & ((i < 3) | (tl.abs(step) < 0.5 * prev)):
+            prev = tl.abs(step)
             t32 = tau.to(tl.float32)
             y = x - t32
             y = tl.where(y > thr, y, 0.0)
-            if HALLEY:
+            if HALLEY:  # (G₂, G₁, G) = Σ (y^(β−2), y^(β−1), y^β) in one reduction
                 if BETA_INT == 2:
                     u = tl.where(y > 0, 1.0, 0.0)
                 else:
                     u = _pow32(y, (beta - 2.0).to(tl.float32), BETA_INT - 2)
-                g2 = tl.sum(u, 0).to(tl.float64)
-                u = u * y
+                uy = u * y
+                s2, s1, s0 = tl.reduce((u, uy, uy * y), 0, _add3)
+                g2 = s2.to(tl.float64)
             else:
                 if BETA_INT == 1:
                     u = tl.where(y > 0, 1.0, 0.0)
                 else:
                     u = _pow32(y, (beta - 1.0).to(tl.float32), BETA_INT - 1)
+                s1, s0 = tl.reduce((u, u * y), 0, _add2)
                 g2 = c * 0.0
-            g1 = tl.sum(u, 0).to(tl.float64)
-            g = tl.sum(u * y, 0).to(tl.float64)
+            g1 = s1.to(tl.float64)
+            g = s0.to(tl.float64)
             nq = tl.exp(tl.log(g) * c)  # G^(1/β)
             r1 = g1 / g
             s = (nq - 1.0) / (nq * r1)
@@ -113,11 +128,13 @@ def entmax_kernel(
             changed = 1
             while (j < MAX_EXACT) & (changed > 0):
                 s_in = x64 > tau
-                kk = tl.sum(s_in.to(tl.float64), 0)
-                s1 = tl.sum(tl.where(s_in, x64, 0.0), 0)
+                xs = tl.where(s_in, x64, 0.0)
+                if CLOSED == 1:
+                    kk, s1, s2 = tl.reduce((s_in.to(tl.float64), xs, xs * xs), 0, _add3)
+                else:
+                    kk, s1 = tl.reduce((s_in.to(tl.float64), xs), 0, _add2)
                 kd = tl.maximum(kk, 1.0)
                 if CLOSED == 1:
-                    s2 = tl.sum(tl.where(s_in, x64 * x64, 0.0), 0)
                     mean = s1 / kd
                     var = s2 / kd - mean * mean
                     new = mean - tl.sqrt(tl.maximum(1.0 / kd - var, 0.0))
@@ -134,8 +151,7 @@ def entmax_kernel(
             while (j < MAX_EXACT) & (extra < 2):
                 y64 = tl.maximum(x64 - tau, 0.0)
                 d1 = _pow64(y64, beta - 1.0, BETA_INT - 1)
-                g1 = tl.sum(d1, 0)
-                g = tl.sum(d1 * y64, 0)
+                g1, g = tl.reduce((d1, d1 * y64), 0, _add2)
                 gp = tl.exp(tl.log(g) * (1.0 - c))  # g^(1 − 1/β)
                 big = (g - gp) / g1
                 big = tl.where(g1 > 0, big, 0.0)

@@ -56,8 +56,9 @@ MIN_ALPHA = 1.03
 _MAX_WARM = 40
 _MAX_EXACT = 50
 NUM_WARPS: int | None = None
-"""Warps per program; None: 4 for rows of up to 2,048 scores, else 8 (on an H100, 8 warps beat
-16 and 32 at n = 4,096-16,384 and tie with 4 at 4,096: docs/benchmarks.md, "GPU")."""
+"""Warps per program; None: for an integer β (α 1.1, 1.25, 1.5, 2), 4 for rows of up to 2,048
+scores, else 8 (on an H100 8 beat 16 and 32 at n = 4,096-16,384); otherwise one per 512 scores,
+4 to 32 (with 8, α 1.75 spilled: 226 ms against 90 at n = 16,384; docs/benchmarks.md, "GPU")."""
 last_steps: Tensor | None = None
 """(R, 2) int32 of the last call: warm-start steps and exact-phase passes per row (benchmarks)."""
 last_recomputed = 0
@@ -109,7 +110,12 @@ def entmax_rows(
     params = torch.tensor([c, beta, thr], dtype=torch.float64, device=rows.device)
     status = torch.empty(r_count, 3, dtype=torch.int32, device=rows.device)
     block = max(16, 1 << (n - 1).bit_length())
-    warps = NUM_WARPS or (4 if block <= 2048 else 8)
+    if NUM_WARPS:
+        warps = NUM_WARPS
+    elif beta_int:  # integer β: 8 warps from 4,096 scores up (fewest spills that pay)
+        warps = 4 if block <= 2048 else 8
+    else:  # exp/log in float64 need registers: one warp per 512 scores
+        warps = max(4, min(32, block // 512))
     _launch(rows, out, params, status, n, block, beta_int, closed, beta, warps)
     global last_steps, last_recomputed
     last_steps = status[:, 1:]
