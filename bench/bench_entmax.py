@@ -30,6 +30,8 @@ Run: ``python bench/bench_entmax.py --threads 2 --repeats 7``
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.machinery
 import importlib.util
 import math
 import os
@@ -122,15 +124,18 @@ def prefix_with_tokens(text: str, n: int, count: Callable[[str], int]) -> str:
     return " ".join(words[:lo])
 
 
-def import_entmax(folder: str, name: str = "sparse_core_baseline_entmax"):
-    """Another checkout's ``sparse_core/entmax.py`` as a standalone module named ``name``."""
-    path = Path(folder).expanduser().resolve() / "sparse_core" / "entmax.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+def import_entmax(folder: str, name: str = "sparse_core_baseline"):
+    """Another checkout's ``sparse_core/entmax.py`` as ``name.entmax``: ``name`` is an empty
+    package over that checkout's ``sparse_core`` folder (its ``__init__`` is not run), so the
+    module's relative imports (``.entmax_grad``) come from the same checkout."""
+    folder_path = Path(folder).expanduser().resolve() / "sparse_core"
+    if name not in sys.modules:
+        pkg = importlib.util.module_from_spec(
+            importlib.machinery.ModuleSpec(name, None, is_package=True)
+        )
+        pkg.__path__ = [str(folder_path)]
+        sys.modules[name] = pkg
+    return importlib.import_module(f"{name}.entmax")
 
 
 def with_entmax(op: Callable[..., torch.Tensor], fn: Callable[[], object]) -> Callable[[], object]:

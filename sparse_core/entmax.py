@@ -117,6 +117,15 @@ CUDA_CHUNK_ELEMENTS = 1 << 24
 """The same on a GPU, which has no such cache and pays a host wait per chunk and step instead:
 a (12, 512, 512) layer is one chunk (measured on an H100: 2^20 cost ~6 ms per layer at n = 512,
 mostly waits; docs/benchmarks.md, "GPU"). The chunk's buffers take about 200 MB there."""
+_GROUPS = 8
+"""Scores of a row are split into this many strided groups whose maxima bound its threshold
+from below (:func:`_subset_tau`)."""
+_BOUND_MIN_N = 128
+"""Rows from this length take their candidates from the group maxima (:func:`_bounded_chunk`;
+shorter rows from whole-row Newton steps, which cost little there)."""
+_SUBSET_STEPS = 3
+"""Dense path: Newton steps on the group maxima for its starting τ (with an integer β, the
+subset's own threshold to ~1e-9 after three)."""
 _MAX_GROUPS = 16
 """A per-row α with at most this many distinct values runs as one scalar-α call per value."""
 _MAX_EXACT_STEPS = 50
@@ -321,6 +330,54 @@ def _entmax_rows(
     return out
 
 
+def _maxima(z: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Row maxima (R, 1) as :func:`_row_max` gives them, fully masked rows (R, 1), and the
+    maxima of ``_GROUPS`` strided groups (R, w), ``w = n // _GROUPS``: entry j is the largest of
+    ``z[:, j], z[:, j + w], …, z[:, j + (_GROUPS − 1) w]`` (the last ``n mod _GROUPS`` scores
+    are in no group). One pass over the scores, like ``amax``; ``z`` contiguous."""
+    r, n = z.shape
+    w = n // _GROUPS
+    sub = z.as_strided((r, _GROUPS, w), (n, w, 1)).amax(1)  # (R, w)
+    m = sub.amax(dim=-1, keepdim=True)
+    if n > w * _GROUPS:
+        m = torch.maximum(m, z[:, w * _GROUPS :].amax(dim=-1, keepdim=True))
+    if bool((torch.isnan(m) | torch.isposinf(m)).any()):
+        raise ValueError(_BAD_SCORES)
+    dead = torch.isneginf(m)
+    return m.masked_fill_(dead, 0.0), dead, sub
+
+
+def _subset_tau(sub: Tensor, m: Tensor, c: float | Tensor, q: float | Tensor, steps: int) -> Tensor:
+    """A lower bound (R, 1), float64, of each row's threshold τ* (x units), from a subset of
+    its scores (``sub`` (R, w), e.g. the group maxima of :func:`_maxima`; m the row maxima).
+
+    ``G(τ) = Σ [x_i − τ]_+^β`` only grows when scores are added, so the root of ``H_q`` on a
+    subset is at most the root on the whole row, which for ``q >= β`` is at most τ* (module
+    docstring). ``steps`` Newton steps on the subset's ``H_q`` from ``τ = −1`` (each iterate
+    below that root: H_q is convex and decreasing), less a margin of 1e-9 for float64
+    rounding. The group maxima hold a row's top scores unless several share a group, so the
+    bound is tight: on real attention at n = 512, two steps leave ``{x > τ}`` within a few
+    percent of the support (docs/benchmarks.md)."""
+    c64 = c if isinstance(c, float) else c.to(_F64)
+    x = (sub.to(_F64) - m.to(_F64)) * c64  # (R, w) <= 0; -inf where masked
+    tau = torch.full_like(m, -1.0, dtype=_F64)
+    for _ in range(steps):
+        d = (x - tau).clamp_(min=0.0)
+        if isinstance(q, float) and q == 2.0:
+            g1 = d.sum(dim=-1, keepdim=True)
+            nq = torch.linalg.vector_norm(d, dim=-1, keepdim=True)
+            step = (nq - 1.0) * nq / g1.clamp_min(1e-300)
+        else:
+            q64 = q if isinstance(q, float) else q.to(_F64)
+            dp = _pow(d, q64 - 1.0)  # d^(q − 1)
+            g1 = dp.sum(dim=-1, keepdim=True)
+            g = dp.mul_(d).sum(dim=-1, keepdim=True)
+            nq = g.pow(1.0 / q64)
+            step = (nq - 1.0) * (g / nq.clamp_min(1e-300)) / g1.clamp_min(1e-300)
+        tau = tau + step.where(g1 > 0, 0.0).nan_to_num_(0.0)
+    return tau - 1e-9 * (1.0 + tau.abs())
+
+
 def _row_max(z: Tensor) -> tuple[Tensor, Tensor]:
     """Row maxima (R, 1) with fully masked rows set to 0, and those rows (R, 1) bool."""
     m = z.amax(dim=-1, keepdim=True)
@@ -344,6 +401,9 @@ def _compact_chunk(z: Tensor, alpha: float | Tensor, out: Tensor, dense_steps: i
     else:
         c = (alpha.where(alpha > 1.0, 2.0) - 1.0).to(z.dtype)[:, None]  # (R, 1); α = 1 rows: caller
         q = torch.ceil(1.0 / c - 1e-6).clamp_min(2.0)
+    if dense_steps > 0 and z.shape[1] >= _BOUND_MIN_N:
+        _bounded_chunk(z, alpha, out, dense_steps, c, q)
+        return
     # Thresholds T live in z units (τ = c (T − m)). T_0 ↔ τ_0 = −1, pushed down by a few ulps so
     # that the float32 rounding of m − 1/c cannot lift it above the exact value.
     eps = torch.finfo(z.dtype).eps
@@ -370,20 +430,53 @@ def _compact_chunk(z: Tensor, alpha: float | Tensor, out: Tensor, dense_steps: i
         out[bad] = sub
 
 
-def _flat_nonzero(d: Tensor) -> Tensor | None:
-    """Sorted flat indices of the non-zero entries of the contiguous ``d``, or None when they are
-    so many (α near 1) that the exact phase is cheaper on the whole rows.
+def _bounded_chunk(
+    z: Tensor,
+    alpha: float | Tensor,
+    out: Tensor,
+    steps: int,
+    c: float | Tensor,
+    q: float | Tensor,
+) -> None:
+    """The compact path with its candidates from the group maxima (n >= ``_BOUND_MIN_N``): one
+    pass for the maxima (:func:`_maxima`), ``steps`` Newton steps on the (R, n / 8) maxima
+    only (:func:`_subset_tau`), one pass for the candidates ``{z > T}``; then the exact phase
+    as below. Rows whose τ ends below T (never observed: T is a certified lower bound) are
+    redone from ``{x > −1}``."""
+    m, _, sub = _maxima(z)
+    tau = _subset_tau(sub, m, c, q, steps)  # (R, 1) float64, x units
+    c64 = c if isinstance(c, float) else c.to(_F64)
+    t64 = m.to(_F64) + tau / c64  # z units
+    t = t64.to(z.dtype)
+    if z.dtype != _F64:  # rounded down: every z above the float64 bound is above t
+        t = torch.where(t.to(_F64) > t64, torch.nextafter(t, t.new_tensor(-math.inf)), t)
+    cand = _flat_nonzero(z, t)
+    bad = _exact_phase(z, m, alpha, c, cand, t, t, out)
+    if bad is not None:
+        log.warning("entmax: %d rows may have missed a support entry; recomputing", len(bad))
+        sub_out = torch.zeros_like(z[bad])
+        _compact_chunk(z[bad], alpha if isinstance(alpha, float) else alpha[bad], sub_out, 0)
+        out[bad] = sub_out
+
+
+def _flat_nonzero(d: Tensor, t: Tensor | None = None) -> Tensor | None:
+    """Sorted flat indices of the non-zero entries of the contiguous ``d`` (with ``t`` (R, 1):
+    of its entries above ``t``), or None when they are so many (α near 1) that the exact phase
+    is cheaper on the whole rows.
 
     ``nonzero`` on CPU costs about 1 ns per scanned element once anything is non-zero, so we scan
     the boolean mask eight bytes at a time (as int64 words) and then only the words that hit.
     """
     size = d.numel()
     if d.device.type != "cpu":
-        cand = d.view(-1).nonzero().squeeze(1)
+        cand = (d if t is None else d > t).view(-1).nonzero().squeeze(1)
         return None if cand.numel() * _DENSE_EXACT > size else cand
     b = torch.empty(-(-size // 8) * 8, dtype=torch.bool)  # padded to whole int64 words
     b[size:].zero_()
-    b[:size].copy_(d.view(-1))  # a vectorised cast, unlike d > 0
+    if t is None:
+        b[:size].copy_(d.view(-1))  # a vectorised cast, unlike d > 0
+    else:
+        torch.gt(d, t, out=b[:size].view(d.shape))
     wi = b.view(torch.int64).nonzero().squeeze(1)  # words holding a candidate
     j = b.view(-1, 8).index_select(0, wi).view(-1).nonzero().squeeze(1)
     if j.numel() * _DENSE_EXACT > size:
@@ -594,6 +687,7 @@ class _Dense:
         k = round(self.beta)
         self.k_int = k if abs(self.beta - k) <= 1e-5 * self.beta else None
         self.steps, self.tol = 6, 2e-3  # Halley: the next error would be ~step³
+        self.q = float(math.ceil(self.beta - 1e-9))  # >= β: H_q's root bounds τ* from below
         self.delta = math.exp(math.log(_TINY32) * self.c)
         self.thr = self.delta * (1.0 + 16.0 * _EPS32)
         # Relative error of G = Σ y^β evaluated in float32 (x, y, the powers, the sum).
@@ -641,10 +735,14 @@ def _dense_rows(rows: Tensor, alpha: float, out: Tensor, chunk: int) -> Tensor:
         r1 = min(r0 + chunk, r_total)
         z = rows[r0:r1]
         x, y, u = work.get(0, r1 - r0), work.get(1, r1 - r0), work.get(2, r1 - r0)
-        mc, dead = _row_max(z)
+        if n >= _BOUND_MIN_N:  # τ starts from the group maxima's threshold, a lower bound
+            mc, dead, sub = _maxima(z)
+            t = _subset_tau(sub, mc, k.c, k.q, _SUBSET_STEPS).clamp_(-1.0, 0.0)  # (R, 1) f64
+        else:
+            mc, dead = _row_max(z)
+            t = torch.full_like(mc, -1.0, dtype=_F64)  # τ of each row (R, 1), float64
         m[r0:r1], flags[2, r0:r1] = mc, dead.view(-1)
         torch.sub(z, mc, out=x).mul_(k.c)  # x = c (z − max) <= 0, the max entry exactly 0
-        t = torch.full_like(mc, -1.0, dtype=_F64)  # τ of each row (R, 1), float64
         o = out[r0:r1]  # free until the output pass: the solver's spare buffer
         t, flags[3, r0:r1] = _dense_solve(x, t, k, k.steps, _DENSE_LATE, y, u, o)
         ok, conv, tau[r0:r1], bound[r0:r1] = _dense_output(x, t, k, o, y, u)
