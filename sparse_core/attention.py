@@ -338,11 +338,11 @@ def _split_heads(
 
 def _heads_split(alpha: float | Tensor) -> bool:
     """Whether a layer's heads may run in two halves with results equal bit for bit: a scalar
-    α outside the dense path's range (softmax and the compact path are row by row; the dense
-    path's whole-row steps depend on which rows share its chunk, so their last bits could)."""
-    from . import entmax as E
-
-    return isinstance(alpha, float) and not E.DENSE_MIN_ALPHA <= alpha <= E.DENSE_MAX_ALPHA
+    α. Every path of :mod:`sparse_core.entmax` is row by row (the dense path's whole-row steps
+    freeze each row after its own last step and finish the stragglers on their own, so no
+    row's bits depend on the rows that share its chunk: tests/app/test_lone.py); a per-head α
+    is grouped by its values, which two halves would group differently."""
+    return isinstance(alpha, float)
 
 
 def split_linear(module: torch.nn.Module, x: Tensor) -> Tensor:
