@@ -91,6 +91,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 
 import torch
 import torch.nn.functional as F
@@ -697,6 +698,10 @@ class _Dense:
         self.g_tol = max(1e-6, self.beta * _EPS32)
 
 
+_kept = threading.local()
+_KEEP_WORK = 3 * (1 << 20)
+"""Elements of the dense path's scratch a CPU thread keeps between calls (12 MB of float32:
+three buffers of the default chunk)."""
 _DENSE_LATE = 0.05
 """Whole-row steps stop once at most this fraction of the rows still moves by more than the
 tolerance (2e-3 in x units: the next error would be ~step³, under float32 resolution); those
@@ -704,13 +709,21 @@ rows finish on their own."""
 
 
 class _Work:
-    """Scratch (R, n) float32 buffers of the dense path, allocated once per call and reused by
-    every chunk and step: a fresh multi-megabyte tensor can cost more in page faults than the
-    arithmetic on it."""
+    """Scratch (R, n) float32 buffers of the dense path, reused by every chunk and step, and on
+    the CPU by the calls that follow in the same thread (up to ``_KEEP_WORK`` elements: a model
+    run calls entmax once per layer): a fresh multi-megabyte tensor can cost more in page
+    faults than the arithmetic on it."""
 
     def __init__(self, rows: int, n: int, like: Tensor) -> None:
         self.n = n
-        self.flat = torch.empty(3, rows * n, dtype=like.dtype, device=like.device)
+        size = rows * n
+        kept = getattr(_kept, "work", None)
+        if like.device.type != "cpu" or 3 * size > _KEEP_WORK:
+            self.flat = torch.empty(3, size, dtype=like.dtype, device=like.device)
+        elif kept is not None and kept.dtype == like.dtype and kept.shape[1] >= size:
+            self.flat = kept
+        else:
+            self.flat = _kept.work = torch.empty(3, size, dtype=like.dtype)
 
     def get(self, i: int, rows: int) -> Tensor:
         return self.flat[i, : rows * self.n].view(rows, self.n)
