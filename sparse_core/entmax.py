@@ -394,7 +394,6 @@ def _row_max(z: Tensor) -> tuple[Tensor, Tensor]:
 
 def _compact_chunk(z: Tensor, alpha: float | Tensor, out: Tensor, dense_steps: int) -> None:
     """Write α-entmax of ``z (R, n)`` into ``out`` (zeros on entry) by the compact path."""
-    m, _ = _row_max(z)  # fully masked rows: m = 0, all d = 0, no candidates
     # q >= β, an integer (no pow) when β > 2: the root of ‖d‖_q = 1 is a lower bound of τ*.
     if isinstance(alpha, float):
         c: float | Tensor = alpha - 1.0  # x = c (z - m)
@@ -405,6 +404,7 @@ def _compact_chunk(z: Tensor, alpha: float | Tensor, out: Tensor, dense_steps: i
     if dense_steps > 0 and z.shape[1] >= _BOUND_MIN_N:
         _bounded_chunk(z, alpha, out, dense_steps, c, q)
         return
+    m, _ = _row_max(z)  # fully masked rows: m = 0, all d = 0, no candidates
     # Thresholds T live in z units (τ = c (T − m)). T_0 ↔ τ_0 = −1, pushed down by a few ulps so
     # that the float32 rounding of m − 1/c cannot lift it above the exact value.
     eps = torch.finfo(z.dtype).eps
@@ -798,8 +798,9 @@ def _dense_solve(
 
     A row stops (its τ frozen) after a step below ``k.tol``, so that its result does not depend
     on the other rows of the batch (per-head α groups rows differently from a scalar call). The
-    whole-row passes end once at most a fraction ``late`` of the rows still moves (after at least
-    two steps): returns τ and those rows (R,), which the caller finishes on their own.
+    whole-row passes end once at most a fraction ``late`` of the rows still moves (from the
+    group maxima's bound one step is often enough): returns τ and those rows (R,), which the
+    caller finishes on their own.
     ``y``, ``u`` and ``spare`` are scratch buffers of the shape of ``x``.
     """
     active = torch.ones_like(tau, dtype=torch.bool)
@@ -811,7 +812,7 @@ def _dense_solve(
         step = _halley_step(g, g1, g2, k)
         tau = torch.where(active, (t32.to(_F64) + step).clamp_(min=-1.0), tau)
         active &= step.abs() > k.tol
-        if i + 1 < steps and int(active.sum()) <= (late * len(x) if i >= 1 else 0):
+        if i + 1 < steps and int(active.sum()) <= late * len(x):
             break
     return tau, active.view(-1)
 
