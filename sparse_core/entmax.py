@@ -741,8 +741,9 @@ class _Work:
             self.flat = torch.empty(3, size, dtype=like.dtype, device=like.device)
         elif kept is not None and kept.dtype == like.dtype and kept.shape[1] >= size:
             self.flat = kept
-        else:
-            self.flat = _kept.work = torch.empty(3, size, dtype=like.dtype)
+        else:  # a normal tensor (not an inference one): usable in and out of inference mode
+            with torch.inference_mode(False):
+                self.flat = _kept.work = torch.empty(3, size, dtype=like.dtype)
 
     def get(self, i: int, rows: int) -> Tensor:
         return self.flat[i, : rows * self.n].view(rows, self.n)

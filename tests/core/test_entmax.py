@@ -610,3 +610,15 @@ def test_the_bounded_path_takes_its_candidates_from_the_group_maxima(monkeypatch
     assert not calls
     check_exact(z := torch.randn(40, 127, generator=g) * 3, 1.5, entmax(z, 1.5))
     assert calls
+
+
+def test_the_kept_scratch_serves_inference_mode_and_later_calls() -> None:
+    """The dense path's scratch kept between calls of a thread is made in inference mode
+    (a model run) and used after it (a training step): it must be a normal tensor."""
+    z = torch.randn(64, 256, generator=torch.Generator().manual_seed(17)) * 3
+    with torch.inference_mode():
+        first = entmax(z, 1.25)
+    assert torch.equal(entmax(z, 1.25), first)
+    zg = z.clone().requires_grad_()
+    entmax(zg, 1.25).pow(2).sum().backward()
+    assert zg.grad is not None and torch.isfinite(zg.grad).all()
