@@ -622,3 +622,16 @@ def test_the_kept_scratch_serves_inference_mode_and_later_calls() -> None:
     zg = z.clone().requires_grad_()
     entmax(zg, 1.25).pow(2).sum().backward()
     assert zg.grad is not None and torch.isfinite(zg.grad).all()
+
+
+def test_per_row_alpha_with_many_values_on_long_rows() -> None:
+    """Many distinct per-row α on rows of 128 scores or more: the bounded compact path with a
+    per-row α (its subset steps with a per-row q)."""
+    g = torch.Generator().manual_seed(18)
+    z = attention_like(60, 256, g).view(3, 20, 256)
+    alpha = 1.0 + torch.rand(3, 20, 1, generator=g, dtype=torch.float64)
+    alpha[0, :4] = 1.0
+    alpha[1, :3] = 1.1
+    alpha[2, :3] = 2.0
+    assert torch.unique(alpha).numel() > E._MAX_GROUPS
+    check_exact(z, alpha, entmax(z, alpha))
