@@ -22,7 +22,10 @@ a few percent of the support (1.8 % of the scores against 1.77 % at α = 1.5, 17
 16.4 % at α = 1.25): the group maxima hold a row's top scores unless several share a group.
 
 Two algorithms, no sort, all rows at once in chunks of ``CHUNK_ELEMENTS`` scores (the bounded
-compact path: ``BOUNDED_CHUNK_ELEMENTS``):
+compact path: ``BOUNDED_CHUNK_ELEMENTS``; on a CUDA device with triton installed, float32 rows
+with a scalar α in [1.03, 2] of up to 32,768 scores take one Triton kernel instead,
+:mod:`sparse_core.entmax_triton`: the same map and guarantee, the compact path's float64 exact
+phase on whole rows held in registers; ``SPARSESCOPE_NO_TRITON=1`` keeps the torch path):
 
 **Dense path** (float32 scores, a scalar α in [``DENSE_MIN_ALPHA``, ``DENSE_MAX_ALPHA``]: α near 1,
 where most scores are in the support and compaction buys nothing).
@@ -108,6 +111,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from . import entmax_triton as _triton
 from .entmax_grad import entmax_with_grad
 
 log = logging.getLogger(__name__)
@@ -326,6 +330,9 @@ def _entmax_rows(
         return _softmax(rows, -1, out)
     if r_total == 0 or n == 0:
         return torch.zeros_like(rows) if out is None else out.zero_()
+    if path is None and _use_triton(rows, alpha):  # CUDA: one exact kernel (entmax_triton)
+        res = torch.empty_like(rows) if out is None else out
+        return _triton.entmax_rows(rows, alpha, res, lambda z, a, o: _compact_chunk(z, a, o, 0))
     if path is None:
         dense = (
             isinstance(alpha, float)
@@ -396,6 +403,17 @@ def _subset_tau(sub: Tensor, m: Tensor, c: float | Tensor, q: float | Tensor, st
             step = (nq - 1.0) * (g / nq.clamp_min(1e-300)) / g1.clamp_min(1e-300)
         tau = tau + step.where(g1 > 0, 0.0).nan_to_num_(0.0)
     return tau - 1e-9 * (1.0 + tau.abs())
+
+
+def _use_triton(rows: Tensor, alpha: float | Tensor) -> bool:
+    """Whether ``_entmax_rows`` hands ``rows`` to the Triton kernel: float32 on a CUDA device with
+    triton installed, a scalar α the kernel takes, rows it holds in registers."""
+    return (
+        isinstance(alpha, float)
+        and _triton.MIN_ALPHA <= alpha <= 2.0
+        and rows.shape[-1] <= _triton.MAX_N
+        and _triton.available(rows)
+    )
 
 
 def _row_max(z: Tensor) -> tuple[Tensor, Tensor]:
