@@ -21,6 +21,12 @@ runtimes would register the same transformers attention name and overwrite each 
 All candidates of a figure run interleaved, repeat by repeat, so that load from other processes
 hits them alike; medians and minima are printed with the load average before and after.
 
+``--against DIR`` times another checkout's whole ``model.run`` (its entmax, attention and model
+code; e.g. /work/main, run with DIR's ``.venv/bin/python`` when it has one) side by side: a
+worker process runs the same ``[model]`` candidates on DIR's code, and the two processes take
+turns repeat by repeat (one computes while the other waits on a pipe), each timing its own
+softmax forwards too, so that each side's ratios are to its own reference in the same minutes.
+
 ``--lone`` adds rows for ``model.run`` as the server runs a text alone in its round (issue 26):
 torch on one thread and a second one-thread worker (``SparseModel.run(side=…)``).
 
@@ -30,6 +36,8 @@ Run: ``python bench/bench_entmax.py --threads 2 --repeats 7``
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.machinery
 import importlib.util
 import math
 import os
@@ -45,7 +53,13 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+# run from a checkout: this one, or with ``--worker DIR`` (``--against``'s other side) DIR's
+ROOT = (
+    sys.argv[sys.argv.index("--worker") + 1]
+    if "--worker" in sys.argv[:-1]
+    else str(Path(__file__).resolve().parents[1])
+)
+sys.path.insert(0, ROOT)
 
 import sparse_core  # noqa: E402
 from sparse_core.entmax import entmax  # noqa: E402
@@ -122,15 +136,18 @@ def prefix_with_tokens(text: str, n: int, count: Callable[[str], int]) -> str:
     return " ".join(words[:lo])
 
 
-def import_entmax(folder: str, name: str = "sparse_core_baseline_entmax"):
-    """Another checkout's ``sparse_core/entmax.py`` as a standalone module named ``name``."""
-    path = Path(folder).expanduser().resolve() / "sparse_core" / "entmax.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+def import_entmax(folder: str, name: str = "sparse_core_baseline"):
+    """Another checkout's ``sparse_core/entmax.py`` as ``name.entmax``: ``name`` is an empty
+    package over that checkout's ``sparse_core`` folder (its ``__init__`` is not run), so the
+    module's relative imports (``.entmax_grad``) come from the same checkout."""
+    folder_path = Path(folder).expanduser().resolve() / "sparse_core"
+    if name not in sys.modules:
+        pkg = importlib.util.module_from_spec(
+            importlib.machinery.ModuleSpec(name, None, is_package=True)
+        )
+        pkg.__path__ = [str(folder_path)]
+        sys.modules[name] = pkg
+    return importlib.import_module(f"{name}.entmax")
 
 
 def with_entmax(op: Callable[..., torch.Tensor], fn: Callable[[], object]) -> Callable[[], object]:
@@ -190,6 +207,115 @@ def lone(model, text: str, alpha: float, side: ThreadPoolExecutor) -> object:
         torch.set_num_threads(threads)
 
 
+def model_fns(args, model, t: str, hf, hf_sdpa, side) -> dict[str, Callable[[], object]]:
+    """The ``[model]`` figure's candidates: the softmax forwards and ``model.run`` per α."""
+    fns: dict[str, Callable[[], object]] = {
+        "BertModel eager softmax": hf,
+        "BertModel SDPA softmax": hf_sdpa,
+    }
+    for a in args.alphas:
+        fns[f"model.run alpha={a}"] = lambda a=a, t=t: model.run(t, alpha=a)
+        if args.lone:
+            fns[f"lone model.run alpha={a}"] = lambda a=a, t=t: lone(model, t, a, side)
+    return fns
+
+
+class Worker:
+    """``--against``'s other side: this script on another checkout in a process of its own,
+    timing the same ``[model]`` candidates one round at a time when asked (a line on its
+    stdin), answering one JSON line of times (ms)."""
+
+    def __init__(self, args, n: int) -> None:
+        import subprocess
+
+        root = Path(args.against).expanduser().resolve()
+        py = root / ".venv" / "bin" / "python"
+        cmd = [str(py if py.is_file() else sys.executable), str(Path(__file__).resolve())]
+        cmd += ["--threads", str(args.threads), "--device", args.device, "--n", str(n)]
+        cmd += ["--alphas", *map(str, args.alphas)] + (["--lone"] if args.lone else [])
+        if args.text_file:
+            cmd += ["--text-file", args.text_file]
+        self.proc = subprocess.Popen(
+            [*cmd, "--worker", str(root)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        self.names = self.ask("names")
+
+    def ask(self, what: str):
+        import json
+
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(what + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise SystemExit(f"the --against worker stopped (exit code {self.proc.wait()})")
+        return json.loads(line)
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+def serve_worker(args) -> None:
+    """The loop of a :class:`Worker` process: "names", or "round" (each candidate once)."""
+    import json
+
+    model = sparse_core.load_model(device=args.device)
+    tok, bert = hf_bert(args.device)
+    _, bert_sdpa = hf_bert(args.device, "sdpa")
+    t = prefix_with_tokens(
+        corpus_text(args.text_file), args.n[0], lambda s: len(tok(s)["input_ids"])
+    )
+    ids = tok(t, return_tensors="pt")["input_ids"].to(args.device)
+    side = ThreadPoolExecutor(1) if args.lone else None
+    fns = model_fns(
+        args,
+        model,
+        t,
+        torch.inference_mode()(lambda: bert(input_ids=ids)),
+        torch.inference_mode()(lambda: bert_sdpa(input_ids=ids)),
+        side,
+    )
+    for line in sys.stdin:
+        if line.strip() == "names":
+            answer: object = list(fns)
+        else:
+            answer = {}
+            for k, f in fns.items():
+                sync(args.device)
+                t0 = time.perf_counter()
+                f()
+                sync(args.device)
+                answer[k] = (time.perf_counter() - t0) * 1e3
+        print(json.dumps(answer), flush=True)
+
+
+def bench_against(
+    fns: dict[str, Callable[[], object]], other: Worker, repeats: int, device: str
+) -> tuple[dict[str, float], dict[str, float]]:
+    """As :func:`bench`, this process's candidates and the other checkout's (named "against
+    …") taking turns, a round each, after a warm-up round each."""
+    for f in fns.values():
+        f()
+    other.ask("round")
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    times.update({f"against {k}": [] for k in other.names})
+    for _ in range(repeats):
+        for k, f in fns.items():
+            sync(device)
+            t0 = time.perf_counter()
+            f()
+            sync(device)
+            times[k].append((time.perf_counter() - t0) * 1e3)
+        for k, ms in other.ask("round").items():
+            times[f"against {k}"].append(ms)
+    return (
+        {k: statistics.median(v) for k, v in times.items()},
+        {k: min(v) for k, v in times.items()},
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
@@ -208,8 +334,18 @@ def main() -> None:
         help="also model.run as the server runs a lone text: torch on one thread, half of the "
         "linear rows and heads on a second one-thread worker (SparseModel.run(side=...))",
     )
+    ap.add_argument(
+        "--against",
+        metavar="DIR",
+        help="another checkout (e.g. /work/main) whose whole model.run is timed side by side in "
+        "a worker process of its own, the two taking turns repeat by repeat",
+    )
+    ap.add_argument("--worker", metavar="DIR", help=argparse.SUPPRESS)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    if args.worker:
+        serve_worker(args)
+        return
     print(
         f"torch {torch.__version__}, {platform.machine()}, {os.cpu_count()} CPUs, "
         f"torch threads {torch.get_num_threads()}, device {args.device}, "
@@ -234,28 +370,35 @@ def main() -> None:
             return bert_sdpa(input_ids=ids)
 
         if not args.skip_model:
-            fns: dict[str, Callable[[], object]] = {
-                "BertModel eager softmax": hf,
-                "BertModel SDPA softmax": hf_sdpa,
-            }
+            fns = model_fns(args, model, t, hf, hf_sdpa, side)
             for a in args.alphas:
-                fns[f"model.run alpha={a}"] = lambda a=a, t=t: model.run(t, alpha=a)
-                if args.lone:
-                    fns[f"lone model.run alpha={a}"] = lambda a=a, t=t: lone(model, t, a, side)
                 if base_entmax is not None:
                     fns[f"baseline model.run alpha={a}"] = with_entmax(
                         base_entmax.entmax, lambda a=a, t=t: model.run(t, alpha=a)
                     )
             before = load()
-            med, mins = bench(fns, args.repeats, args.device)
+            if args.against:
+                other = Worker(args, n)
+                med, mins = bench_against(fns, other, args.repeats, args.device)
+                other.close()
+            else:
+                med, mins = bench(fns, args.repeats, args.device)
             print(f"\n[model] n={ids.shape[1]} tokens ({before}; after: {load()})")
-            report(med, mins, "BertModel eager softmax")
+            report(med, mins, "BertModel eager softmax", width=44 if args.against else 30)
             # the floor (issue 25): model.run <= 1.5x the fastest softmax forward, every alpha
-            fast = min(("BertModel eager softmax", "BertModel SDPA softmax"), key=med.get)
-            print(f"    vs the fastest softmax ({fast}, median):")
-            for name, ms in med.items():
-                if "model.run" in name:
-                    print(f"    {name:<30} {ms / med[fast]:6.2f}x")
+            for side_name in ("", "against ") if args.against else ("",):
+                refs = [f"{side_name}BertModel {k} softmax" for k in ("eager", "SDPA")]
+                fast = min(refs, key=med.get)
+                print(f"    vs the fastest softmax of the same side ({fast}, median / min):")
+                for name, ms in med.items():
+                    if (
+                        "model.run" in name
+                        and name.startswith(side_name)
+                        and (side_name or not name.startswith("against "))
+                    ):
+                        print(
+                            f"    {name:<44} {ms / med[fast]:6.2f}x {mins[name] / mins[fast]:6.2f}x"
+                        )
         if args.skip_raw:
             continue
         for a in args.alphas:

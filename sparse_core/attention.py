@@ -35,6 +35,7 @@ import contextlib
 import contextvars
 import logging
 import math
+import threading
 from collections.abc import Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -112,6 +113,16 @@ class RunState:
     #: thread in each; the results are those of the run without it bit for bit)
     side: Executor | None = None
     _causal_mask: Tensor | None = None
+    _scratch: dict = field(default_factory=dict)
+
+    def scratch(self, shape: tuple[int, ...], device: torch.device) -> Tensor:
+        """A float32 buffer of ``shape`` for the calling thread, the same for every layer of
+        the run (the scores: :func:`_scores`)."""
+        key = (threading.get_ident(), tuple(shape), torch.device(device))
+        buf = self._scratch.get(key)
+        if buf is None:
+            buf = self._scratch[key] = torch.empty(shape, dtype=torch.float32, device=device)
+        return buf
 
     def layer(self, module) -> int:
         li = self.layer_of.get(id(module))
@@ -205,38 +216,17 @@ def entmax_attention(
     ):
         return _split_heads(module, state, query, key, value, attention_mask, scaling, softcap)
 
-    # scores in float32 even for bf16 / fp16 weights (SPEC §1); one text at a time, so that a
-    # text's numbers do not depend on the batch it runs in (bit for bit: the kernels' blocking
-    # follows the batch size)
-    scores = _per_text(
-        lambda q, k: torch.matmul(q.float(), k.float().transpose(-1, -2)), query, key
-    )  # (B, H, n, m)
-    scores.mul_(scaling)
-    if softcap is not None:
-        scores = torch.tanh(scores.div_(softcap)).mul_(softcap)
-    if attention_mask is not None:
-        if attention_mask.dtype == torch.bool:
-            scores.masked_fill_(~attention_mask[..., :m], float("-inf"))
-        else:  # an additive mask built by the model itself; its minimum means "masked"
-            bias = attention_mask[..., :m]
-            scores.add_(bias.float()).masked_fill_(bias <= torch.finfo(bias.dtype).min, -math.inf)
-
-    if state is None:
+    model_mask = None if attention_mask is None else attention_mask[..., :m]  # (B, 1, n, m)
+    if state is None or state.discover is not None:
+        scores = _scores(query, key, scaling, softcap, model_mask, None)  # (B, H, n, m)
         probs = entmax(scores, DEFAULT_ALPHA)
-    elif state.discover is not None:
-        info = LayerInfo(h, h_kv, d, float(scaling), softcap)
-        state.discover.append((id(module), info))
-        probs = entmax(scores, DEFAULT_ALPHA)
+        if state is not None:
+            state.discover.append((id(module), LayerInfo(h, h_kv, d, float(scaling), softcap)))
     else:
         li = state.layer(module)
-        allowed = None
-        if state.causal:
-            allowed = state.causal_mask(n, m, scores.device)  # (n, m)
-        if state.restrict is not None:
-            r = state.restrict[li]  # (B, H, n, m)
-            allowed = r if allowed is None else r & allowed
-        if allowed is not None:
-            scores.masked_fill_(~allowed, float("-inf"))
+        allowed = _allowed(state, li, n, m, query.device)
+        buf = state.scratch((b, h, n, m), query.device)
+        scores = _scores(query, key, scaling, softcap, model_mask, allowed, buf)  # (B, H, n, m)
         alpha = state.alphas[li] if state.alphas is not None else DEFAULT_ALPHA
         out = state.probs[li] if state.record else None  # (B, H, n, m), contiguous
         probs = entmax(scores, alpha, out=out)
@@ -321,26 +311,14 @@ def _split_heads(
     h, n, m = query.shape[1], query.shape[2], key.shape[2]
     li = state.layer(module)
     alpha = state.alphas[li] if state.alphas is not None else DEFAULT_ALPHA
-    allowed = state.causal_mask(n, m, query.device) if state.causal else None  # (n, m)
+    model_mask = None if attention_mask is None else attention_mask[..., :m]  # (1, 1, n, m)
 
     def part(h0: int, h1: int) -> Tensor:
         with torch.inference_mode():
-            s = torch.matmul(query[:, h0:h1].float(), key[:, h0:h1].float().transpose(-1, -2))
-            s.mul_(scaling)
-            if softcap is not None:
-                s = torch.tanh(s.div_(softcap)).mul_(softcap)
-            if attention_mask is not None:
-                am = attention_mask[..., :m]
-                if am.dtype == torch.bool:
-                    s.masked_fill_(~am, float("-inf"))
-                else:
-                    s.add_(am.float()).masked_fill_(am <= torch.finfo(am.dtype).min, -math.inf)
-            ok = allowed
-            if state.restrict is not None:
-                r = state.restrict[li][:, h0:h1]
-                ok = r if ok is None else r & ok
-            if ok is not None:
-                s.masked_fill_(~ok, float("-inf"))
+            hs = slice(h0, h1)
+            ok = _allowed(state, li, n, m, query.device, heads=hs)
+            buf = state.scratch((1, h1 - h0, n, m), query.device)
+            s = _scores(query[:, hs], key[:, hs], scaling, softcap, model_mask, ok, buf)
             a = alpha[:, h0:h1] if isinstance(alpha, Tensor) else alpha
             out = state.probs[li][:, h0:h1] if state.record else None  # contiguous (B == 1)
             p = entmax(s, a, out=out)
@@ -360,11 +338,11 @@ def _split_heads(
 
 def _heads_split(alpha: float | Tensor) -> bool:
     """Whether a layer's heads may run in two halves with results equal bit for bit: a scalar
-    α outside the dense path's range (softmax and the compact path are row by row; the dense
-    path's whole-row steps depend on which rows share its chunk, so their last bits could)."""
-    from . import entmax as E
-
-    return isinstance(alpha, float) and not E.DENSE_MIN_ALPHA <= alpha <= E.DENSE_MAX_ALPHA
+    α. Every path of :mod:`sparse_core.entmax` is row by row (the dense path's whole-row steps
+    freeze each row after its own last step and finish the stragglers on their own, so no
+    row's bits depend on the rows that share its chunk: tests/app/test_lone.py); a per-head α
+    is grouped by its values, which two halves would group differently."""
+    return isinstance(alpha, float)
 
 
 def split_linear(module: torch.nn.Module, x: Tensor) -> Tensor:
@@ -426,9 +404,7 @@ def _chunked_attention(
     alpha = state.alphas[li] if state.alphas is not None else DEFAULT_ALPHA
     hc, rc = _chunk_shape(h, n, m, CHUNK_SCORES)
     q, k_, v = query[0], key[0], value[0]  # (H, n, d), (H, m, d)
-    kf = k_.float()
     ctx = torch.empty(h, n, v.shape[-1], dtype=v.dtype, device=v.device)  # (H, n, d_v)
-    causal = state.causal_mask(n, m, q.device) if state.causal else None  # (n, m)
     store = state.store
     store.start_layer()
     for h0 in range(0, h, hc):
@@ -436,22 +412,11 @@ def _chunked_attention(
         a = alpha[:, h0:h1] if isinstance(alpha, Tensor) else alpha  # (1, hc, 1, 1)
         for r0 in range(0, n, rc):
             r1 = min(n, r0 + rc)
-            s = torch.matmul(q[None, h0:h1, r0:r1].float(), kf[None, h0:h1].mT)  # (1, hc, r, m)
-            s.mul_(scaling)
-            if softcap is not None:
-                s = torch.tanh(s.div_(softcap)).mul_(softcap)
-            if attention_mask is not None:
-                am = attention_mask[..., r0:r1, :m]
-                if am.dtype == torch.bool:
-                    s.masked_fill_(~am, float("-inf"))
-                else:
-                    s.add_(am.float()).masked_fill_(am <= torch.finfo(am.dtype).min, -math.inf)
-            allowed = None if causal is None else causal[r0:r1]
-            if state.restrict is not None:
-                r = state.restrict[li][:, h0:h1, r0:r1]
-                allowed = r if allowed is None else r & allowed
-            if allowed is not None:
-                s.masked_fill_(~allowed, float("-inf"))
+            rs = slice(r0, r1)
+            mm = None if attention_mask is None else attention_mask[..., rs, :m]
+            allowed = _allowed(state, li, n, m, q.device, heads=slice(h0, h1), rows=rs)
+            buf = state.scratch((1, h1 - h0, r1 - r0, m), q.device)
+            s = _scores(q[None, h0:h1, rs], k_[None, h0:h1], scaling, softcap, mm, allowed, buf)
             p = entmax(s, a)  # (1, hc, r, m)
             ctx[h0:h1, r0:r1] = torch.matmul(p[0].to(v.dtype), v[h0:h1])
             if r0 == 0 and r1 == n:
@@ -497,28 +462,16 @@ def _packed_attention(
         by_len.setdefault(int(k), []).append(i)
     for k, texts in by_len.items():
         starts = [state.segments[i][0] for i in texts]
-        scores = torch.stack(
-            [
-                torch.matmul(q[None, :, s : s + k].float(), k_[None, :, s : s + k].float().mT)[0]
-                for s in starts
-            ]
-        )  # (G, H, k, k); fmt: skip
-        scores.mul_(scaling)
-        if softcap is not None:
-            scores = torch.tanh(scores.div_(softcap)).mul_(softcap)
-        if attention_mask is not None:  # the model's own mask, each text's diagonal block
-            am = torch.stack([attention_mask[0, :, s : s + k, s : s + k] for s in starts])
-            if am.dtype == torch.bool:
-                scores.masked_fill_(~am, float("-inf"))
-            else:
-                scores.add_(am.float()).masked_fill_(am <= torch.finfo(am.dtype).min, -math.inf)
-        allowed = None
-        if state.causal:
-            allowed = state.causal_mask(k, k, scores.device)  # (k, k)
         if state.restrict is not None:
             raise RuntimeError("restriction masks are not supported for packed texts")
-        if allowed is not None:
-            scores.masked_fill_(~allowed, float("-inf"))
+        qs = [q[None, :, s : s + k] for s in starts]  # (1, H, k, d) views, as in single runs
+        ks = [k_[None, :, s : s + k] for s in starts]
+        mm = None  # the model's own mask, each text's diagonal block
+        if attention_mask is not None:
+            mm = torch.stack([attention_mask[0, :, s : s + k, s : s + k] for s in starts])
+        allowed = state.causal_mask(k, k, q.device) if state.causal else None  # (k, k)
+        buf = state.scratch((len(starts), h, k, k), q.device)
+        scores = _scores(qs, ks, scaling, softcap, mm, allowed, buf)  # (G, H, k, k)
         probs = entmax(scores, alpha)  # (G, H, k, k)
         for j, (i, s) in enumerate(zip(texts, starts, strict=True)):
             if state.record:
@@ -529,6 +482,65 @@ def _packed_attention(
         state.queries[li].copy_(query)  # (1, H, N, d)
         state.keys[li].copy_(key)
     return ctx.transpose(0, 1).unsqueeze(0).contiguous(), query.new_empty(0)
+
+
+def _scores(
+    query: Tensor | list[Tensor],
+    key: Tensor | list[Tensor],
+    scaling: float,
+    softcap: float | None,
+    model_mask: Tensor | None,
+    allowed: Tensor | None,
+    out: Tensor | None = None,
+) -> Tensor:
+    """The masked scores of SPEC §1 (module docstring), float32 (B, H, n, m), into ``out``.
+
+    ``S = scaling · Q Kᵀ`` in float32 even for bf16 / fp16 weights, one text (batch row) at a
+    time so that a text's numbers do not depend on the batch it runs in (bit for bit: the
+    kernels' blocking follows the batch size); ``c · tanh(S / c)`` where the model caps its
+    logits; −∞ where ``model_mask`` (the model's own: boolean "may attend", or additive, whose
+    minimum means masked; broadcastable, e.g. (B, 1, n, m)) or ``allowed`` (causal and
+    restriction masks, boolean) forbids. ``query`` (B, H, n, d) and ``key`` (B, H, m, d), or
+    lists of B (1, H, ·, d) views (packed texts). ``out``: a float32 buffer of the result's
+    shape (one run reuses one for every layer: a fresh multi-megabyte tensor per layer costs
+    its page faults; the result is the same bit for bit)."""
+    qs = [query[i : i + 1] for i in range(len(query))] if isinstance(query, Tensor) else query
+    ks = [key[i : i + 1] for i in range(len(key))] if isinstance(key, Tensor) else key
+    _, h, n, _ = qs[0].shape
+    if out is None:
+        out = torch.empty(len(qs), h, n, ks[0].shape[2], dtype=torch.float32, device=qs[0].device)
+    for i, (q, k) in enumerate(zip(qs, ks, strict=True)):
+        torch.matmul(q.float(), k.float().mT, out=out[i : i + 1])
+    s = out.mul_(scaling)
+    if softcap is not None:
+        s.div_(softcap).tanh_().mul_(softcap)
+    if model_mask is not None:
+        if model_mask.dtype == torch.bool:
+            s.masked_fill_(~model_mask, -math.inf)
+        else:
+            s.add_(model_mask.float())
+            s.masked_fill_(model_mask <= torch.finfo(model_mask.dtype).min, -math.inf)
+    if allowed is not None:
+        s.masked_fill_(~allowed, -math.inf)
+    return s
+
+
+def _allowed(
+    state: RunState,
+    li: int,
+    n: int,
+    m: int,
+    device: torch.device,
+    heads: slice = slice(None),
+    rows: slice = slice(None),
+) -> Tensor | None:
+    """Where a run's own masks allow (i, j) (bool; None: everywhere): the causal mask (n, m)
+    and the restriction mask of layer ``li`` (B, H, n, m), cut to ``heads`` and query ``rows``."""
+    allowed = state.causal_mask(n, m, device)[rows] if state.causal else None
+    if state.restrict is not None:
+        r = state.restrict[li][:, heads, rows]
+        allowed = r if allowed is None else r & allowed
+    return allowed
 
 
 def _per_text(op, x: Tensor, y: Tensor) -> Tensor:

@@ -13,27 +13,35 @@ of τ), and ``H_β`` has the root τ*. Newton on a convex decreasing H never pas
 either side: from the left every iterate is a lower bound and ``{x > τ_k}`` a superset of the
 support; unlike Newton on ``G − 1`` it is exact when the top scores are equal and converges in a
 few steps. ``‖y‖_β`` decreases in β, so for ``q ≥ β`` the root of ``H_q`` is a lower bound of τ*.
+``G`` only grows when scores are added, so the root on any subset of a row's scores is a lower
+bound of the row's root too: rows of 128 scores or more take the subset of the maxima of 8
+strided groups (``z_j, z_{j+w}, …, z_{j+7w}``, ``w = n/8``; one read of the scores), whose
+threshold (``_SUBSET_STEPS`` or ``DENSE_STEPS`` float64 Newton steps on ``H_q`` over the
+``n/8`` maxima from ``τ = −1``, less 1e-9) on real attention at n = 512 leaves ``{x > τ}`` within
+a few percent of the support (1.8 % of the scores against 1.77 % at α = 1.5, 17.2 % against
+16.4 % at α = 1.25): the group maxima hold a row's top scores unless several share a group.
 
-Two algorithms, no sort, all rows at once in chunks of ``CHUNK_ELEMENTS`` scores (on a CUDA
-device with triton installed, float32 rows with a scalar α in [1.03, 2] of up to 32,768 scores
-take one Triton kernel instead, :mod:`sparse_core.entmax_triton`: the same map and guarantee, the
-compact path's float64 exact phase on whole rows held in registers; ``SPARSESCOPE_NO_TRITON=1``
-keeps the torch path):
+Two algorithms, no sort, all rows at once in chunks of ``CHUNK_ELEMENTS`` scores (the bounded
+compact path: ``BOUNDED_CHUNK_ELEMENTS``; on a CUDA device with triton installed, float32 rows
+with a scalar α in [1.03, 2] of up to 32,768 scores take one Triton kernel instead,
+:mod:`sparse_core.entmax_triton`: the same map and guarantee, the compact path's float64 exact
+phase on whole rows held in registers; ``SPARSESCOPE_NO_TRITON=1`` keeps the torch path):
 
 **Dense path** (float32 scores, a scalar α in [``DENSE_MIN_ALPHA``, ``DENSE_MAX_ALPHA``]: α near 1,
 where most scores are in the support and compaction buys nothing).
 
 1. ``x = c (z − max)`` once per chunk (float32; the max entry is exactly 0).
-2. Halley steps on ``H_β`` from ``τ = −1`` over whole rows, float32 elementwise, float64 per row:
+2. Halley steps on ``H_β`` from the group maxima's bound (``τ = −1`` below 128 scores) over whole
+   rows, float32 elementwise, float64 per row:
    ``H' = −G^(1/β) G₁/G``, ``H'' = (β − 1) G^(1/β) (G₂/G − (G₁/G)²)``, step
    ``s / (1 + s H''/(2H'))`` with Newton's ``s = −H/H'``. The three moments come from one power
    of y: repeated squaring for an integer β (α = 1.1: y⁸, then ×y, ×y), exp((β − 2) log y)
    otherwise. Safeguards: Newton's step is the lower limit (it never passes the root), and
    ``|G'| = β G₁ ≥ β G`` (every ``y ≤ 1``) gives ``τ* − τ ≤ (G − 1)/β`` when ``G ≥ 1``, the upper
    limit. A row stops once its step is below 2e-3 (the next error would be ~step³, under float32
-   resolution): two steps at α = 1.1, three at 1.25. Whole-row steps end when at most 5 % of the
-   rows still move; those continue on their own, so a row's result does not depend on the rows
-   batched with it.
+   resolution): from the bound, one step for most rows (from −1: two at α = 1.1, three at 1.25).
+   Whole-row steps end when at most 5 % of the rows still move; those continue on their own, so
+   a row's result does not depend on the rows batched with it (tests/app/test_lone.py).
 3. Output pass: ``p = y^β`` with y thresholded at ``δ = tiny^(1/β)`` (values below float32's
    smallest normal number are flushed to 0, exactly as below), and ``G = Σ p``.
 4. Certificate. G is evaluated in float32 to a relative error ``ε_G = (2β + 48) eps₃₂`` (the
@@ -47,11 +55,13 @@ where most scores are in the support and compaction buys nothing).
 
 **Compact path** (α ≥ 1.5 and α < ``DENSE_MIN_ALPHA``, float64 scores, many distinct per-row α).
 
-1. ``DENSE_STEPS`` Newton steps on ``H_q``, ``q = max(2, ⌈β⌉)`` (no exp/log: ``‖y‖₂`` or an
-   integer power), float32 on whole rows from ``τ₀ = −1``, each evaluation point pushed down by
-   a margin that covers float32 rounding. Two steps shrink the candidate set to 3-8 % of a
-   512-long attention row at α = 1.5 (the support is about 2 %).
-2. Compaction: the candidates ``{x > τ_K}`` (flat indices; ``nonzero`` over the boolean mask read
+1. Rows of 128 scores or more: the group maxima's bound (above; ``DENSE_STEPS`` steps), turned
+   into a float32 threshold T in score units rounded down, so that every score above the
+   float64 bound is above T; in chunks of ``BOUNDED_CHUNK_ELEMENTS`` (no (R, n) temporaries).
+   Shorter rows: ``DENSE_STEPS`` Newton steps on ``H_q``, ``q = max(2, ⌈β⌉)`` (no exp/log:
+   ``‖y‖₂`` or an integer power), float32 on whole rows from ``τ₀ = −1``, each evaluation point
+   pushed down by a margin that covers float32 rounding.
+2. Compaction: the candidates ``{z > T}`` (flat indices; ``nonzero`` over the boolean mask read
    as int64 words) are gathered, and ``x`` is recomputed there in float64, exactly.
 3. Exact phase, float64, on the candidates only (on whole rows when more than a quarter are
    candidates). α = 1.5 and α = 2: the closed form on the support ``S = {x > τ}`` (α = 1.5:
@@ -95,6 +105,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 
 import torch
 import torch.nn.functional as F
@@ -122,6 +133,19 @@ CUDA_CHUNK_ELEMENTS = 1 << 24
 """The same on a GPU, which has no such cache and pays a host wait per chunk and step instead:
 a (12, 512, 512) layer is one chunk (measured on an H100: 2^20 cost ~6 ms per layer at n = 512,
 mostly waits; docs/benchmarks.md, "GPU"). The chunk's buffers take about 200 MB there."""
+_GROUPS = 8
+"""Scores of a row are split into this many strided groups whose maxima bound its threshold
+from below (:func:`_subset_tau`)."""
+_BOUND_MIN_N = 128
+"""Rows from this length take their candidates from the group maxima (:func:`_bounded_chunk`;
+shorter rows from whole-row Newton steps, which cost little there)."""
+_SUBSET_STEPS = 3
+"""Dense path: Newton steps on the group maxima for its starting τ (with an integer β, the
+subset's own threshold to ~1e-9 after three)."""
+BOUNDED_CHUNK_ELEMENTS = 1 << 22
+"""The compact path from the group maxima (:func:`_bounded_chunk`) reads every score once
+and makes no (R, n) temporaries, so it takes larger chunks (a (12, 512, 512) layer in one):
+a third of the calls of 2^20, each a few hundred small torch ops."""
 _MAX_GROUPS = 16
 """A per-row α with at most this many distinct values runs as one scalar-α call per value."""
 _MAX_EXACT_STEPS = 50
@@ -323,10 +347,62 @@ def _entmax_rows(
         assert isinstance(alpha, float)
         return _dense_rows(rows, alpha, torch.empty_like(rows) if out is None else out, chunk)
     out = torch.zeros_like(rows) if out is None else out.zero_()
+    if chunk_elements is None and n >= _BOUND_MIN_N and dense_steps > 0:
+        # the bounded compact path makes no (R, n) temporaries: larger chunks, fewer calls
+        chunk = max(chunk, BOUNDED_CHUNK_ELEMENTS // n)
     for r0 in range(0, r_total, chunk):
         a = alpha if isinstance(alpha, float) else alpha[r0 : r0 + chunk]
         _compact_chunk(rows[r0 : r0 + chunk], a, out[r0 : r0 + chunk], dense_steps)
     return out
+
+
+def _maxima(z: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Row maxima (R, 1) as :func:`_row_max` gives them, fully masked rows (R, 1), and the
+    maxima of ``_GROUPS`` strided groups (R, w), ``w = n // _GROUPS``: entry j is the largest of
+    ``z[:, j], z[:, j + w], …, z[:, j + (_GROUPS − 1) w]`` (the last ``n mod _GROUPS`` scores
+    are in no group). One pass over the scores, like ``amax``; ``z`` contiguous."""
+    r, n = z.shape
+    w = n // _GROUPS
+    sub = z.as_strided((r, _GROUPS, w), (n, w, 1)).amax(1)  # (R, w)
+    m = sub.amax(dim=-1, keepdim=True)
+    if n > w * _GROUPS:
+        m = torch.maximum(m, z[:, w * _GROUPS :].amax(dim=-1, keepdim=True))
+    if bool((torch.isnan(m) | torch.isposinf(m)).any()):
+        raise ValueError(_BAD_SCORES)
+    dead = torch.isneginf(m)
+    return m.masked_fill_(dead, 0.0), dead, sub
+
+
+def _subset_tau(sub: Tensor, m: Tensor, c: float | Tensor, q: float | Tensor, steps: int) -> Tensor:
+    """A lower bound (R, 1), float64, of each row's threshold τ* (x units), from a subset of
+    its scores (``sub`` (R, w), e.g. the group maxima of :func:`_maxima`; m the row maxima).
+
+    ``G(τ) = Σ [x_i − τ]_+^β`` only grows when scores are added, so the root of ``H_q`` on a
+    subset is at most the root on the whole row, which for ``q >= β`` is at most τ* (module
+    docstring). ``steps`` Newton steps on the subset's ``H_q`` from ``τ = −1`` (each iterate
+    below that root: H_q is convex and decreasing), less a margin of 1e-9 for float64
+    rounding. The group maxima hold a row's top scores unless several share a group, so the
+    bound is tight: on real attention at n = 512, two steps leave ``{x > τ}`` within a few
+    percent of the support (docs/benchmarks.md)."""
+    c64 = c if isinstance(c, float) else c.to(_F64)
+    x = sub.to(_F64).sub_(m).mul_(c64)  # (R, w) <= 0; -inf where masked
+    tau = torch.full_like(m, -1.0, dtype=_F64)
+    d = torch.empty_like(x)
+    for _ in range(steps):
+        torch.sub(x, tau, out=d).clamp_(min=0.0)
+        if isinstance(q, float) and q == 2.0:
+            g1 = d.sum(dim=-1, keepdim=True)
+            nq = torch.linalg.vector_norm(d, dim=-1, keepdim=True)
+            step = (nq - 1.0) * nq / g1.clamp_min(1e-300)
+        else:
+            q64 = q if isinstance(q, float) else q.to(_F64)
+            dp = _pow(d, q64 - 1.0)  # d^(q − 1)
+            g1 = dp.sum(dim=-1, keepdim=True)
+            g = dp.mul_(d).sum(dim=-1, keepdim=True)
+            nq = g.pow(1.0 / q64)
+            step = (nq - 1.0) * (g / nq.clamp_min(1e-300)) / g1.clamp_min(1e-300)
+        tau = tau + step.where(g1 > 0, 0.0).nan_to_num_(0.0)
+    return tau - 1e-9 * (1.0 + tau.abs())
 
 
 def _use_triton(rows: Tensor, alpha: float | Tensor) -> bool:
@@ -355,7 +431,6 @@ def _row_max(z: Tensor) -> tuple[Tensor, Tensor]:
 
 def _compact_chunk(z: Tensor, alpha: float | Tensor, out: Tensor, dense_steps: int) -> None:
     """Write α-entmax of ``z (R, n)`` into ``out`` (zeros on entry) by the compact path."""
-    m, _ = _row_max(z)  # fully masked rows: m = 0, all d = 0, no candidates
     # q >= β, an integer (no pow) when β > 2: the root of ‖d‖_q = 1 is a lower bound of τ*.
     if isinstance(alpha, float):
         c: float | Tensor = alpha - 1.0  # x = c (z - m)
@@ -363,6 +438,10 @@ def _compact_chunk(z: Tensor, alpha: float | Tensor, out: Tensor, dense_steps: i
     else:
         c = (alpha.where(alpha > 1.0, 2.0) - 1.0).to(z.dtype)[:, None]  # (R, 1); α = 1 rows: caller
         q = torch.ceil(1.0 / c - 1e-6).clamp_min(2.0)
+    if dense_steps > 0 and z.shape[1] >= _BOUND_MIN_N:
+        _bounded_chunk(z, alpha, out, dense_steps, c, q)
+        return
+    m, _ = _row_max(z)  # fully masked rows: m = 0, all d = 0, no candidates
     # Thresholds T live in z units (τ = c (T − m)). T_0 ↔ τ_0 = −1, pushed down by a few ulps so
     # that the float32 rounding of m − 1/c cannot lift it above the exact value.
     eps = torch.finfo(z.dtype).eps
@@ -389,20 +468,53 @@ def _compact_chunk(z: Tensor, alpha: float | Tensor, out: Tensor, dense_steps: i
         out[bad] = sub
 
 
-def _flat_nonzero(d: Tensor) -> Tensor | None:
-    """Sorted flat indices of the non-zero entries of the contiguous ``d``, or None when they are
-    so many (α near 1) that the exact phase is cheaper on the whole rows.
+def _bounded_chunk(
+    z: Tensor,
+    alpha: float | Tensor,
+    out: Tensor,
+    steps: int,
+    c: float | Tensor,
+    q: float | Tensor,
+) -> None:
+    """The compact path with its candidates from the group maxima (n >= ``_BOUND_MIN_N``): one
+    pass for the maxima (:func:`_maxima`), ``steps`` Newton steps on the (R, n / 8) maxima
+    only (:func:`_subset_tau`), one pass for the candidates ``{z > T}``; then the exact phase
+    as below. Rows whose τ ends below T (never observed: T is a certified lower bound) are
+    redone from ``{x > −1}``."""
+    m, _, sub = _maxima(z)
+    tau = _subset_tau(sub, m, c, q, steps)  # (R, 1) float64, x units
+    c64 = c if isinstance(c, float) else c.to(_F64)
+    t64 = m.to(_F64) + tau / c64  # z units
+    t = t64.to(z.dtype)
+    if z.dtype != _F64:  # rounded down: every z above the float64 bound is above t
+        t = torch.where(t.to(_F64) > t64, torch.nextafter(t, t.new_tensor(-math.inf)), t)
+    cand = _flat_nonzero(z, t)  # None: most scores are candidates, the exact phase on rows
+    bad = _exact_phase(z, m, alpha, c, cand, t, t, out)
+    if bad is not None:
+        log.warning("entmax: %d rows may have missed a support entry; recomputing", len(bad))
+        sub_out = torch.zeros_like(z[bad])
+        _compact_chunk(z[bad], alpha if isinstance(alpha, float) else alpha[bad], sub_out, 0)
+        out[bad] = sub_out
+
+
+def _flat_nonzero(d: Tensor, t: Tensor | None = None) -> Tensor | None:
+    """Sorted flat indices of the non-zero entries of the contiguous ``d`` (with ``t`` (R, 1):
+    of its entries above ``t``), or None when they are so many (α near 1) that the exact phase
+    is cheaper on the whole rows.
 
     ``nonzero`` on CPU costs about 1 ns per scanned element once anything is non-zero, so we scan
     the boolean mask eight bytes at a time (as int64 words) and then only the words that hit.
     """
     size = d.numel()
     if d.device.type != "cpu":
-        cand = d.view(-1).nonzero().squeeze(1)
+        cand = (d if t is None else d > t).view(-1).nonzero().squeeze(1)
         return None if cand.numel() * _DENSE_EXACT > size else cand
     b = torch.empty(-(-size // 8) * 8, dtype=torch.bool)  # padded to whole int64 words
     b[size:].zero_()
-    b[:size].copy_(d.view(-1))  # a vectorised cast, unlike d > 0
+    if t is None:
+        b[:size].copy_(d.view(-1))  # a vectorised cast, unlike d > 0
+    else:
+        torch.gt(d, t, out=b[:size].view(d.shape))
     wi = b.view(torch.int64).nonzero().squeeze(1)  # words holding a candidate
     j = b.view(-1, 8).index_select(0, wi).view(-1).nonzero().squeeze(1)
     if j.numel() * _DENSE_EXACT > size:
@@ -613,6 +725,7 @@ class _Dense:
         k = round(self.beta)
         self.k_int = k if abs(self.beta - k) <= 1e-5 * self.beta else None
         self.steps, self.tol = 6, 2e-3  # Halley: the next error would be ~step³
+        self.q = float(math.ceil(self.beta - 1e-9))  # >= β: H_q's root bounds τ* from below
         self.delta = math.exp(math.log(_TINY32) * self.c)
         self.thr = self.delta * (1.0 + 16.0 * _EPS32)
         # Relative error of G = Σ y^β evaluated in float32 (x, y, the powers, the sum).
@@ -622,6 +735,10 @@ class _Dense:
         self.g_tol = max(1e-6, self.beta * _EPS32)
 
 
+_kept = threading.local()
+_KEEP_WORK = 3 * (1 << 20)
+"""Elements of the dense path's scratch a CPU thread keeps between calls (12 MB of float32:
+three buffers of the default chunk)."""
 _DENSE_LATE = 0.05
 """Whole-row steps stop once at most this fraction of the rows still moves by more than the
 tolerance (2e-3 in x units: the next error would be ~step³, under float32 resolution); those
@@ -629,13 +746,22 @@ rows finish on their own."""
 
 
 class _Work:
-    """Scratch (R, n) float32 buffers of the dense path, allocated once per call and reused by
-    every chunk and step: a fresh multi-megabyte tensor can cost more in page faults than the
-    arithmetic on it."""
+    """Scratch (R, n) float32 buffers of the dense path, reused by every chunk and step, and on
+    the CPU by the calls that follow in the same thread (up to ``_KEEP_WORK`` elements: a model
+    run calls entmax once per layer): a fresh multi-megabyte tensor can cost more in page
+    faults than the arithmetic on it."""
 
     def __init__(self, rows: int, n: int, like: Tensor) -> None:
         self.n = n
-        self.flat = torch.empty(3, rows * n, dtype=like.dtype, device=like.device)
+        size = rows * n
+        kept = getattr(_kept, "work", None)
+        if like.device.type != "cpu" or 3 * size > _KEEP_WORK:
+            self.flat = torch.empty(3, size, dtype=like.dtype, device=like.device)
+        elif kept is not None and kept.dtype == like.dtype and kept.shape[1] >= size:
+            self.flat = kept
+        else:  # a normal tensor (not an inference one): usable in and out of inference mode
+            with torch.inference_mode(False):
+                self.flat = _kept.work = torch.empty(3, size, dtype=like.dtype)
 
     def get(self, i: int, rows: int) -> Tensor:
         return self.flat[i, : rows * self.n].view(rows, self.n)
@@ -660,10 +786,14 @@ def _dense_rows(rows: Tensor, alpha: float, out: Tensor, chunk: int) -> Tensor:
         r1 = min(r0 + chunk, r_total)
         z = rows[r0:r1]
         x, y, u = work.get(0, r1 - r0), work.get(1, r1 - r0), work.get(2, r1 - r0)
-        mc, dead = _row_max(z)
+        if n >= _BOUND_MIN_N:  # τ starts from the group maxima's threshold, a lower bound
+            mc, dead, sub = _maxima(z)
+            t = _subset_tau(sub, mc, k.c, k.q, _SUBSET_STEPS).clamp_(-1.0, 0.0)  # (R, 1) f64
+        else:
+            mc, dead = _row_max(z)
+            t = torch.full_like(mc, -1.0, dtype=_F64)  # τ of each row (R, 1), float64
         m[r0:r1], flags[2, r0:r1] = mc, dead.view(-1)
         torch.sub(z, mc, out=x).mul_(k.c)  # x = c (z − max) <= 0, the max entry exactly 0
-        t = torch.full_like(mc, -1.0, dtype=_F64)  # τ of each row (R, 1), float64
         o = out[r0:r1]  # free until the output pass: the solver's spare buffer
         t, flags[3, r0:r1] = _dense_solve(x, t, k, k.steps, _DENSE_LATE, y, u, o)
         ok, conv, tau[r0:r1], bound[r0:r1] = _dense_output(x, t, k, o, y, u)
@@ -706,8 +836,9 @@ def _dense_solve(
 
     A row stops (its τ frozen) after a step below ``k.tol``, so that its result does not depend
     on the other rows of the batch (per-head α groups rows differently from a scalar call). The
-    whole-row passes end once at most a fraction ``late`` of the rows still moves (after at least
-    two steps): returns τ and those rows (R,), which the caller finishes on their own.
+    whole-row passes end once at most a fraction ``late`` of the rows still moves (from the
+    group maxima's bound one step is often enough): returns τ and those rows (R,), which the
+    caller finishes on their own.
     ``y``, ``u`` and ``spare`` are scratch buffers of the shape of ``x``.
     """
     active = torch.ones_like(tau, dtype=torch.bool)
@@ -719,7 +850,7 @@ def _dense_solve(
         step = _halley_step(g, g1, g2, k)
         tau = torch.where(active, (t32.to(_F64) + step).clamp_(min=-1.0), tau)
         active &= step.abs() > k.tol
-        if i + 1 < steps and int(active.sum()) <= (late * len(x) if i >= 1 else 0):
+        if i + 1 < steps and int(active.sum()) <= late * len(x):
             break
     return tau, active.view(-1)
 

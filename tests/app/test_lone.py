@@ -174,6 +174,31 @@ def test_one_blas_thread_limits_numpy_s_blas():
         assert blas and all(p["num_threads"] == 1 for p in blas)
 
 
+@pytest.mark.parametrize("alpha", [1.0, 1.1, 1.25, 1.4, 1.5, 1.75, 2.0])
+def test_a_lone_forward_splits_the_heads_at_every_alpha_bit_for_bit(
+    tiny_model, one_thread, side, monkeypatch, alpha
+):
+    """The forward of a text alone with a second worker takes half of every layer's heads
+    there at every α, the dense path's (α 1.1-1.4) included, and its recordings are those of
+    the one-thread run and of the batched run bit for bit."""
+    calls = []
+    real = A._split_heads
+
+    def spy(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(A, "_split_heads", spy)
+    out = tiny_model.run(TEXT, alpha=alpha, side=side)
+    assert len(calls) == tiny_model.config.num_layers  # every layer split its heads
+    alone = tiny_model.run(TEXT, alpha=alpha)
+    batched = tiny_model.run_batch([TEXT, TEXT[:150]], alpha)[0]
+    assert len(calls) == tiny_model.config.num_layers
+    for name in RECORDED:
+        assert torch.equal(getattr(out, name), getattr(alone, name)), name
+        assert torch.equal(getattr(out, name), getattr(batched, name)), name
+
+
 @pytest.mark.real_model
 def test_a_lone_512_token_analysis_on_two_cores_equals_its_one_thread_run(
     real_model, one_thread, side
@@ -195,6 +220,10 @@ def test_a_lone_512_token_analysis_on_two_cores_equals_its_one_thread_run(
     for name in RECORDED:
         assert torch.equal(getattr(out, name), getattr(alone, name)), name
         assert torch.equal(getattr(out, name), getattr(batched, name)), name
+    # the dense path (α 1.25) with the heads split too
+    dense = real_model.run(text, alpha=1.25, side=side)
+    assert torch.equal(dense.probs, real_model.run(text, alpha=1.25).probs)
+    assert torch.equal(dense.hidden, real_model.run_batch([text, "Short."], 1.25)[0].hidden)
     art = load_artefact(None, model_id=real_model.model_id, alpha=1.5)
     one = summary_texts([PredictContext.from_run(alone, art)])[0]
     assert T.summary_on_two_cores(PredictContext.from_run(out, art), side) == one

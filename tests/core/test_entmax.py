@@ -555,3 +555,83 @@ def test_float64_scores_near_alpha_one() -> None:
         assert p.dtype == torch.float64
         check_exact(z, a, p)
         assert float((p - entmax(z.float(), a).double()).abs().max()) <= value_tol(a)
+
+
+# ----------------------------------------------------------------------------------------------
+# the group maxima's bound (rows of 128 scores or more)
+
+
+@pytest.mark.parametrize("alpha", [1.1, 1.25, 1.5, 1.75, 2.0, 1.3712])
+@pytest.mark.parametrize("n", [128, 300, 512])
+def test_group_bound_is_below_tau_even_when_the_top_shares_a_group(alpha: float, n: int) -> None:
+    """The subset threshold bounds τ* from below whatever the rows: here each row's top scores
+    sit in one strided group (j, j + w, …), so the group maxima see only one of them and the
+    bound is loose; every support entry is still a candidate and the result exact."""
+    import math as m
+
+    g = torch.Generator().manual_seed(n + round(alpha * 100))
+    z = torch.randn(24, n, generator=g)
+    w = n // E._GROUPS
+    for r in range(24):  # the top eight scores in group r % w, nearly tied
+        z[r, (r % w) + w * torch.arange(E._GROUPS)] = 6.0 + 0.01 * torch.rand(
+            E._GROUPS, generator=g
+        )
+    m_, _, sub = E._maxima(z)
+    c = alpha - 1.0
+    q = max(2.0, float(m.ceil(1.0 / c - 1e-9)))
+    tau = E._subset_tau(sub, m_, c, q, 2)  # x units
+    exact = entmax_reference(z.double(), alpha)
+    x = (z.double() - m_.double()) * c
+    assert ((x > tau) | (exact == 0)).all(), "a support entry lies below the bound"
+    check_exact(z, alpha, entmax(z, alpha))
+
+
+@pytest.mark.parametrize("alpha", [1.5, 2.0, 1.75])
+def test_a_bound_above_tau_is_caught_and_the_rows_redone(alpha: float, monkeypatch, caplog):
+    """Bounded compact path: should the bound ever lie above τ* (a candidate lost), the exact
+    phase sees τ end below it and the rows are redone from {x > −1}."""
+    real = E._subset_tau
+    monkeypatch.setattr(E, "_subset_tau", lambda *a: real(*a) + 0.3)
+    z = attention_like(30, 256, torch.Generator().manual_seed(15))
+    with caplog.at_level("WARNING", logger="sparse_core.entmax"):
+        p = E._entmax_rows(z, alpha, path="compact")
+    assert "recomputing" in caplog.text
+    check_exact(z, alpha, p)
+
+
+def test_the_bounded_path_takes_its_candidates_from_the_group_maxima(monkeypatch) -> None:
+    """Rows of 128 scores or more skip the whole-row Newton steps (one read for the maxima):
+    the whole-row step function is never called there, and is below 128."""
+    calls = []
+    real = E._dense_newton_step
+    monkeypatch.setattr(E, "_dense_newton_step", lambda *a: calls.append(1) or real(*a))
+    g = torch.Generator().manual_seed(16)
+    check_exact(z := torch.randn(40, 128, generator=g) * 3, 1.5, entmax(z, 1.5))
+    assert not calls
+    check_exact(z := torch.randn(40, 127, generator=g) * 3, 1.5, entmax(z, 1.5))
+    assert calls
+
+
+def test_the_kept_scratch_serves_inference_mode_and_later_calls() -> None:
+    """The dense path's scratch kept between calls of a thread is made in inference mode
+    (a model run) and used after it (a training step): it must be a normal tensor."""
+    z = torch.randn(64, 256, generator=torch.Generator().manual_seed(17)) * 3
+    with torch.inference_mode():
+        first = entmax(z, 1.25)
+    assert torch.equal(entmax(z, 1.25), first)
+    zg = z.clone().requires_grad_()
+    entmax(zg, 1.25).pow(2).sum().backward()
+    assert zg.grad is not None and torch.isfinite(zg.grad).all()
+
+
+def test_per_row_alpha_with_many_values_on_long_rows() -> None:
+    """Many distinct per-row α on rows of 128 scores or more: the bounded compact path with a
+    per-row α (its subset steps with a per-row q)."""
+    g = torch.Generator().manual_seed(18)
+    z = attention_like(60, 256, g).view(3, 20, 256)
+    alpha = 1.0 + torch.rand(3, 20, 1, generator=g, dtype=torch.float64)
+    alpha[0, :4] = 1.0
+    alpha[1, :3] = 1.1
+    alpha[2, :3] = 2.0
+    assert torch.unique(alpha).numel() > E._MAX_GROUPS
+    check_exact(z, alpha, entmax(z, alpha))
