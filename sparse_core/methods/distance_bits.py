@@ -67,8 +67,13 @@ def _chunk(qa, ka, ts, binned, top, out, nb) -> None:
         if flat.size:
             exact = exact_sq(qa[hh, ii], ka[hh, jj])
             bins[hh, ii, jj] = np.minimum(np.floor(2.0 * exact), top).astype(np.uint8)
+        nplanes = max(top, 1).bit_length()
+        if len(ts) < nplanes:  # fewer masks than bit planes (an analyze summary's one): each
+            for b, t in enumerate(ts):  # mask packed from its own comparison
+                out[b] = pack(bins < int(2 * t)).view(np.uint8)
+            return
         # bit planes of the bins, then ``bin < m`` as a comparator on whole words
-        planes = [pack(bins & np.uint8(1 << j)) for j in range(max(top, 1).bit_length())]
+        planes = [pack(bins & np.uint8(1 << j)) for j in range(nplanes)]
         for b, t in enumerate(ts):
             out[b] = less_than(planes, int(2 * t)).view(np.uint8)
     else:
