@@ -58,7 +58,18 @@ def _chunk(qa, ka, ts, binned, top, out, nb) -> None:
     # |d − D| <= margin (generous: more than twice the bound of ``twice_sq``)
     big = float(np.abs(qa).max() + np.abs(ka).max()) ** 2 * r
     margin = (4 * r + 16) * 2.0**-24 * big + 1e-30
-    if binned:
+    if binned and len(ts) < max(top, 1).bit_length():
+        # fewer masks than the bins' bit planes (an analyze summary's one): each mask is its
+        # own comparison 2D < 2t, recomputed exactly near 2t only
+        d = twice_sq(qa, ka)  # ≈ 2D
+        for b, t in enumerate(ts):
+            m = d < 2 * t
+            flat = np.flatnonzero(np.abs(d - 2 * t) <= 2 * margin)
+            if flat.size:
+                hh, ii, jj = np.unravel_index(flat, m.shape)
+                m[hh, ii, jj] = exact_sq(qa[hh, ii], ka[hh, jj]) < t
+            out[b] = pack(m).view(np.uint8)
+    elif binned:
         d = twice_sq(qa, ka)  # ≈ 2D
         near = np.abs(d - np.rint(d)) <= 2 * margin
         bins = np.clip(d, 0, top).astype(np.uint8)  # ⌊2D⌋ for D >= 0, capped
@@ -67,13 +78,8 @@ def _chunk(qa, ka, ts, binned, top, out, nb) -> None:
         if flat.size:
             exact = exact_sq(qa[hh, ii], ka[hh, jj])
             bins[hh, ii, jj] = np.minimum(np.floor(2.0 * exact), top).astype(np.uint8)
-        nplanes = max(top, 1).bit_length()
-        if len(ts) < nplanes:  # fewer masks than bit planes (an analyze summary's one): each
-            for b, t in enumerate(ts):  # mask packed from its own comparison
-                out[b] = pack(bins < int(2 * t)).view(np.uint8)
-            return
         # bit planes of the bins, then ``bin < m`` as a comparator on whole words
-        planes = [pack(bins & np.uint8(1 << j)) for j in range(nplanes)]
+        planes = [pack(bins & np.uint8(1 << j)) for j in range(max(top, 1).bit_length())]
         for b, t in enumerate(ts):
             out[b] = less_than(planes, int(2 * t)).view(np.uint8)
     else:
