@@ -16,10 +16,10 @@ worker of the sweep gets them: BigBird's draws made once), ``--profile`` prints 
 
 With ``--summary`` (issue 26), the analyze body's summary instead (every method at its defaults
 on all 72 heads, ``payloads.summary_texts`` of one fresh 512-token WikiText-2 window, one
-thread, as a lone analysis' one-thread summary): the base tree and this checkout in turn, each
-in a fresh interpreter, ``--rounds`` rounds; per tree the CPU ms of each text's summary (min,
-median), of each method's part (medians) and the sha256 of each text's JSON, which must be the
-same in both trees (exit 1 otherwise: a body changed):
+thread, as a lone analysis' one-thread summary): the base tree and this checkout each in an
+interpreter of its own, taking turns text by text, ``--rounds`` rounds; per tree the CPU ms of
+each text's summary (min, median), of each method's part (medians) and the sha256 of each
+text's JSON, which must be the same in both trees (exit 1 otherwise: a body changed):
 
     python bench/bench_arena.py --base-src /tmp/main-src --summary --rounds 3 --summary-texts 6
 
@@ -96,26 +96,94 @@ art = load_artefact(model_id=model.model_id, alpha=1.5)
 used = int(art.meta["corpus"][0]["inputs_used"])
 inputs = pack(read_corpus({corpus!r}), token_counter(model.tokenizer), 512)[used:]
 texts = [i.text for i in inputs if i.n_tokens == 512][:{texts}]
-res = {{"ms": [], "sha": [], "methods": {{}}}}
-with torch.inference_mode():
-    for text in texts:
-        out = model.run(text, truncate=True, hidden=False)
+print("ready", flush=True)
+for line in sys.stdin:  # one text a line
+    with torch.inference_mode():
+        out = model.run(texts[int(line)], truncate=True, hidden=False)
         ctx = M.PredictContext.from_run(out, art)
         c = time.process_time()
         body = summary_texts([ctx])[0]
-        res["ms"].append(1e3 * (time.process_time() - c))
-        res["sha"].append(hashlib.sha256(body.encode()).hexdigest()[:16])
+        res = {{"ms": 1e3 * (time.process_time() - c), "methods": {{}},
+                "sha": hashlib.sha256(body.encode()).hexdigest()[:16]}}
         ctx = M.PredictContext.from_run(out, art)  # the methods one by one, a fresh context
         c = time.process_time()
         gold = Gold.of(ctx)
-        res["methods"].setdefault("gold", []).append(1e3 * (time.process_time() - c))
+        res["methods"]["gold"] = 1e3 * (time.process_time() - c)
         for name in M.available(art):
             m = M.METHODS[name]
             c = time.process_time()
             sweep_points(ctx, m, [m.defaults(ctx.n, art)], gold)
-            res["methods"].setdefault(name, []).append(1e3 * (time.process_time() - c))
-print(json.dumps(res))
+            res["methods"][name] = 1e3 * (time.process_time() - c)
+    print(json.dumps(res), flush=True)
 """
+
+
+def summary_runs(srcs: dict[str, Path], args) -> int:
+    """``--summary``: the trees' summaries text by text in turn, ``args.rounds`` rounds over
+    ``args.summary_texts`` texts (module docstring)."""
+    procs = {}
+    for name, src in srcs.items():
+        code = SUMMARY.format(src=str(src), corpus=str(args.corpus), texts=args.summary_texts)
+        procs[name] = _child(code)
+    got: dict[str, dict] = {k: {"ms": [], "sha": [], "methods": {}} for k in srcs}
+    load0 = os.getloadavg()[0]
+    for r in range(max(1, args.rounds)):
+        for i in range(args.summary_texts):
+            order = list(srcs) if (r + i) % 2 == 0 else list(srcs)[::-1]  # who goes first
+            for name in order:
+                one = _ask(procs[name], i)
+                g = got[name]
+                g["ms"].append(one["ms"])
+                if r == 0:
+                    g["sha"].append(one["sha"])
+                elif g["sha"][i] != one["sha"]:
+                    g["sha"][i] = "changed"
+                for m, v in one["methods"].items():
+                    g["methods"].setdefault(m, []).append(v)
+    for p in procs.values():
+        p.stdin.close()
+        p.wait()
+    print(f"{len(got['base']['ms'])} summaries a tree, load average {load0:.1f} -> "
+          f"{os.getloadavg()[0]:.1f}")  # fmt: skip
+    print(f"{'CPU ms of a 512-token summary':36s}" + "".join(f"{k:>16s}" for k in srcs))
+    for label, f in (("summary min", min), ("summary median", statistics.median)):
+        print(f"{label:36s}" + "".join(f"{f(got[k]['ms']):16.1f}" for k in srcs))
+    names = sorted(got["arena"]["methods"], key=lambda m: -statistics.median(
+        got["base"]["methods"].get(m, [0])))  # fmt: skip
+    for m in names:
+        print(
+            f"  {m + ' (median)':34s}"
+            + "".join(
+                f"{statistics.median(got[k]['methods'].get(m, [float('nan')])):16.1f}" for k in srcs
+            )
+        )
+    base, new = got["base"], got["arena"]
+    per = sorted(b / a for a, b in zip(base["ms"], new["ms"], strict=True))
+    print(f"ratio (this / base): min {min(new['ms']) / min(base['ms']):.3f}, median "
+          f"{statistics.median(new['ms']) / statistics.median(base['ms']):.3f}, per summary "
+          f"median {statistics.median(per):.3f}")  # fmt: skip
+    same = all(got[k]["sha"] == base["sha"] for k in srcs) and "changed" not in base["sha"]
+    print(
+        f"summary JSON sha256 per text {'identical' if same else 'DIFFERENT'}: "
+        + " ".join(base["sha"])
+    )
+    return 0 if same else 1
+
+
+def _child(code: str) -> subprocess.Popen:
+    """A bench interpreter that answers one JSON line for each index it reads."""
+    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True,
+                         env={**os.environ, "PYTHONPATH": ""})  # fmt: skip
+    if p.stdout.readline().strip() != "ready":
+        raise SystemExit("a bench interpreter failed to start")
+    return p
+
+
+def _ask(p: subprocess.Popen, i: int) -> dict:
+    p.stdin.write(f"{i}\n")
+    p.stdin.flush()
+    return json.loads(p.stdout.readline())
 
 
 STEP = r"""
@@ -153,20 +221,13 @@ def interleaved(srcs: dict[str, Path], args) -> int:
     """``--interleave``: each tree's sweep (``Totals.add_text`` of each input, model run
     included, one thread) in an interpreter of its own, the trees taking turns input by input
     (one runs while the other waits), so that both see the same load; CPU seconds per input."""
-    procs = {}
-    for name, src in srcs.items():
-        code = STEP.format(src=str(src), corpus=str(args.corpus), texts=args.texts)
-        procs[name] = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
-                                       stdout=subprocess.PIPE, text=True,
-                                       env={**os.environ, "PYTHONPATH": ""})  # fmt: skip
-        assert procs[name].stdout.readline().strip() == "ready"
+    procs = {name: _child(STEP.format(src=str(src), corpus=str(args.corpus), texts=args.texts))
+             for name, src in srcs.items()}  # fmt: skip
     cpu: dict[str, list[float]] = {k: [] for k in srcs}
     load0 = os.getloadavg()[0]
     for i in range(args.texts):
         for name in srcs if i % 2 == 0 else list(srcs)[::-1]:  # alternate who goes first
-            procs[name].stdin.write(f"{i}\n")
-            procs[name].stdin.flush()
-            cpu[name].append(json.loads(procs[name].stdout.readline())["cpu_s"])
+            cpu[name].append(_ask(procs[name], i)["cpu_s"])
     for p in procs.values():
         p.stdin.close()
         p.wait()
@@ -180,48 +241,6 @@ def interleaved(srcs: dict[str, Path], args) -> int:
           f"{statistics.median(per):.4f} (quartiles {per[len(per) // 4]:.4f} "
           f"{per[3 * len(per) // 4]:.4f})")  # fmt: skip
     return 0
-
-
-def summary_runs(srcs: dict[str, Path], args) -> int:
-    """``--summary``: the trees' summaries in turn, ``args.rounds`` rounds (module docstring)."""
-    got: dict[str, dict] = {k: {"ms": [], "sha": None, "methods": {}} for k in srcs}
-    for r in range(max(1, args.rounds)):
-        for name, src in srcs.items():
-            code = SUMMARY.format(src=str(src), corpus=str(args.corpus), texts=args.summary_texts)
-            load0 = os.getloadavg()[0]
-            res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                 check=True, env={**os.environ, "PYTHONPATH": ""})  # fmt: skip
-            one = json.loads(res.stdout.strip().splitlines()[-1])
-            g = got[name]
-            g["ms"] += one["ms"]
-            if g["sha"] is None:
-                g["sha"] = one["sha"]
-            for m, v in one["methods"].items():
-                g["methods"].setdefault(m, []).extend(v)
-            print(f"round {r + 1} {name}: load {load0:.1f} -> {os.getloadavg()[0]:.1f}, summary "
-                  f"ms min {min(one['ms']):.1f} median {statistics.median(one['ms']):.1f}",
-                  flush=True)  # fmt: skip
-    print(f"{'CPU ms of a 512-token summary':36s}" + "".join(f"{k:>16s}" for k in srcs))
-    for label, f in (("summary min", min), ("summary median", statistics.median)):
-        print(f"{label:36s}" + "".join(f"{f(got[k]['ms']):16.1f}" for k in srcs))
-    names = sorted(got["arena"]["methods"], key=lambda m: -statistics.median(
-        got["base"]["methods"].get(m, [0])))  # fmt: skip
-    for m in names:
-        print(
-            f"  {m + ' (median)':34s}"
-            + "".join(
-                f"{statistics.median(got[k]['methods'].get(m, [float('nan')])):16.1f}" for k in srcs
-            )
-        )
-    base, new = got["base"], got["arena"]
-    print(f"ratio (this / base): min {min(new['ms']) / min(base['ms']):.3f}, median "
-          f"{statistics.median(new['ms']) / statistics.median(base['ms']):.3f}")  # fmt: skip
-    same = all(got[k]["sha"] == base["sha"] for k in srcs)
-    print(
-        f"summary JSON sha256 per text {'identical' if same else 'DIFFERENT'}: "
-        + " ".join(base["sha"] or [])
-    )
-    return 0 if same else 1
 
 
 def children_cpu() -> float:
