@@ -263,9 +263,13 @@ def tiled_positions(model, positions: int):
     reps = -(-positions // old.shape[0])
     tiled = old.repeat(reps, 1)[:positions].clone()  # (positions, D)
     emb.position_embeddings = torch.nn.Embedding.from_pretrained(tiled, freeze=True)
-    emb.register_buffer("position_ids", torch.arange(positions)[None], persistent=False)
     emb.register_buffer(
-        "token_type_ids", torch.zeros(1, positions, dtype=torch.long), persistent=False
+        "position_ids", torch.arange(positions, device=old.device)[None], persistent=False
+    )
+    emb.register_buffer(
+        "token_type_ids",
+        torch.zeros(1, positions, dtype=torch.long, device=old.device),
+        persistent=False,
     )
     net.embeddings = emb
     cfg = copy.deepcopy(net.config)
