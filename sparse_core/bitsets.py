@@ -194,6 +194,8 @@ class Gold:
         self._pos: dict[int, np.ndarray] = {}
         self._geo: dict[tuple, dict] = {}
         self._plans: dict[tuple, dict] = {}
+        self._orders: dict[tuple, dict] = {}
+        self._row: np.ndarray | None = None
         self.tiles = {b: tile_geometry(n, b, self.causal) for b in BLOCKS}
         self.n_tiles = {b: int(c.sum()) for b, (c, _) in self.tiles.items()}
         self._tile_order: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -207,8 +209,8 @@ class Gold:
         ``head_starts`` of each head that has edges (``heads``), ``row_head_starts`` (where each
         such head's rows start among the rows), ``rows_per_head`` (L·H,) rows with edges."""
         if self._runs is None:
-            LH, n = self.L * self.H, self.n
-            row = self.e_lh * n + self.e_i
+            LH = self.L * self.H
+            row = self.row_index()
             row_starts = np.flatnonzero(np.diff(row, prepend=-1))
             row_head = self.e_lh[row_starts]
             head_starts = np.flatnonzero(np.diff(self.e_lh, prepend=-1))
@@ -272,7 +274,10 @@ class Gold:
             order = np.argsort(hs, kind="stable")
             inv = np.empty_like(order)
             inv[order] = np.arange(nq)
-            first = np.searchsorted(hs[order], self.e_d, side="left").astype(np.uint8)
+            # each edge's first covering window, looked up by its distance |i − j| < n in a
+            # table (one gather rather than a binary search per edge)
+            lut = np.searchsorted(hs[order], np.arange(n), side="left").astype(np.uint8)
+            first = lut[self.e_d]
             self._geo[tag] = {
                 "band_v": np.array([self.band_valid(int(h)) for h in hs], dtype=np.int64),
                 "first": first,  # (E,) in [0, nq]; nq: no window reaches it
@@ -286,27 +291,40 @@ class Gold:
         """The gold edges in order of (head, first covering window) for :func:`count_bits`:
         their byte positions in a (A, n, W) bitset (``flat_pos``), bits, first windows and rows
         (a torch index), the runs of equal (head, first) (starts, their bin in the (L·H, nq + 1)
-        table, sizes) and the first run of each head that has edges."""
+        table, sizes) and the first run of each head that has edges. All but the positions
+        depend only on the window set (made once for A = 1 and A = L·H)."""
         tag = (tuple(int(h) for h in hs), A)
         plan = self._plans.get(tag)
         if plan is None:
+            part = self._edge_order(hs)
+            plan = self._plans[tag] = {**part, "pos": self.flat_pos(A)[part["order"]]}
+        return plan
+
+    def _edge_order(self, hs: np.ndarray) -> dict:
+        """:meth:`edge_plan` without the positions, per window set."""
+        tag = tuple(int(h) for h in hs)
+        got = self._orders.get(tag)
+        if got is None:
             nq, LH = len(hs), self.L * self.H
             geo = self.geometry(hs)
             key = geo["head_key"] + geo["first"]  # (E,) bin in the (L·H, nq + 1) table
-            order = np.argsort(key, kind="stable")
+            # a stable sort is one permutation whatever the algorithm: numpy sorts 16-bit keys
+            # by radix (linear), wider ones by timsort
+            small = LH * (nq + 1) <= 1 << 16
+            order = np.argsort(key.astype(np.uint16) if small else key, kind="stable")
             key = key[order]
             starts = np.flatnonzero(np.diff(key, prepend=-1))  # runs of one (head, first)
             heads = key[starts] // (nq + 1)
             head_starts = np.flatnonzero(np.diff(heads, prepend=-1))
             p = self.e_p[order] if self.e_p is not None else None
-            plan = self._plans[tag] = {
+            got = self._orders[tag] = {
+                "order": order,
                 "p": p,  # P of each edge, in plan order (None: no probabilities)
                 "p32": None if p is None else p.astype(np.float32),  # the same (float32 values)
                 "run_p": None if p is None else np.add.reduceat(p, starts) if len(p) else p,
-                "pos": self.flat_pos(A)[order],
                 "shift": self.shift[order],
                 "first": geo["first"][order],
-                "row": torch.from_numpy(self.e_lh[order] * self.n + self.e_i[order]),
+                "row": torch.from_numpy(self.row_index()[order]),
                 "starts": starts,
                 "bin": key[starts],
                 "size": np.diff(np.append(starts, len(key))),
@@ -315,7 +333,13 @@ class Gold:
                 "held_bins": heads[head_starts] * (nq + 1),  # bin (head, 0)
                 "bins": LH * (nq + 1),
             }
-        return plan
+        return got
+
+    def row_index(self) -> np.ndarray:
+        """(E,) int64: each gold edge's row of the (L·H·n) rows, ``a · n + i`` (made once)."""
+        if self._row is None:
+            self._row = self.e_lh * self.n + self.e_i
+        return self._row
 
     def band_valid(self, h: int) -> int:
         """|B_h ∩ V|."""

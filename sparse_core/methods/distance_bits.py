@@ -58,7 +58,18 @@ def _chunk(qa, ka, ts, binned, top, out, nb) -> None:
     # |d − D| <= margin (generous: more than twice the bound of ``twice_sq``)
     big = float(np.abs(qa).max() + np.abs(ka).max()) ** 2 * r
     margin = (4 * r + 16) * 2.0**-24 * big + 1e-30
-    if binned:
+    if binned and len(ts) < max(top, 1).bit_length():
+        # fewer masks than the bins' bit planes (an analyze summary's one): each mask is its
+        # own comparison 2D < 2t, recomputed exactly near 2t only
+        d = twice_sq(qa, ka)  # ≈ 2D
+        for b, t in enumerate(ts):
+            m = d < 2 * t
+            flat = np.flatnonzero(np.abs(d - 2 * t) <= 2 * margin)
+            if flat.size:
+                hh, ii, jj = np.unravel_index(flat, m.shape)
+                m[hh, ii, jj] = exact_sq(qa[hh, ii], ka[hh, jj]) < t
+            out[b] = pack(m).view(np.uint8)
+    elif binned:
         d = twice_sq(qa, ka)  # ≈ 2D
         near = np.abs(d - np.rint(d)) <= 2 * margin
         bins = np.clip(d, 0, top).astype(np.uint8)  # ⌊2D⌋ for D >= 0, capped
@@ -95,19 +106,27 @@ def one_blas_thread():
 
 
 def twice_sq(qa: np.ndarray, ka: np.ndarray) -> np.ndarray:
-    """≈ 2D = 2‖q̃_i − k̃_j‖² in float32 as ``2‖q̃‖² + 2‖k̃‖² − 4 q̃·k̃`` (one matrix product):
-    (h, n, r) x 2 -> (h, n, n). With u = 2⁻²⁴, each of ‖q̃‖², ‖k̃‖², q̃·k̃ (r products, any
-    order) is within γ_r ≈ r u of its value relative to its sum of |terms|, and the two
-    additions add u each, so the error of 2D is below about 2 (r + 2) u · Σ_c (|q̃_c| + |k̃_c|)²
-    <= 2 (r + 2) u · big (``big`` of :func:`distance_bits`); the margin there is
-    (4 r + 16) u · big per D, and entries within it of a threshold are recomputed exactly."""
-    qn = np.einsum("hnr,hnr->hn", qa, qa)
-    kn = np.einsum("hnr,hnr->hn", ka, ka)
-    dot = qa @ ka.transpose(0, 2, 1)  # (h, n, n)
-    d = np.add((2 * qn)[:, :, None], (2 * kn)[:, None, :])
-    dot *= -4.0
-    d += dot
-    return d
+    """≈ 2D = 2‖q̃_i − k̃_j‖² in float32 as ``2‖q̃‖² + 2‖k̃‖² − 4 q̃·k̃``, all three terms in one
+    matrix product of r + 2 columns, ``[q̃, 1, ‖q̃‖²] · [−4k̃, 2‖k̃‖², 2]`` (the factors 2 and −4
+    are exact): (h, n, r) x 2 -> (h, n, n). With u = 2⁻²⁴, ‖q̃‖² and ‖k̃‖² (r products) are within
+    γ_r ≈ r u of their values, and the product's r + 2 terms (any order, fused or not) add
+    γ_{r+2} relative to the sum of their magnitudes, 2 Σ_c (|q̃_c| + |k̃_c|)² at most; so the
+    error of 2D is below about 2 (2r + 2) u · big (``big`` of :func:`distance_bits`), within
+    the margin there, (4 r + 16) u · big per D: entries within it of a threshold are recomputed
+    exactly. One product instead of a product and three passes over the (h, n, n) result."""
+    h, n, r = qa.shape
+    m = ka.shape[1]
+    a = np.empty((h, n, r + 2), dtype=np.float32)
+    a[..., :r] = qa
+    a[..., r] = 1.0
+    a[..., r + 1] = np.einsum("hnr,hnr->hn", qa, qa)
+    b = np.empty((h, r + 2, m), dtype=np.float32)  # laid out for a BLAS product per head
+    b[:, :r] = ka.transpose(0, 2, 1)
+    b[:, :r] *= np.float32(-4.0)
+    b[:, r] = np.einsum("hnr,hnr->hn", ka, ka)
+    b[:, r] *= np.float32(2.0)
+    b[:, r + 1] = 2.0
+    return a @ b
 
 
 def less_than(planes: list[np.ndarray], m: int) -> np.ndarray:

@@ -142,7 +142,7 @@ def threshold_counts(
         else:
             top = np.sort(vals, axis=1)
         pad = T * 16 - n
-        tm = np.maximum.reduceat(vals, np.arange(0, n, 16), axis=1)  # (H·n, T) each tile's max
+        tm = tile_max16(vals)  # (H·n, T) each tile's max
         tm_fin = np.isfinite(tm)
         hh0 = np.tile(nvalid, H)  # |V_i| of every row
         e0, e1 = bounds[li], bounds[li + 1]
@@ -200,6 +200,16 @@ def threshold_counts(
             size[q, heads] = hh.reshape(H, n).sum(axis=1)
             occ[q, heads] = o
     return selection_counts(gold, held, size, occ)
+
+
+def tile_max16(vals: np.ndarray) -> np.ndarray:
+    """(R, n) float32 -> (R, ⌈n / 16⌉): each row's largest value in every 16-column tile (the
+    last tile ragged). torch's ``max_pool1d`` (stride 16, the last window cut short) reads each
+    value once in vectorised passes; numpy's ``maximum.reduceat`` makes one short reduction per
+    tile and takes about twice as long. A maximum is exact whichever way it is taken (no NaN
+    occurs: values are finite or −∞), so the tiles are ``maximum.reduceat``'s (tested)."""
+    t = torch.from_numpy(np.ascontiguousarray(vals))[None]  # (1, R, n)
+    return torch.nn.functional.max_pool1d(t, 16, 16, ceil_mode=True)[0].numpy()
 
 
 def _band(vals: np.ndarray, H: int, n: int, r: int) -> np.ndarray:

@@ -128,6 +128,39 @@ def test_sweep_points_equal_evaluate_on_explicit_masks(name, ctx):
             assert torch.allclose(fast[metric][k], slow[metric], rtol=0, atol=1e-12), (p, metric)
 
 
+@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
+def test_summary_is_the_explicit_masks_figures_bit_for_bit(causal, tiny_model):
+    """The analyze body's summary (every method at its defaults on every head, the fast
+    engines: threshold counts, distance bins, tile maxima…) equals, to the last bit, the recall
+    and sparsity of each method's explicit mask (``methods.evaluate``), on a text of several
+    16-tiles with a ragged last one: a faster engine may not move one figure of the body."""
+    out = tiny_model.run(" ".join([TEXT] * 4), causal=causal)
+    ctx = M.PredictContext.from_run(out, fake_artefact())
+    assert ctx.n % 16 and ctx.n > 64
+    gold, tables = PA.summary_tables([ctx])[0]
+    assert list(tables) == M.available(ctx.artefact)
+    assert np.array_equal(gold, B.Gold.of(ctx).sparsity())
+    for name, got in tables.items():
+        want = M.evaluate(ctx, name, M.METHODS[name].defaults(ctx.n, ctx.artefact))
+        for k in ("recall", "sparsity"):
+            assert torch.equal(got[k], want[k].reshape(got[k].shape)), (name, k)
+
+
+def test_tile_max16_is_maximum_reduceat():
+    """``selection.tile_max16`` (torch's max_pool1d) is numpy's ``maximum.reduceat`` over the
+    16-column tiles exactly: ragged last tiles, rows shorter than a tile, −∞ entries, ties."""
+    from sparse_core.methods.selection import tile_max16
+
+    rng = np.random.default_rng(0)
+    for n in (1, 5, 15, 16, 17, 33, 70, 494):
+        v = np.round(rng.standard_normal((9, n)), 1).astype(np.float32)  # many ties
+        v[rng.random(v.shape) < 0.3] = -np.inf
+        v[0] = -np.inf
+        want = np.maximum.reduceat(v, np.arange(0, n, 16), axis=1)
+        got = tile_max16(v)
+        assert got.dtype == want.dtype and np.array_equal(got, want), n
+
+
 def test_sweep_points_per_head_own_masks(ctx):
     """A text-independent own mask that differs per head (fixed with spread heads, shape
     (1, H, n, n)) is measured per head, for L > 1 layers too."""
