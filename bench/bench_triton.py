@@ -25,7 +25,6 @@ import argparse
 import json
 import math
 import os
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -36,6 +35,11 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_gpu as G  # noqa: E402
+from bench_gpu import free as empty  # noqa: E402
+from bench_gpu import support_mismatch as mismatches  # noqa: E402
 
 import sparse_core  # noqa: E402
 import sparse_core.entmax_triton as T  # noqa: E402
@@ -43,7 +47,6 @@ from sparse_core.entmax import entmax  # noqa: E402
 from sparse_core.testing import entmax_reference, tiled_positions  # noqa: E402
 
 OUT: Path | None = None
-DEV = "cuda"
 T0 = time.monotonic()
 BUDGET = 1e9
 WARPS = (4, 8, 16, 32)
@@ -60,40 +63,9 @@ def left() -> float:
     return BUDGET - (time.monotonic() - T0)
 
 
-def timed(fn: Callable[[], object], repeats: int, warmup: int = 1) -> float:
-    """Median milliseconds of ``fn`` between CUDA events (host work inside included)."""
-    for _ in range(warmup):
-        fn()
-    if DEV != "cuda":  # a dry run on the CPU (Triton's interpreter)
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t0) * 1e3)
-        return statistics.median(times)
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
-
-
-def empty() -> None:
-    if DEV == "cuda":
-        torch.cuda.empty_cache()
-
-
-def mismatches(p: torch.Tensor, ref: torch.Tensor) -> int:
-    """Support entries that differ from the float64 reference (tests/core/test_entmax.py's
-    definition: values under float32's smallest normal number excepted)."""
-    diff = (p > 0) != (ref > 0)
-    diff &= torch.maximum(p.double(), ref.double()) >= torch.finfo(torch.float32).tiny
-    return int(diff.sum())
+def timed(fn: Callable[[], object], repeats: int) -> float:
+    """bench_gpu's CUDA-event timing (a dry run on the CPU times the wall clock), one warm-up."""
+    return G.timed(fn, repeats, warmup=1)
 
 
 class torch_path:
@@ -113,8 +85,8 @@ def line(label: str, ms: float, ref: float, extra: str = "") -> None:
 def run_part(model, text: str, n: int, alphas: list[float], repeats: int) -> None:
     import copy
 
-    print(f"\n[run] model.run at n = {n}, {DEV}, median of {repeats}", flush=True)
-    ids = torch.tensor([model.encode(text, truncate=True).ids], device=DEV)
+    print(f"\n[run] model.run at n = {n}, {G.DEV}, median of {repeats}", flush=True)
+    ids = torch.tensor([model.encode(text, truncate=True).ids], device=G.DEV)
     sdpa = copy.deepcopy(model.net).eval()  # the same weights, transformers' SDPA softmax
     sdpa.set_attn_implementation("sdpa")
     with torch.inference_mode():
@@ -146,7 +118,7 @@ def op_part(s: torch.Tensor, n: int, alphas, repeats, check_rows, torch_max_n) -
     line("torch.softmax", soft, soft)
     emit("op", n=n, what="softmax", ms=soft)
     gen = torch.Generator(device="cpu").manual_seed(n)
-    rows = torch.randint(0, h * n, (check_rows,), generator=gen).to(DEV)
+    rows = torch.randint(0, h * n, (check_rows,), generator=gen).to(G.DEV)
     flat = s.view(-1, n)
     sample = flat.index_select(0, rows)
     for a in alphas:
@@ -256,7 +228,7 @@ def attn_part(q: torch.Tensor, k: torch.Tensor, n: int, alphas, repeats) -> None
 
 
 def main() -> None:
-    global OUT, BUDGET, DEV, WARPS, SKIP_ADA
+    global OUT, BUDGET, WARPS, SKIP_ADA
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True, help="model directory (bench/gpu_pack.py unpack)")
     ap.add_argument("--text", required=True)
@@ -276,7 +248,7 @@ def main() -> None:
     ap.add_argument("--skip-adasplash", action="store_true", help="[op] without AdaSplash")
     ap.add_argument("--device", default="cuda", help="cpu: a dry run under TRITON_INTERPRET=1")
     a = ap.parse_args()
-    OUT, BUDGET, DEV = a.out, a.budget, a.device
+    OUT, BUDGET, G.DEV = a.out, a.budget, a.device
     WARPS, SKIP_ADA = tuple(a.warps), a.skip_adasplash
     if OUT:
         OUT.mkdir(parents=True, exist_ok=True)
@@ -284,11 +256,11 @@ def main() -> None:
 
     print(
         f"torch {torch.__version__}, triton {triton.__version__}, "
-        f"{torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu'}, budget {a.budget:.0f} s",
+        f"{torch.cuda.get_device_name() if G.DEV == 'cuda' else 'cpu'}, budget {a.budget:.0f} s",
         flush=True,
     )
     text = Path(a.text).read_text(encoding="utf-8")
-    base = sparse_core.load_model(a.model, device=DEV)
+    base = sparse_core.load_model(a.model, device=G.DEV)
     parts = set(a.parts.split(","))
     for n in a.n:
         if left() < 60:
@@ -302,8 +274,8 @@ def main() -> None:
         out = model.run(text_n, alpha=1.5, truncate=True)
         n_real = out.queries.shape[2]
         print(f"\n=== n = {n_real} (first run {time.monotonic() - t0:.1f} s) ===", flush=True)
-        q = out.queries[a.layer].to(DEV)[None]  # (1, H, n, d)
-        k = out.keys[a.layer].to(DEV)[None]
+        q = out.queries[a.layer].to(G.DEV)[None]  # (1, H, n, d)
+        k = out.keys[a.layer].to(G.DEV)[None]
         del out
         empty()
         if "run" in parts:
