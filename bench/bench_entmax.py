@@ -85,20 +85,39 @@ def load() -> str:
         return "load average n/a"
 
 
+def one_round(fns: dict[str, Callable[[], object]], device: str) -> dict[str, float]:
+    """Wall time (ms) of each callable, once, in order."""
+    times = {}
+    for k, f in fns.items():
+        sync(device)
+        t0 = time.perf_counter()
+        f()
+        sync(device)
+        times[k] = (time.perf_counter() - t0) * 1e3
+    return times
+
+
 def bench(
-    fns: dict[str, Callable[[], object]], repeats: int, device: str
+    fns: dict[str, Callable[[], object]],
+    repeats: int,
+    device: str,
+    other: Worker | None = None,
 ) -> tuple[dict[str, float], dict[str, float]]:
-    """Median and minimum wall time (ms) of each callable, interleaved run by run."""
+    """Median and minimum wall time (ms) of each callable, interleaved run by run; with
+    ``other``, another checkout's candidates (named "against …") take turns with these, a round
+    each, after a warm-up round each."""
     for f in fns.values():  # warm-up: allocator, lazy init, caches
         f()
     times: dict[str, list[float]] = {k: [] for k in fns}
+    if other is not None:
+        other.ask("round")
+        times.update({f"against {k}": [] for k in other.names})
     for _ in range(repeats):
-        for k, f in fns.items():
-            sync(device)
-            t0 = time.perf_counter()
-            f()
-            sync(device)
-            times[k].append((time.perf_counter() - t0) * 1e3)
+        for k, ms in one_round(fns, device).items():
+            times[k].append(ms)
+        if other is not None:
+            for k, ms in other.ask("round").items():
+                times[f"against {k}"].append(ms)
     return (
         {k: statistics.median(v) for k, v in times.items()},
         {k: min(v) for k, v in times.items()},
@@ -281,39 +300,8 @@ def serve_worker(args) -> None:
         if line.strip() == "names":
             answer: object = list(fns)
         else:
-            answer = {}
-            for k, f in fns.items():
-                sync(args.device)
-                t0 = time.perf_counter()
-                f()
-                sync(args.device)
-                answer[k] = (time.perf_counter() - t0) * 1e3
+            answer = one_round(fns, args.device)
         print(json.dumps(answer), flush=True)
-
-
-def bench_against(
-    fns: dict[str, Callable[[], object]], other: Worker, repeats: int, device: str
-) -> tuple[dict[str, float], dict[str, float]]:
-    """As :func:`bench`, this process's candidates and the other checkout's (named "against
-    …") taking turns, a round each, after a warm-up round each."""
-    for f in fns.values():
-        f()
-    other.ask("round")
-    times: dict[str, list[float]] = {k: [] for k in fns}
-    times.update({f"against {k}": [] for k in other.names})
-    for _ in range(repeats):
-        for k, f in fns.items():
-            sync(device)
-            t0 = time.perf_counter()
-            f()
-            sync(device)
-            times[k].append((time.perf_counter() - t0) * 1e3)
-        for k, ms in other.ask("round").items():
-            times[f"against {k}"].append(ms)
-    return (
-        {k: statistics.median(v) for k, v in times.items()},
-        {k: min(v) for k, v in times.items()},
-    )
 
 
 def main() -> None:
@@ -377,12 +365,10 @@ def main() -> None:
                         base_entmax.entmax, lambda a=a, t=t: model.run(t, alpha=a)
                     )
             before = load()
-            if args.against:
-                other = Worker(args, n)
-                med, mins = bench_against(fns, other, args.repeats, args.device)
+            other = Worker(args, n) if args.against else None
+            med, mins = bench(fns, args.repeats, args.device, other)
+            if other is not None:
                 other.close()
-            else:
-                med, mins = bench(fns, args.repeats, args.device)
             print(f"\n[model] n={ids.shape[1]} tokens ({before}; after: {load()})")
             report(med, mins, "BertModel eager softmax", width=44 if args.against else 30)
             # the floor (issue 25): model.run <= 1.5x the fastest softmax forward, every alpha
