@@ -76,25 +76,33 @@ print(json.dumps({{"sweep_s": time.perf_counter() - t0, "texts": len(texts),
 """
 
 
-SUMMARY = r"""
-import hashlib, json, sys, time, torch
+HELD_OUT = r"""
+import sys, torch
 sys.path.insert(0, {src!r})
 import sparse_core
 assert sparse_core.__file__.startswith({src!r}), sparse_core.__file__
 from threadpoolctl import threadpool_limits
 from sparse_core import load_model
-from sparse_core import methods as M
-from sparse_core.bitsets import Gold
 from sparse_core.corpus import pack, read_corpus, token_counter
-from sparse_core.pareto.points import sweep_points
 from sparse_core.sparsefinder import load_artefact
-from sparsescope.engine.payloads import summary_texts
 torch.set_num_threads(1)
 threadpool_limits(1)
 model = load_model(device="cpu")
 art = load_artefact(model_id=model.model_id, alpha=1.5)
 used = int(art.meta["corpus"][0]["inputs_used"])
 inputs = pack(read_corpus({corpus!r}), token_counter(model.tokenizer), 512)[used:]
+"""
+"""The start of a child interpreter's script (``{src}`` first on sys.path, one thread): the
+model, the shipped artefact and the held-out inputs of the corpus (also bench/sweep_exact.py)."""
+
+SUMMARY = (
+    HELD_OUT
+    + r"""
+import hashlib, json, time
+from sparse_core import methods as M
+from sparse_core.bitsets import Gold
+from sparse_core.pareto.points import sweep_points
+from sparsescope.engine.payloads import summary_texts
 texts = [i.text for i in inputs if i.n_tokens == 512][:{texts}]
 print("ready", flush=True)
 for line in sys.stdin:  # one text a line
@@ -116,6 +124,7 @@ for line in sys.stdin:  # one text a line
             res["methods"][name] = 1e3 * (time.process_time() - c)
     print(json.dumps(res), flush=True)
 """
+)
 
 
 def summary_runs(srcs: dict[str, Path], args) -> int:
@@ -186,23 +195,12 @@ def _ask(p: subprocess.Popen, i: int) -> dict:
     return json.loads(p.stdout.readline())
 
 
-STEP = r"""
-import json, sys, time, torch
-sys.path.insert(0, {src!r})
-import sparse_core
-assert sparse_core.__file__.startswith({src!r}), sparse_core.__file__
-from threadpoolctl import threadpool_limits
-from sparse_core import load_model
-from sparse_core.corpus import pack, read_corpus, token_counter
+STEP = (
+    HELD_OUT
+    + r"""
+import json, time
 from sparse_core.methods import PredictContext, available
 from sparse_core.pareto.corpus_sweep import Totals, corpus_grids
-from sparse_core.sparsefinder import load_artefact
-torch.set_num_threads(1)
-threadpool_limits(1)
-model = load_model(device="cpu")
-art = load_artefact(model_id=model.model_id, alpha=1.5)
-used = int(art.meta["corpus"][0]["inputs_used"])
-inputs = pack(read_corpus({corpus!r}), token_counter(model.tokenizer), 512)[used:]
 held = sorted([i for i in inputs if i.n_tokens >= 256][:{texts}], key=lambda i: i.n_tokens)
 counts = [i.n_tokens for i in held]
 tot = Totals(corpus_grids(available(art), max(counts), min(counts), art))
@@ -215,6 +213,7 @@ for line in sys.stdin:  # one input a line, in the sweep's order (by length)
         tot.add_text(PredictContext.from_run(out, art))
     print(json.dumps({{"cpu_s": time.process_time() - c, "n": out.n}}), flush=True)
 """
+)
 
 
 def interleaved(srcs: dict[str, Path], args) -> int:

@@ -26,28 +26,17 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
+from bench_arena import HELD_OUT  # noqa: E402
 from bench_pareto import CORPUS  # noqa: E402
 
-DUMP = r"""
-import sys
-sys.path.insert(0, {src!r})
+DUMP = (
+    HELD_OUT
+    + r"""
 from collections import Counter
-import numpy as np, torch
-from threadpoolctl import threadpool_limits
-import sparse_core
-assert sparse_core.__file__.startswith({src!r}), sparse_core.__file__
-from sparse_core import load_model
+import numpy as np
 from sparse_core import methods as M
 from sparse_core import pareto as PA
 from sparse_core.bitsets import Gold
-from sparse_core.corpus import pack, read_corpus, token_counter
-from sparse_core.sparsefinder import load_artefact
-torch.set_num_threads(1)
-threadpool_limits(1)
-model = load_model(device="cpu")
-art = load_artefact(model_id=model.model_id, alpha=1.5)
-used = int(art.meta["corpus"][0]["inputs_used"])
-inputs = pack(read_corpus({corpus!r}), token_counter(model.tokenizer), 512)[used:]
 held = [i for i in inputs if i.n_tokens >= 256][:200]
 common = Counter(i.n_tokens for i in held).most_common(1)[0][0]
 same = [i.text for i in held if i.n_tokens == common][:{texts}]
@@ -67,6 +56,7 @@ with torch.inference_mode():
 np.savez({out!r}, **arrays)
 print(len(arrays), "arrays,", len(runs), "runs")
 """
+)
 
 
 def dump(args) -> int:
