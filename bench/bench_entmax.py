@@ -428,6 +428,8 @@ def main() -> None:
             }
             if base_entmax is not None:
                 fns["baseline entmax"] = each(lambda x, a=a: base_entmax.entmax(x, a))
+            if args.torch_entmax:
+                fns["entmax, torch paths"] = each(lambda x, a=a: torch_paths(lambda: entmax(x, a)))
             before = load()
             med, mins = bench(fns, args.repeats, args.device)
             if not args.skip_package:

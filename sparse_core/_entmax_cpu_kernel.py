@@ -22,6 +22,8 @@ For each row of ``z (R, n)`` (float32 or float64; ``c = α − 1``, ``β = 1/c``
 
 Status per row (``status``): 0 done, 1 NaN or +inf in the row (left unwritten), 2 done after
 the step-4 redo, 3 did not converge (left unwritten; the caller recomputes it with torch).
+Conversions to float64 are spelled ``np.float64(v)``: numba's ``float(v)`` of a float32 stays
+float32 (the x of a float32 row would be rounded to float32, and the bound could pass τ*).
 Compiled on first use (``cache=True``: once per machine, under ``__pycache__``); ``nogil``, so
 :mod:`sparse_core.entmax_cpu` runs row ranges on several threads at once.
 """
@@ -37,6 +39,12 @@ GROUPS = 8
 BOUND_MIN_N = 128
 MAX_SUBSET = 60
 MAX_EXACT = 50
+
+
+FAST = {"reassoc", "contract", "nsz", "arcp"}
+"""Reassociated sums (SIMD) where a result's last bits do not matter: the bound (a margin of
+1e-9 covers them) and Newton's steps (converged to ~1e-16 either way). Not "nnan"/"ninf":
+masked scores are −inf."""
 
 
 @njit(inline="always", cache=True)
@@ -55,49 +63,98 @@ def _power(d, e, e_int):
     return math.exp(e * math.log(d))
 
 
-@njit(nogil=True, cache=True)
-def _bound(z, r, sub, c, q):
-    """Row maximum (−inf: fully masked) and a float64 lower bound of τ* (x units) from the
-    group maxima (−1 − 1e-9 for rows under ``BOUND_MIN_N``). NaN never wins a comparison and
-    +inf makes the maximum +inf: :func:`_gather` flags both."""
-    n = z.shape[1]
-    m = z[r, 0]
-    if n < BOUND_MIN_N:
-        for i in range(1, n):
-            v = z[r, i]
-            m = v if v > m else m
-        return m, -1.0 - 1e-9
-    w = n // GROUPS
-    for j in range(w):
-        sub[j] = z[r, j]
-    for g in range(1, GROUPS):
-        o = g * w
-        for j in range(w):
-            v = z[r, o + j]
-            sub[j] = v if v > sub[j] else sub[j]
-    for j in range(w):
-        m = sub[j] if sub[j] > m else m
-    for i in range(w * GROUPS, n):
-        v = z[r, i]
-        m = v if v > m else m
-    if not (m > -np.inf and m < np.inf):
-        return m, -1.0
-    m64 = float(m)
-    tau = -1.0
-    for _ in range(MAX_SUBSET):
-        g = 0.0
-        g1 = 0.0
-        for j in range(w):
-            d = (float(sub[j]) - m64) * c - tau
+@njit(nogil=True, cache=True, fastmath=FAST)
+def _moments(xs, k, tau, e_int, e):
+    """``Σ y^e`` and ``Σ y^(e+1)`` over ``y = [x − τ]_+`` of ``xs[:k]`` (e_int: the integer
+    e, or −1); branch-free loops per exponent so that they vectorise."""
+    g1 = 0.0
+    g = 0.0
+    if e_int == 0:
+        for j in range(k):
+            d = xs[j] - tau
+            d = d if d > 0.0 else 0.0
+            g1 += 1.0 if d > 0.0 else 0.0
+            g += d
+    elif e_int == 1:
+        for j in range(k):
+            d = xs[j] - tau
+            d = d if d > 0.0 else 0.0
+            g1 += d
+            g += d * d
+    elif e_int == 2:
+        for j in range(k):
+            d = xs[j] - tau
+            d = d if d > 0.0 else 0.0
+            d2 = d * d
+            g1 += d2
+            g += d2 * d
+    elif e_int == 3:
+        for j in range(k):
+            d = xs[j] - tau
+            d = d if d > 0.0 else 0.0
+            d3 = d * d * d
+            g1 += d3
+            g += d3 * d
+    elif e_int > 0:
+        for j in range(k):
+            d = xs[j] - tau
+            d = d if d > 0.0 else 0.0
+            dp = _ipow(d, e_int)
+            g1 += dp
+            g += dp * d
+    else:
+        for j in range(k):
+            d = xs[j] - tau
             if d > 0.0:
-                dp = _ipow(d, q - 1)
+                dp = math.exp(e * math.log(d))
                 g1 += dp
                 g += dp * d
+    return g1, g
+
+
+@njit(nogil=True, cache=True)
+def _bound(z, r, sub, xsub, c, q):
+    """Row maximum (−inf: fully masked; NaN: a NaN or +inf score) and a float64 lower bound of
+    τ* (x units) from the group maxima ``sub`` (filled here; −1 − 1e-9 for rows under
+    ``BOUND_MIN_N``)."""
+    n = z.shape[1]
+    row = z[r]
+    m = row[0]
+    if n < BOUND_MIN_N:
+        bad = False
+        for i in range(n):
+            v = row[i]
+            m = v if v > m else m
+            bad |= not v < np.inf  # NaN or +inf
+        return (np.nan if bad else m), -1.0 - 1e-9
+    w = n // GROUPS
+    sub[:] = row[:w]
+    for g in range(1, GROUPS):
+        np.maximum(sub, row[g * w : (g + 1) * w], sub)  # NaN propagates
+    bad = False
+    for j in range(w):
+        v = sub[j]
+        m = v if v > m else m
+        bad |= v != v
+    for i in range(w * GROUPS, n):
+        v = row[i]
+        m = v if v > m else m
+        bad |= v != v
+    if bad or m == np.inf:
+        return np.nan, -1.0
+    if m == -np.inf:
+        return m, -1.0
+    m64 = np.float64(m)
+    for j in range(w):
+        xsub[j] = (np.float64(sub[j]) - m64) * c
+    tau = -1.0
+    for _ in range(MAX_SUBSET):
+        g1, g = _moments(xsub, w, tau, q - 1, 0.0)
         if g1 <= 0.0:
             break
-        nq = g if q == 1 else g ** (1.0 / q)
+        nq = g if q == 1 else math.sqrt(g) if q == 2 else g ** (1.0 / q)
         step = (nq - 1.0) * (g / nq) / g1
-        if not step > 1e-13:  # also ends a NaN step
+        if not step > 1e-4:  # any iterate is a lower bound; also ends a NaN step
             if step > 0.0:
                 tau += step
             break
@@ -106,24 +163,52 @@ def _bound(z, r, sub, c, q):
 
 
 @njit(nogil=True, cache=True)
-def _gather(z, r, m, c, floor, idx, xs):
-    """Candidates of row r: the scores above ``t = m + floor / c`` (compared in float64, exact
-    for float32 scores), their indices and float64 x gathered; returns their count, the x bound
-    of the others ``(t − m) c`` (x is computed so and rounding is monotone: every non-candidate's
-    x is at most it) and the number of NaN/+inf scores."""
+def _gather(z, r, sub, m, c, floor, idx, xs, cols):
+    """Candidates of row r, in index order: the scores above ``t = m + floor / c`` (for float32
+    scores compared with t rounded down to float32: the same set). Only the groups' columns
+    whose maximum exceeds t are read (``sub`` from :func:`_bound`; every score when ``floor``
+    is below −1 or the row is short). Their indices and float64 x are gathered; returns their
+    count and the x bound of the others, ``(t − m) c`` (x is computed so and rounding is
+    monotone: every non-candidate's x is at most it)."""
     n = z.shape[1]
-    m64 = float(m)
+    row = z[r]
+    m64 = np.float64(m)
     t = m64 + floor / c
+    tz = z.dtype.type(t)
+    if np.float64(tz) > t:
+        tz = np.nextafter(tz, z.dtype.type(-np.inf))
     k = 0
-    bad = 0
-    for i in range(n):
-        v = float(z[r, i])
-        idx[k] = i
-        k += v > t
-        bad += not v < np.inf
+    if n < BOUND_MIN_N or floor < -1.0:
+        for i in range(n):
+            if row[i] > tz:
+                idx[k] = i
+                k += 1
+    else:
+        w = n // GROUPS
+        nc = 0
+        for j in range(w):
+            if sub[j] > tz:
+                cols[nc] = j
+                nc += 1
+        if 2 * nc > w:  # many candidates (α near 1): every score, without branches
+            for i in range(n):
+                idx[k] = i
+                k += row[i] > tz
+        else:
+            for g in range(GROUPS):  # index g w + j: ascending over g, then j
+                o = g * w
+                for u in range(nc):
+                    i = o + cols[u]
+                    if row[i] > tz:
+                        idx[k] = i
+                        k += 1
+            for i in range(w * GROUPS, n):
+                if row[i] > tz:
+                    idx[k] = i
+                    k += 1
     for j in range(k):
-        xs[j] = (float(z[r, idx[j]]) - m64) * c
-    return k, (t - m64) * c, bad
+        xs[j] = (np.float64(row[idx[j]]) - m64) * c
+    return k, (t - m64) * c
 
 
 @njit(nogil=True, cache=True)
@@ -162,15 +247,7 @@ def _closed(xs, k, tau, beta_int):
 
 @njit(nogil=True, cache=True)
 def _newton_step(xs, k, tau, beta, beta_int):
-    g = 0.0
-    g1 = 0.0
-    em1 = beta_int - 1 if beta_int >= 1 else -1
-    for j in range(k):
-        d = xs[j] - tau
-        if d > 0.0:
-            dp = _power(d, beta - 1.0, em1)
-            g1 += dp
-            g += dp * d
+    g1, g = _moments(xs, k, tau, beta_int - 1 if beta_int >= 1 else -1, beta - 1.0)
     if not g1 > 0.0:
         return 0.0
     return (g - g ** (1.0 - 1.0 / beta)) / g1
@@ -200,23 +277,22 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status):
         q = 1
     closed = beta_int == 1 or beta_int == 2
     sub = np.empty(max(1, n // GROUPS), dtype=z.dtype)
+    xsub = np.empty(max(1, n // GROUPS), dtype=np.float64)
+    cols = np.empty(max(1, n // GROUPS), dtype=np.int32)
     idx = np.empty(n, dtype=np.int32)
     xs = np.empty(n, dtype=np.float64)
     for r in range(r0, r1):
-        m, floor = _bound(z, r, sub, c, q)
-        if m == -np.inf:  # fully masked (or NaN with -inf only): zeros, NaN flagged
-            bad = False
-            for i in range(n):
-                out[r, i] = 0.0
-                bad = bad or not z[r, i] == -np.inf
-            status[r] = 1 if bad else 0
+        m, floor = _bound(z, r, sub, xsub, c, q)
+        if m != m:  # a NaN or +inf score
+            status[r] = 1
+            continue
+        if m == -np.inf:  # fully masked: zeros
+            out[r, :] = 0.0
+            status[r] = 0
             continue
         state = 0
         for _attempt in range(2):
-            k, floor, bad = _gather(z, r, m, c, floor, idx, xs)
-            if bad > 0:
-                state = 1
-                break
+            k, floor = _gather(z, r, sub, m, c, floor, idx, xs, cols)
             if closed:
                 tau, ok = _closed(xs, k, floor, beta_int)
             else:
@@ -231,10 +307,9 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status):
         else:
             state = 3
         status[r] = state
-        if state == 1 or state == 3:
+        if state == 3:
             continue
-        for i in range(n):
-            out[r, i] = 0.0
+        out[r, :] = 0.0
         for j in range(k):
             d = xs[j] - tau
             if d > 0.0:

@@ -32,7 +32,7 @@ from torch import Tensor
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MIN_ALPHA", "available", "entmax_rows"]
+__all__ = ["MIN_ALPHA", "available", "entmax_rows", "warm"]
 
 MIN_ALPHA = 1.03
 """Below it (β > 33) the kernel's powers lose range; those α keep the torch compact path."""
@@ -58,10 +58,23 @@ def _load():
                 from . import _entmax_cpu_kernel as k
 
                 _kernel = k
-            except ImportError as e:  # numba is a dependency; a broken install falls back
+            except (ImportError, RuntimeError) as e:  # numba missing, or no cache dir it can use
                 log.warning("entmax: numba unavailable (%s); using the torch paths", e)
             _tried = True
     return _kernel
+
+
+def warm() -> bool:
+    """Compile (or load from numba's cache) the kernel for float32 and float64 rows now, e.g.
+    when an image is built; False without numba. A process's first call otherwise pays it
+    (~1 s from the cache, ~5-10 s to compile on this 2-core machine)."""
+    k = _load()
+    if k is None:
+        return False
+    for dtype in (np.float32, np.float64):
+        z = np.zeros((1, 4), dtype)
+        k.solve_rows(z, np.empty_like(z), 1.5, 1e-30, 0, 1, np.zeros(1, np.int8))
+    return True
 
 
 def available(rows: Tensor, alpha: object) -> bool:

@@ -190,3 +190,8 @@ def test_real_attention_rows(alpha: float, monkeypatch) -> None:
     assert_exact(p.view(-1, z.shape[-1]), z.view(-1, z.shape[-1]), alpha)
     assert torch.equal(p > 0, torch_entmax(z, alpha, monkeypatch) > 0)
     assert torch.equal(p, E.entmax(z, alpha))  # deterministic
+    # and the kernel settles every row at its first try (no redo from {x > −1}: the bound held)
+    rows = z.reshape(-1, z.shape[-1]).contiguous().numpy()
+    status = np.zeros(len(rows), np.int8)
+    entmax_cpu._load().solve_rows(rows, np.empty_like(rows), alpha, TINY32, 0, len(rows), status)
+    assert not status.any()
