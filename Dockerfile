@@ -54,6 +54,7 @@ RUN python3 -m venv /opt/venv \
 COPY . /src/
 # the compiled entmax kernel built once here (numba's cache), not at every container start
 RUN pip install /src && rm -rf /src \
+    && mkdir -p /home/sparsescope/.numba \
     && python -c "import sparse_core.entmax_cpu as k, sys; sys.exit(0 if k.warm() else 1)" \
     && chown -R sparsescope:sparsescope /home/sparsescope/.numba
 
