@@ -45,6 +45,7 @@ _tried = False
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
+_pool_pid = 0
 
 
 def _load():
@@ -95,11 +96,13 @@ def _threads(r: int) -> int:
 
 
 def _executor(size: int) -> ThreadPoolExecutor:
-    global _pool, _pool_size
+    """The helper threads (created on first use; again in a forked child, whose copy of the
+    parent's pool has no threads)."""
+    global _pool, _pool_size, _pool_pid
     with _lock:
-        if _pool is None or _pool_size < size:
+        if _pool is None or _pool_size < size or _pool_pid != os.getpid():
             _pool = ThreadPoolExecutor(size, thread_name_prefix="entmax-cpu")
-            _pool_size = size
+            _pool_size, _pool_pid = size, os.getpid()
         return _pool
 
 
