@@ -134,3 +134,20 @@ def test_real_model_first_view_summary(real_client):
     full = real_client.post("/api/analyze", json={"text": text, "alpha": 1.25}).json()
     assert rest == full["summary"]
     assert sub.json()["summary"] == rows_with(full["summary"], ["fixed"])
+
+
+def test_the_openapi_schema_states_the_field_and_the_route(client):
+    schema = client.get("/openapi.json").json()
+    field = schema["components"]["schemas"]["AnalyzeRequest"]["properties"]["summary"]
+    array = next(s for s in field["anyOf"] if s.get("type") == "array")
+    assert array["maxItems"] == len(METHODS)
+    assert array["items"]["enum"] == list(METHODS)
+    assert field.get("default") is None and "every method" in field["description"]
+    route = schema["paths"]["/api/analyses/{analysis_id}/summary"]["get"]
+    (param,) = [p for p in route["parameters"] if p["name"] == "method"]
+    assert param["in"] == "query" and not param.get("required", False)
+    assert param["schema"]["type"] == "array"
+    assert param["schema"]["items"]["enum"] == list(METHODS)
+    assert {"200", "400", "404", "422"} <= set(route["responses"])
+    ok = route["responses"]["200"]["content"]["application/json"]["schema"]
+    assert ok["type"] == "array" and ok["items"]["$ref"].endswith("/HeadSummary")

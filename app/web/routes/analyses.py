@@ -76,19 +76,19 @@ def get_summary(
     analysis_id: AnalysisId,
     service: ServiceDep,
     method: Annotated[
-        list[MethodName] | None,
+        list[MethodName],
         Query(
             description="a method whose figures the rows hold (repeat for several); none: "
             "every method the analysis has. An sf-* method on an analysis without a "
             "Sparsefinder artefact: 404",
             max_length=len(METHODS),
         ),
-    ] = None,
+    ] = [],  # noqa: B006 - FastAPI copies a list default
 ) -> Response:
     """Per head (layer-major), the gold sparsity and the named methods' recall and sparsity at
     their defaults: the analyze body's ``summary`` rows for those methods (what an analysis
     asked with ``summary`` left out), computed once and kept with the analysis."""
-    return json_bytes(service.summary(analysis_id, method))
+    return json_bytes(service.summary(analysis_id, method or None))
 
 
 @router.get(
