@@ -122,9 +122,10 @@ function headWhole() {
 }
 
 /**
- * Fetch and prepare every other head in the background, one at a time, once the open head is
- * shown, so that opening another head needs no server round trip. Only when they all fit in the
- * cache; a new analysis stops it.
+ * Fetch and prepare every other head in the background, one at a time, once the open head and
+ * its Pareto data are shown (adopt: not competing with them for the server's cores), so that
+ * opening another head needs no server round trip. Only when they all fit in the cache; a new
+ * analysis stops it.
  */
 async function prefetchHeads(a) {
   if (a.layers * a.heads * a.n * a.n > CACHE_CELLS) return;
@@ -245,7 +246,6 @@ function adopt(a, keep, seed = null) {
     shown, want: { method: want.method, params: want.params, layer: want.layer, head: want.head },
   };
   const opened = openHead();
-  opened.then(() => prefetchHeads(a));
   const seedFits = seed?.pareto && s.scope === "head" && s.layer === seed.layer &&
     s.head === seed.head && s.paretoX !== "block"; // the preloaded data are over token sparsity
   let swept = Promise.resolve();
@@ -257,10 +257,13 @@ function adopt(a, keep, seed = null) {
   }
   else swept = loadPareto();
   // the shown method's summary when the analysis came without it (another method was asked
-  // for); every other method's once the first view is on screen (summary.js)
+  // for); once the first view is on screen (the head and its Pareto data: nothing competes with
+  // them for the server's cores), every other method's summary (summary.js) and the other heads
   ensureMethod(a, s.method);
   Promise.all([opened, swept]).then(() => {
-    if (store.get().analysis === a) completeSummary(a);
+    if (store.get().analysis !== a) return;
+    completeSummary(a);
+    prefetchHeads(a);
   });
   keepLink(a);
 }
