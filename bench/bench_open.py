@@ -17,8 +17,9 @@ Two opens per repeat, each of a fresh text: the sequential one above (every meth
 three requests one after the other: the figures of earlier runs), and **the page's own**
 (frontend/js/session.js, issue 26): ``POST /api/analyze`` with ``summary: [<the page's first
 method>]`` where the server takes it (frontend/js/summary.js), then the head and its Pareto data
-at once on two connections; "page open" is the wall time until both have arrived. "rest of
-summary" is what the page asks for next (every method's summary, ``GET …/summary``), not part
+at once on two connections ("head, at once" and "pareto, at once": each request's own time;
+"head + pareto": until both are in); "page open" is the wall time until both have arrived. "rest
+of summary" is what the page asks for next (every method's summary, ``GET …/summary``), not part
 of the open.
 
 Run: ``python bench/bench_open.py --repeats 5`` (figures in docs/benchmarks.md, "Opening a long
@@ -58,7 +59,8 @@ STEPS = ("analyze", "head", "pareto")
 #: The page's open (frontend/js/session.js ``analyze`` and ``adopt``): the analysis (with the
 #: shown method's summary only where the server takes ``summary``), then the open head and its
 #: Pareto data at once (two connections); ``rest``: every method's summary, fetched after.
-PAGE = ("page analyze", "head + pareto", "page open", "rest of summary")
+PAGE = ("page analyze", "head, at once", "pareto, at once", "head + pareto", "page open",
+        "rest of summary")  # fmt: skip
 
 
 def main() -> None:
@@ -145,8 +147,7 @@ def page_open(client, text: str, alpha: float, method: str | None) -> dict[str, 
         t1 = time.perf_counter()
         urls = (f"/api/analyses/{aid}/heads/0/0", f"/api/analyses/{aid}/pareto?layer=0&head=0")
         both = [pool.submit(timed, lambda u=u: client.get(u)) for u in urls]
-        for f in both:
-            f.result()
+        got["head, at once"], got["pareto, at once"] = (f.result()[0] for f in both)
     t2 = time.perf_counter()
     got["head + pareto"], got["page open"] = t2 - t1, t2 - t0
     if method is not None:
