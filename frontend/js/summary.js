@@ -43,9 +43,14 @@ function fetchInto(a, methods) {
   return p;
 }
 
+/** Whether `a`'s rows hold every method it has (a whole body: a share's, a cached one's). */
+function holdsAll(a) {
+  return (a.methods ?? []).every((m) => (m.needs_artefact && !a.artefact) || holds(a, m.name));
+}
+
 /** Every method's summary of `a` (after its first view is on screen), once. */
 export function completeSummary(a) {
-  if (!a || whole.has(a)) return Promise.resolve();
+  if (!a || whole.has(a) || holdsAll(a)) return Promise.resolve();
   whole.add(a);
   return fetchInto(a, []);
 }
