@@ -111,6 +111,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from . import entmax_cpu as _cpu
 from . import entmax_triton as _triton
 from .entmax_grad import entmax_with_grad
 
@@ -333,6 +334,9 @@ def _entmax_rows(
     if path is None and _use_triton(rows, alpha):  # CUDA: one exact kernel (entmax_triton)
         res = torch.empty_like(rows) if out is None else out
         return _triton.entmax_rows(rows, alpha, res, lambda z, a, o: _compact_chunk(z, a, o, 0))
+    if path is None and _cpu.available(rows, alpha):  # CPU: one compiled pass per row
+        res = torch.empty_like(rows) if out is None else out
+        return _cpu.entmax_rows(rows, alpha, res, lambda z, a, o: _compact_chunk(z, a, o, 0))
     if path is None:
         dense = (
             isinstance(alpha, float)
