@@ -58,7 +58,7 @@ class SummaryBatch:
                 if outs is not None:
                     with torch.inference_mode():
                         ctxs = [PredictContext.from_run(o, art) for o in outs]
-                    rows = summary_tables(ctxs)
+                        rows = summary_tables(ctxs)
                     count = len(outs)
                     for o, c, r in zip(outs, ctxs, rows, strict=True):
                         self._done[id(o)] = (c, SummaryParts(c, *r))

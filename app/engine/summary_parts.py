@@ -87,7 +87,8 @@ class SummaryParts:
         """Compute ``names`` (None: every available method, as the whole summary) of ``ctx``.
         A long text held sparse is summarised whole (``summary_tables``, head by head)."""
         if names is None or not ctx.out.attn.is_dense:
-            gold, tables = summary_tables([ctx])[0]
+            with torch.inference_mode():
+                gold, tables = summary_tables([ctx])[0]
             return cls(ctx, gold, tables)
         names = [nm for nm in names if nm in available(ctx.artefact)]
         gold, tables = method_tables(ctx, names)

@@ -9,6 +9,7 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 
+import sparsescope.engine.summaries as S
 import sparsescope.engine.summary_parts as P
 from sparse_core.methods import METHODS, available
 from sparsescope.engine.service import AnalysisService
@@ -151,3 +152,20 @@ def test_the_openapi_schema_states_the_field_and_the_route(client):
     assert {"200", "400", "404", "422"} <= set(route["responses"])
     ok = route["responses"]["200"]["content"]["application/json"]["schema"]
     assert ok["type"] == "array" and ok["items"]["$ref"].endswith("/HeadSummary")
+
+
+def test_a_request_for_some_methods_leaves_its_batch(tiny_model, tiny_artefact):
+    """Two texts of one batched forward: the one asked for a method alone leaves the batch (the
+    other summarises itself only), and both get exactly their texts' rows alone."""
+    from sparse_core.methods import PredictContext
+    from sparsescope.engine.payloads import summary_texts
+
+    outs = [tiny_model.run(t, alpha=1.5) for t in (TEXT, TEXT.upper())]
+    S.tie_batch([], outs)
+    ctx, parts, count = S.summarise(outs[0], tiny_artefact, ["window"])
+    assert count == 1 and set(parts.tables) == {"window"}
+    _, whole, count = S.summarise(outs[1], tiny_artefact)
+    assert count == 1 and whole.complete  # itself only: the first left the batch
+    for out, p in zip(outs, (parts, whole), strict=True):
+        alone = summary_texts([PredictContext.from_run(out, tiny_artefact)])[0]
+        assert p.rows_json(None) == alone
