@@ -86,3 +86,41 @@ def test_a_method_switched_to_early_is_fetched_alone(page, server_url, tmp_path)
     shot(page, tmp_path, "first-summary-switched")
     for route in held:
         route.abort()
+
+
+#: Per head, the methods the page's analysis rows hold (the store the page itself uses).
+ROW_METHODS = """async () => {
+  const base = document.querySelector('script[type=module]').src;
+  const store = await import(new URL('state.js', base).href);
+  return store.get().analysis.summary.map((row) => Object.keys(row.methods).sort());
+}"""
+
+
+def test_a_shared_page_has_the_whole_summary_and_asks_for_none(page, server_url):
+    """A share's page comes with the whole analysis body (the preload island): no summary
+    request, every method's figures in the page's rows."""
+    state = {"text": TEXT, "alpha": 1.5, "causal": False, "layer": 0, "head": 1,
+             "method": "topk", "params": {}}  # fmt: skip
+    share = api(server_url, "/api/share", {"state": state})
+    asked = []
+    page.on("request", lambda r: asked.append(r.url) if "/api/analyses/" in r.url
+            and "/summary" in r.url else None)  # fmt: skip
+    page.goto(server_url + share["url"])
+    wait_ready(page)
+    page.wait_for_selector("#pareto .scatterlayer .trace")
+    page.wait_for_timeout(500)
+    a = api(server_url, "/api/analyze", {"text": TEXT, "alpha": 1.5, "causal": False})
+    want = sorted(a["summary"][0]["methods"])
+    assert page.evaluate(ROW_METHODS) == [want] * len(a["summary"])
+    assert asked == []
+
+
+def test_the_page_rows_get_every_method_after_the_open(page, server_url):
+    open_page(page, server_url, method="window")
+    a = api(server_url, "/api/analyze", {"text": TEXT, "alpha": 1.5, "causal": False})
+    want = [sorted(a["summary"][0]["methods"])] * len(a["summary"])
+    for _ in range(600):  # every method's rows come after the head and its Pareto data
+        if page.evaluate(ROW_METHODS) == want:
+            break
+        page.wait_for_timeout(100)
+    assert page.evaluate(ROW_METHODS) == want
