@@ -64,9 +64,7 @@ class Entry:
         every one, :attr:`body_json`), computing those not computed yet."""
         if names is None and self.whole_json is not None:
             return self.whole_json
-        from .payloads import analysis_json
-
-        return analysis_json(self.core, self.parts.rows_json(names))
+        return self.parts.body_json(self.core, names)
 
     def gold_sparsity(self, layer: int, head: int) -> float:
         """One head's gold sparsity as the summary rows send it."""

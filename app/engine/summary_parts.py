@@ -32,7 +32,7 @@ from sparse_core.pareto.points import sweep_points
 from sparse_core.pareto.text_sweep import summary_tables
 
 from .errors import NotInAnalysis
-from .payloads import round6, summary_json
+from .payloads import analysis_json, round6, summary_json
 from .two_cores import halves, side_worker, splits
 
 #: Tables of one method: {"recall": (L, H), "sparsity": (L, H)}.
@@ -131,6 +131,11 @@ class SummaryParts:
         self.ensure(names)
         keep = self.names if names is None else [nm for nm in self.names if nm in names]
         return summary_json(self.gold, {nm: self.tables[nm] for nm in keep})
+
+    def body_json(self, core: dict, names: list[str] | None) -> bytes:
+        """The analyze body ``core`` (``payloads.analysis_json``'s: its summary left out) with
+        the summary rows of ``names`` (:meth:`rows_json`), as JSON bytes."""
+        return analysis_json(core, self.rows_json(names))
 
     def methods_for(self, names: list[str], field: str = "method") -> list[str]:
         """``names`` that this analysis has (the sf-* ones need its artefact): a 404 naming
