@@ -119,6 +119,13 @@ def listening_addresses(port: int) -> list[str]:
     return found
 
 
+def python_of(root: Path) -> str:
+    """The interpreter of checkout ``root``: its ``.venv``'s when it has one and is not this one
+    (whose editable install is that checkout's code), else this one."""
+    venv = Path(root) / ".venv" / "bin" / "python"
+    return str(venv) if Path(root).resolve() != ROOT and venv.exists() else sys.executable
+
+
 @dataclass
 class LiveServer:
     """A ``sparsescope serve`` subprocess on 127.0.0.1:``port`` (the real CLI and uvicorn)."""
@@ -150,16 +157,23 @@ class LiveServer:
 
 @contextmanager
 def live_server(
-    data_dir: Path, *, tiny: bool, env: dict[str, str] | None = None, start_timeout: float = 180
+    data_dir: Path,
+    *,
+    tiny: bool,
+    env: dict[str, str] | None = None,
+    start_timeout: float = 180,
+    root: Path = ROOT,
 ) -> Iterator[LiveServer]:
-    """Start the server, wait (bounded) until /healthz answers, stop it (SIGTERM, then SIGKILL)."""
+    """Start the server, wait (bounded) until /healthz answers, stop it (SIGTERM, then SIGKILL).
+    ``root``: the checkout whose code it runs (another one's with its own ``.venv`` when it has
+    one: ``bench_open.py --against``)."""
     port = free_port()
     data_dir.mkdir(parents=True, exist_ok=True)
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("SPARSESCOPE_")}
     full_env.update(
         HF_HUB_OFFLINE="1",
         TRANSFORMERS_OFFLINE="1",
-        PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""),
         SPARSESCOPE_DATA_DIR=str(data_dir),
     )
     if tiny:  # one model (the default would serve the tiny one twice: the same id, refused)
@@ -168,8 +182,8 @@ def live_server(
     log_path = data_dir / f"server-{port}.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-c", LAUNCHER, "tiny" if tiny else "real", str(port)],
-            cwd=ROOT,
+            [python_of(root), "-c", LAUNCHER, "tiny" if tiny else "real", str(port)],
+            cwd=root,
             env=full_env,
             stdout=log,
             stderr=subprocess.STDOUT,

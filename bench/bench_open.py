@@ -13,6 +13,15 @@ Every repeat takes a fresh window of WikiText-2 (a cache miss), trimmed to 512 t
 the two side by side (interleaved); medians, minima and the per-request split are printed, with
 the bytes each response sends gzipped and plain, and the load average before and after.
 
+Two opens per repeat, each of a fresh text: the sequential one above (every method's summary,
+three requests one after the other: the figures of earlier runs), and **the page's own**
+(frontend/js/session.js, issue 26): ``POST /api/analyze`` with ``summary: [<the page's first
+method>]`` where the server takes it (frontend/js/summary.js), then the head and its Pareto data
+at once on two connections ("head, at once" and "pareto, at once": each request's own time;
+"head + pareto": until both are in); "page open" is the wall time until both have arrived. "rest
+of summary" is what the page asks for next (every method's summary, ``GET …/summary``), not part
+of the open.
+
 Run: ``python bench/bench_open.py --repeats 5`` (figures in docs/benchmarks.md, "Opening a long
 text"). ``--n 128`` for a shorter text.
 
@@ -21,6 +30,8 @@ own on 127.0.0.1 (``bench_load.live_server``: the real CLI, uvicorn, its own tor
 start-up warm-up of the gallery), every request over HTTP with httpx (gzip accepted, as a
 browser does), against the plain forward in this process on ``--ref-threads`` (2) torch threads:
 the "lone analysis on both cores" floor is open ≤ 4x a 2-thread softmax forward.
+``--against CHECKOUT``: a second server from another checkout (with its ``.venv``, e.g.
+/work/main), the same texts, the two interleaved (who goes first alternates).
 """
 
 from __future__ import annotations
@@ -31,6 +42,8 @@ import statistics
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 
 import torch
@@ -43,6 +56,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_entmax import corpus_text, hf_bert, load, prefix_with_tokens  # noqa: E402
 
 STEPS = ("analyze", "head", "pareto")
+#: The page's open (frontend/js/session.js ``analyze`` and ``adopt``): the analysis (with the
+#: shown method's summary only where the server takes ``summary``), then the open head and its
+#: Pareto data at once (two connections); ``rest``: every method's summary, fetched after.
+PAGE = ("page analyze", "head, at once", "pareto, at once", "head + pareto", "page open",
+        "rest of summary")  # fmt: skip
 
 
 def main() -> None:
@@ -53,21 +71,35 @@ def main() -> None:
     ap.add_argument("--text-file", help="plain text to take the windows from (default WikiText-2)")
     ap.add_argument("--server", action="store_true", help="through a real uvicorn server")
     ap.add_argument("--ref-threads", type=int, default=2, help="--server: the forward's threads")
+    ap.add_argument(
+        "--against",
+        metavar="CHECKOUT",
+        help="--server: also a server of another checkout (its .venv), interleaved, same texts",
+    )
     args = ap.parse_args()
+    if args.against and not args.server:
+        ap.error("--against needs --server")
     if args.server:
-        with tempfile.TemporaryDirectory() as tmp:
-            from bench_load import live_server
+        with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+            import httpx
+            from bench_load import ROOT, live_server
 
             # no gallery precomputation beside the measurement
             env = {"SPARSESCOPE_WARMUP": "0"}
-            with live_server(Path(tmp), tiny=False, env=env, start_timeout=600) as server:
-                import httpx
-
-                torch.set_num_threads(args.ref_threads)
-                with httpx.Client(base_url=server.url, timeout=600) as client:
-                    health = client.get("/healthz").json()
-                    label = f"server pid {server.pid} {server.url}, model {health['model']}"
-                    run(args, client, label, None)
+            roots = [ROOT] + ([Path(args.against).resolve()] if args.against else [])
+            clients, labels = {}, []
+            for k, root in enumerate(roots):
+                server = stack.enter_context(
+                    live_server(Path(tmp) / str(k), tiny=False, env=env, start_timeout=600,
+                                root=root)
+                )  # fmt: skip
+                client = stack.enter_context(httpx.Client(base_url=server.url, timeout=600))
+                health = client.get("/healthz").json()
+                name = "this" if k == 0 else "against"
+                clients[name] = client
+                labels.append(f"{name}: {root} server pid {server.pid}, model {health['model']}")
+            torch.set_num_threads(args.ref_threads)
+            run(args, clients, "; ".join(labels), None)
         return
 
     from fastapi.testclient import TestClient
@@ -84,75 +116,134 @@ def main() -> None:
     service.warmup()
     label = f"model {service.slot.id}, artefact {service.slot.artefact_for(args.alpha)[1]}"
     with TestClient(create_app(settings, service)) as client:
-        run(args, client, label, service)
+        run(args, {"this": client}, label, service)
     tmp.cleanup()
 
 
-def run(args, client, label: str, service) -> None:
-    """The interleaved repeats through ``client`` (in process, or httpx to a real server) and the
-    table; ``service`` (in process only) gives the server's stage timings."""
+def takes_summary(client) -> bool:
+    """Whether the server's analyze request has the ``summary`` field (issue 26)."""
+    schema = client.get("/openapi.json").json()
+    return "summary" in schema["components"]["schemas"]["AnalyzeRequest"]["properties"]
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    r = fn()
+    assert r.status_code == 200, r.text
+    return time.perf_counter() - t0, r
+
+
+def page_open(client, text: str, alpha: float, method: str | None) -> dict[str, float]:
+    """The page's open of ``text``: analyze (``summary: [method]`` when ``method``), then the
+    head and its Pareto data at once; the whole summary after (when the server has the route)."""
+    got: dict[str, float] = {}
+    req = {"text": text, "alpha": alpha}
+    if method is not None:
+        req["summary"] = [method]
+    t0 = time.perf_counter()
+    got["page analyze"], r = timed(lambda: client.post("/api/analyze", json=req))
+    aid = r.json()["id"]
+    with ThreadPoolExecutor(2) as pool:  # two connections, as the browser opens them
+        t1 = time.perf_counter()
+        urls = (f"/api/analyses/{aid}/heads/0/0", f"/api/analyses/{aid}/pareto?layer=0&head=0")
+        both = [pool.submit(timed, lambda u=u: client.get(u)) for u in urls]
+        got["head, at once"], got["pareto, at once"] = (f.result()[0] for f in both)
+    t2 = time.perf_counter()
+    got["head + pareto"], got["page open"] = t2 - t1, t2 - t0
+    if method is not None:
+        got["rest of summary"] = timed(lambda: client.get(f"/api/analyses/{aid}/summary"))[0]
+    return got
+
+
+def sequential_open(client, text: str, alpha: float, n: int) -> tuple[dict[str, float], dict]:
+    """Analyze (every method's summary), then the head, then its Pareto data, one by one."""
+    got: dict[str, float] = {}
+    req = {"text": text, "alpha": alpha}
+    got["analyze"], r = timed(lambda: client.post("/api/analyze", json=req))
+    body = r.json()
+    assert body["n"] == n, (body["n"], n)
+    aid = body["id"]
+    urls = {
+        "analyze": f"/api/analyses/{aid}",
+        "head": f"/api/analyses/{aid}/heads/0/0",
+        "pareto": f"/api/analyses/{aid}/pareto?layer=0&head=0",
+    }
+    for step in ("head", "pareto"):
+        got[step] = timed(lambda u=urls[step]: client.get(u))[0]
+    got["open"] = sum(got.values())
+    return got, urls
+
+
+def run(args, clients: dict, label: str, service) -> None:
+    """The interleaved repeats through each of ``clients`` (in process, or httpx to real
+    servers) and the table; ``service`` (in process only) gives the server's stage timings."""
+    from sparse_core.view_schema import FIELDS
+
     tok, bert = hf_bert("cpu")
     words = corpus_text(args.text_file).split()
     count = lambda s: len(tok(s)["input_ids"])  # noqa: E731
+    shown = FIELDS["method"].default  # the page's method on a first visit
+    method = {k: (shown if takes_summary(c) else None) for k, c in clients.items()}
 
     print(
         f"torch {torch.__version__}, {os.cpu_count()} CPUs, torch threads "
         f"{torch.get_num_threads()} (the forward), n = {args.n}, alpha {args.alpha}, repeats "
-        f"{args.repeats}, {label}, {load()}"
+        f"{args.repeats}, {label}, page's summary: "
+        + ", ".join(f"{k} {'[' + m + ']' if m else 'every method'}" for k, m in method.items())
+        + f", {load()}"
     )
-    times: dict[str, list[float]] = {k: [] for k in ("softmax", *STEPS, "open")}
+    keys = ("softmax", *[f"{c}:{k}" for c in clients for k in (*STEPS, "open", *PAGE)])
+    times: dict[str, list[float]] = {k: [] for k in keys}
     sizes: dict[str, tuple[int, int]] = {}
-    for rep in range(args.repeats + 1):  # repeat 0 warms both up, not counted
-        text = prefix_with_tokens(" ".join(words[400 * rep + 7 :]), args.n, count)
+    for rep in range(args.repeats + 1):  # repeat 0 warms everything up, not counted
+        text = prefix_with_tokens(" ".join(words[800 * rep + 7 :]), args.n, count)
+        other = prefix_with_tokens(" ".join(words[800 * rep + 407 :]), args.n, count)
         ids = tok(text, return_tensors="pt")["input_ids"]
         with torch.inference_mode():
             t0 = time.perf_counter()
             bert(input_ids=ids)
             soft = time.perf_counter() - t0
-        got = {}
-        t0 = time.perf_counter()
-        r = client.post("/api/analyze", json={"text": text, "alpha": args.alpha})
-        got["analyze"] = time.perf_counter() - t0
-        assert r.status_code == 200, r.text
-        body = r.json()
-        assert body["n"] == ids.shape[1], (body["n"], ids.shape)
-        aid = body["id"]
-        urls = {
-            "analyze": None,
-            "head": f"/api/analyses/{aid}/heads/0/0",
-            "pareto": f"/api/analyses/{aid}/pareto?layer=0&head=0",
-        }
-        for step in ("head", "pareto"):
-            t0 = time.perf_counter()
-            r = client.get(urls[step])
-            got[step] = time.perf_counter() - t0
-            assert r.status_code == 200, r.text
+        got: dict[str, float] = {}
+        order = list(clients.items())
+        if rep % 2:
+            order.reverse()  # who goes first alternates
+        for name, client in order:
+            seq, urls = sequential_open(client, text, args.alpha, ids.shape[1])
+            page = page_open(client, other, args.alpha, method[name])
+            got.update({f"{name}:{k}": v for k, v in {**seq, **page}.items()})
+            if rep == 1 and name == "this":  # what each response sends, gzipped and plain
+                for step, url in urls.items():
+                    plain = client.get(url, headers={"Accept-Encoding": "identity"})
+                    with client.stream("GET", url, headers={"Accept-Encoding": "gzip"}) as z:
+                        packed = b"".join(z.iter_raw())
+                    sizes[step] = (len(packed), len(plain.content))
         if rep == 0:
             continue
         times["softmax"].append(soft)
         for k, v in got.items():
             times[k].append(v)
-        times["open"].append(sum(got.values()))
-        if rep == 1:  # what each response sends, gzipped and plain (cached by now)
-            for step, url in urls.items():
-                url = url or f"/api/analyses/{aid}"
-                plain = client.get(url, headers={"Accept-Encoding": "identity"})
-                with client.stream("GET", url, headers={"Accept-Encoding": "gzip"}) as z:
-                    packed = b"".join(z.iter_raw())
-                sizes[step] = (len(packed), len(plain.content))
-    med = {k: statistics.median(v) for k, v in times.items()}
-    lo = {k: min(v) for k, v in times.items()}
-    print(f"    {'':<34} {'median ms':>10} {'x softmax':>9} {'min ms':>9} {'x softmax':>9}")
+    med = {k: statistics.median(v) for k, v in times.items() if v}
+    lo = {k: min(v) for k, v in times.items() if v}
+    print(f"    {'':<44} {'median ms':>10} {'x softmax':>9} {'min ms':>9} {'x softmax':>9}")
     rows = [("plain softmax forward (BertModel)", "softmax")]
-    rows += [(f"  {k}", k) for k in STEPS] + [("open (analyze + head + pareto)", "open")]
-    for label, k in rows:
-        print(
-            f"    {label:<34} {1e3 * med[k]:10.1f} {med[k] / med['softmax']:8.2f}x "
-            f"{1e3 * lo[k]:9.1f} {lo[k] / lo['softmax']:8.2f}x"
-        )
-    print("    open / softmax per repeat: " + ", ".join(
-        f"{o / s:.2f}x" for o, s in zip(times["open"], times["softmax"], strict=True)
-    ))  # fmt: skip
+    for c in clients:
+        rows += [(f"{c}: sequential (every method's summary)", None)]
+        rows += [(f"  {k}", f"{c}:{k}") for k in STEPS]
+        rows += [("  open (analyze + head + pareto)", f"{c}:open")]
+        rows += [(f"{c}: the page's open", None)]
+        rows += [(f"  {k}", f"{c}:{k}") for k in PAGE]
+    for text, k in rows:
+        if k is None:
+            print(f"    {text}")
+        elif k in med:
+            print(
+                f"    {text:<44} {1e3 * med[k]:10.1f} {med[k] / med['softmax']:8.2f}x "
+                f"{1e3 * lo[k]:9.1f} {lo[k] / lo['softmax']:8.2f}x"
+            )
+    for c in clients:
+        print(f"    {c}: page open / softmax per repeat: " + ", ".join(
+            f"{o / s:.2f}x" for o, s in zip(times[f"{c}:page open"], times["softmax"], strict=True)
+        ))  # fmt: skip
     for step, (z, p) in sizes.items():
         print(f"    {step:<8} sends {z / 1024:8.1f} KiB gzipped ({p / 1024:8.1f} KiB plain)")
     if service is not None:

@@ -39,13 +39,38 @@ class Entry:
     artefact_name: str | None
     ctx: Any  # sparse_core.methods.PredictContext
     body_dict: dict | None  # the analyze response (None: read from body_json when asked)
-    body_json: bytes  # ... serialised once
+    whole_json: bytes | None  # ... serialised once (None: some methods' summaries not computed)
     pos: list[str | None]
     nbytes: int = 0
     model_id: str = ""  # the served model it was analysed on
     derived: dict = field(default_factory=dict)  # ("pareto",) / ("head", l, h) ... -> data
     lock: threading.Lock = field(default_factory=threading.Lock)
     key_locks: dict = field(default_factory=dict)  # derived key -> its lock
+    #: the summary method by method (app/engine/summary_parts.py) and the body without it
+    #: (``payloads.analysis_json``'s ``body``): bodies with some methods' summaries only
+    parts: Any = None
+    core: dict | None = None
+
+    @property
+    def body_json(self) -> bytes:
+        """The analyze response with every method's summary, as JSON bytes; an analysis asked
+        for some methods only computes the others the first time this is read."""
+        if self.whole_json is None:
+            self.whole_json = self.body_with(None)
+        return self.whole_json
+
+    def body_with(self, names: list[str] | None) -> bytes:
+        """The analyze response whose summary rows hold the methods of ``names`` only (None:
+        every one, :attr:`body_json`), computing those not computed yet."""
+        if names is None and self.whole_json is not None:
+            return self.whole_json
+        return self.parts.body_json(self.core, names)
+
+    def gold_sparsity(self, layer: int, head: int) -> float:
+        """One head's gold sparsity as the summary rows send it."""
+        if self.parts is not None:
+            return self.parts.gold_sparsity(layer, head)
+        return self.body["summary"][layer * self.out.heads + head]["gold_sparsity"]
 
     @property
     def body(self) -> dict:

@@ -249,7 +249,7 @@ def head_body(entry, layer: int, head: int) -> dict:
         "layer": layer,
         "head": head,
         "n": out.n,
-        "gold_sparsity": entry.body["summary"][layer * out.heads + head]["gold_sparsity"],
+        "gold_sparsity": entry.gold_sparsity(layer, head),
         "edges": [list(e) for e in zip(rows, cols, vals, strict=True)],
         # computed on the head alone (PredictContext.view: the same payload, 1/(L·H) the work)
         **head_data(entry.ctx.view(layer, head), 0, 0),
@@ -280,7 +280,7 @@ def head_graph_body(entry, layer: int, head: int) -> dict:
         "layer": layer,
         "head": head,
         "n": out.n,
-        "gold_sparsity": entry.body["summary"][layer * out.heads + head]["gold_sparsity"],
+        "gold_sparsity": entry.gold_sparsity(layer, head),
         "edges": [],
         "csr": {
             "counts": b64_ints(counts),

@@ -46,6 +46,7 @@ from .results import CorpusResults
 from .settings import Settings
 from .slot import ModelSlot, artefact_label
 from .summaries import summarise
+from .summary_parts import check_methods
 from .tagging import Tagger
 
 log = logging.getLogger(__name__)
@@ -236,8 +237,27 @@ class AnalysisService:
         """The analyze body (a dict) of ``request``, from the cache when it was seen before."""
         return self.analyze_entry(request).body
 
-    def analyze_entry(self, request: AnalysisRequest) -> Entry:
-        """The cached :class:`Entry` of ``request``, analysing the text on a cache miss."""
+    def analyze_json(self, request: AnalysisRequest, summary: list[str] | None = None) -> bytes:
+        """The analyze body of ``request`` as JSON bytes: its summary rows with every method
+        (``summary`` None, the default) or with the methods ``summary`` names only (checked
+        against the registry, a 400 naming ``summary``; one the analysis lacks is left out,
+        as the whole summary leaves it out). Only the methods asked for are computed now."""
+        names = None if summary is None else check_methods(summary, "summary")
+        return self.analyze_entry(request, names).body_with(names)
+
+    def summary(self, analysis_id: str, methods: list[str] | None) -> bytes:
+        """``GET /api/analyses/{id}/summary``: the summary rows of a cached analysis with the
+        methods named (None: every method it has), computing those not computed yet; a 400
+        for a name not in the registry, a 404 for a method the analysis lacks (sf-*)."""
+        entry = self.get(analysis_id)
+        names = None if methods is None else check_methods(methods, "method")
+        if names is not None:
+            entry.parts.methods_for(names)
+        return entry.parts.rows_json(names).encode()
+
+    def analyze_entry(self, request: AnalysisRequest, names: list[str] | None = None) -> Entry:
+        """The cached :class:`Entry` of ``request``, analysing the text on a cache miss (with
+        the summaries of ``names`` only, None: every method's)."""
         request = request.checked()
         slot = self.slot_for(request.model)
         if request.start:  # the window it names (clamped, at a word): one id per window
@@ -258,11 +278,13 @@ class AnalysisService:
             if entry is not None:
                 self.stats.hits += 1
                 return entry
-            entry = self._analyze(slot, key, request)
+            entry = self._analyze(slot, key, request, names)
             self.cache.put(entry)
         return entry
 
-    def _analyze(self, slot: ModelSlot, key: str, request: AnalysisRequest) -> Entry:
+    def _analyze(
+        self, slot: ModelSlot, key: str, request: AnalysisRequest, names: list[str] | None
+    ) -> Entry:
         model = slot.model
         t: dict[str, float] = {}
         t0 = time.perf_counter()
@@ -280,7 +302,7 @@ class AnalysisService:
         t["pos"] = time.perf_counter() - t0  # what is left of the tagging after the forward
         t0 = time.perf_counter()
         # run in one forward with others: summarised with them (app/engine/summaries.py)
-        ctx, summary, together = summarise(out, art)
+        ctx, parts, together = summarise(out, art, names)
         if together > 1:
             self.stats.summary_batches += 1
         t["summary"] = time.perf_counter() - t0
@@ -299,7 +321,7 @@ class AnalysisService:
             methods=self._method_list(out.n, art),
             own_alpha=own_alpha_rows(model),
         )
-        body_json = analysis_json(body, summary)
+        body_json = analysis_json(body, parts.rows_json(names))
         t["body"] = time.perf_counter() - t0
         self.stats.timings = t
         log.info(
@@ -310,7 +332,9 @@ class AnalysisService:
         )
         out.hidden = torch.empty(0)  # no route needs the hidden states: not cached
         # no dict kept: Entry.body parses body_json the first time a route reads it
-        entry = Entry(key, out, art, art_name, ctx, None, body_json, tags, model_id=slot.id)
+        whole = body_json if names is None else None
+        entry = Entry(key, out, art, art_name, ctx, None, whole, tags, model_id=slot.id)
+        entry.parts, entry.core = parts, body
         entry.nbytes = tensor_nbytes([out, ctx], exclude=[art]) + 2 * len(body_json)
         return entry
 

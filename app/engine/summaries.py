@@ -7,7 +7,8 @@ summary rows: the first of a batch to ask computes those of every sibling of its
 causality) at once (``payloads.summary_texts``: texts of one length stacked, each head's figures
 exactly its own text's); the others take theirs. A text run alone is summarised alone, on both
 cores (issue 26): half of its layers on a side worker (app/engine/two_cores.py), byte for byte
-the one-thread summary.
+the one-thread summary. A request that asks for some methods only (the page's first view,
+app/engine/summary_parts.py) leaves its batch and computes those alone.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from typing import Any
 import torch
 
 from sparse_core.methods import PredictContext
+from sparse_core.pareto import summary_tables
 
-from .payloads import summary_texts
-from .two_cores import side_worker, splits, summary_on_two_cores
+from .summary_parts import SummaryParts
+from .two_cores import side_worker, splits, summary_tables_on_two_cores
 
 #: Where a batch ties an output to its siblings (``RunOutput.extra``; popped by summarise).
 BATCH_KEY = "_summary_batch"
@@ -44,9 +46,9 @@ class SummaryBatch:
         one = threading.Lock()  # one length group at a time (see the class docstring)
         self._locks = {k: one for k in self._waiting}
 
-    def take(self, out: Any, art: Any) -> tuple[PredictContext, str, int]:
-        """``(ctx, summary rows as JSON text, texts summarised by this call)`` of ``out`` (one
-        of the batch's outputs); the count is 0 when a sibling's call summarised it."""
+    def take(self, out: Any, art: Any) -> tuple[PredictContext, SummaryParts, int]:
+        """``(ctx, every method's summary, texts summarised by this call)`` of ``out`` (one of
+        the batch's outputs); the count is 0 when a sibling's call summarised it."""
         key = _summary_group(out)
         lock = self._locks.get(key)
         got, count = None, 0
@@ -56,23 +58,38 @@ class SummaryBatch:
                 if outs is not None:
                     with torch.inference_mode():
                         ctxs = [PredictContext.from_run(o, art) for o in outs]
-                    rows = summary_texts(ctxs)
+                        rows = summary_tables(ctxs)
                     count = len(outs)
                     for o, c, r in zip(outs, ctxs, rows, strict=True):
-                        self._done[id(o)] = (c, r)
+                        self._done[id(o)] = (c, SummaryParts(c, *r))
                 got = self._done.pop(id(out), None)
         if got is None:  # not one of ours after all: alone
             return (*_alone(out, art), 1)
         return (*got, count)
 
+    def leave(self, out: Any) -> tuple[PredictContext, SummaryParts] | None:
+        """Take ``out`` out of the batch (its request wants some methods only): what a
+        sibling's call already computed for it, else None (and no sibling computes it)."""
+        key = _summary_group(out)
+        lock = self._locks.get(key)
+        if lock is None:
+            return None
+        with lock:
+            outs = self._waiting.get(key)
+            if outs is not None:
+                self._waiting[key] = [o for o in outs if o is not out]
+            return self._done.pop(id(out), None)
 
-def _alone(out: Any, art: Any) -> tuple[PredictContext, str]:
+
+def _alone(out: Any, art: Any, names: list[str] | None = None) -> tuple[PredictContext, Any]:
     with torch.inference_mode():
         ctx = PredictContext.from_run(out, art)
+    if names is not None:  # some methods only: cheap, on this thread
+        return ctx, SummaryParts.of(ctx, names)
     side = side_worker()
     if side is not None and splits(ctx):
-        return ctx, summary_on_two_cores(ctx, side)
-    return ctx, summary_texts([ctx])[0]
+        return ctx, SummaryParts(ctx, *summary_tables_on_two_cores(ctx, side))
+    return ctx, SummaryParts.of(ctx, None)
 
 
 def _summary_group(out: Any) -> tuple:
@@ -88,10 +105,17 @@ def tie_batch(jobs: list, outs: list) -> None:
             out.extra[BATCH_KEY] = batch
 
 
-def summarise(out: Any, art: Any) -> tuple[PredictContext, str, int]:
-    """``(ctx, summary rows as JSON text, texts summarised by this call)`` of one output: with
-    its batch's siblings when the worker tied it to them (:func:`tie_batch`), else alone."""
+def summarise(
+    out: Any, art: Any, names: list[str] | None = None
+) -> tuple[PredictContext, SummaryParts, int]:
+    """``(ctx, summary, texts summarised by this call)`` of one output: with its batch's
+    siblings when the worker tied it to them (:func:`tie_batch`), else alone. ``names``: the
+    methods wanted now (None: every one); the others are computed when asked for."""
     batch = out.extra.pop(BATCH_KEY, None) if isinstance(out.extra, dict) else None
-    if batch is not None:
+    if batch is not None and names is None:
         return batch.take(out, art)
-    return (*_alone(out, art), 1)
+    if batch is not None:
+        done = batch.leave(out)
+        if done is not None:
+            return (*done, 0)
+    return (*_alone(out, art, names), 1)

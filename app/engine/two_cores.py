@@ -70,18 +70,24 @@ def summary_on_two_cores(ctx: PredictContext, side: Executor) -> str:
     """The summary rows (JSON text) of one text, the first half of its layers computed here and
     the second on ``side``, put together: byte for byte ``payloads.summary_texts([ctx])[0]``.
     What the parts memoise for every head (packed patterns) is kept in ``ctx``'s memo."""
-    (g0, t0), (g1, t1) = _halves(ctx, side, lambda part: summary_tables([part])[0])
+    return summary_json(*summary_tables_on_two_cores(ctx, side))
+
+
+def summary_tables_on_two_cores(ctx: PredictContext, side: Executor) -> tuple:
+    """``summary_tables([ctx])[0]`` (gold sparsity (L, H), every method's tables) with half of
+    the layers on ``side`` (:func:`summary_on_two_cores`' figures before they become JSON)."""
+    (g0, t0), (g1, t1) = halves(ctx, side, lambda part: summary_tables([part])[0])
     gold = np.concatenate([g0, g1])  # (L, H)
     tables = {
         nm: {k: torch.cat([t0[nm][k], t1[nm][k]]) for k in ("recall", "sparsity")} for nm in t0
     }
-    return summary_json(gold, tables)
+    return gold, tables
 
 
 def sweep_on_two_cores(ctx: PredictContext, side: Executor) -> TextSweep:
     """``pareto.sweep_text(ctx, per_head=True)`` with half of the layers on ``side``: the same
     grids and, per head, the same figures (values (P, L, H) joined along the layers)."""
-    a, b = _halves(ctx, side, lambda part: sweep_text(part, per_head=True))
+    a, b = halves(ctx, side, lambda part: sweep_text(part, per_head=True))
     values = {
         nm: {k: np.concatenate([v[k], b.values[nm][k]], axis=1) for k in v}
         for nm, v in a.values.items()
@@ -129,7 +135,7 @@ COST_ORDER = [
 ]  # fmt: skip
 
 
-def _halves(ctx: PredictContext, side: Executor, fn) -> tuple[Any, Any]:
+def halves(ctx: PredictContext, side: Executor, fn) -> tuple[Any, Any]:
     """``fn`` of the first half of ``ctx``'s layers here and of the second on ``side``; what
     the first half memoised for every head is kept in ``ctx``'s memo for the later routes."""
     half = ctx.layers // 2

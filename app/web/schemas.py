@@ -165,6 +165,15 @@ class AnalyzeRequest(JsonBody):
         description="a served model's id (GET /api/models); null: the default model",
         json_schema_extra=served("model"),
     )
+    summary: list[MethodName] | None = Field(
+        None,
+        max_length=len(METHODS),
+        description="the methods whose per-head figures the body's `summary` rows hold (each "
+        "row's `methods`; one the analysis lacks, an sf-* method without an artefact, is left "
+        "out); null (the default): every method. Only these are computed before the answer: "
+        "the others come from GET /api/analyses/{id}/summary (or /api/analyses/{id}) later. "
+        "`[]`: the gold sparsity alone",
+    )
 
     @field_validator("text")
     @classmethod
@@ -223,7 +232,9 @@ class HeadSummary(BaseModel):
     head: int
     gold_sparsity: float
     methods: dict[str, MethodScore] = Field(
-        default_factory=dict, description="each method at its defaults for this n"
+        default_factory=dict,
+        description="each method at its defaults for this n (every one the analysis has, or "
+        "those the request named: the analyze request's `summary`, the summary route's `method`)",
     )
 
 

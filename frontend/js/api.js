@@ -111,8 +111,10 @@ async function requestOnce(url, init) {
 const enc = encodeURIComponent;
 
 /**
- * `POST /api/analyze`.
- * @param {{text: string, alpha: number, causal: boolean, model?: string|null, truncate?: boolean}} req
+ * `POST /api/analyze`; `summary` (method names) asks for those methods' per-head summary only
+ * (summary.js fetches the others later), left out: every method's.
+ * @param {{text: string, alpha: number, causal: boolean, model?: string|null, truncate?: boolean,
+ *   summary?: string[]}} req
  */
 export function analyze(req) {
   return request("/api/analyze", {
@@ -120,6 +122,18 @@ export function analyze(req) {
     headers: { "Content-Type": "application/json", Accept: "application/json" },
     body: JSON.stringify({ truncate: false, ...req, model: req.model ?? null }),
   });
+}
+
+/**
+ * `GET /api/analyses/{id}/summary`: per head, the gold sparsity and the recall / sparsity of the
+ * methods named (all the analysis has when `methods` is empty) at their defaults.
+ * @param {string} id
+ * @param {string[]} [methods]
+ */
+export function getSummary(id, methods = []) {
+  const q = new URLSearchParams(methods.map((m) => ["method", m]));
+  const qs = q.toString();
+  return request(`/api/analyses/${enc(id)}/summary${qs ? `?${qs}` : ""}`);
 }
 
 /** `GET /api/analyses/{id}` (404 once the analysis left the server's cache). */

@@ -125,7 +125,7 @@ function drawTile(tile, img, side) {
 }
 
 /** Store keys that change the tiles' colours or marks. */
-const REPAINT = ["gridColour", "headRecall", "method", "layer", "head", "headData"];
+const REPAINT = ["gridColour", "headRecall", "method", "layer", "head", "headData", "summaryAt"];
 
 /**
  * Mount the grid in `root` and its colour legend in `legend`.

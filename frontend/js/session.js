@@ -17,6 +17,7 @@ import { markHeadStart } from "./live.js";
 import { resolveParams } from "./params.js";
 import { LOD_MIN } from "./heatmap-lod.js";
 import * as store from "./state.js";
+import { completeSummary, ensureMethod, firstSummary } from "./summary.js";
 import { MAX_TEXT_IN_URL, encodeState } from "./url.js";
 import { QUERY_KEYS, toShare, viewDefaults } from "./view-state.js";
 
@@ -121,9 +122,10 @@ function headWhole() {
 }
 
 /**
- * Fetch and prepare every other head in the background, one at a time, once the open head is
- * shown, so that opening another head needs no server round trip. Only when they all fit in the
- * cache; a new analysis stops it.
+ * Fetch and prepare every other head in the background, one at a time, once the open head and
+ * its Pareto data are shown (adopt: not competing with them for the server's cores), so that
+ * opening another head needs no server round trip. Only when they all fit in the cache; a new
+ * analysis stops it.
  */
 async function prefetchHeads(a) {
   if (a.layers * a.heads * a.n * a.n > CACHE_CELLS) return;
@@ -244,15 +246,25 @@ function adopt(a, keep, seed = null) {
     shown, want: { method: want.method, params: want.params, layer: want.layer, head: want.head },
   };
   const opened = openHead();
-  opened.then(() => prefetchHeads(a));
   const seedFits = seed?.pareto && s.scope === "head" && s.layer === seed.layer &&
     s.head === seed.head && s.paretoX !== "block"; // the preloaded data are over token sparsity
+  let swept = Promise.resolve();
   if (seedFits) {
     store.set({ pareto: seed.pareto, paretoStatus: "ready", paretoKey: paretoKeyOf(s) });
   } else if (a.n > LOD_MIN) {
-    opened.then(headWhole).then(loadPareto); // a long text: the heatmap first, its sweep after
+    // a long text: the heatmap first, its sweep after
+    swept = opened.then(headWhole).then(loadPareto);
   }
-  else loadPareto();
+  else swept = loadPareto();
+  // the shown method's summary when the analysis came without it (another method was asked
+  // for); once the first view is on screen (the head and its Pareto data: nothing competes with
+  // them for the server's cores), every other method's summary (summary.js) and the other heads
+  ensureMethod(a, s.method);
+  Promise.all([opened, swept]).then(() => {
+    if (store.get().analysis !== a) return;
+    completeSummary(a);
+    prefetchHeads(a);
+  });
   keepLink(a);
 }
 
@@ -284,7 +296,8 @@ export function adoptPreloaded(pre, view, keep) {
  */
 export async function analyze(keep = {}) {
   const s = store.get();
-  const req = requestOf(s);
+  // the shown method's summary only: the others are fetched after the first view (summary.js)
+  const req = { ...requestOf(s), summary: firstSummary(s) };
   store.set({ status: "loading", errors: {} });
   const mine = (analyzing = api.analyze(req).catch((err) => {
     // a text over the model's positions: analyse its first window, and say so (status line)
@@ -414,6 +427,7 @@ export function initSession() {
     }
     const axis = changed.has("paretoX") || (changed.has("block") && s.paretoX === "block");
     if ((changed.has("scope") || axis) && !changed.has("analysis")) loadPareto();
+    if (changed.has("method") && !changed.has("analysis")) ensureMethod(s.analysis, s.method);
     if (URL_KEYS.some((k) => changed.has(k))) writeUrl();
   });
 }

@@ -54,6 +54,7 @@ import { viewDefaults } from "./view-state.js";
  * @property {string|null} paretoKey which scope the Pareto request in flight is for
  * @property {Float64Array|null} headRecall the current setting's recall on every head (sweep.js)
  * @property {object|null} meanMetrics the current setting's metrics, mean over heads (sweep.js)
+ * @property {number} summaryAt counts the methods' summaries merged into `analysis` (summary.js)
  */
 
 /**
@@ -78,6 +79,7 @@ const initial = {
   paretoKey: null,
   headRecall: null,
   meanMetrics: null,
+  summaryAt: 0,
 };
 
 let state = { ...initial };

@@ -29,6 +29,7 @@ ENGINE = [
      "engine.cache", "engine.store", "engine.tagging", "engine.results"],
     ["engine.limits", "engine.payloads"],
     ["engine.lod", "engine.two_cores"],
+    ["engine.summary_parts"],
     ["engine.batching", "engine.summaries", "engine.derived"],
     ["engine.slot"],
     ["engine.models"],

@@ -82,8 +82,10 @@ def test_api_bodies_are_the_same_with_the_summary_split_or_not(
     """The whole analyze body, a head's payload and its Pareto data through the app, with a lone
     text's summary on two workers and with it on one (the side worker taken away)."""
     calls = []
-    real = S.summary_on_two_cores
-    monkeypatch.setattr(S, "summary_on_two_cores", lambda c, s: calls.append(1) or real(c, s))
+    real = S.summary_tables_on_two_cores
+    monkeypatch.setattr(
+        S, "summary_tables_on_two_cores", lambda c, s: calls.append(1) or real(c, s)
+    )
     bodies = []
     for split in (True, False):
         if not split:

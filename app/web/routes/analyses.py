@@ -26,6 +26,8 @@ from ..schemas import (
     Clusters,
     Flow,
     HeadPayload,
+    HeadSummary,
+    MethodName,
     Metrics,
     Pareto,
     Tile,
@@ -59,14 +61,34 @@ async def analyze(req: AnalyzeRequest, request: Request, service: ServiceDep) ->
     429 over the client's rate, 503 when the model's queue is full (both with ``Retry-After``).
     """
     request.app.state.limits.analyses.take(client_of(request))
-    entry = await model_call(request, service.analyze_entry, AnalysisRequest.of(req))
-    return json_bytes(entry.body_json)
+    body = await model_call(request, service.analyze_json, AnalysisRequest.of(req), req.summary)
+    return json_bytes(body)
 
 
 @router.get("/analyses/{analysis_id}", response_model=Analysis, responses=ERRORS)
 def get_analysis(analysis_id: AnalysisId, service: ServiceDep) -> Response:
     """The analyze body of a cached analysis (404 once evicted: POST the text again)."""
     return json_bytes(service.get(analysis_id).body_json)
+
+
+@router.get("/analyses/{analysis_id}/summary", response_model=list[HeadSummary], responses=ERRORS)
+def get_summary(
+    analysis_id: AnalysisId,
+    service: ServiceDep,
+    method: Annotated[
+        list[MethodName],
+        Query(
+            description="a method whose figures the rows hold (repeat for several); none: "
+            "every method the analysis has. An sf-* method on an analysis without a "
+            "Sparsefinder artefact: 404",
+            max_length=len(METHODS),
+        ),
+    ] = [],  # noqa: B006 - FastAPI copies a list default
+) -> Response:
+    """Per head (layer-major), the gold sparsity and the named methods' recall and sparsity at
+    their defaults: the analyze body's ``summary`` rows for those methods (what an analysis
+    asked with ``summary`` left out), computed once and kept with the analysis."""
+    return json_bytes(service.summary(analysis_id, method or None))
 
 
 @router.get(
