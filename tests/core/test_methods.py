@@ -275,12 +275,13 @@ def test_assignments_equal_the_helpers(ctx):
 
 @settings(max_examples=40, deadline=None)
 @given(
-    seed=st.integers(0, 10_000), B=st.integers(1, 24), first=st.integers(1, 3),
+    seed=st.integers(0, 10_000), B=st.integers(1, 24), first=st.integers(1, 24),
     levels=st.integers(1, 3),
 )  # fmt: skip
 def test_nearest_order_is_a_stable_sort(seed, B, first, levels):
-    """The first ranks by running minima equal a stable argsort of the squared distances,
-    ties (points and centroids on a coarse grid) to the lower centroid."""
+    """The first ranks by the compiled running minima (``_method_kernels.nearest_first``) equal
+    a stable argsort of the squared distances (numpy's, the dims added in order), ties (points
+    and centroids on a coarse grid) to the lower centroid; the leading dims broadcast."""
     from sparse_core.methods.learned import nearest_order
 
     rng = np.random.default_rng(seed)
@@ -288,6 +289,12 @@ def test_nearest_order_is_a_stable_sort(seed, B, first, levels):
     cent = rng.integers(-levels, levels + 1, size=(2, 3, B, 4)).astype(np.float64) / 2
     d = ((x[..., :, None, :] - cent[..., None, :, :]) ** 2).sum(-1)
     k = min(first, B)
+    want = np.argsort(d, axis=-1, kind="stable")[..., :k]
+    assert np.array_equal(nearest_order(x, cent, k), want)
+    # one centroid set for every head (leading dims broadcast), real-valued distances
+    x = rng.standard_normal((2, 3, 11, 4))
+    cent = rng.standard_normal((1, 1, B, 4))
+    d = ((x[..., :, None, :] - cent[..., None, :, :]) ** 2).sum(-1)
     want = np.argsort(d, axis=-1, kind="stable")[..., :k]
     assert np.array_equal(nearest_order(x, cent, k), want)
 
