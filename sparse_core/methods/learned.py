@@ -4,11 +4,12 @@ sf-kmeans, all in the artefact's r-dimensional projected space (``sparse_core.sp
 Defaults and own sweep grids (n tokens):
 
 - sf-distance: threshold t = 2.0 (``sparsefinder.REFERENCE_THRESHOLD``), in [0, 10]; grid
-  t ∈ ``sparsefinder.DISTANCE_THRESHOLDS`` = {0.5, 1.0, …, 5.0};
+  t ∈ ``grids.SWEEP_THRESHOLDS`` = {0.5, 1, 2, 3, 5};
 - sf-quantization: n_buckets B = min(8, n) balanced bins per dimension, in [1, n]; grid
-  B ∈ ``grids.BUCKET_COUNTS`` with B ≤ n;
+  B ∈ ``grids.SWEEP_BUCKETS`` = {2, 4, 8, 12, 20} with B ≤ n;
 - sf-kmeans: n_clusters B = 8 (a choice of the artefact's centroid counts), top_k 1; grid
-  B × k ∈ ``sparsefinder.KMEANS_TOP_K`` = {1, 2, 3} with k < B.
+  B ∈ ``grids.kmeans_sweep`` (the fitted ones of {4, 8, 12, 20}) × k ∈
+  ``sparsefinder.KMEANS_TOP_K`` = {1, 2, 3} with k < B.
 
 Window and globals are off by default. The page recomputes all three from the projected
 queries and keys (and the k-means centroids), which ``head_payload`` sends at full float32
@@ -27,7 +28,6 @@ from .._method_kernels import nearest_first
 from ..bitsets import assign_bits
 from ..errors import SparsescopeError
 from ..sparsefinder import (
-    DISTANCE_THRESHOLDS,
     KMEANS_TOP_K,
     REFERENCE_THRESHOLD,
     balanced_buckets,
@@ -38,7 +38,7 @@ from ..sparsefinder import (
 from .base import Method
 from .context import PredictContext
 from .distance_bits import distance_bits
-from .grids import BUCKET_COUNTS, SF_DISTANCE_MAX, kmeans_choices
+from .grids import SF_DISTANCE_MAX, SWEEP_BUCKETS, SWEEP_THRESHOLDS, kmeans_choices, kmeans_sweep
 from .spec import ParamSpec
 
 
@@ -129,7 +129,7 @@ class DistanceMethod(Method):
         ]  # fmt: skip
 
     def own_grid(self, n, artefact=None):
-        return [{"t": t} for t in DISTANCE_THRESHOLDS]
+        return [{"t": t} for t in SWEEP_THRESHOLDS]
 
     def base(self, ctx, p):
         return sf_distance(ctx.proj_q, ctx.proj_k, p["t"])
@@ -156,7 +156,7 @@ class QuantizationMethod(Method):
         ]  # fmt: skip
 
     def own_grid(self, n, artefact=None):
-        return [{"n_buckets": b} for b in BUCKET_COUNTS if b <= n]
+        return [{"n_buckets": b} for b in SWEEP_BUCKETS if b <= n]
 
     def base(self, ctx, p):
         return sf_quantization(ctx.proj_q, ctx.proj_k, n_buckets=p["n_buckets"])
@@ -204,7 +204,7 @@ class KMeansMethod(Method):
     def own_grid(self, n, artefact=None):
         return [
             {"n_clusters": b, "top_k": k}
-            for b in kmeans_choices(artefact)
+            for b in kmeans_sweep(artefact)
             for k in KMEANS_TOP_K
             if k < b
         ]
