@@ -6,6 +6,10 @@ the masked-LM widths {31, 41, 51, 75, 101, 125, 151, 175, 201, 251} (§6); width
 (wider than any text of n tokens needs) are dropped. Above ``COARSE_N`` tokens (a long text,
 issue 25) every second width is swept, {0, 3, 7, 11, 19, 27, 41, 75, 125, 175, 251}: about
 half the points (a one-head sweep at n = 4,096 took 112 s), the same span of widths.
+
+The paper methods' own grids are every second value of the paper's, both ends kept
+(``SWEEP_BUCKETS``, ``RANDOM_COUNTS``, ``SWEEP_KMEANS``, ``SWEEP_THRESHOLDS``; docs/methods.md
+"Sweep grids": the frontiers they trace, against the full grids); the sliders keep every value.
 """
 
 from __future__ import annotations
