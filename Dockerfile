@@ -33,7 +33,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     HF_HOME=/tmp/hf \
     SPARSESCOPE_HOST=0.0.0.0 \
     SPARSESCOPE_PORT=8000 \
-    SPARSESCOPE_DATA_DIR=/data
+    SPARSESCOPE_DATA_DIR=/data \
+    NUMBA_CACHE_DIR=/home/sparsescope/.numba
 EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
     CMD ["python", "-c", "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4).status == 200 else 1)"]
@@ -51,7 +52,11 @@ RUN python3 -m venv /opt/venv \
 # the build context is what the wheel ships (.dockerignore): pyproject.toml, README.md, app,
 # sparse_core, frontend, static. Installed not editable, without test extras; no source kept.
 COPY . /src/
-RUN pip install /src && rm -rf /src
+# the compiled entmax kernel built once here (numba's cache), not at every container start
+RUN pip install /src && rm -rf /src \
+    && mkdir -p /home/sparsescope/.numba \
+    && python -c "import sparse_core.entmax_cpu as k, sys; sys.exit(0 if k.warm() else 1)" \
+    && chown -R sparsescope:sparsescope /home/sparsescope/.numba
 
 # by uid: the runtime (and runAsNonRoot) can check it is not root without /etc/passwd
 USER 10001

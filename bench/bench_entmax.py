@@ -27,6 +27,9 @@ worker process runs the same ``[model]`` candidates on DIR's code, and the two p
 turns repeat by repeat (one computes while the other waits on a pipe), each timing its own
 softmax forwards too, so that each side's ratios are to its own reference in the same minutes.
 
+``--torch-entmax`` adds rows for ``model.run`` with the entmax's torch paths instead of the
+compiled CPU kernel (sparse_core/entmax_cpu.py), in the same process: the kernel's before/after.
+
 ``--lone`` adds rows for ``model.run`` as the server runs a text alone in its round (issue 26):
 torch on one thread and a second one-thread worker (``SparseModel.run(side=…)``).
 
@@ -236,7 +239,22 @@ def model_fns(args, model, t: str, hf, hf_sdpa, side) -> dict[str, Callable[[], 
         fns[f"model.run alpha={a}"] = lambda a=a, t=t: model.run(t, alpha=a)
         if args.lone:
             fns[f"lone model.run alpha={a}"] = lambda a=a, t=t: lone(model, t, a, side)
+        if getattr(args, "torch_entmax", False) and a != 1.0:
+            fns[f"model.run alpha={a} torch entmax"] = lambda a=a, t=t: torch_paths(
+                lambda: model.run(t, alpha=a)
+            )
     return fns
+
+
+def torch_paths(fn: Callable[[], object]) -> object:
+    """``fn()`` with the entmax's torch paths instead of its compiled CPU kernel
+    (``SPARSESCOPE_NO_NUMBA``, sparse_core/entmax_cpu.py): the before/after of the kernel in
+    one process."""
+    os.environ["SPARSESCOPE_NO_NUMBA"] = "1"
+    try:
+        return fn()
+    finally:
+        del os.environ["SPARSESCOPE_NO_NUMBA"]
 
 
 class Worker:
@@ -328,6 +346,12 @@ def main() -> None:
         help="another checkout (e.g. /work/main) whose whole model.run is timed side by side in "
         "a worker process of its own, the two taking turns repeat by repeat",
     )
+    ap.add_argument(
+        "--torch-entmax",
+        action="store_true",
+        help="also model.run with the entmax's torch paths instead of the compiled CPU kernel "
+        "(SPARSESCOPE_NO_NUMBA), side by side in this process",
+    )
     ap.add_argument("--worker", metavar="DIR", help=argparse.SUPPRESS)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -404,6 +428,8 @@ def main() -> None:
             }
             if base_entmax is not None:
                 fns["baseline entmax"] = each(lambda x, a=a: base_entmax.entmax(x, a))
+            if args.torch_entmax:
+                fns["entmax, torch paths"] = each(lambda x, a=a: torch_paths(lambda: entmax(x, a)))
             before = load()
             med, mins = bench(fns, args.repeats, args.device)
             if not args.skip_package:

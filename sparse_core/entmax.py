@@ -25,7 +25,11 @@ Two algorithms, no sort, all rows at once in chunks of ``CHUNK_ELEMENTS`` scores
 compact path: ``BOUNDED_CHUNK_ELEMENTS``; on a CUDA device with triton installed, float32 rows
 with a scalar α in [1.03, 2] of up to 32,768 scores take one Triton kernel instead,
 :mod:`sparse_core.entmax_triton`: the same map and guarantee, the compact path's float64 exact
-phase on whole rows held in registers; ``SPARSESCOPE_NO_TRITON=1`` keeps the torch path):
+phase on whole rows held in registers; ``SPARSESCOPE_NO_TRITON=1`` keeps the torch path; on
+the CPU, float32/float64 rows with a scalar α in [1.03, 2] take one compiled numba kernel,
+:mod:`sparse_core.entmax_cpu`: the compact path below from the group maxima's bound, a row at a
+time while it is in cache, two reads and one write per row; ``SPARSESCOPE_NO_NUMBA=1`` keeps
+the torch paths, which serve per-row α, α below 1.03 and CUDA without triton):
 
 **Dense path** (float32 scores, a scalar α in [``DENSE_MIN_ALPHA``, ``DENSE_MAX_ALPHA``]: α near 1,
 where most scores are in the support and compaction buys nothing).
@@ -111,6 +115,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from . import entmax_cpu as _cpu
 from . import entmax_triton as _triton
 from .entmax_grad import entmax_with_grad
 
@@ -333,6 +338,9 @@ def _entmax_rows(
     if path is None and _use_triton(rows, alpha):  # CUDA: one exact kernel (entmax_triton)
         res = torch.empty_like(rows) if out is None else out
         return _triton.entmax_rows(rows, alpha, res, lambda z, a, o: _compact_chunk(z, a, o, 0))
+    if path is None and _cpu.available(rows, alpha):  # CPU: one compiled pass per row
+        res = torch.empty_like(rows) if out is None else out
+        return _cpu.entmax_rows(rows, alpha, res, lambda z, a, o: _compact_chunk(z, a, o, 0))
     if path is None:
         dense = (
             isinstance(alpha, float)

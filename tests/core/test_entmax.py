@@ -8,7 +8,9 @@ cumulative sums or bisection) supports may only differ on knife-edge entries who
 1e-10 on both sides, and values by value_tol plus the package's own float32 error. Both of our
 paths are checked against the reference and against each other: the dense float32 path with its
 certificate (α near 1) and the compact path with its float64 exact phase (larger α, float64
-scores, many distinct per-row α).
+scores, many distinct per-row α); every test runs twice, with CPU rows through the compiled
+kernel (sparse_core/entmax_cpu.py, tested on its own in tests/core/test_entmax_cpu.py) and
+through the torch paths (fixture ``cpu_path``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,25 @@ SIZES = [1, 2, 7, 128, 512]
 LENGTHS = [1, 2, 3, 5, 16, 63, 64, 127, 128, 255, 256, 511, 512, 1024]
 SCALES = [0.1, 1.0, 10.0, 1000.0]
 KNIFE_EDGE = 1e-10
+TORCH_INTERNALS = {
+    "test_dense_path_redoes_what_it_cannot_certify",
+    "test_the_bounded_path_takes_its_candidates_from_the_group_maxima",
+}
+"""Tests of the torch paths' own steps (they patch its functions): run with the torch paths only."""
+
+
+@pytest.fixture(autouse=True, params=["kernel", "torch"])
+def cpu_path(request):
+    """Every test twice: CPU rows through the compiled kernel (sparse_core/entmax_cpu.py, the
+    default) and through the torch paths (``SPARSESCOPE_NO_NUMBA``, as on CUDA without triton,
+    for per-row α and below α 1.03). Its own MonkeyPatch: a test's ``monkeypatch.undo()`` keeps
+    the path."""
+    if request.param == "kernel" and request.node.originalname in TORCH_INTERNALS:
+        pytest.skip("a test of the torch paths' own steps")
+    with pytest.MonkeyPatch.context() as mp:
+        if request.param == "torch":
+            mp.setenv("SPARSESCOPE_NO_NUMBA", "1")
+        yield request.param
 
 
 def value_tol(alpha) -> float:

@@ -20,8 +20,8 @@ CORE = ROOT / "sparse_core"
 #: Layers, lowest first: a module may import only modules of lower layers. Every module is
 #: listed (test_every_module_is_in_the_chain): a new one takes its place here.
 CHAIN = [
-    ["errors", "_entmax_kernel"],
-    ["modernbert", "shipped", "entmax_grad", "entmax_triton"],
+    ["errors", "_entmax_kernel", "_entmax_cpu_kernel"],
+    ["modernbert", "shipped", "entmax_grad", "entmax_triton", "entmax_cpu"],
     ["rng", "entmax", "sparse_probs"],
     ["attention", "outputs", "sources", "tokens"],
     ["model", "patterns", "metrics", "corpus", "flow"],

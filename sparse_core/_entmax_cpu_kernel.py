@@ -1,0 +1,318 @@
+"""The numba kernel behind :mod:`sparse_core.entmax_cpu`: exact α-entmax, one row at a time.
+
+For each row of ``z (R, n)`` (float32 or float64; ``c = α − 1``, ``β = 1/c``, ``x = c (z − max)``):
+
+1. One pass: the row maximum m and the maxima of 8 strided groups (``z_j, z_{j+w}, …, z_{j+7w}``,
+   ``w = n // 8``; rows under 128 scores: no groups), NaN / +inf flagged.
+2. A lower bound of τ*: Newton on ``H_q(τ) = ‖[x − τ]_+‖_q − 1`` over the group maxima in
+   float64, ``q = max(1, ⌈β⌉)`` an integer ≥ β (so no exp/log), from τ = −1 until the step is
+   below 1e-13, less a margin of 1e-9 (1 + |τ|). G only grows when scores are added and
+   ``‖y‖_q ≤ ‖y‖_β`` for q ≥ β, so this is at most τ*; H_q is convex and decreasing, so Newton
+   from the left never passes its root (sparse_core/entmax.py, ``_subset_tau``).
+3. One pass: the candidates ``{x > bound}`` (x in float64, exactly as step 4 uses it), their
+   indices and x gathered into per-call buffers (a few percent of the row at α ≥ 1.5).
+4. Exact phase on the candidates, float64 (``_exact_phase`` of sparse_core/entmax.py): β ∈ {1, 2}
+   (α = 2, 1.5): the closed form on ``S = {x > τ}`` repeated until S is stable (sums in index
+   order: the torch compact path's τ bit for bit when both reach the same S); other β: Newton on
+   ``H_β`` until a step is below 1e-6, then one more. A τ below the bound (a support entry
+   could be missing; never observed) redoes the row with every finite score as a candidate.
+5. Output: zeros, and ``(x − τ)^β`` (float64, repeated multiplication for an integer β,
+   exp(β log ·) otherwise, then cast) on the support; values below the output dtype's smallest
+   normal number flushed to 0.
+
+Status per row (``status``): 0 done, 1 NaN or +inf in the row (left unwritten), 2 done after
+the step-4 redo, 3 did not converge (left unwritten; the caller recomputes it with torch).
+Conversions to float64 are spelled ``np.float64(v)``: numba's ``float(v)`` of a float32 stays
+float32 (the x of a float32 row would be rounded to float32, and the bound could pass τ*).
+Compiled on first use (``cache=True``: once per machine, under ``__pycache__``); ``nogil``, so
+:mod:`sparse_core.entmax_cpu` runs row ranges on several threads at once.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+GROUPS = 8
+BOUND_MIN_N = 128
+MAX_SUBSET = 60
+MAX_EXACT = 50
+
+
+FAST = {"reassoc", "contract", "nsz", "arcp"}
+"""Reassociated sums (SIMD) where a result's last bits do not matter: the bound (a margin of
+1e-9 covers them) and Newton's steps (converged to ~1e-16 either way). Not "nnan"/"ninf":
+masked scores are −inf."""
+
+
+@njit(inline="always", cache=True)
+def _ipow(d, e):
+    r = 1.0
+    for _ in range(e):
+        r *= d
+    return r
+
+
+@njit(inline="always", cache=True)
+def _power(d, e, e_int):
+    """``d ** e`` for d > 0 (e_int >= 0: the integer e by multiplication)."""
+    if e_int >= 0:
+        return _ipow(d, e_int)
+    return math.exp(e * math.log(d))
+
+
+@njit(nogil=True, cache=True, fastmath=FAST)
+def _moments(xs, k, tau, e_int, e):
+    """``Σ y^e`` and ``Σ y^(e+1)`` over ``y = [x − τ]_+`` of ``xs[:k]`` (e_int: the integer
+    e, or −1); branch-free loops per exponent so that they vectorise."""
+    g1 = 0.0
+    g = 0.0
+    if e_int == 0:
+        for j in range(k):
+            d = xs[j] - tau
+            d = d if d > 0.0 else 0.0
+            g1 += 1.0 if d > 0.0 else 0.0
+            g += d
+    elif e_int == 1:
+        for j in range(k):
+            d = xs[j] - tau
+            d = d if d > 0.0 else 0.0
+            g1 += d
+            g += d * d
+    elif e_int == 2:
+        for j in range(k):
+            d = xs[j] - tau
+            d = d if d > 0.0 else 0.0
+            d2 = d * d
+            g1 += d2
+            g += d2 * d
+    elif e_int == 3:
+        for j in range(k):
+            d = xs[j] - tau
+            d = d if d > 0.0 else 0.0
+            d3 = d * d * d
+            g1 += d3
+            g += d3 * d
+    elif e_int > 0:
+        for j in range(k):
+            d = xs[j] - tau
+            d = d if d > 0.0 else 0.0
+            dp = _ipow(d, e_int)
+            g1 += dp
+            g += dp * d
+    else:
+        for j in range(k):
+            d = xs[j] - tau
+            if d > 0.0:
+                dp = math.exp(e * math.log(d))
+                g1 += dp
+                g += dp * d
+    return g1, g
+
+
+@njit(nogil=True, cache=True)
+def _bound(z, r, sub, xsub, c, q):
+    """Row maximum (−inf: fully masked; NaN: a NaN or +inf score) and a float64 lower bound of
+    τ* (x units) from the group maxima ``sub`` (filled here; −1 − 1e-9 for rows under
+    ``BOUND_MIN_N``)."""
+    n = z.shape[1]
+    row = z[r]
+    m = row[0]
+    if n < BOUND_MIN_N:
+        bad = False
+        for i in range(n):
+            v = row[i]
+            m = v if v > m else m
+            bad |= not v < np.inf  # NaN or +inf
+        return (np.nan if bad else m), -1.0 - 1e-9
+    w = n // GROUPS
+    sub[:] = row[:w]
+    for g in range(1, GROUPS):
+        np.maximum(sub, row[g * w : (g + 1) * w], sub)  # NaN propagates
+    bad = False
+    for j in range(w):
+        v = sub[j]
+        m = v if v > m else m
+        bad |= v != v
+    for i in range(w * GROUPS, n):
+        v = row[i]
+        m = v if v > m else m
+        bad |= v != v
+    if bad or m == np.inf:
+        return np.nan, -1.0
+    if m == -np.inf:
+        return m, -1.0
+    m64 = np.float64(m)
+    for j in range(w):
+        xsub[j] = (np.float64(sub[j]) - m64) * c
+    tau = -1.0
+    for _ in range(MAX_SUBSET):
+        g1, g = _moments(xsub, w, tau, q - 1, 0.0)
+        if g1 <= 0.0:
+            break
+        nq = g if q == 1 else math.sqrt(g) if q == 2 else g ** (1.0 / q)
+        step = (nq - 1.0) * (g / nq) / g1
+        if not step > 1e-4:  # any iterate is a lower bound; also ends a NaN step
+            if step > 0.0:
+                tau += step
+            break
+        tau += step
+    return m, tau - 1e-9 * (1.0 + abs(tau))
+
+
+@njit(nogil=True, cache=True)
+def _gather(z, r, sub, m, c, floor, idx, xs, cols):
+    """Candidates of row r, in index order: the scores above ``t = m + floor / c`` (for float32
+    scores compared with t rounded down to float32: the same set). Only the groups' columns
+    whose maximum exceeds t are read (``sub`` from :func:`_bound`; every score when ``floor``
+    is below −1 or the row is short). Their indices and float64 x are gathered; returns their
+    count and the x bound of the others, ``(t − m) c`` (x is computed so and rounding is
+    monotone: every non-candidate's x is at most it)."""
+    n = z.shape[1]
+    row = z[r]
+    m64 = np.float64(m)
+    t = m64 + floor / c
+    tz = z.dtype.type(t)
+    if np.float64(tz) > t:
+        tz = np.nextafter(tz, z.dtype.type(-np.inf))
+    k = 0
+    if n < BOUND_MIN_N or floor < -1.0:
+        for i in range(n):
+            if row[i] > tz:
+                idx[k] = i
+                k += 1
+    else:
+        w = n // GROUPS
+        nc = 0
+        for j in range(w):
+            if sub[j] > tz:
+                cols[nc] = j
+                nc += 1
+        if 2 * nc > w:  # many candidates (α near 1): every score, without branches
+            for i in range(n):
+                idx[k] = i
+                k += row[i] > tz
+        else:
+            for g in range(GROUPS):  # index g w + j: ascending over g, then j
+                o = g * w
+                for u in range(nc):
+                    i = o + cols[u]
+                    if row[i] > tz:
+                        idx[k] = i
+                        k += 1
+            for i in range(w * GROUPS, n):
+                if row[i] > tz:
+                    idx[k] = i
+                    k += 1
+    for j in range(k):
+        xs[j] = (np.float64(row[idx[j]]) - m64) * c
+    return k, (t - m64) * c
+
+
+@njit(nogil=True, cache=True)
+def _closed(xs, k, tau, beta_int):
+    """Closed-form τ on S = {x > τ} until S is stable (β = 2: α 1.5; β = 1: α 2); the
+    torch compact path's ``_closed_form`` with the same sums in the same order."""
+    for _ in range(MAX_EXACT):
+        cnt = 0.0
+        s1 = 0.0
+        s2 = 0.0
+        for j in range(k):
+            x = xs[j]
+            if x > tau:
+                cnt += 1.0
+                s1 += x
+                s2 += x * x
+        if cnt == 0.0:
+            return tau, True
+        kk = cnt
+        mean = s1 / kk
+        if beta_int == 2:
+            v = 1.0 / kk - (s2 / kk - mean * mean)
+            new = mean - math.sqrt(v if v > 0.0 else 0.0)
+        else:
+            new = (s1 - 1.0) / kk
+        same = True
+        for j in range(k):
+            if (xs[j] > tau) != (xs[j] > new):
+                same = False
+                break
+        tau = new
+        if same:
+            return tau, True
+    return tau, False
+
+
+@njit(nogil=True, cache=True)
+def _newton_step(xs, k, tau, beta, beta_int):
+    g1, g = _moments(xs, k, tau, beta_int - 1 if beta_int >= 1 else -1, beta - 1.0)
+    if not g1 > 0.0:
+        return 0.0
+    return (g - g ** (1.0 - 1.0 / beta)) / g1
+
+
+@njit(nogil=True, cache=True)
+def _newton(xs, k, tau, beta, beta_int):
+    """Newton on H_β until a step is below 1e-6, then one more (quadratic convergence)."""
+    for _ in range(MAX_EXACT):
+        step = _newton_step(xs, k, tau, beta, beta_int)
+        tau += step
+        if not abs(step) > 1e-6:
+            return tau + _newton_step(xs, k, tau, beta, beta_int), True
+    return tau, False
+
+
+@njit(nogil=True, cache=True)
+def solve_rows(z, out, alpha, tiny, r0, r1, status):
+    """α-entmax of rows ``r0 … r1 − 1`` of ``z`` into ``out`` (module docstring)."""
+    n = z.shape[1]
+    c = alpha - 1.0
+    beta = 1.0 / c
+    near = round(beta)
+    beta_int = int(near) if abs(beta - near) < 1e-9 and near <= 64 else -1
+    q = beta_int if beta_int >= 1 else int(math.ceil(beta - 1e-9))
+    if q < 1:
+        q = 1
+    closed = beta_int == 1 or beta_int == 2
+    sub = np.empty(max(1, n // GROUPS), dtype=z.dtype)
+    xsub = np.empty(max(1, n // GROUPS), dtype=np.float64)
+    cols = np.empty(max(1, n // GROUPS), dtype=np.int32)
+    idx = np.empty(n, dtype=np.int32)
+    xs = np.empty(n, dtype=np.float64)
+    for r in range(r0, r1):
+        m, floor = _bound(z, r, sub, xsub, c, q)
+        if m != m:  # a NaN or +inf score
+            status[r] = 1
+            continue
+        if m == -np.inf:  # fully masked: zeros
+            out[r, :] = 0.0
+            status[r] = 0
+            continue
+        state = 0
+        for _attempt in range(2):
+            k, floor = _gather(z, r, sub, m, c, floor, idx, xs, cols)
+            if closed:
+                tau, ok = _closed(xs, k, floor, beta_int)
+            else:
+                tau, ok = _newton(xs, k, floor, beta, beta_int)
+            if not ok:
+                state = 3
+                break
+            if tau >= floor:
+                break
+            floor = -1.0 - 1e-9  # the always-safe candidate set {x > −1}
+            state = 2
+        else:
+            state = 3
+        status[r] = state
+        if state == 3:
+            continue
+        out[r, :] = 0.0
+        for j in range(k):
+            d = xs[j] - tau
+            if d > 0.0:
+                p = _power(d, beta, beta_int)
+                if p >= tiny:
+                    out[r, idx[j]] = p

@@ -1,0 +1,143 @@
+"""Exact α-entmax on the CPU in one compiled pass per row (numba; issue 25, the n = 512 floor).
+
+The same map and guarantee as :func:`sparse_core.entmax.entmax` (the module docstring there):
+the support is ``{i : x_i > τ*}`` for the input scores taken as exact numbers, with τ* correct
+to float64 rounding; probabilities under the output dtype's smallest normal number are flushed
+to 0. The torch paths make a dozen or more full passes over a layer's scores (each eager op one
+pass: the group maxima, the candidates' compare and nonzero, the gathers, the zeroing, the
+scatter; ~14 at α 1.25); the kernel (:mod:`sparse_core._entmax_cpu_kernel`) reads each row twice
+while it is in cache (maxima, then the candidates), works on the few candidates in float64, and
+writes the row once. The algorithm is the torch compact path's, from the group maxima's bound:
+the closed form at α 1.5 and 2 (so exact ties give exact zeros, and τ equals the torch path's bit
+for bit when both reach the same support), Newton on ``H_β`` otherwise.
+
+Rows are shared out over ``torch.get_num_threads()`` threads (the kernel releases the GIL), in
+contiguous ranges: each row's result depends on that row alone, so any split gives the same bits
+(a lone analysis, which runs one torch thread per half of the heads, equals its batched run).
+
+``SPARSESCOPE_NO_NUMBA=1`` keeps the torch paths (comparisons, bench/bench_entmax.py
+``--torch-entmax``); without numba installed the torch paths run and a line is logged once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import torch
+from torch import Tensor
+
+log = logging.getLogger(__name__)
+
+__all__ = ["MIN_ALPHA", "available", "entmax_rows", "warm"]
+
+MIN_ALPHA = 1.03
+"""Below it (β > 33) the kernel's powers lose range; those α keep the torch compact path."""
+MIN_ROWS_PER_THREAD = 64
+"""A call is shared out over threads only when each gets at least this many rows."""
+_BAD_SCORES = "scores contain NaN or +inf; only finite values and -inf (masked) are allowed"
+
+_kernel = None
+_tried = False
+_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+_pool_size = 0
+
+
+def _load():
+    """The compiled kernel module, or None (numba missing or switched off)."""
+    global _kernel, _tried
+    if _tried:
+        return _kernel
+    with _lock:
+        if not _tried:
+            try:
+                from . import _entmax_cpu_kernel as k
+
+                _kernel = k
+            except (ImportError, RuntimeError) as e:  # numba missing, or no cache dir it can use
+                log.warning("entmax: numba unavailable (%s); using the torch paths", e)
+            _tried = True
+    return _kernel
+
+
+def warm() -> bool:
+    """Compile (or load from numba's cache) the kernel for float32 and float64 rows now, e.g.
+    when an image is built; False without numba. A process's first call otherwise pays it
+    (~1 s from the cache, ~5-10 s to compile on this 2-core machine)."""
+    k = _load()
+    if k is None:
+        return False
+    for dtype in (np.float32, np.float64):
+        z = np.zeros((1, 4), dtype)
+        k.solve_rows(z, np.empty_like(z), 1.5, 1e-30, 0, 1, np.zeros(1, np.int8))
+    return True
+
+
+def available(rows: Tensor, alpha: object) -> bool:
+    """Whether :func:`entmax_rows` takes ``rows``: float32/float64 on the CPU, a scalar α in
+    [MIN_ALPHA, 2], numba importable, ``SPARSESCOPE_NO_NUMBA`` unset."""
+    return (
+        isinstance(alpha, float)
+        and MIN_ALPHA <= alpha <= 2.0
+        and rows.device.type == "cpu"
+        and rows.dtype in (torch.float32, torch.float64)
+        and not os.environ.get("SPARSESCOPE_NO_NUMBA")
+        and _load() is not None
+    )
+
+
+def _threads(r: int) -> int:
+    return max(1, min(torch.get_num_threads(), r // MIN_ROWS_PER_THREAD))
+
+
+def _executor(size: int) -> ThreadPoolExecutor:
+    global _pool, _pool_size
+    with _lock:
+        if _pool is None or _pool_size < size:
+            _pool = ThreadPoolExecutor(size, thread_name_prefix="entmax-cpu")
+            _pool_size = size
+        return _pool
+
+
+def entmax_rows(rows: Tensor, alpha: float, out: Tensor, redo) -> Tensor:
+    """α-entmax of the contiguous CPU ``rows (R, n)`` into ``out (R, n)`` (same dtype).
+
+    ``redo(z, alpha, out)`` recomputes rows the kernel flags as unsettled (the torch compact
+    path; never observed). Raises ``ValueError`` on NaN or +inf scores.
+    """
+    k = _load()
+    r_total = rows.shape[0]
+    z = rows.numpy()
+    o = out.numpy()
+    status = np.zeros(r_total, dtype=np.int8)
+    tiny = float(torch.finfo(out.dtype).tiny)
+    t = _threads(r_total)
+    if t == 1:
+        k.solve_rows(z, o, alpha, tiny, 0, r_total, status)
+    else:
+        cuts = [r_total * i // t for i in range(t + 1)]
+        pool = _executor(t - 1)
+        futures = [
+            pool.submit(k.solve_rows, z, o, alpha, tiny, cuts[i], cuts[i + 1], status)
+            for i in range(1, t)
+        ]
+        k.solve_rows(z, o, alpha, tiny, cuts[0], cuts[1], status)
+        for f in futures:
+            f.result()
+    if status.any():
+        if (status == 1).any():
+            raise ValueError(_BAD_SCORES)
+        redone = np.flatnonzero(status == 2).size
+        if redone:
+            log.warning("entmax: %d rows may have missed a support entry; recomputed", redone)
+        bad = torch.from_numpy(np.flatnonzero(status == 3))
+        if bad.numel():
+            log.warning("entmax: %d rows did not settle in the CPU kernel; torch path", bad.numel())
+            sub = torch.zeros_like(rows[bad])
+            redo(rows[bad], alpha, sub)
+            out[bad] = sub
+    return out

@@ -1,0 +1,197 @@
+"""The compiled CPU entmax kernel (sparse_core/entmax_cpu.py) on its own: exact supports, the
+torch paths' thresholds, ties, masks, errors, thread splits, and real attention rows.
+
+tests/core/test_entmax.py runs every public-map test through both the kernel and the torch
+paths; these are the kernel's own cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from sparse_core import entmax as E
+from sparse_core import entmax_cpu
+from sparse_core.entmax import entmax
+from sparse_core.testing import entmax_reference
+
+ALPHAS = [1.03, 1.1, 1.25, 1.3333, 1.5, 1.6185, 1.75, 2.0]
+TINY32 = torch.finfo(torch.float32).tiny
+
+
+def torch_entmax(z: torch.Tensor, alpha: float, monkeypatch) -> torch.Tensor:
+    with monkeypatch.context() as m:
+        m.setenv("SPARSESCOPE_NO_NUMBA", "1")
+        return entmax(z, alpha)
+
+
+def assert_exact(p: torch.Tensor, z: torch.Tensor, alpha: float) -> None:
+    r64 = entmax_reference(z.double(), alpha)
+    diff = (p > 0) != (r64 > 0)
+    if p.dtype == torch.float32:  # exact values under float32's range are flushed to 0
+        diff &= torch.maximum(p.double(), r64) >= TINY32
+    assert not diff.any(), f"{int(diff.sum())} support entries differ from the float64 reference"
+    assert float((p.double() - r64).abs().max()) <= 1e-6
+    assert not ((p > 0) & (p < torch.finfo(p.dtype).tiny)).any()
+
+
+def test_the_kernel_takes_cpu_rows(monkeypatch) -> None:
+    z = torch.randn(4, 300)
+    assert entmax_cpu.available(z, 1.5)
+    assert not entmax_cpu.available(z, 1.0)  # softmax
+    assert not entmax_cpu.available(z, 1.01)  # β > 33: the torch compact path
+    assert not entmax_cpu.available(z.half(), 1.5)
+    monkeypatch.setenv("SPARSESCOPE_NO_NUMBA", "1")
+    assert not entmax_cpu.available(z, 1.5)
+
+
+def test_kernel_calls_are_counted(monkeypatch) -> None:
+    """The dispatch really reaches the kernel (and not with the switch set)."""
+    calls = []
+    real = entmax_cpu.entmax_rows
+    monkeypatch.setattr(entmax_cpu, "entmax_rows", lambda *a: calls.append(1) or real(*a))
+    entmax(torch.randn(3, 40), 1.5)
+    assert calls == [1]
+    monkeypatch.setenv("SPARSESCOPE_NO_NUMBA", "1")
+    entmax(torch.randn(3, 40), 1.5)
+    assert calls == [1]
+
+
+@pytest.mark.parametrize("alpha", ALPHAS)
+@pytest.mark.parametrize("n", [1, 2, 5, 127, 128, 130, 512, 1000])
+def test_exact_support_on_random_rows(alpha: float, n: int) -> None:
+    g = torch.Generator().manual_seed(n)
+    for scale in (0.1, 3.0, 100.0):
+        z = torch.randn(13, n, generator=g) * scale
+        z[3] = z[3].round()  # ties
+        assert_exact(entmax(z, alpha), z, alpha)
+
+
+@pytest.mark.parametrize("alpha", ALPHAS)
+def test_same_support_and_values_as_the_torch_paths(alpha: float, monkeypatch) -> None:
+    g = torch.Generator().manual_seed(7)
+    z = torch.randn(6, 64, 256, generator=g) * 4
+    p, q = entmax(z, alpha), torch_entmax(z, alpha, monkeypatch)
+    assert torch.equal(p > 0, q > 0)
+    # the torch dense path (α < 1.5) carries float32 rounding amplified by β = 1 / (α − 1)
+    assert float((p - q).abs().max()) <= max(1e-6, torch.finfo(torch.float32).eps / (alpha - 1))
+    if alpha in (1.5, 2.0):  # the same closed form, sums in the same order: τ bit for bit
+        assert torch.equal(p, q)
+
+
+@pytest.mark.parametrize("alpha", [1.5, 2.0])
+def test_exact_ties_give_exact_zeros(alpha: float) -> None:
+    # α 1.5: (2, 0) puts the second score exactly on the threshold; α 2: (1, 0) likewise
+    z = torch.tensor([[2.0, 0.0, -5.0] + [-9.0] * 200]) if alpha == 1.5 else None
+    if alpha == 2.0:
+        z = torch.tensor([[1.0, 0.0, -5.0] + [-9.0] * 200])
+    p = entmax(z, alpha)
+    assert p[0, 0] == 1.0 and not p[0, 1:].any()
+
+
+def test_masked_and_dead_rows() -> None:
+    z = torch.randn(4, 300)
+    z[0, ::2] = -torch.inf
+    z[1] = -torch.inf
+    z[2, 1:] = -torch.inf
+    p = entmax(z, 1.5)
+    assert not p[0, ::2].any() and torch.allclose(p[0].sum(), torch.tensor(1.0))
+    assert not p[1].any()  # fully masked: zeros
+    assert p[2, 0] == 1.0 and not p[2, 1:].any()
+    assert_exact(p[[0, 2, 3]], z[[0, 2, 3]], 1.5)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+@pytest.mark.parametrize("n", [20, 300])
+def test_nan_and_inf_are_refused(bad: float, n: int) -> None:
+    z = torch.randn(5, n)
+    z[3, n // 2] = bad
+    with pytest.raises(ValueError, match="NaN or \\+inf"):
+        entmax(z, 1.5)
+    z = torch.full((2, n), -torch.inf)
+    z[1, 4] = bad  # a NaN among masked scores, which the maximum cannot see
+    with pytest.raises(ValueError, match="NaN or \\+inf"):
+        entmax(z, 1.25)
+
+
+def test_float64_rows_stay_float64() -> None:
+    z = torch.randn(10, 200, dtype=torch.float64) * 5
+    p = entmax(z, 1.75)
+    assert p.dtype == torch.float64
+    assert_exact(p, z, 1.75)
+
+
+def test_out_buffer_is_written_in_place() -> None:
+    z = torch.randn(2, 3, 160)
+    buf = torch.full((4, 2, 3, 160), 7.0)
+    p = entmax(z, 1.5, out=buf[1])
+    assert p.data_ptr() == buf[1].data_ptr()
+    assert torch.equal(buf[1], entmax(z, 1.5)) and (buf[0] == 7.0).all()
+
+
+def test_any_split_over_threads_gives_the_same_bits(monkeypatch) -> None:
+    g = torch.Generator().manual_seed(3)
+    z = torch.randn(12, 64, 512, generator=g) * 3
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = entmax(z, 1.25)
+        torch.set_num_threads(3)
+        monkeypatch.setattr(entmax_cpu, "MIN_ROWS_PER_THREAD", 5)
+        three = entmax(z, 1.25)
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(one, three)
+    assert torch.equal(entmax(z[:, 5:9], 1.25), one[:, 5:9])  # rows alone, as batched
+
+
+def test_unsettled_rows_go_to_the_torch_path(monkeypatch) -> None:
+    """Rows the kernel flags (status 3) are recomputed by the torch compact path."""
+    z = torch.randn(6, 200)
+    real = entmax_cpu._load()
+
+    class Flagging:
+        @staticmethod
+        def solve_rows(zz, o, alpha, tiny, r0, r1, status):
+            real.solve_rows(zz, o, alpha, tiny, r0, r1, status)
+            status[r0 + 1] = 3
+            o[r0 + 1] = 0.5  # garbage the redo must replace
+
+    monkeypatch.setattr(entmax_cpu, "_kernel", Flagging)
+    monkeypatch.setattr(entmax_cpu, "MIN_ROWS_PER_THREAD", 10**6)
+    p = entmax(z, 1.5)
+    assert_exact(p, z, 1.5)
+
+
+def test_the_kernel_solves_each_row_alone() -> None:
+    """The kernel entry point itself: its status and output on a hand-made batch."""
+    k = entmax_cpu._load()
+    z = np.array([[2.0, 0.0, -1.0, -1.0], [0.0, 0.0, 0.0, 0.0], [np.nan, 0, 0, 0]], np.float32)
+    out = np.full_like(z, 9.0)
+    status = np.zeros(3, np.int8)
+    k.solve_rows(z, out, 1.5, TINY32, 0, 3, status)
+    assert status.tolist() == [0, 0, 1]
+    assert out[0].tolist() == [1.0, 0.0, 0.0, 0.0]
+    assert out[1].tolist() == [0.25] * 4
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize("alpha", [1.25, 1.5, 1.75, 2.0])
+def test_real_attention_rows(alpha: float, monkeypatch) -> None:
+    """The default model's scores of a real sentence: exact, and the torch paths' support."""
+    import sparse_core
+
+    model = sparse_core.load_model()
+    text = "The cat sat on the mat because it was tired, and the dog watched it from the door. " * 6
+    out = model.run(text, alpha=alpha)
+    q, k = out.queries[2].float(), out.keys[2].float()  # (H, n, d)
+    z = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5  # (H, n, n)
+    p = entmax(z, alpha)
+    assert_exact(p.view(-1, z.shape[-1]), z.view(-1, z.shape[-1]), alpha)
+    assert torch.equal(p > 0, torch_entmax(z, alpha, monkeypatch) > 0)
+    assert torch.equal(p, E.entmax(z, alpha))  # deterministic
+    # and the kernel settles every row at its first try (no redo from {x > −1}: the bound held)
+    rows = z.reshape(-1, z.shape[-1]).contiguous().numpy()
+    status = np.zeros(len(rows), np.int8)
+    entmax_cpu._load().solve_rows(rows, np.empty_like(rows), alpha, TINY32, 0, len(rows), status)
+    assert not status.any()
