@@ -103,3 +103,14 @@ def spherical_kmeans(x, init, iters, eps):  # pragma: no cover - compiled
                     for d in range(r):
                         cent[c, d] = sums[c, d] / nrm
     return out
+
+
+def warm() -> bool:
+    """Compile (or load from numba's cache) every kernel here on tiny inputs, so that a fresh
+    image or process does not compile on its first analysis; True when both ran."""
+    x = np.zeros((1, 2, 4))
+    x[..., 0] = 1.0
+    cent = np.ones((1, 2, 4))
+    near = nearest_first(x, cent, 1)
+    km = spherical_kmeans(x, cent, 1, 1e-12)
+    return near.shape == (1, 2, 1) and km.shape == (1, 2, 4)
