@@ -5,15 +5,11 @@ the numpy code it replaces (same integers, float64 sums added in the same order,
   first centroids by squared distance ``Σ_c (x_c − cent_c)²`` added in dimension order (as
   ``sparsefinder.sq_distances``), ascending, ties to the lower index (a stable sort). One pass
   per token over the B centroids, in cache, instead of B · r numpy passes over every token.
-- :func:`spherical_kmeans`: Routing's Lloyd loop (``baselines.routing_centroids``), head by
-  head in cache: the first maximum of each point's C scores (``argmax``, first on ties), a
-  head leaving when no assignment moved, the clusters' counts and coordinate sums adding the
-  points in order (exactly ``np.bincount(idx, weights)``), the unit centroids as
-  ``baselines._unit``. One difference from the numpy loop: each score ``Σ_d cent_cd x_pd`` is
-  added left to right here, where BLAS' product may fuse a multiply-add (the scores differ by
-  at most a few ulps, ~1e-15); an assignment can only differ where two centroids' scores of a
-  point are that close (never seen: ``bench/sweep_exact.py`` and the tests find the
-  centroids, hence the masks, equal bit for bit).
+- :func:`lloyd_step`: one assignment + update pass of Routing's spherical k-means
+  (``baselines.routing_centroids``): the first maximum over the C centroid scores of each point
+  (``argmax``, first on ties), whether a head's assignment moved, and the per-cluster counts and
+  coordinate sums of the moved heads, each sum adding the points in their order (exactly
+  ``np.bincount(idx, weights)``). The scores themselves stay numpy's product.
 
 Compiled on first call (``cache=True``: cached under ``__pycache__``), ``nogil``.
 """
@@ -56,53 +52,44 @@ def nearest_first(x, cent, first):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def spherical_kmeans(x, init, iters, eps):  # pragma: no cover - compiled
-    """Routing's Lloyd loop, head by head: x (A, m, r) unit points, init (A, C, r) float64
-    centroids -> (A, C, r). Each step assigns every point to its first highest score
-    ``Σ_d cent_cd x_pd`` (d in order), stops the head when no assignment moved, else sets each
-    non-empty cluster's centroid to its points' sum (points in order) over
-    ``max(sqrt(Σ_d sum_d²), eps)``; at most ``iters`` steps."""
-    A, m, r = x.shape
-    C = init.shape[1]
-    out = init.copy()
-    ids = np.empty(m, dtype=np.int64)
-    count = np.empty(C, dtype=np.int64)
-    sums = np.empty((C, r))
-    for a in range(A):
-        cent = out[a]
-        for it in range(iters):
-            moved = it == 0
+def lloyd_step(s, prev, x, act):  # pragma: no cover - compiled
+    """One k-means step of the active heads.
+
+    s (A', C, m) float64 scores of the active heads' points against their centroids; prev
+    (A', m) uint8 the previous assignment (ignored when its first dim is 0); x (A, m, r)
+    float64 every head's points; act (A',) int64 the active heads' indices into x.
+    Returns ``(ids (A', m) uint8, moved (A',) bool, count (A', C) int64, sums (A', C, r)
+    float64)``; counts and sums are filled for the moved heads only (every head without prev).
+    """
+    Aa, C, m = s.shape
+    r = x.shape[2]
+    ids = np.empty((Aa, m), dtype=np.uint8)
+    moved = np.empty(Aa, dtype=np.bool_)
+    count = np.zeros((Aa, C), dtype=np.int64)
+    sums = np.zeros((Aa, C, r))
+    have_prev = prev.shape[0] > 0
+    for a in range(Aa):
+        mv = not have_prev
+        for p in range(m):
+            best = s[a, 0, p]
+            k = 0
+            for c in range(1, C):
+                v = s[a, c, p]
+                if v > best:  # strictly: the first of equal maxima
+                    best = v
+                    k = c
+            ids[a, p] = k
+            if have_prev and prev[a, p] != k:
+                mv = True
+        moved[a] = mv
+        if mv:
+            h = act[a]
             for p in range(m):
-                best = 0.0
-                k = 0
-                for c in range(C):
-                    v = cent[c, 0] * x[a, p, 0]
-                    for d in range(1, r):
-                        v += cent[c, d] * x[a, p, d]
-                    if c == 0 or v > best:  # strictly: the first of equal maxima
-                        best = v
-                        k = c
-                if ids[p] != k:
-                    moved = True
-                ids[p] = k
-            if not moved:
-                break  # a fixed point: later steps would change nothing
-            count[:] = 0
-            sums[:] = 0.0
-            for p in range(m):
-                k = ids[p]
-                count[k] += 1
+                k = ids[a, p]
+                count[a, k] += 1
                 for d in range(r):
-                    sums[k, d] += x[a, p, d]
-            for c in range(C):
-                if count[c] > 0:
-                    s = sums[c, 0] * sums[c, 0]
-                    for d in range(1, r):
-                        s += sums[c, d] * sums[c, d]
-                    nrm = max(np.sqrt(s), eps)
-                    for d in range(r):
-                        cent[c, d] = sums[c, d] / nrm
-    return out
+                    sums[a, k, d] += x[h, p, d]
+    return ids, moved, count, sums
 
 
 def warm() -> bool:
@@ -110,7 +97,6 @@ def warm() -> bool:
     image or process does not compile on its first analysis; True when both ran."""
     x = np.zeros((1, 2, 4))
     x[..., 0] = 1.0
-    cent = np.ones((1, 2, 4))
-    near = nearest_first(x, cent, 1)
-    km = spherical_kmeans(x, cent, 1, 1e-12)
-    return near.shape == (1, 2, 1) and km.shape == (1, 2, 4)
+    near = nearest_first(x, np.ones((1, 2, 4)), 1)
+    step = lloyd_step(np.zeros((1, 2, 2)), np.empty((0, 2), np.uint8), x, np.zeros(1, np.int64))
+    return near.shape == (1, 2, 1) and step[0].shape == (1, 2)
