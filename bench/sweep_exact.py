@@ -10,7 +10,9 @@ inputs, bidirectional and causal, dumped by one tree and compared with another's
 The inputs: the first ``--texts`` held-out inputs of the commonest length, one of another
 length and a short text (n < 64: the grids' small-n branches), each bidirectional; the first and
 the short one also causal. Each dump runs in a fresh interpreter with the tree first on
-``sys.path`` (``--src``), one thread.
+``sys.path`` (``--src``), one thread. The dump carries each method's grid (the points' params);
+where the two trees' grids differ (a grid change), ``compare`` checks each metric on the points
+both grids have and prints each changed grid's sizes.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ DUMP = (
     HELD_OUT
     + r"""
 from collections import Counter
+import json
 import numpy as np
 from sparse_core import methods as M
 from sparse_core import pareto as PA
@@ -50,9 +53,12 @@ with torch.inference_mode():
         ctx = M.PredictContext.from_run(out, art)
         gold = Gold.of(ctx)
         for name, m in M.METHODS.items():
-            got = PA.sweep_points(ctx, m, m.grid(out.n, art), gold)
+            grid = m.grid(out.n, art)
+            got = PA.sweep_points(ctx, m, grid, gold)
             for metric, v in got.items():
                 arrays[f"{{k}}/{{int(causal)}}/{{name}}/{{metric}}"] = v.numpy()
+            arrays[f"{{k}}/{{int(causal)}}/{{name}}/grid"] = np.array(
+                [json.dumps(p, sort_keys=True) for p in grid])
 np.savez({out!r}, **arrays)
 print(len(arrays), "arrays,", len(runs), "runs")
 """
@@ -66,18 +72,46 @@ def dump(args) -> int:
     return subprocess.run([sys.executable, "-c", code], env=env).returncode
 
 
+def _common(a, b, k: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """The rows of metric array ``k`` of both dumps at the grid points both grids have (in
+    a's order), when both dumps carry the grids and they differ; else None."""
+    g = k.rsplit("/", 1)[0] + "/grid"
+    if g not in a.files or g not in b.files or list(a[g]) == list(b[g]):
+        return None
+    pos = {p: i for i, p in enumerate(b[g])}
+    ia = [i for i, p in enumerate(a[g]) if p in pos]
+    return a[k][ia], b[k][[pos[a[g][i]] for i in ia]]
+
+
 def compare(args) -> int:
+    """Every array bit for bit; where the two trees' grids of a method differ (a grid change),
+    each metric on the points both grids have."""
     a, b = np.load(args.a), np.load(args.b)
-    bad = sorted(k for k in set(a.files) | set(b.files)
-                 if k not in a.files or k not in b.files or a[k].dtype != b[k].dtype
-                 or not np.array_equal(a[k], b[k]))  # fmt: skip
+    bad, sub = [], 0
+    for k in sorted(set(a.files) | set(b.files)):
+        if k.endswith("/grid"):
+            continue
+        if k not in a.files or k not in b.files or a[k].dtype != b[k].dtype:
+            bad.append(k)
+            continue
+        pair = _common(a, b, k)
+        sub += pair is not None
+        x, y = pair if pair is not None else (a[k], b[k])
+        if not np.array_equal(x, y):
+            bad.append(k)
+    for g in sorted(f for f in a.files if f.endswith("/grid") and f in b.files):
+        if list(a[g]) != list(b[g]):
+            kept = len(set(a[g]) & set(b[g]))
+            print(f"grid {g[:-5]}: {len(a[g])} -> {len(b[g])} points, {kept} in both")
     for k in bad[:20]:
         if k in a.files and k in b.files and a[k].shape == b[k].shape:
             d = np.abs(a[k] - b[k]).max()
             print(f"differs: {k} (max |diff| {d:.3g})")
         else:
             print(f"differs: {k} (missing or shape)")
-    print(f"{len(a.files)} / {len(b.files)} arrays, {len(bad)} differ")
+    n = sum(not f.endswith("/grid") for f in a.files)
+    m = sum(not f.endswith("/grid") for f in b.files)
+    print(f"{n} / {m} arrays, {len(bad)} differ ({sub} compared on the points both grids have)")
     return 1 if bad else 0
 
 

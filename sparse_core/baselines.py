@@ -49,6 +49,7 @@ import torch
 from torch import Tensor
 
 from . import patterns
+from ._method_kernels import lloyd_step
 from .errors import SparsescopeError
 from .rng import BIGBIRD_STREAM, hash_uniform_t
 
@@ -194,28 +195,36 @@ def routing_centroids(
     if init is None or init.shape[-2] < C:
         init = farthest_points(qp, kp, C, pts)
     cent = init.reshape(A, -1, r)[:, :C].copy()
-    cols = np.ascontiguousarray(np.moveaxis(x, -1, 0))  # (r, A, 2n): bincount weights
+    cols = np.ascontiguousarray(np.moveaxis(x, -1, 0))  # (r, A, 2n): the product's operand
     act = np.arange(A)  # the heads not yet at a fixed point
     prev = None
     for _ in range(iters):
-        if C <= _ROW_ARGMAX:  # (A', C, 2n): C contiguous rows, one pass each
+        if C <= _ROW_ARGMAX:  # compiled: first maxima, moved heads, counts and sums in one pass
             w = cols if act.size == A else cols[:, act]
-            ids = _first_max(cent[act] @ w.transpose(1, 0, 2))  # (A', 2n)
-        else:
-            xa = x if act.size == A else x[act]
-            ids = (xa @ cent[act].transpose(0, 2, 1)).argmax(axis=-1)  # (A', 2n)
+            s = cent[act] @ w.transpose(1, 0, 2)  # (A', C, 2n)
+            none = np.empty((0, m), dtype=np.uint8)
+            ids, moved, count, sums = lloyd_step(s, none if prev is None else prev, x, act)
+            if prev is not None:
+                if not moved.any():
+                    break  # a fixed point: the remaining iterations would change nothing
+                act, ids, count, sums = act[moved], ids[moved], count[moved], sums[moved]
+            prev = ids
+            cent[act] = np.where(count[..., None] > 0, _unit(sums), cent[act])
+            continue
+        xa = x if act.size == A else x[act]
+        ids = (xa @ cent[act].transpose(0, 2, 1)).argmax(axis=-1)  # (A', 2n)
         if prev is not None:
             moved = (ids != prev).any(axis=1)
             if not moved.any():
-                break  # a fixed point: the remaining iterations would change nothing
+                break
             act, ids = act[moved], ids[moved]
         prev = ids
         Aa = act.size
         idx = (ids + (np.arange(Aa) * C)[:, None]).ravel()  # (A'·2n,) int64
         count = np.bincount(idx, minlength=Aa * C).reshape(Aa, C, 1)
-        w = cols if Aa == A else cols[:, act]
+        xs = x[act]
         sums = np.stack(
-            [np.bincount(idx, weights=w[d].ravel(), minlength=Aa * C) for d in range(r)], -1
+            [np.bincount(idx, weights=xs[..., d].ravel(), minlength=Aa * C) for d in range(r)], -1
         ).reshape(Aa, C, r)
         cent[act] = np.where(count > 0, _unit(sums), cent[act])  # an empty cluster keeps its
     return torch.from_numpy(cent.reshape(*lead, C, r))
@@ -225,23 +234,6 @@ def routing_centroids(
 #: a contiguous pass over the points) rather than ``argmax`` over the C scores of every point
 #: (a call per point, ~15 ns each); both take the first of equal maxima.
 _ROW_ARGMAX = 32
-
-
-def _first_max(s: np.ndarray) -> np.ndarray:
-    """``s.argmax(axis=1)`` of (A, C, m) scores, C < 256: (A, m) uint8, the first of equal
-    maxima. Row c replaces the best so far where strictly greater, and c is larger than every
-    index kept so far, so the index is a running maximum of c · [row c is greater]."""
-    best = s[:, 0].copy()
-    ids = np.zeros(best.shape, dtype=np.uint8)
-    gt = np.empty(best.shape, dtype=bool)
-    tmp = np.empty(best.shape, dtype=np.uint8)
-    for c in range(1, s.shape[1]):
-        v = s[:, c]
-        np.greater(v, best, out=gt)
-        np.multiply(gt, np.uint8(c), out=tmp)
-        np.maximum(ids, tmp, out=ids)
-        np.maximum(best, v, out=best)
-    return ids
 
 
 def top_members(score: Tensor, m: int) -> Tensor:

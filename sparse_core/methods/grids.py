@@ -6,6 +6,10 @@ the masked-LM widths {31, 41, 51, 75, 101, 125, 151, 175, 201, 251} (§6); width
 (wider than any text of n tokens needs) are dropped. Above ``COARSE_N`` tokens (a long text,
 issue 25) every second width is swept, {0, 3, 7, 11, 19, 27, 41, 75, 125, 175, 251}: about
 half the points (a one-head sweep at n = 4,096 took 112 s), the same span of widths.
+
+The paper methods' own grids are every second value of the paper's, both ends kept
+(``SWEEP_BUCKETS``, ``RANDOM_COUNTS``, ``SWEEP_KMEANS``, ``SWEEP_THRESHOLDS``; docs/methods.md
+"Sweep grids": the frontiers they trace, against the full grids); the sliders keep every value.
 """
 
 from __future__ import annotations
@@ -19,9 +23,16 @@ WINDOWS_MT = (0, 1, 3, 5, 7, 9, 11, 15, 19, 23, 27)
 WINDOWS_MLM = (31, 41, 51, 75, 101, 125, 151, 175, 201, 251)
 #: Above this many tokens the window widths are swept coarser (every second one).
 COARSE_N = 2048
-#: Bucket / cluster counts of the paper's grids (Reformer, Routing, quantization, k-means).
+#: Bucket / cluster counts the sliders offer (Reformer, Routing; the artefact's k-means fits).
 BUCKET_COUNTS = (2, 4, 6, 8, 10, 12, 16, 20)
-RANDOM_COUNTS = (2, 4, 6, 8, 10, 12, 14, 16, 18, 20)  # BigBird keys, Longformer globals
+#: The sweeps' own grids (docs/methods.md "Sweep grids"): every second value of the paper's
+#: grids and both ends, chosen for cost (issue 24: the corpus sweep of every method within
+#: 2.5 minutes; issue 26: the page's one-head sweep and summary) — the points these drop were
+#: rarely on a method's frontier over sparsity 0.5–0.98 and lie between the points kept.
+SWEEP_BUCKETS = (2, 4, 8, 12, 20)  # Reformer B, sf-quantization B, Routing C (was 8 values)
+RANDOM_COUNTS = (2, 4, 8, 14, 20)  # BigBird keys, Longformer globals (was 2, 4, …, 20)
+SWEEP_KMEANS = (4, 8, 12, 20)  # sf-kmeans B, those of them the artefact fitted (was all)
+SWEEP_THRESHOLDS = (0.5, 1.0, 2.0, 3.0, 5.0)  # sf-distance t (was 0.5, 1.0, …, 5.0)
 #: Most Reformer hash rounds a slider offers (the page receives every round up to this).
 REFORMER_MAX_ROUNDS = 4
 #: Largest sf-distance threshold a slider offers.
@@ -59,10 +70,11 @@ def random_counts(n: int) -> list[int]:
     return sorted({min(r, n) for r in RANDOM_COUNTS})
 
 
-def cluster_choices(n: int) -> list[int]:
-    """Routing's cluster counts for length n: :data:`BUCKET_COUNTS` up to max(n, 2)."""
-    ch = [c for c in BUCKET_COUNTS if c <= max(n, 2)]
-    return ch or [BUCKET_COUNTS[0]]
+def cluster_choices(n: int, counts: tuple[int, ...] = BUCKET_COUNTS) -> list[int]:
+    """Routing's cluster counts for length n: ``counts`` (the sliders' :data:`BUCKET_COUNTS`,
+    or the sweep's :data:`SWEEP_BUCKETS`) up to max(n, 2)."""
+    ch = [c for c in counts if c <= max(n, 2)]
+    return ch or [counts[0]]
 
 
 def kmeans_choices(artefact) -> list[int]:
@@ -71,3 +83,10 @@ def kmeans_choices(artefact) -> list[int]:
     if artefact is not None and artefact.centroids:
         return sorted(int(b) for b in artefact.centroids)
     return list(CLUSTER_COUNTS)
+
+
+def kmeans_sweep(artefact) -> list[int]:
+    """sf-kmeans's swept cluster counts: the fitted ones in :data:`SWEEP_KMEANS`, or every
+    fitted one when none of them is (an artefact fitted at other counts)."""
+    ch = kmeans_choices(artefact)
+    return [b for b in ch if b in SWEEP_KMEANS] or ch

@@ -12,7 +12,7 @@ bucket / cluster count of its sliders (``head_payload``).
 Defaults: reformer B = 8 buckets (choice of ``grids.BUCKET_COUNTS``), 1 round (up to
 ``grids.REFORMER_MAX_ROUNDS``), rotations seed 0 hashed with (layer, head, round); routing
 C = 8 clusters (choice of ``grids.cluster_choices(n)``). Window and globals off. Own grids:
-B ∈ BUCKET_COUNTS with 1 round; C ∈ cluster_choices(n).
+B ∈ ``grids.SWEEP_BUCKETS`` with 1 round; C ∈ ``cluster_choices(n, SWEEP_BUCKETS)``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from .. import baselines
 from ..bitsets import assign_bits, pack, words
 from .base import Method
 from .context import PredictContext
-from .grids import BUCKET_COUNTS, REFORMER_MAX_ROUNDS, cluster_choices
+from .grids import BUCKET_COUNTS, REFORMER_MAX_ROUNDS, SWEEP_BUCKETS, cluster_choices
 from .spec import ParamSpec
 
 
@@ -72,7 +72,7 @@ class ReformerMethod(Method):
         ]  # fmt: skip
 
     def own_grid(self, n, artefact=None):
-        return [{"n_buckets": b, "rounds": 1} for b in BUCKET_COUNTS]
+        return [{"n_buckets": b, "rounds": 1} for b in SWEEP_BUCKETS]
 
     def base(self, ctx, p):
         return baselines.buckets_mask(reformer_buckets(ctx, p["n_buckets"], p["rounds"]))
@@ -109,7 +109,7 @@ class RoutingMethod(Method):
         ]  # fmt: skip
 
     def own_grid(self, n, artefact=None):
-        return [{"n_clusters": c} for c in cluster_choices(n)]
+        return [{"n_clusters": c} for c in cluster_choices(n, SWEEP_BUCKETS)]
 
     def base(self, ctx, p):
         return baselines.members_mask(*routing_members(ctx, p["n_clusters"]))

@@ -4,11 +4,12 @@ sf-kmeans, all in the artefact's r-dimensional projected space (``sparse_core.sp
 Defaults and own sweep grids (n tokens):
 
 - sf-distance: threshold t = 2.0 (``sparsefinder.REFERENCE_THRESHOLD``), in [0, 10]; grid
-  t ∈ ``sparsefinder.DISTANCE_THRESHOLDS`` = {0.5, 1.0, …, 5.0};
+  t ∈ ``grids.SWEEP_THRESHOLDS`` = {0.5, 1, 2, 3, 5};
 - sf-quantization: n_buckets B = min(8, n) balanced bins per dimension, in [1, n]; grid
-  B ∈ ``grids.BUCKET_COUNTS`` with B ≤ n;
+  B ∈ ``grids.SWEEP_BUCKETS`` = {2, 4, 8, 12, 20} with B ≤ n;
 - sf-kmeans: n_clusters B = 8 (a choice of the artefact's centroid counts), top_k 1; grid
-  B × k ∈ ``sparsefinder.KMEANS_TOP_K`` = {1, 2, 3} with k < B.
+  B ∈ ``grids.kmeans_sweep`` (the fitted ones of {4, 8, 12, 20}) × k ∈
+  ``sparsefinder.KMEANS_TOP_K`` = {1, 2, 3} with k < B.
 
 Window and globals are off by default. The page recomputes all three from the projected
 queries and keys (and the k-means centroids), which ``head_payload`` sends at full float32
@@ -23,10 +24,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .._method_kernels import nearest_first
 from ..bitsets import assign_bits
 from ..errors import SparsescopeError
 from ..sparsefinder import (
-    DISTANCE_THRESHOLDS,
     KMEANS_TOP_K,
     REFERENCE_THRESHOLD,
     balanced_buckets,
@@ -37,7 +38,7 @@ from ..sparsefinder import (
 from .base import Method
 from .context import PredictContext
 from .distance_bits import distance_bits
-from .grids import BUCKET_COUNTS, SF_DISTANCE_MAX, kmeans_choices
+from .grids import SF_DISTANCE_MAX, SWEEP_BUCKETS, SWEEP_THRESHOLDS, kmeans_choices, kmeans_sweep
 from .spec import ParamSpec
 
 
@@ -80,7 +81,7 @@ def kmeans_assignments(ctx: PredictContext, n_clusters: int, top_k: int) -> tupl
     return aq[..., :top_k].long(), ak[..., :top_k].long()
 
 
-#: Nearest centroids found by running minima (the sweep's top-k <= 3) rather than a sort.
+#: Ranks of the nearest-centroid order memoised for the sweep's top-k (<= 3); more: the whole order.
 _FEW = max(KMEANS_TOP_K)
 
 
@@ -88,50 +89,16 @@ def nearest_order(x: np.ndarray, cent: np.ndarray, first: int) -> np.ndarray:
     """The first ``first`` centroids of each token by squared distance ascending, ties to the
     lower index (a stable sort): x (..., n, r), cent (..., B, r) float64 -> (..., n, first)
     uint8. The distances are ``Σ_c (x_c − cent_c)²`` added in dimension order, as
-    ``sparsefinder.sq_distances``. Up to ``_FEW`` of them are found by running minima over
-    the centroids (one contiguous pass per centroid and rank, the taken ones skipped), more
-    by a stable argsort."""
-    B, r = cent.shape[-2], cent.shape[-1]
-    if first > _FEW or B > 255:
-        d = np.zeros((*x.shape[:-1], B))  # (..., n, B)
-        for c in range(r):
-            d += (x[..., :, None, c] - cent[..., None, :, c]) ** 2
-        return np.argsort(d, axis=-1, kind="stable")[..., :first].astype(np.uint8)
-    xs = np.ascontiguousarray(np.moveaxis(x, -1, 0))  # (r, ..., n)
-    cs = np.moveaxis(cent, -1, 0)[..., None]  # (r, ..., B, 1)
-    d = np.empty((B, *xs.shape[1:]))  # (B, ..., n): one contiguous block per centroid
-    tmp = np.empty(xs.shape[1:])
-    for b in range(B):
-        np.subtract(xs[0], cs[0][..., b, :], out=d[b])
-        d[b] *= d[b]  # (x − c)², exactly as ** 2
-        for c in range(1, r):
-            np.subtract(xs[c], cs[c][..., b, :], out=tmp)
-            tmp *= tmp
-            d[b] += tmp
-    shape = xs.shape[1:]
-    out = np.empty((*shape, first), dtype=np.uint8)
-    best = np.empty(shape)
-    lt = np.empty(shape, dtype=bool)
-    ids, tmp8 = np.empty(shape, dtype=np.uint8), np.empty(shape, dtype=np.uint8)
-    for s in range(first):
-        taken = [out[..., t] for t in range(s)]
-        for b in range(B):
-            v = d[b]
-            if taken:  # centroids of earlier ranks are out of the running
-                mask = taken[0] == b
-                for t in taken[1:]:
-                    mask |= t == b
-                v = np.where(mask, np.inf, v)
-            if b == 0:
-                np.copyto(best, v)
-                ids.fill(0)
-                continue
-            np.less(v, best, out=lt)  # strictly: the lower index keeps equal distances
-            np.multiply(lt, np.uint8(b), out=tmp8)
-            np.maximum(ids, tmp8, out=ids)  # b exceeds every index kept so far
-            np.minimum(best, v, out=best)
-        out[..., s] = ids
-    return out
+    ``sparsefinder.sq_distances``; found per token in one compiled pass over the B centroids
+    (``_method_kernels.nearest_first``: running minima, the taken ones skipped), B <= 255."""
+    B = cent.shape[-2]
+    if B > 255:
+        raise SparsescopeError(f"at most 255 centroids are supported, got {B}")
+    lead = np.broadcast_shapes(x.shape[:-2], cent.shape[:-2])
+    xs = np.broadcast_to(x, (*lead, *x.shape[-2:])).reshape(-1, *x.shape[-2:])  # (A, n, r)
+    cs = np.broadcast_to(cent, (*lead, *cent.shape[-2:])).reshape(-1, *cent.shape[-2:])
+    out = nearest_first(np.ascontiguousarray(xs), np.ascontiguousarray(cs), int(first))
+    return out.reshape(*lead, x.shape[-2], int(first))
 
 
 def _ranks(x: Tensor) -> np.ndarray:
@@ -162,7 +129,7 @@ class DistanceMethod(Method):
         ]  # fmt: skip
 
     def own_grid(self, n, artefact=None):
-        return [{"t": t} for t in DISTANCE_THRESHOLDS]
+        return [{"t": t} for t in SWEEP_THRESHOLDS]
 
     def base(self, ctx, p):
         return sf_distance(ctx.proj_q, ctx.proj_k, p["t"])
@@ -189,7 +156,7 @@ class QuantizationMethod(Method):
         ]  # fmt: skip
 
     def own_grid(self, n, artefact=None):
-        return [{"n_buckets": b} for b in BUCKET_COUNTS if b <= n]
+        return [{"n_buckets": b} for b in SWEEP_BUCKETS if b <= n]
 
     def base(self, ctx, p):
         return sf_quantization(ctx.proj_q, ctx.proj_k, n_buckets=p["n_buckets"])
@@ -237,7 +204,7 @@ class KMeansMethod(Method):
     def own_grid(self, n, artefact=None):
         return [
             {"n_clusters": b, "top_k": k}
-            for b in kmeans_choices(artefact)
+            for b in kmeans_sweep(artefact)
             for k in KMEANS_TOP_K
             if k < b
         ]

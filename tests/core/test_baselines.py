@@ -196,22 +196,58 @@ def test_routing_centroids_equal_the_plain_loop_bit_for_bit(seed, n, heads):
             )
 
 
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 30), levels=st.integers(1, 3))
+def test_routing_centroids_with_ties_equal_the_plain_loop(seed, n, levels):
+    """Projections on a coarse grid (repeated points, so equal scores and empty clusters are
+    common): the compiled Lloyd step (``_method_kernels.lloyd_step``) takes the first of equal
+    maxima and an empty cluster keeps its centroid, as the plain numpy loop, bit for bit."""
+    import numpy as np
+
+    g = torch.Generator().manual_seed(seed)
+    qp = torch.randint(-levels, levels + 1, (1, 3, n, 4), generator=g).float()
+    kp = torch.randint(-levels, levels + 1, (1, 3, n, 4), generator=g).float()
+    qp[..., 0] += 0.5  # no zero vector
+    for C in sorted(c for c in {1, 2, 5, 12} if c <= 2 * n):
+        want = _routing_reference(qp, kp, C)
+        assert np.array_equal(B.routing_centroids(qp, kp, C).numpy(), want), C
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     seed=st.integers(0, 10_000), C=st.integers(1, 40), m=st.integers(1, 50),
-    levels=st.integers(1, 4),
+    levels=st.integers(1, 4), with_prev=st.booleans(),
 )  # fmt: skip
-def test_first_max_is_argmax_with_ties(seed, C, m, levels):
-    """The Lloyd step's row-by-row maximum takes the first of equal scores, as ``argmax``
-    (scores from a few levels, so most points tie; -0.0 next to 0.0 too)."""
+def test_lloyd_step_is_argmax_and_bincount(seed, C, m, levels, with_prev):
+    """The compiled Lloyd step (``_method_kernels.lloyd_step``) takes the first of equal scores,
+    as ``argmax`` (scores from a few levels, so most points tie; -0.0 next to 0.0 too), flags
+    the heads whose assignment moved, and gives exactly ``np.bincount``'s counts and weighted
+    sums (float64, points added in order) for the moved heads."""
     import numpy as np
 
+    from sparse_core._method_kernels import lloyd_step
+
     rng = np.random.default_rng(seed)
+    A, r = 5, 4
     s = rng.integers(-levels, levels + 1, size=(3, C, m)).astype(np.float64) / 4
     s[s == 0] = rng.choice([0.0, -0.0], size=int((s == 0).sum()))
-    got = B._first_max(s)
-    assert got.dtype == np.uint8
-    assert np.array_equal(got, s.argmax(axis=1))
+    x = rng.standard_normal((A, m, r))
+    act = np.sort(rng.choice(A, size=3, replace=False)).astype(np.int64)
+    want = s.argmax(axis=1)
+    prev = want.astype(np.uint8).copy()
+    if with_prev and C > 1:
+        prev[1, 0] = (prev[1, 0] + 1) % C  # head 1 moved, 0 and 2 did not
+    ids, moved, count, sums = lloyd_step(
+        s, prev if with_prev else np.empty((0, m), np.uint8), x, act
+    )
+    assert ids.dtype == np.uint8
+    assert np.array_equal(ids, want)
+    assert list(moved) == ([False, C > 1, False] if with_prev else [True] * 3)
+    for a in np.flatnonzero(moved):
+        assert np.array_equal(count[a], np.bincount(want[a], minlength=C))
+        for d in range(r):
+            w = np.bincount(want[a], weights=x[act[a], :, d], minlength=C)
+            assert np.array_equal(sums[a, :, d], w)
 
 
 @settings(max_examples=40, deadline=None)

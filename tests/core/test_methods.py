@@ -170,18 +170,30 @@ def test_grids_are_the_papers():
     assert M.sweep_windows(2048) == ws
     # a long text: every second width, the same span (issue 25: the one-head sweep's cost)
     assert M.sweep_windows(4096) == [0, 3, 7, 11, 19, 27, 41, 75, 125, 175, 251]
-    assert len(M.METHODS["sf-kmeans"].grid(4096, art)) == 22 * 11
+    assert len(M.METHODS["sf-kmeans"].grid(4096, art)) == 12 * 11
     sizes = {name: len(m.grid(n, art)) for name, m in M.METHODS.items()}
-    assert sizes == {"window": 21, "fixed": 6 * 21, "strided": 3 * 21, "bigbird": 10 * 21,
-                     "longformer": 10 * 21, "reformer": 8 * 21, "routing": 8 * 21,
-                     "sf-distance": 10 * 21, "sf-quantization": 8 * 21,
-                     "sf-kmeans": 22 * 21,
+    # the paper's own grids, every second value and both ends (docs/methods.md "Sweep grids")
+    assert sizes == {"window": 21, "fixed": 6 * 21, "strided": 3 * 21, "bigbird": 5 * 21,
+                     "longformer": 5 * 21, "reformer": 5 * 21, "routing": 5 * 21,
+                     "sf-distance": 5 * 21, "sf-quantization": 5 * 21,
+                     "sf-kmeans": 12 * 21,
                      # the arena (docs/methods.md "Sweep grids"): no window crossing
                      "streaming": 8, "topk": 3, "topp": 5, "h2o": 3, "moba": 9, "quest": 9,
                      "xattention": 12, "vertical-slash": 3, "sparge": 9}  # fmt: skip
     ts = sorted({p["t"] for p in M.METHODS["sf-distance"].grid(n)})
-    assert ts == [0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0]
-    assert sorted({p["random_keys"] for p in M.METHODS["bigbird"].grid(n)}) == list(range(2, 21, 2))
+    assert ts == [0.5, 1.0, 2.0, 3.0, 5.0]
+    assert sorted({p["random_keys"] for p in M.METHODS["bigbird"].grid(n)}) == [2, 4, 8, 14, 20]
+    assert sorted({p["n_globals"] for p in M.METHODS["longformer"].grid(n)}) == [2, 4, 8, 14, 20]
+    for name, key in (("reformer", "n_buckets"), ("sf-quantization", "n_buckets"),
+                      ("routing", "n_clusters")):  # fmt: skip
+        assert sorted({p[key] for p in M.METHODS[name].grid(n, art)}) == [2, 4, 8, 12, 20]
+    km = {(p["n_clusters"], p["top_k"]) for p in M.METHODS["sf-kmeans"].grid(n, art)}
+    assert km == {(b, k) for b in (4, 8, 12, 20) for k in (1, 2, 3)}
+    # an artefact fitted at none of the swept counts: every fitted count is swept
+    other = fake_artefact(counts=(3, 5))
+    assert {p["n_clusters"] for p in M.METHODS["sf-kmeans"].grid(n, other)} == {3, 5}
+    # the sliders keep the paper's every value
+    assert M.METHODS["routing"].params(n)[0].choices == [2, 4, 6, 8, 10, 12, 16, 20]
     assert sorted({p["stride"] for p in M.METHODS["strided"].grid(n)}) == [12, 23, 46]
     for name, m in M.METHODS.items():
         for p in m.grid(n, art):
@@ -275,12 +287,13 @@ def test_assignments_equal_the_helpers(ctx):
 
 @settings(max_examples=40, deadline=None)
 @given(
-    seed=st.integers(0, 10_000), B=st.integers(1, 24), first=st.integers(1, 3),
+    seed=st.integers(0, 10_000), B=st.integers(1, 24), first=st.integers(1, 24),
     levels=st.integers(1, 3),
 )  # fmt: skip
 def test_nearest_order_is_a_stable_sort(seed, B, first, levels):
-    """The first ranks by running minima equal a stable argsort of the squared distances,
-    ties (points and centroids on a coarse grid) to the lower centroid."""
+    """The first ranks by the compiled running minima (``_method_kernels.nearest_first``) equal
+    a stable argsort of the squared distances (numpy's, the dims added in order), ties (points
+    and centroids on a coarse grid) to the lower centroid; the leading dims broadcast."""
     from sparse_core.methods.learned import nearest_order
 
     rng = np.random.default_rng(seed)
@@ -288,6 +301,12 @@ def test_nearest_order_is_a_stable_sort(seed, B, first, levels):
     cent = rng.integers(-levels, levels + 1, size=(2, 3, B, 4)).astype(np.float64) / 2
     d = ((x[..., :, None, :] - cent[..., None, :, :]) ** 2).sum(-1)
     k = min(first, B)
+    want = np.argsort(d, axis=-1, kind="stable")[..., :k]
+    assert np.array_equal(nearest_order(x, cent, k), want)
+    # one centroid set for every head (leading dims broadcast), real-valued distances
+    x = rng.standard_normal((2, 3, 11, 4))
+    cent = rng.standard_normal((1, 1, B, 4))
+    d = ((x[..., :, None, :] - cent[..., None, :, :]) ** 2).sum(-1)
     want = np.argsort(d, axis=-1, kind="stable")[..., :k]
     assert np.array_equal(nearest_order(x, cent, k), want)
 

@@ -1,0 +1,102 @@
+"""Compiled loops (numba) of the methods' hottest numpy passes, each the exact computation of
+the numpy code it replaces (same integers, float64 sums added in the same order, no fastmath):
+
+- :func:`nearest_first`: sf-kmeans' nearest centroids (``learned.nearest_order``): each token's
+  first centroids by squared distance ``Σ_c (x_c − cent_c)²`` added in dimension order (as
+  ``sparsefinder.sq_distances``), ascending, ties to the lower index (a stable sort). One pass
+  per token over the B centroids, in cache, instead of B · r numpy passes over every token.
+- :func:`lloyd_step`: one assignment + update pass of Routing's spherical k-means
+  (``baselines.routing_centroids``): the first maximum over the C centroid scores of each point
+  (``argmax``, first on ties), whether a head's assignment moved, and the per-cluster counts and
+  coordinate sums of the moved heads, each sum adding the points in their order (exactly
+  ``np.bincount(idx, weights)``). The scores themselves stay numpy's product.
+
+Compiled on first call (``cache=True``: cached under ``__pycache__``), ``nogil``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, nogil=True)
+def nearest_first(x, cent, first):  # pragma: no cover - compiled
+    """x (A, n, r), cent (A, B, r) float64 -> (A, n, first) uint8: each token's ``first``
+    nearest centroids, ascending squared distance, ties to the lower index."""
+    A, n, r = x.shape
+    B = cent.shape[1]
+    out = np.empty((A, n, first), dtype=np.uint8)
+    d = np.empty(B)
+    taken = np.zeros(B, dtype=np.bool_)
+    for a in range(A):
+        for i in range(n):
+            for b in range(B):
+                t = x[a, i, 0] - cent[a, b, 0]
+                s = t * t
+                for c in range(1, r):
+                    t = x[a, i, c] - cent[a, b, c]
+                    s += t * t
+                d[b] = s
+                taken[b] = False
+            for s_ in range(first):
+                best = -1
+                for b in range(B):
+                    if taken[b]:
+                        continue
+                    if best < 0 or d[b] < d[best]:  # strictly: equal distances keep the lower
+                        best = b
+                taken[best] = True
+                out[a, i, s_] = best
+    return out
+
+
+@njit(cache=True, nogil=True)
+def lloyd_step(s, prev, x, act):  # pragma: no cover - compiled
+    """One k-means step of the active heads.
+
+    s (A', C, m) float64 scores of the active heads' points against their centroids; prev
+    (A', m) uint8 the previous assignment (ignored when its first dim is 0); x (A, m, r)
+    float64 every head's points; act (A',) int64 the active heads' indices into x.
+    Returns ``(ids (A', m) uint8, moved (A',) bool, count (A', C) int64, sums (A', C, r)
+    float64)``; counts and sums are filled for the moved heads only (every head without prev).
+    """
+    Aa, C, m = s.shape
+    r = x.shape[2]
+    ids = np.empty((Aa, m), dtype=np.uint8)
+    moved = np.empty(Aa, dtype=np.bool_)
+    count = np.zeros((Aa, C), dtype=np.int64)
+    sums = np.zeros((Aa, C, r))
+    have_prev = prev.shape[0] > 0
+    for a in range(Aa):
+        mv = not have_prev
+        for p in range(m):
+            best = s[a, 0, p]
+            k = 0
+            for c in range(1, C):
+                v = s[a, c, p]
+                if v > best:  # strictly: the first of equal maxima
+                    best = v
+                    k = c
+            ids[a, p] = k
+            if have_prev and prev[a, p] != k:
+                mv = True
+        moved[a] = mv
+        if mv:
+            h = act[a]
+            for p in range(m):
+                k = ids[a, p]
+                count[a, k] += 1
+                for d in range(r):
+                    sums[a, k, d] += x[h, p, d]
+    return ids, moved, count, sums
+
+
+def warm() -> bool:
+    """Compile (or load from numba's cache) every kernel here on tiny inputs, so that a fresh
+    image or process does not compile on its first analysis; True when both ran."""
+    x = np.zeros((1, 2, 4))
+    x[..., 0] = 1.0
+    near = nearest_first(x, np.ones((1, 2, 4)), 1)
+    step = lloyd_step(np.zeros((1, 2, 2)), np.empty((0, 2), np.uint8), x, np.zeros(1, np.int64))
+    return near.shape == (1, 2, 1) and step[0].shape == (1, 2)
