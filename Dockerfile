@@ -52,10 +52,10 @@ RUN python3 -m venv /opt/venv \
 # the build context is what the wheel ships (.dockerignore): pyproject.toml, README.md, app,
 # sparse_core, frontend, static. Installed not editable, without test extras; no source kept.
 COPY . /src/
-# the compiled entmax kernel built once here (numba's cache), not at every container start
+# the compiled kernels (entmax, methods) built once here (numba's cache), not at every container start
 RUN pip install /src && rm -rf /src \
     && mkdir -p /home/sparsescope/.numba \
-    && python -c "import sparse_core.entmax_cpu as k, sys; sys.exit(0 if k.warm() else 1)" \
+    && python -c "import sys, sparse_core._method_kernels as m, sparse_core.entmax_cpu as k; sys.exit(0 if k.warm() and m.warm() else 1)" \
     && chown -R sparsescope:sparsescope /home/sparsescope/.numba
 
 # by uid: the runtime (and runAsNonRoot) can check it is not root without /etc/passwd

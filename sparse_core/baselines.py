@@ -49,7 +49,6 @@ import torch
 from torch import Tensor
 
 from . import patterns
-from ._method_kernels import lloyd_step
 from .errors import SparsescopeError
 from .rng import BIGBIRD_STREAM, hash_uniform_t
 
@@ -184,6 +183,8 @@ def routing_centroids(
     A head whose assignment did not change in a step is at a fixed point (its centroids are
     recomputed from the same points, so they stay the same), so later steps leave it out; the
     loop ends when every head is fixed or after ``iters`` steps."""
+    from ._method_kernels import lloyd_step  # numba: imported when first needed
+
     _check_pair(qp, kp)
     C = _positive("n_clusters", n_clusters)
     pts = _routing_points(qp, kp) if points is None else points

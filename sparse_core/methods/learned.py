@@ -24,7 +24,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .._method_kernels import nearest_first
 from ..bitsets import assign_bits
 from ..errors import SparsescopeError
 from ..sparsefinder import (
@@ -97,6 +96,8 @@ def nearest_order(x: np.ndarray, cent: np.ndarray, first: int) -> np.ndarray:
     lead = np.broadcast_shapes(x.shape[:-2], cent.shape[:-2])
     xs = np.broadcast_to(x, (*lead, *x.shape[-2:])).reshape(-1, *x.shape[-2:])  # (A, n, r)
     cs = np.broadcast_to(cent, (*lead, *cent.shape[-2:])).reshape(-1, *cent.shape[-2:])
+    from .._method_kernels import nearest_first  # numba: imported when first needed
+
     out = nearest_first(np.ascontiguousarray(xs), np.ascontiguousarray(cs), int(first))
     return out.reshape(*lead, x.shape[-2], int(first))
 
