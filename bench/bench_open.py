@@ -16,11 +16,11 @@ the bytes each response sends gzipped and plain, and the load average before and
 Two opens per repeat, each of a fresh text: the sequential one above (every method's summary,
 three requests one after the other: the figures of earlier runs), and **the page's own**
 (frontend/js/session.js, issue 26): ``POST /api/analyze`` with ``summary: [<the page's first
-method>]`` where the server takes it (frontend/js/summary.js), then the head and its Pareto data
-at once on two connections ("head, at once" and "pareto, at once": each request's own time;
-"head + pareto": until both are in); "page open" is the wall time until both have arrived. "rest
-of summary" is what the page asks for next (every method's summary, ``GET …/summary``), not part
-of the open.
+method>]`` where the server takes it (frontend/js/summary.js), then the head ("first paint": its
+heatmap can be drawn), then its Pareto data (the page asks for them once the head is in: at once,
+each request already using both cores, they only competed); "page open" is the wall time until
+the Pareto data have arrived. "rest of summary" is what the page asks for next (every method's
+summary, ``GET …/summary``), not part of the open.
 
 Run: ``python bench/bench_open.py --repeats 5`` (figures in docs/benchmarks.md, "Opening a long
 text"). ``--n 128`` for a shorter text.
@@ -42,7 +42,6 @@ import statistics
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -57,9 +56,9 @@ from bench_entmax import corpus_text, hf_bert, load, prefix_with_tokens  # noqa:
 
 STEPS = ("analyze", "head", "pareto")
 #: The page's open (frontend/js/session.js ``analyze`` and ``adopt``): the analysis (with the
-#: shown method's summary only where the server takes ``summary``), then the open head and its
-#: Pareto data at once (two connections); ``rest``: every method's summary, fetched after.
-PAGE = ("page analyze", "head, at once", "pareto, at once", "head + pareto", "page open",
+#: shown method's summary only where the server takes ``summary``), then the open head (its
+#: heatmap painted: "first paint"), then its Pareto data; ``rest``: every method's summary, after.
+PAGE = ("page analyze", "head, then", "first paint", "pareto, then", "page open",
         "rest of summary")  # fmt: skip
 
 
@@ -135,7 +134,8 @@ def timed(fn):
 
 def page_open(client, text: str, alpha: float, method: str | None) -> dict[str, float]:
     """The page's open of ``text``: analyze (``summary: [method]`` when ``method``), then the
-    head and its Pareto data at once; the whole summary after (when the server has the route)."""
+    head (the first paint), then its Pareto data; the whole summary after (when the server has
+    the route)."""
     got: dict[str, float] = {}
     req = {"text": text, "alpha": alpha}
     if method is not None:
@@ -143,13 +143,10 @@ def page_open(client, text: str, alpha: float, method: str | None) -> dict[str, 
     t0 = time.perf_counter()
     got["page analyze"], r = timed(lambda: client.post("/api/analyze", json=req))
     aid = r.json()["id"]
-    with ThreadPoolExecutor(2) as pool:  # two connections, as the browser opens them
-        t1 = time.perf_counter()
-        urls = (f"/api/analyses/{aid}/heads/0/0", f"/api/analyses/{aid}/pareto?layer=0&head=0")
-        both = [pool.submit(timed, lambda u=u: client.get(u)) for u in urls]
-        got["head, at once"], got["pareto, at once"] = (f.result()[0] for f in both)
-    t2 = time.perf_counter()
-    got["head + pareto"], got["page open"] = t2 - t1, t2 - t0
+    got["head, then"] = timed(lambda: client.get(f"/api/analyses/{aid}/heads/0/0"))[0]
+    got["first paint"] = time.perf_counter() - t0
+    got["pareto, then"] = timed(lambda: client.get(f"/api/analyses/{aid}/pareto?layer=0&head=0"))[0]
+    got["page open"] = time.perf_counter() - t0
     if method is not None:
         got["rest of summary"] = timed(lambda: client.get(f"/api/analyses/{aid}/summary"))[0]
     return got
