@@ -3,14 +3,18 @@
 For each row of ``z (R, n)`` (float32 or float64; ``c = α − 1``, ``β = 1/c``, ``x = c (z − max)``):
 
 1. One pass: the row maximum m and the maxima of 8 strided groups (``z_j, z_{j+w}, …, z_{j+7w}``,
-   ``w = n // 8``; rows under 128 scores: no groups), NaN / +inf flagged.
+   ``w = n // 8``, by ``np.maximum`` over the row's eighths, so a NaN reaches its group's
+   maximum; rows under 128 scores: no groups); NaN and +inf flagged.
 2. A lower bound of τ*: Newton on ``H_q(τ) = ‖[x − τ]_+‖_q − 1`` over the group maxima in
-   float64, ``q = max(1, ⌈β⌉)`` an integer ≥ β (so no exp/log), from τ = −1 until the step is
-   below 1e-13, less a margin of 1e-9 (1 + |τ|). G only grows when scores are added and
-   ``‖y‖_q ≤ ‖y‖_β`` for q ≥ β, so this is at most τ*; H_q is convex and decreasing, so Newton
-   from the left never passes its root (sparse_core/entmax.py, ``_subset_tau``).
-3. One pass: the candidates ``{x > bound}`` (x in float64, exactly as step 4 uses it), their
-   indices and x gathered into per-call buffers (a few percent of the row at α ≥ 1.5).
+   float64, ``q = max(1, ⌈β⌉)`` an integer ≥ β (so no exp/log), from τ = −1 until a step is
+   below 1e-4 (every iterate is a bound; a tighter one only trims a few candidates), less a
+   margin of 1e-9 (1 + |τ|). G only grows when scores are added and ``‖y‖_q ≤ ‖y‖_β`` for
+   q ≥ β, so this is at most τ*; H_q is convex and decreasing, so Newton from the left never
+   passes its root (sparse_core/entmax.py, ``_subset_tau``).
+3. The candidates ``{z > t}``, t the bound in score units (for float32 rows rounded down to
+   float32: the same set as comparing in float64), read only from the groups whose maximum
+   exceeds t (every score, branch-free, when more than half of the groups do), in index
+   order; their float64 x gathered into per-call buffers (a few percent of the row at α ≥ 1.5).
 4. Exact phase on the candidates, float64 (``_exact_phase`` of sparse_core/entmax.py): β ∈ {1, 2}
    (α = 2, 1.5): the closed form on ``S = {x > τ}`` repeated until S is stable (sums in index
    order: the torch compact path's τ bit for bit when both reach the same S); other β: Newton on
