@@ -130,6 +130,13 @@ def test_hover_shows_the_cell_and_click_locks_a_row(page, server_url):
 def test_pareto_point_click_applies_its_setting(page, server_url):
     analyse(page, server_url)
     page.wait_for_selector("#pareto .scatterlayer .trace", timeout=60_000)
+    analysis_id = api(server_url, "/api/analyze", {"text": TEXT})["id"]
+    q = urllib.parse.parse_qs(page.evaluate("location.search")[1:])  # the open head
+    layer, head = q["layer"][0], q["head"][0]
+    pareto = api(server_url, f"/api/analyses/{analysis_id}/pareto?layer={layer}&head={head}")
+    # what the page fetches after its first view (the other methods' summary, the other heads)
+    # can move the panels above the plot: the point's position is read once it is all in
+    page.wait_for_load_state("networkidle")
     page.locator("#pareto").scroll_into_view_if_needed()
     # the sweep point farthest from every other one, so the click cannot land on a neighbour
     data = page.evaluate(
@@ -150,10 +157,6 @@ def test_pareto_point_click_applies_its_setting(page, server_url):
             return pts.reduce((best, p) => (gap(p) > gap(best) ? p : best));
         }"""
     )
-    analysis_id = api(server_url, "/api/analyze", {"text": TEXT})["id"]
-    q = urllib.parse.parse_qs(page.evaluate("location.search")[1:])  # the open head
-    layer, head = q["layer"][0], q["head"][0]
-    pareto = api(server_url, f"/api/analyses/{analysis_id}/pareto?layer={layer}&head={head}")
     point = pareto["points"][data["index"]]
     page.mouse.move(data["x"], data["y"])
     page.mouse.click(data["x"], data["y"])
