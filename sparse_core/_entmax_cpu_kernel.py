@@ -276,9 +276,7 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status):
     beta = 1.0 / c
     near = round(beta)
     beta_int = int(near) if abs(beta - near) < 1e-9 and near <= 64 else -1
-    q = beta_int if beta_int >= 1 else int(math.ceil(beta - 1e-9))
-    if q < 1:
-        q = 1
+    q = beta_int if beta_int >= 1 else int(math.ceil(beta - 1e-9))  # >= 1: α <= 2
     closed = beta_int == 1 or beta_int == 2
     sub = np.empty(max(1, n // GROUPS), dtype=z.dtype)
     xsub = np.empty(max(1, n // GROUPS), dtype=np.float64)

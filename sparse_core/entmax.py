@@ -335,12 +335,16 @@ def _entmax_rows(
         return _softmax(rows, -1, out)
     if r_total == 0 or n == 0:
         return torch.zeros_like(rows) if out is None else out.zero_()
-    if path is None and _use_triton(rows, alpha):  # CUDA: one exact kernel (entmax_triton)
+    # one exact kernel: Triton on CUDA (entmax_triton), numba on the CPU (entmax_cpu); rows
+    # they leave unsettled are redone by the compact path from {x > −1}
+    kernel = None
+    if path is None:
+        kernel = (
+            _triton if _use_triton(rows, alpha) else _cpu if _cpu.available(rows, alpha) else None
+        )
+    if kernel is not None:
         res = torch.empty_like(rows) if out is None else out
-        return _triton.entmax_rows(rows, alpha, res, lambda z, a, o: _compact_chunk(z, a, o, 0))
-    if path is None and _cpu.available(rows, alpha):  # CPU: one compiled pass per row
-        res = torch.empty_like(rows) if out is None else out
-        return _cpu.entmax_rows(rows, alpha, res, lambda z, a, o: _compact_chunk(z, a, o, 0))
+        return kernel.entmax_rows(rows, alpha, res, lambda z, a, o: _compact_chunk(z, a, o, 0))
     if path is None:
         dense = (
             isinstance(alpha, float)

@@ -25,15 +25,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from sparse_core.bitsets import Gold
 from sparse_core.errors import SparsescopeError
 from sparse_core.methods import METHODS, PredictContext, available
-from sparse_core.pareto.points import sweep_points
 from sparse_core.pareto.text_sweep import summary_tables
 
 from .errors import NotInAnalysis
 from .payloads import analysis_json, round6, summary_json
-from .two_cores import halves, side_worker, splits
+from .two_cores import side_worker, splits, summary_tables_on_two_cores
 
 #: Tables of one method: {"recall": (L, H), "sparsity": (L, H)}.
 Table = dict[str, Any]
@@ -50,20 +48,6 @@ def check_methods(names: Iterable[str], field: str) -> list[str]:
             field=field,
         )
     return [nm for nm in METHODS if nm in set(names)]
-
-
-def method_tables(ctx: PredictContext, names: list[str], gold: Gold | None = None) -> tuple:
-    """``(gold sparsity (L, H), {name: table})`` of ``names`` on one dense context: the dense
-    branch of ``summary_tables`` for one text, restricted to ``names``."""
-    L, H = ctx.layers, ctx.heads
-    gold = Gold.of(ctx) if gold is None else gold
-    tables: dict[str, Table] = {}
-    with torch.inference_mode():
-        for nm in names:
-            method = METHODS[nm]
-            got = sweep_points(ctx, method, [method.defaults(ctx.n, ctx.artefact)], gold)
-            tables[nm] = {k: got[k][0].reshape(1, L, H)[0] for k in ("recall", "sparsity")}
-    return gold.sparsity().reshape(1, L, H)[0], tables
 
 
 class SummaryParts:
@@ -86,12 +70,9 @@ class SummaryParts:
     def of(cls, ctx: PredictContext, names: list[str] | None) -> SummaryParts:
         """Compute ``names`` (None: every available method, as the whole summary) of ``ctx``.
         A long text held sparse is summarised whole (``summary_tables``, head by head)."""
-        if names is None or not ctx.out.attn.is_dense:
-            with torch.inference_mode():
-                gold, tables = summary_tables([ctx])[0]
-            return cls(ctx, gold, tables)
-        names = [nm for nm in names if nm in available(ctx.artefact)]
-        gold, tables = method_tables(ctx, names)
+        whole = names is None or not ctx.out.attn.is_dense
+        with torch.inference_mode():
+            gold, tables = summary_tables([ctx], None if whole else names)[0]
         return cls(ctx, gold, tables)
 
     @property
@@ -113,16 +94,11 @@ class SummaryParts:
             if not todo:
                 return
             side = side_worker()
-            ctx = self.ctx
-            if side is not None and splits(ctx):
-                (_, a), (_, b) = halves(ctx, side, lambda part: method_tables(part, todo))
-                got = {
-                    nm: {k: torch.cat([torch.as_tensor(a[nm][k]), torch.as_tensor(b[nm][k])])
-                         for k in ("recall", "sparsity")}
-                    for nm in todo
-                }  # fmt: skip
+            if side is not None and splits(self.ctx):
+                got = summary_tables_on_two_cores(self.ctx, side, todo)[1]
             else:
-                got = method_tables(ctx, todo)[1]
+                with torch.inference_mode():
+                    got = summary_tables([self.ctx], todo)[0][1]
             self.tables.update(got)
 
     def rows_json(self, names: list[str] | None) -> str:

@@ -73,10 +73,12 @@ def summary_on_two_cores(ctx: PredictContext, side: Executor) -> str:
     return summary_json(*summary_tables_on_two_cores(ctx, side))
 
 
-def summary_tables_on_two_cores(ctx: PredictContext, side: Executor) -> tuple:
-    """``summary_tables([ctx])[0]`` (gold sparsity (L, H), every method's tables) with half of
-    the layers on ``side`` (:func:`summary_on_two_cores`' figures before they become JSON)."""
-    (g0, t0), (g1, t1) = halves(ctx, side, lambda part: summary_tables([part])[0])
+def summary_tables_on_two_cores(
+    ctx: PredictContext, side: Executor, names: list[str] | None = None
+) -> tuple:
+    """``summary_tables([ctx], names)[0]`` (gold sparsity (L, H), the methods' tables) with half
+    of the layers on ``side`` (:func:`summary_on_two_cores`' figures before they become JSON)."""
+    (g0, t0), (g1, t1) = halves(ctx, side, lambda part: summary_tables([part], names)[0])
     gold = np.concatenate([g0, g1])  # (L, H)
     tables = {
         nm: {k: torch.cat([t0[nm][k], t1[nm][k]]) for k in ("recall", "sparsity")} for nm in t0

@@ -87,12 +87,14 @@ def summary(out: RunOutput, artefact: Artefact | None = None) -> dict[str, dict[
 
 
 def summary_tables(
-    ctxs: Sequence[PredictContext],
+    ctxs: Sequence[PredictContext], names: Sequence[str] | None = None
 ) -> list[tuple[np.ndarray, dict[str, dict[str, Tensor]]]]:
     """:func:`summary` of each context, with its (L, H) gold sparsity first: ``[(gold,
-    {name: {"recall", "sparsity"}})]``. Texts of one length (and causality, artefact) are
-    computed together (``PredictContext.stack``: each method runs once for all their heads; the
-    figures are exactly each text's own), others one by one."""
+    {name: {"recall", "sparsity"}})]``; ``names``: only those methods (the available ones among
+    them, in the registry's order; None: every available one; each method's figures are the
+    same whatever others are computed beside it). Texts of one length (and causality, artefact)
+    are computed together (``PredictContext.stack``: each method runs once for all their heads;
+    the figures are exactly each text's own), others one by one."""
     groups: dict[tuple, list[int]] = {}
     for k, c in enumerate(ctxs):
         groups.setdefault((c.n, c.causal, id(c.artefact)), []).append(k)
@@ -101,13 +103,13 @@ def summary_tables(
         part = [ctxs[k] for k in idxs]
         if not part[0].out.attn.is_dense:  # a long text: head by head, memory bounded
             for k in idxs:
-                res[k] = _per_head_summary(ctxs[k])
+                res[k] = _per_head_summary(ctxs[k], names)
             continue
         ctx = PredictContext.stack(part)
         L, H, m = part[0].layers, part[0].heads, len(part)
         gold = Gold.of(ctx)
         tables: dict[str, dict[str, Tensor]] = {}
-        for nm in available(ctx.artefact):
+        for nm in _chosen(ctx.artefact, names):
             method = METHODS[nm]
             got = sweep_points(ctx, method, [method.defaults(ctx.n, ctx.artefact)], gold)
             tables[nm] = {k: got[k][0].reshape(m, L, H) for k in ("recall", "sparsity")}
@@ -117,7 +119,15 @@ def summary_tables(
     return res
 
 
-def _per_head_summary(ctx: PredictContext) -> tuple[np.ndarray, dict[str, dict[str, Tensor]]]:
+def _chosen(artefact, names: Sequence[str] | None) -> list[str]:
+    """The available methods (registry order), only those of ``names`` unless it is None."""
+    got = available(artefact)
+    return got if names is None else [nm for nm in got if nm in names]
+
+
+def _per_head_summary(
+    ctx: PredictContext, names: Sequence[str] | None = None
+) -> tuple[np.ndarray, dict[str, dict[str, Tensor]]]:
     """:func:`summary_tables` of one long text (P held sparse), one head at a time on its
     ``PredictContext.view`` (each method gives exactly that head's figures on a view), so that
     what a method builds per layer ((H, n, n) masses or masks) is built for one head only."""
@@ -126,7 +136,7 @@ def _per_head_summary(ctx: PredictContext) -> tuple[np.ndarray, dict[str, dict[s
     L, H = ctx.layers, ctx.heads
     gold = np.zeros((L, H))
     tables: dict[str, dict[str, Tensor]] = {}
-    names = available(ctx.artefact)
+    names = _chosen(ctx.artefact, names)
     for nm in names:
         tables[nm] = {k: torch.zeros(L, H, dtype=torch.float64) for k in ("recall", "sparsity")}
     for li in range(L):

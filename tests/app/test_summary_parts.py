@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 import sparsescope.engine.summaries as S
-import sparsescope.engine.summary_parts as P
+import sparsescope.engine.two_cores as T
 from sparse_core.methods import METHODS, available
 from sparsescope.engine.service import AnalysisService
 from sparsescope.web.main import create_app
@@ -81,8 +81,8 @@ def test_a_lone_texts_remaining_summary_is_split_over_both_cores(two_clients, mo
     rows are still the whole summary's."""
     (part, svc), (whole, _) = two_clients
     calls = []
-    real = P.halves
-    monkeypatch.setattr(P, "halves", lambda *a: calls.append(1) or real(*a))
+    real = T.halves  # the split of summary_tables_on_two_cores, which the parts call
+    monkeypatch.setattr(T, "halves", lambda *a: calls.append(1) or real(*a))
     aid = part.post("/api/analyze", json={"text": TEXT, "summary": ["h2o"]}).json()["id"]
     rows = part.get(f"/api/analyses/{aid}/summary").json()
     assert calls, "the remaining methods were not split over the two workers"

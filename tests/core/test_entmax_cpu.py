@@ -82,9 +82,8 @@ def test_same_support_and_values_as_the_torch_paths(alpha: float, monkeypatch) -
 @pytest.mark.parametrize("alpha", [1.5, 2.0])
 def test_exact_ties_give_exact_zeros(alpha: float) -> None:
     # α 1.5: (2, 0) puts the second score exactly on the threshold; α 2: (1, 0) likewise
-    z = torch.tensor([[2.0, 0.0, -5.0] + [-9.0] * 200]) if alpha == 1.5 else None
-    if alpha == 2.0:
-        z = torch.tensor([[1.0, 0.0, -5.0] + [-9.0] * 200])
+    top = 2.0 if alpha == 1.5 else 1.0
+    z = torch.tensor([[top, 0.0, -5.0] + [-9.0] * 200])
     p = entmax(z, alpha)
     assert p[0, 0] == 1.0 and not p[0, 1:].any()
 
