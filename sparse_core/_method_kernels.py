@@ -11,6 +11,12 @@ the numpy code it replaces (same integers, float64 sums added in the same order,
   coordinate sums of the moved heads, each sum adding the points in their order (exactly
   ``np.bincount(idx, weights)``). The scores themselves stay numpy's product.
 
+- :func:`draw_counts`: BigBird's random draws of one window width looked up in the gold graph
+  (``bigbird.bigbird_metrics``): each step's drawn byte and bit (whether the draw is a gold
+  key), the gold keys drawn per head and step, and for each row the step of its last missing
+  gold key, as a histogram per head; integers only, one pass over the (k, L·H, n) draws
+  instead of a gather, two shifts and k running-count passes in numpy.
+
 Compiled on first call (``cache=True``: cached under ``__pycache__``), ``nogil``.
 """
 
@@ -92,11 +98,46 @@ def lloyd_step(s, prev, x, act):  # pragma: no cover - compiled
     return ids, moved, count, sums
 
 
+@njit(cache=True, nogil=True)
+def draw_counts(g, at, bit, need):  # pragma: no cover - compiled
+    """g (N,) uint8 the gold graph's row bitsets as bytes (a zero byte last); at (k, A, n) int32
+    each step's byte and bit (k, A, n) uint8 there; need (A, n) int64 each row's gold keys
+    outside the base mask. Returns ``(is_gold (k, A, n) uint8, hits (A, k) uint64 the gold keys
+    drawn by steps 0..t summed over the rows, covered (A, k + 2) int64: [:, r] the rows whose
+    missing gold keys are all among their first r draws)``."""
+    k, A, n = at.shape
+    is_gold = np.empty((k, A, n), dtype=np.uint8)
+    hits = np.zeros((A, k), dtype=np.uint64)
+    got = np.zeros((A, n), dtype=np.int64)
+    short = np.zeros((A, n), dtype=np.int64)
+    for t in range(k):
+        for a in range(A):
+            s = np.uint64(0)
+            for i in range(n):
+                x = (g[at[t, a, i]] >> bit[t, a, i]) & np.uint8(1)
+                is_gold[t, a, i] = x
+                s += x
+                got[a, i] += x
+                if got[a, i] < min(need[a, i], k + 1):
+                    short[a, i] += 1
+            hits[a, t] = s if t == 0 else hits[a, t - 1] + s
+    covered = np.zeros((A, k + 2), dtype=np.int64)
+    for a in range(A):
+        for i in range(n):
+            last = -1 if need[a, i] == 0 else short[a, i]
+            covered[a, last + 1] += 1
+        for b in range(1, k + 2):
+            covered[a, b] += covered[a, b - 1]
+    return is_gold, hits, covered
+
+
 def warm() -> bool:
     """Compile (or load from numba's cache) every kernel here on tiny inputs, so that a fresh
-    image or process does not compile on its first analysis; True when both ran."""
+    image or process does not compile on its first analysis; True when all ran."""
     x = np.zeros((1, 2, 4))
     x[..., 0] = 1.0
     near = nearest_first(x, np.ones((1, 2, 4)), 1)
     step = lloyd_step(np.zeros((1, 2, 2)), np.empty((0, 2), np.uint8), x, np.zeros(1, np.int64))
-    return near.shape == (1, 2, 1) and step[0].shape == (1, 2)
+    at, bit = np.zeros((1, 1, 2), dtype=np.int32), np.zeros((1, 1, 2), dtype=np.uint8)
+    draws = draw_counts(np.ones(1, np.uint8), at, bit, np.ones((1, 2), dtype=np.int64))
+    return near.shape == (1, 2, 1) and step[0].shape == (1, 2) and draws[2].shape == (1, 3)

@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 
 from .. import baselines, patterns
+from .._method_kernels import draw_counts
 from ..bitsets import (
     BLOCKS,
     METRICS,
@@ -119,25 +120,12 @@ def bigbird_metrics(ctx: PredictContext, gold: Gold, pts: Sequence[dict]) -> dic
             m, at, bit, tiles = width_draws(ctx, gold, w, glob, k)
             # (k, LH, n): whether step t's draw of each row is a gold key (gathered row by row:
             # a row's draws lie in one row of the graph)
-            is_gold = np.take(g, at)  # (k, LH, n) uint8
-            is_gold >>= bit
-            is_gold &= np.uint8(1)
-            hits = np.cumsum(is_gold.sum(axis=2), axis=0).T  # (LH, k): [:, r − 1] with r draws
-            mhits = draw_mass(ctx, is_gold, at, bit, row_bytes)  # (LH, k) the same, Σ P
             need = (row_gold - inside[:, q]).reshape(LH, n)  # gold keys outside B per row
-            # the step of each row's last missing gold key: the steps whose running count of
-            # gold keys drawn is < need (counts <= k: uint8 when k < 255, need capped there)
-            small = np.uint8 if k < 255 else np.int64
-            cap = np.minimum(need, k + 1).astype(small)
-            got = np.zeros((LH, n), dtype=small)
-            short = np.zeros((LH, n), dtype=small)
-            for t in range(k):
-                got += is_gold[t]
-                short += got < cap
-            last = np.where(need == 0, -1, short.astype(np.int64))
-            rkey = (np.arange(LH) * (k + 2))[:, None] + last + 1
-            rhist = np.bincount(rkey.ravel(), minlength=LH * (k + 2)).reshape(LH, k + 2)
-            covered = np.cumsum(rhist, axis=1)  # [:, r]: rows whole with r draws
+            # one compiled pass over the draws: is_gold (k, LH, n) 0 / 1, hits (LH, k) with
+            # [:, r − 1] the gold keys among r draws, covered (LH, k + 2) with [:, r] the rows
+            # whole with r draws (the step of each row's last missing gold key, as a histogram)
+            is_gold, hits, covered = draw_counts(g, at, bit, need.astype(np.int64))
+            mhits = draw_mass(ctx, is_gold, at, bit, row_bytes)  # (LH, k) the same, Σ P
             size0, hit0, mass0 = c0["size"][0, q], c0["hit"][0, q], c0["mass"][0, q]  # (LH,)
             for i in idxs:
                 r = min(pts[i]["random_keys"], n)

@@ -76,3 +76,62 @@ def test_draws_kept_per_length_serve_another_text_of_that_length(tiny_model):
         slow = M.evaluate(ctx, "bigbird", p)
         for metric in B.METRICS:
             assert torch.allclose(fast[metric][k], slow[metric], rtol=0, atol=1e-12), (p, metric)
+
+
+def _numpy_draw_counts(g, at, bit, need):
+    """The numpy passes ``draw_counts`` replaced (bigbird_metrics before the kernel)."""
+    k = at.shape[0]
+    LH, n = need.shape
+    is_gold = np.take(g, at)
+    is_gold >>= bit
+    is_gold &= np.uint8(1)
+    hits = np.cumsum(is_gold.sum(axis=2), axis=0).T
+    small = np.uint8 if k < 255 else np.int64
+    cap = np.minimum(need, k + 1).astype(small)
+    got = np.zeros((LH, n), dtype=small)
+    short = np.zeros((LH, n), dtype=small)
+    for t in range(k):
+        got += is_gold[t]
+        short += got < cap
+    last = np.where(need == 0, -1, short.astype(np.int64))
+    rkey = (np.arange(LH) * (k + 2))[:, None] + last + 1
+    rhist = np.bincount(rkey.ravel(), minlength=LH * (k + 2)).reshape(LH, k + 2)
+    return is_gold, hits, np.cumsum(rhist, axis=1)
+
+
+@pytest.mark.parametrize("k", [1, 5, 20, 260])
+def test_draw_counts_equal_the_numpy_passes(k):
+    """The compiled pass over a width's draws (``_method_kernels.draw_counts``) gives the numpy
+    passes' is_gold, hits and covered exactly, dtypes included (k ≥ 255: the int64 branch)."""
+    from sparse_core._method_kernels import draw_counts
+
+    rng = np.random.default_rng(k)
+    LH, n = 5, 23
+    g = rng.integers(0, 256, 40, dtype=np.uint8)
+    g[-1] = 0
+    at = rng.integers(0, 40, (k, LH, n)).astype(np.int32)
+    bit = rng.integers(0, 8, (k, LH, n)).astype(np.uint8)
+    need = rng.integers(0, k + 3, (LH, n)).astype(np.int64)
+    need[0, :5] = 0
+    for got, want in zip(draw_counts(g, at, bit, need), _numpy_draw_counts(g, at, bit, need),
+                         strict=True):  # fmt: skip
+        assert got.dtype == want.dtype
+        assert np.array_equal(got, want)
+
+
+def test_draw_counts_on_a_texts_draws(tiny_model):
+    """The same on the draws of a real text (the tiny model's gold graph and BigBird's draws)."""
+    from sparse_core._method_kernels import draw_counts
+
+    ctx = M.PredictContext.from_run(tiny_model.run(LONG), None)
+    gold = B.Gold.of(ctx)
+    n, LH = ctx.n, ctx.layers * ctx.heads
+    g = np.concatenate([gold.bits().reshape(-1).view(np.uint8), np.zeros(1, dtype=np.uint8)])
+    row_gold = np.bincount(gold.e_lh * n + gold.e_i, minlength=LH * n).reshape(LH, n)
+    for w, k in ((0, 20), (3, 7)):
+        _, at, bit, _ = BB.width_draws(ctx, gold, w, True, k)
+        need = np.maximum(row_gold - w, 0).astype(np.int64)
+        got = draw_counts(g, at, bit, need)
+        want = _numpy_draw_counts(g, at, bit, need)
+        for x, y in zip(got, want, strict=True):
+            assert x.dtype == y.dtype and np.array_equal(x, y)
