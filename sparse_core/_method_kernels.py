@@ -17,6 +17,11 @@ the numpy code it replaces (same integers, float64 sums added in the same order,
   gold key, as a histogram per head; integers only, one pass over the (k, L·H, n) draws
   instead of a gather, two shifts and k running-count passes in numpy.
 
+- :func:`partial_fisher_yates`: BigBird's random keys (``bigbird.fisher_yates``): every row's
+  partial Fisher–Yates over its candidate list, step by step as the definition reads (step t
+  swaps positions t and p_t and draws the value now at t), the positions written so far
+  kept in a scratch row stamped per row; integers only, O(k) a row.
+
 Compiled on first call (``cache=True``: cached under ``__pycache__``), ``nogil``.
 """
 
@@ -131,6 +136,32 @@ def draw_counts(g, at, bit, need):  # pragma: no cover - compiled
     return is_gold, hits, covered
 
 
+@njit(cache=True, nogil=True)
+def partial_fisher_yates(cand, m, p):  # pragma: no cover - compiled
+    """cand (n, n) int32 row i's candidate list, m (n,) its length, p (S, n, k) the swap
+    positions (p_t ≥ t) -> (S, n, k) int32: row i's draws in step order (the value at p_t,
+    after the earlier steps' swaps), −1 from step m_i on (the row's supply ran out)."""
+    S, n, k = p.shape
+    out = np.empty((S, n, k), dtype=np.int32)
+    val = np.zeros(n, dtype=np.int32)  # the value written at a position, valid where
+    stamp = np.zeros(n, dtype=np.int64)  # stamp == the current row's id
+    row = 0
+    for s in range(S):
+        for i in range(n):
+            row += 1
+            for t in range(k):
+                if t >= m[i]:
+                    out[s, i, t] = -1
+                    continue
+                q = p[s, i, t]
+                at_t = val[t] if stamp[t] == row else cand[i, t]
+                at_q = val[q] if stamp[q] == row else cand[i, q]
+                out[s, i, t] = at_q
+                val[q] = at_t  # the swap: position t (never read again) gets at_q
+                stamp[q] = row
+    return out
+
+
 def warm() -> bool:
     """Compile (or load from numba's cache) every kernel here on tiny inputs, so that a fresh
     image or process does not compile on its first analysis; True when all ran."""
@@ -140,4 +171,6 @@ def warm() -> bool:
     step = lloyd_step(np.zeros((1, 2, 2)), np.empty((0, 2), np.uint8), x, np.zeros(1, np.int64))
     at, bit = np.zeros((1, 1, 2), dtype=np.int32), np.zeros((1, 1, 2), dtype=np.uint8)
     draws = draw_counts(np.ones(1, np.uint8), at, bit, np.ones((1, 2), dtype=np.int64))
-    return near.shape == (1, 2, 1) and step[0].shape == (1, 2) and draws[2].shape == (1, 3)
+    fy = partial_fisher_yates(np.zeros((2, 2), np.int32), np.ones(2, np.int64), at)
+    ok = near.shape == (1, 2, 1) and step[0].shape == (1, 2) and draws[2].shape == (1, 3)
+    return ok and fy.shape == (1, 1, 2)

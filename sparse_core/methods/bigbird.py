@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from .. import baselines, patterns
-from .._method_kernels import draw_counts
+from .._method_kernels import draw_counts, partial_fisher_yates
 from ..bitsets import (
     BLOCKS,
     METRICS,
@@ -284,72 +284,13 @@ def fisher_yates(cand: np.ndarray, m: np.ndarray, p: np.ndarray) -> np.ndarray:
     (S, n, k) int32 column ids in draw order, −1 past a row's supply; equal to
     ``baselines.bigbird_draws`` (tested).
 
-    Step t swaps positions t and p_t ≥ t and draws the value at p_t. A position holds its
-    ``cand`` value unless an earlier step wrote to it, and step s writes V(s) (the value at
-    position s before step s) to p_s. So the draw of step t is V(s) for the latest s < t with
-    p_s = p_t (found by comparing the steps pairwise, or for k > ``_PAIRWISE_K`` by sorting
-    each row's (position, step) keys), else cand[p_t]; and V(t) is V(s) for the latest s < t
-    with p_s = t (only steps with s < p_s < k), else cand[t], filled in step order. All
-    vectorised over the S·n rows: O(S·n·k²) or O(S·n·k log k), no per-step gathers."""
+    Step t swaps positions t and p_t ≥ t and draws the value at p_t (a position holds its
+    ``cand`` value unless an earlier step wrote to it). One compiled pass, row by row and step
+    by step (``_method_kernels.partial_fisher_yates``): O(S·n·k), integers only."""
     S, n, k = p.shape
-    R = S * n
     if k == 0 or n == 0:
         return np.full((S, n, k), -1, dtype=np.int32)
-    bits = max(1, int(k - 1).bit_length())
-    # positions < n and (position, step) keys in the narrowest type that holds them
-    small = np.int16 if n << bits < 1 << 15 else np.int32 if n << bits < 1 << 31 else np.int64
-    pf = p.reshape(R, k).astype(small, copy=False)
-    flat = cand.reshape(-1)
-    crow = np.tile((np.arange(n, dtype=np.int32 if n * n < 1 << 31 else np.int64) * n), S)[:, None]
-    steps = np.arange(k, dtype=small)
-    # V(t): cand[t], or V(s) for the latest s < t with p_s = t (such chains are rare and short)
-    V = np.tile(cand[:, :k], (S, 1))  # (R, k)
-    r, s = np.divmod(np.flatnonzero((pf < k) & (pf > steps)), k)  # flat: faster than 2-d
-    if r.size:
-        # per (target t = p_s, row): the latest s; (r, s) come in row, then step order, so a
-        # stable sort by (t, row) puts it last among equal keys
-        key = pf[r, s].astype(np.int64) * R + r
-        order = np.argsort(key, kind="stable")
-        key, src = key[order], s[order]
-        last = np.append(key[1:] != key[:-1], True)
-        key, src = key[last], src[last]
-        t, r = np.divmod(key, R)
-        cut = np.searchsorted(t, np.arange(k + 1))
-        for tt in range(1, k):  # V(src) is final before V(t): src < t
-            a, b = cut[tt], cut[tt + 1]
-            if b > a:
-                V[r[a:b], tt] = V[r[a:b], src[a:b]]
-    # the draws: cand[p_t], or V(s) for the latest s < t with p_s = p_t
-    D = flat[crow + pf]  # (R, k) int32
-    if k <= _PAIRWISE_K:  # step t against every earlier step: k − 1 contiguous passes
-        pt = np.ascontiguousarray(pf.T)  # (k, R): the positions of one step per row
-        for t in range(1, k):
-            same = pt[:t] == pt[t]  # (t, R): p_s = p_t
-            r = np.flatnonzero(same.any(axis=0))
-            if r.size:  # the latest such s: the first True of the steps in reverse
-                s = t - 1 - np.argmax(same[::-1, r], axis=0)
-                D[r, t] = V[r, s]
-    else:  # a sort of each row's (position, step) keys: equal positions side by side
-        key = np.sort((pf << small(bits)) | steps, axis=1)  # by position, then step
-        pos = key >> small(bits)
-        r, c = np.divmod(np.flatnonzero(pos[:, 1:] == pos[:, :-1]), max(k - 1, 1))
-        if r.size:
-            lo = small((1 << bits) - 1)
-            t_now, t_prev = key[r, c + 1] & lo, key[r, c] & lo
-            D[r, t_now] = V[r, t_prev]
-    short = np.flatnonzero(m < k)  # rows whose supply ends before step k
-    if short.size:
-        Dv = D.reshape(S, n, k)
-        for i in short:
-            Dv[:, i, m[i] :] = -1
-    return D.reshape(S, n, k)
-
-
-#: Most draws a row for which :func:`fisher_yates` finds each step's latest earlier step at
-#: the same position by comparing the steps pairwise (k(k − 1)/2 row comparisons, streamed
-#: step by step) rather than by sorting every row's (position, step) keys (a short sort per
-#: row): at the sweep's k = 20, 72 heads, n = 494 a width's draws take about 25 % less CPU
-_PAIRWISE_K = 32
+    return partial_fisher_yates(np.ascontiguousarray(cand, dtype=np.int32), m, p)
 
 
 def draw_tiles(gold: Gold, base: np.ndarray, draws: np.ndarray) -> dict:

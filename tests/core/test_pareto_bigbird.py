@@ -135,3 +135,81 @@ def test_draw_counts_on_a_texts_draws(tiny_model):
         want = _numpy_draw_counts(g, at, bit, need)
         for x, y in zip(got, want, strict=True):
             assert x.dtype == y.dtype and np.array_equal(x, y)
+
+
+PAIRWISE_K = 32
+
+
+def _numpy_fisher_yates(cand, m, p):
+    """The vectorised numpy draws ``fisher_yates`` was before the compiled pass (reference)."""
+    S, n, k = p.shape
+    R = S * n
+    if k == 0 or n == 0:
+        return np.full((S, n, k), -1, dtype=np.int32)
+    bits = max(1, int(k - 1).bit_length())
+    # positions < n and (position, step) keys in the narrowest type that holds them
+    small = np.int16 if n << bits < 1 << 15 else np.int32 if n << bits < 1 << 31 else np.int64
+    pf = p.reshape(R, k).astype(small, copy=False)
+    flat = cand.reshape(-1)
+    crow = np.tile((np.arange(n, dtype=np.int32 if n * n < 1 << 31 else np.int64) * n), S)[:, None]
+    steps = np.arange(k, dtype=small)
+    # V(t): cand[t], or V(s) for the latest s < t with p_s = t (such chains are rare and short)
+    V = np.tile(cand[:, :k], (S, 1))  # (R, k)
+    r, s = np.divmod(np.flatnonzero((pf < k) & (pf > steps)), k)  # flat: faster than 2-d
+    if r.size:
+        # per (target t = p_s, row): the latest s; (r, s) come in row, then step order, so a
+        # stable sort by (t, row) puts it last among equal keys
+        key = pf[r, s].astype(np.int64) * R + r
+        order = np.argsort(key, kind="stable")
+        key, src = key[order], s[order]
+        last = np.append(key[1:] != key[:-1], True)
+        key, src = key[last], src[last]
+        t, r = np.divmod(key, R)
+        cut = np.searchsorted(t, np.arange(k + 1))
+        for tt in range(1, k):  # V(src) is final before V(t): src < t
+            a, b = cut[tt], cut[tt + 1]
+            if b > a:
+                V[r[a:b], tt] = V[r[a:b], src[a:b]]
+    # the draws: cand[p_t], or V(s) for the latest s < t with p_s = p_t
+    D = flat[crow + pf]  # (R, k) int32
+    if k <= PAIRWISE_K:  # step t against every earlier step: k − 1 contiguous passes
+        pt = np.ascontiguousarray(pf.T)  # (k, R): the positions of one step per row
+        for t in range(1, k):
+            same = pt[:t] == pt[t]  # (t, R): p_s = p_t
+            r = np.flatnonzero(same.any(axis=0))
+            if r.size:  # the latest such s: the first True of the steps in reverse
+                s = t - 1 - np.argmax(same[::-1, r], axis=0)
+                D[r, t] = V[r, s]
+    else:  # a sort of each row's (position, step) keys: equal positions side by side
+        key = np.sort((pf << small(bits)) | steps, axis=1)  # by position, then step
+        pos = key >> small(bits)
+        r, c = np.divmod(np.flatnonzero(pos[:, 1:] == pos[:, :-1]), max(k - 1, 1))
+        if r.size:
+            lo = small((1 << bits) - 1)
+            t_now, t_prev = key[r, c + 1] & lo, key[r, c] & lo
+            D[r, t_now] = V[r, t_prev]
+    short = np.flatnonzero(m < k)  # rows whose supply ends before step k
+    if short.size:
+        Dv = D.reshape(S, n, k)
+        for i in short:
+            Dv[:, i, m[i] :] = -1
+    return D.reshape(S, n, k)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 70), w=st.integers(0, 9), glob=st.booleans(), causal=st.booleans(),
+    k=st.integers(0, 70), seed=st.integers(0, 5000),
+)  # fmt: skip
+def test_compiled_draws_equal_the_numpy_passes(n, w, glob, causal, k, seed):
+    """``fisher_yates`` (the compiled pass) equals the vectorised numpy code it replaced, both
+    of its branches (pairwise for k ≤ 32, a sort above), −1 past a row's supply included."""
+    base = patterns.finish(torch.zeros(n, n, dtype=torch.bool), window=w, globals_=glob,
+                           causal=causal)  # fmt: skip
+    cand, m = BB.free_ranks(base.numpy(), causal)
+    k = min(k, n)
+    p = BB.draw_positions(BB.draw_uniforms(torch.tensor([seed, seed + 9]), n, k), m, n)
+    got = BB.fisher_yates(cand, m, p)
+    want = _numpy_fisher_yates(cand, m, p)
+    assert got.dtype == want.dtype == np.int32
+    assert np.array_equal(got, want)
