@@ -22,6 +22,9 @@ the numpy code it replaces (same integers, float64 sums added in the same order,
   swaps positions t and p_t and draws the value now at t), the positions written so far
   kept in a scratch row stamped per row; integers only, O(k) a row.
 
+- :func:`first_fill`: the first step whose draw falls in each 16-tile (``bigbird.draw_tiles``),
+  a running minimum per tile instead of ``np.minimum.at`` (an unbuffered scatter).
+
 Compiled on first call (``cache=True``: cached under ``__pycache__``), ``nogil``.
 """
 
@@ -162,6 +165,24 @@ def partial_fisher_yates(cand, m, p):  # pragma: no cover - compiled
     return out
 
 
+@njit(cache=True, nogil=True)
+def first_fill(draws, b0, T):  # pragma: no cover - compiled
+    """draws (S, n, k) int32 (−1: none) -> (S, T, T) int16: per head the least step t whose
+    draw of some row i falls in tile (i // b0, draws[·, i, t] // b0); k where none does."""
+    S, n, k = draws.shape
+    first = np.full((S, T, T), k, dtype=np.int16)
+    for s in range(S):
+        for i in range(n):
+            r = i // b0
+            for t in range(k):
+                d = draws[s, i, t]
+                if d >= 0:
+                    c = d // b0
+                    if t < first[s, r, c]:
+                        first[s, r, c] = t
+    return first
+
+
 def warm() -> bool:
     """Compile (or load from numba's cache) every kernel here on tiny inputs, so that a fresh
     image or process does not compile on its first analysis; True when all ran."""
@@ -173,4 +194,4 @@ def warm() -> bool:
     draws = draw_counts(np.ones(1, np.uint8), at, bit, np.ones((1, 2), dtype=np.int64))
     fy = partial_fisher_yates(np.zeros((2, 2), np.int32), np.ones(2, np.int64), at)
     ok = near.shape == (1, 2, 1) and step[0].shape == (1, 2) and draws[2].shape == (1, 3)
-    return ok and fy.shape == (1, 1, 2)
+    return ok and fy.shape == (1, 1, 2) and first_fill(fy, 16, 1).shape == (1, 1, 1)

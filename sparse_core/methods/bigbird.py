@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from .. import baselines, patterns
-from .._method_kernels import draw_counts, partial_fisher_yates
+from .._method_kernels import draw_counts, first_fill, partial_fisher_yates
 from ..bitsets import (
     BLOCKS,
     METRICS,
@@ -298,18 +298,13 @@ def draw_tiles(gold: Gold, base: np.ndarray, draws: np.ndarray) -> dict:
     first t + 1 draws fill), for draws (S, n, k) (−1: none) added to ``base`` (n, n).
 
     The first step that fills each tile of the smallest size is the least step drawing into
-    it (``np.minimum.at``); a larger tile's is the least over its sub-tiles."""
+    it (``_method_kernels.first_fill``, a running minimum per tile); a larger tile's is the
+    least over its sub-tiles."""
     S, n, k = draws.shape
     occ = tile_occupancy(pack(base)[None], n)
     b0 = BLOCKS[0]
     T = -(-n // b0)
-    first = np.full(S * (T * T + 1), k, dtype=np.int16)  # per head, last column: no draw
-    row_t = ((np.arange(n, dtype=np.int32) // b0) * T)[None, :, None]  # (1, n, 1)
-    tile = np.where(draws >= 0, row_t + draws // b0, T * T)  # (S, n, k) the tile of each draw
-    tile += (np.arange(S, dtype=np.int32) * (T * T + 1))[:, None, None]
-    steps = np.broadcast_to(np.arange(k, dtype=np.int16), draws.shape)
-    np.minimum.at(first, tile.reshape(-1), steps.reshape(-1))
-    grid = first.reshape(S, -1)[:, :-1].reshape(S, T, T)
+    grid = first_fill(np.ascontiguousarray(draws, dtype=np.int32), b0, T)  # (S, T, T) int16
     out, prev = {}, b0
     for b in BLOCKS:
         if b != b0:  # pool the previous size's tiles f × f

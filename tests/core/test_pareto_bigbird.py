@@ -213,3 +213,23 @@ def test_compiled_draws_equal_the_numpy_passes(n, w, glob, causal, k, seed):
     want = _numpy_fisher_yates(cand, m, p)
     assert got.dtype == want.dtype == np.int32
     assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize(("n", "k"), [(5, 3), (37, 20), (130, 33), (512, 20)])
+def test_first_fill_equals_minimum_at(n, k):
+    """``_method_kernels.first_fill`` (each 16-tile's first filling step) equals the
+    ``np.minimum.at`` scatter ``draw_tiles`` made before, draws of −1 (none) included."""
+    from sparse_core._method_kernels import first_fill
+
+    rng = np.random.default_rng(n + k)
+    S, b0, T = 3, 16, -(-n // 16)
+    draws = rng.integers(-1, n, (S, n, k)).astype(np.int32)
+    want = np.full(S * (T * T + 1), k, dtype=np.int16)
+    row_t = ((np.arange(n, dtype=np.int32) // b0) * T)[None, :, None]
+    tile = np.where(draws >= 0, row_t + draws // b0, T * T)
+    tile += (np.arange(S, dtype=np.int32) * (T * T + 1))[:, None, None]
+    steps = np.broadcast_to(np.arange(k, dtype=np.int16), draws.shape)
+    np.minimum.at(want, tile.reshape(-1), steps.reshape(-1))
+    got = first_fill(draws, b0, T)
+    assert got.dtype == np.int16
+    assert np.array_equal(got, want.reshape(S, -1)[:, :-1].reshape(S, T, T))
