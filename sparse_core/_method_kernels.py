@@ -25,6 +25,9 @@ the numpy code it replaces (same integers, float64 sums added in the same order,
 - :func:`first_fill`: the first step whose draw falls in each 16-tile (``bigbird.draw_tiles``),
   a running minimum per tile instead of ``np.minimum.at`` (an unbuffered scatter).
 
+- :func:`first_maxima`: MoBA's / Quest's first m blocks per query (``blocks.first_blocks``):
+  m argmax passes over each row's T estimates in one loop (the first of equal maxima).
+
 Compiled on first call (``cache=True``: cached under ``__pycache__``), ``nogil``.
 """
 
@@ -183,6 +186,29 @@ def first_fill(draws, b0, T):  # pragma: no cover - compiled
     return first
 
 
+@njit(cache=True, nogil=True)
+def first_maxima(v, m):  # pragma: no cover - compiled
+    """v (R, T) float32 (or float64) -> (R, m) int64: per row, m times the index of the first
+    maximum, the block taken then ranked below every other (−∞ values rank above taken ones:
+    as the least finite double)."""
+    R, T = v.shape
+    out = np.empty((R, m), dtype=np.int64)
+    key = np.empty(T)
+    lowest = np.finfo(np.float64).min
+    for r in range(R):
+        for b in range(T):
+            x = np.float64(v[r, b])
+            key[b] = lowest if x == -np.inf else x
+        for s in range(m):
+            best = 0
+            for b in range(1, T):
+                if key[b] > key[best]:
+                    best = b
+            out[r, s] = best
+            key[best] = -np.inf
+    return out
+
+
 def warm() -> bool:
     """Compile (or load from numba's cache) every kernel here on tiny inputs, so that a fresh
     image or process does not compile on its first analysis; True when all ran."""
@@ -194,4 +220,5 @@ def warm() -> bool:
     draws = draw_counts(np.ones(1, np.uint8), at, bit, np.ones((1, 2), dtype=np.int64))
     fy = partial_fisher_yates(np.zeros((2, 2), np.int32), np.ones(2, np.int64), at)
     ok = near.shape == (1, 2, 1) and step[0].shape == (1, 2) and draws[2].shape == (1, 3)
+    ok = ok and first_maxima(np.zeros((1, 2), np.float32), 1).shape == (1, 1)
     return ok and fy.shape == (1, 1, 2) and first_fill(fy, 16, 1).shape == (1, 1, 1)
