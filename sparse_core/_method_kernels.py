@@ -28,6 +28,11 @@ the numpy code it replaces (same integers, float64 sums added in the same order,
 - :func:`first_maxima`: MoBA's / Quest's first m blocks per query (``blocks.first_blocks``):
   m argmax passes over each row's T estimates in one loop (the first of equal maxima).
 
+- :func:`h2o_largest`: the K largest of H2O's bidirectional masses A_ij = C_j − P_ij per row
+  (``streaming.h2o_top``), from one descending order of the column masses C per head: a row
+  differs from C only on its own support (A_ij < C_j), so its K largest lie among the keys
+  visited in C's order until K keys with A_ij = C_j have been seen.
+
 Compiled on first call (``cache=True``: cached under ``__pycache__``), ``nogil``.
 """
 
@@ -209,6 +214,41 @@ def first_maxima(v, m):  # pragma: no cover - compiled
     return out
 
 
+@njit(cache=True, nogil=True)
+def h2o_largest(vals, col, order, K):  # pragma: no cover - compiled
+    """vals (H·n, n) float32 the masses A_ij, col (H, n) float32 the column masses C_j (A_ij ≤
+    C_j, equal off row i's support), order (H, n) each head's keys by C descending -> (H·n, K)
+    float32 each row's K largest A_ij (with repeats) ascending, as ``np.sort(np.partition(…))``.
+
+    Visiting keys by C descending, stopping after K keys with A_ij = C_j: every key not
+    visited has A ≤ C ≤ the last visited C, and K visited values are ≥ it, so the visited
+    values hold the row's K largest. They arrive nearly sorted (descending but for the
+    support's), so an insertion sort into a descending list is short."""
+    R, n = vals.shape
+    out = np.empty((R, K), dtype=np.float32)
+    buf = np.empty(n, dtype=np.float32)
+    for row in range(R):
+        h = row // n
+        c = 0
+        plain = 0
+        for p in range(n):
+            j = order[h, p]
+            x = vals[row, j]
+            if x == col[h, j]:
+                plain += 1
+            q = c  # insert x into buf[:c], descending
+            while q > 0 and buf[q - 1] < x:
+                buf[q] = buf[q - 1]
+                q -= 1
+            buf[q] = x
+            c += 1
+            if plain == K:
+                break
+        for x in range(K):
+            out[row, x] = buf[K - 1 - x]
+    return out
+
+
 def warm() -> bool:
     """Compile (or load from numba's cache) every kernel here on tiny inputs, so that a fresh
     image or process does not compile on its first analysis; True when all ran."""
@@ -221,4 +261,6 @@ def warm() -> bool:
     fy = partial_fisher_yates(np.zeros((2, 2), np.int32), np.ones(2, np.int64), at)
     ok = near.shape == (1, 2, 1) and step[0].shape == (1, 2) and draws[2].shape == (1, 3)
     ok = ok and first_maxima(np.zeros((1, 2), np.float32), 1).shape == (1, 1)
+    one = np.ones((1, 2), np.float32)
+    ok = ok and h2o_largest(one, one, np.zeros((1, 2), np.int64), 1).shape == (1, 1)
     return ok and fy.shape == (1, 1, 2) and first_fill(fy, 16, 1).shape == (1, 1, 1)

@@ -564,3 +564,30 @@ def test_first_blocks_equal_the_argmax_passes(m):
             np.put_along_axis(w, idx, -np.inf, axis=-1)
         got = first_blocks(v, m)
         assert got.dtype == np.int64 and np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("K", [1, 3, 9, 33])
+def test_h2o_top_equals_the_partition(K, tiny_model):
+    """``streaming.h2o_top`` (each row's K largest bidirectional H2O masses from one order of
+    the column masses) equals numpy's partition and sort of the masses, on the tiny model's
+    attention and on masses with heavy ties and rows whose support is most of the row."""
+    from sparse_core.methods.streaming import h2o_mass, h2o_top
+
+    ctx = M.PredictContext.from_run(tiny_model.run(TEXT * 2), None)
+    cases = []
+    for li in range(ctx.layers):
+        cases.append((ctx.column_mass(li, None), h2o_mass(ctx, li)))
+    rng = np.random.default_rng(K)
+    p = (rng.integers(0, 3, (2, 40, 40)) / 4).astype(np.float32)  # ties, zeros
+    p[:, :5] = (rng.integers(1, 3, (2, 5, 40)) / 4).astype(np.float32)  # dense rows
+    col = np.zeros((2, 40), dtype=np.float32)
+    for i in range(40):
+        col += p[:, i]
+    cases.append((col, col[:, None, :] - p))
+    for col, mass in cases:
+        m = mass.shape[-1]
+        k = min(K, m)
+        vals = np.ascontiguousarray(mass.reshape(-1, m))
+        want = np.sort(np.partition(vals, m - k, axis=1)[:, m - k :], axis=1)
+        got = h2o_top(col, vals, k)
+        assert got.dtype == np.float32 and np.array_equal(got, want)
