@@ -22,7 +22,7 @@ import logging
 
 import numpy as np
 from llvmlite import ir
-from numba import carray, cfunc, types
+from numba import carray, cfunc, njit, types
 from numba.extending import intrinsic
 
 from ._entmax_cpu_kernel import solve_rows
@@ -53,45 +53,61 @@ def _as_float(typingctx, bits):
     return types.float64(bits), codegen
 
 
-def _pointer(item):
-    @intrinsic
-    def as_pointer(typingctx, address):
-        def codegen(context, builder, signature, args):
-            return builder.inttoptr(args[0], context.get_value_type(signature.return_type))
+@intrinsic
+def _f32_at(typingctx, address):
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], ir.PointerType(ir.FloatType()))
 
-        return types.CPointer(item)(address), codegen
-
-    return as_pointer
+    return types.CPointer(types.float32)(address), codegen
 
 
-_to_i8 = _pointer(types.int8)
+@intrinsic
+def _f64_at(typingctx, address):
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], ir.PointerType(ir.DoubleType()))
+
+    return types.CPointer(types.float64)(address), codegen
 
 
-def _body(item):
-    to_rows = _pointer(item)
+@intrinsic
+def _i8_at(typingctx, address):
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], ir.PointerType(ir.IntType(8)))
 
-    @cfunc(types.void(types.CPointer(types.int64)), nopython=True, nogil=True, cache=True)
-    def body(block):
-        r_total = block[1]
-        n = block[2]
-        chunks = block[3]
-        z = carray(to_rows(block[4]), (r_total, n))
-        out = carray(to_rows(block[5]), (r_total, n))
-        status = carray(_to_i8(block[6]), (r_total,))
-        alpha = _as_float(block[7])
-        tiny = _as_float(block[8])
-        while True:
-            c = _fetch_add(block, 1)
-            if c >= chunks:
-                return
-            solve_rows(
-                z, out, alpha, tiny, r_total * c // chunks, r_total * (c + 1) // chunks, status
-            )
-
-    return body
+    return types.CPointer(types.int8)(address), codegen
 
 
-_BODIES = {np.dtype(np.float32): _body(types.float32), np.dtype(np.float64): _body(types.float64)}
+@njit(nogil=True, cache=True)
+def _drain(block, z, out, status):
+    """Chunks of rows from the shared counter ``block[0]`` until none is left."""
+    r_total = block[1]
+    chunks = block[3]
+    alpha = _as_float(block[7])
+    tiny = _as_float(block[8])
+    while True:
+        c = _fetch_add(block, 1)
+        if c >= chunks:
+            return
+        r0 = r_total * c // chunks
+        solve_rows(z, out, alpha, tiny, r0, r_total * (c + 1) // chunks, status)
+
+
+# Two module-level callbacks (numba caches neither closures nor their intrinsics' variants).
+@cfunc(types.void(types.CPointer(types.int64)), nopython=True, nogil=True, cache=True)
+def _body_f32(block):
+    shape = (block[1], block[2])
+    status = carray(_i8_at(block[6]), (block[1],))
+    _drain(block, carray(_f32_at(block[4]), shape), carray(_f32_at(block[5]), shape), status)
+
+
+@cfunc(types.void(types.CPointer(types.int64)), nopython=True, nogil=True, cache=True)
+def _body_f64(block):
+    shape = (block[1], block[2])
+    status = carray(_i8_at(block[6]), (block[1],))
+    _drain(block, carray(_f64_at(block[4]), shape), carray(_f64_at(block[5]), shape), status)
+
+
+_BODIES = {np.dtype(np.float32): _body_f32, np.dtype(np.float64): _body_f64}
 
 
 class Team:
