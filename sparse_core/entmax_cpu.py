@@ -11,9 +11,13 @@ writes the row once. The algorithm is the torch compact path's, from the group m
 the closed form at α 1.5 and 2 (so exact ties give exact zeros, and τ equals the torch path's bit
 for bit when both reach the same support), Newton on ``H_β`` otherwise.
 
-Rows are shared out over ``torch.get_num_threads()`` threads (the kernel releases the GIL), in
-contiguous ranges: each row's result depends on that row alone, so any split gives the same bits
-(a lone analysis, which runs one torch thread per half of the heads, equals its batched run).
+Rows are shared out over ``torch.get_num_threads()`` threads: on torch's own OpenMP team where
+torch runs on GNU OpenMP (:mod:`sparse_core._entmax_cpu_team`: inside a forward, torch's
+workers are still spinning from its last op, and a thread of ours would wait milliseconds for
+that core), else on a pool of ours in contiguous ranges (the kernel releases the GIL). Each
+row's result depends on that row alone, so any split gives the same bits (a lone analysis,
+which runs one torch thread per half of the heads, equals its batched run).
+``SPARSESCOPE_ENTMAX_TEAM=0`` keeps the pool of ours.
 
 ``SPARSESCOPE_NO_NUMBA=1`` keeps the torch paths (comparisons, bench/bench_entmax.py
 ``--torch-entmax``); without numba installed the torch paths run and a line is logged once.
