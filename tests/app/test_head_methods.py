@@ -89,9 +89,9 @@ def test_every_method_named_is_the_whole_methods_part(client_and_id):
     client, aid, _ = client_and_id
     url = f"/api/analyses/{aid}/heads/1/1"
     every = "&".join(f"method={m}" for m in METHODS)
-    assert client.get(f"{url}?part=methods&{every}").json() == client.get(
-        f"{url}?part=methods"
-    ).json()
+    assert (
+        client.get(f"{url}?part=methods&{every}").json() == client.get(f"{url}?part=methods").json()
+    )
 
 
 def test_an_unknown_method_is_refused_by_name(client_and_id):
