@@ -238,6 +238,9 @@ def run(args, clients: dict, label: str, service) -> None:
             page = page_open(client, other, args.alpha, method[name], first[name])
             got.update({f"{name}:{k}": v for k, v in {**seq, **page}.items()})
             if rep == 1 and name == "this":  # what each response sends, gzipped and plain
+                if first[name]:  # the page's first head request, and the rest of the head
+                    urls["1st head"] = urls["head"] + first[name]
+                    urls["rest"] = urls["head"] + "?part=methods"
                 for step, url in urls.items():
                     plain = client.get(url, headers={"Accept-Encoding": "identity"})
                     with client.stream("GET", url, headers={"Accept-Encoding": "gzip"}) as z:
