@@ -30,6 +30,9 @@ softmax forwards too, so that each side's ratios are to its own reference in the
 ``--torch-entmax`` adds rows for ``model.run`` with the entmax's torch paths instead of the
 compiled CPU kernel (sparse_core/entmax_cpu.py), in the same process: the kernel's before/after.
 
+``--own-threads`` adds rows for ``model.run`` with the kernel's rows shared out on threads of
+our own instead of torch's OpenMP team (sparse_core/_entmax_cpu_team.py), in the same process.
+
 ``--lone`` adds rows for ``model.run`` as the server runs a text alone in its round (issue 26):
 torch on one thread and a second one-thread worker (``SparseModel.run(side=…)``).
 
@@ -243,7 +246,24 @@ def model_fns(args, model, t: str, hf, hf_sdpa, side) -> dict[str, Callable[[], 
             fns[f"model.run alpha={a} torch entmax"] = lambda a=a, t=t: torch_paths(
                 lambda: model.run(t, alpha=a)
             )
+        if getattr(args, "own_threads", False) and a != 1.0:
+            fns[f"model.run alpha={a} own threads"] = lambda a=a, t=t: own_threads(
+                lambda: model.run(t, alpha=a)
+            )
     return fns
+
+
+def own_threads(fn: Callable[[], object]) -> object:
+    """``fn()`` with the CPU kernel's rows on a thread pool of ours, not torch's OpenMP team
+    (``SPARSESCOPE_ENTMAX_TEAM=0``'s path)."""
+    from sparse_core import entmax_cpu
+
+    team = entmax_cpu._team
+    entmax_cpu._team = lambda: None
+    try:
+        return fn()
+    finally:
+        entmax_cpu._team = team
 
 
 def torch_paths(fn: Callable[[], object]) -> object:
@@ -351,6 +371,12 @@ def main() -> None:
         action="store_true",
         help="also model.run with the entmax's torch paths instead of the compiled CPU kernel "
         "(SPARSESCOPE_NO_NUMBA), side by side in this process",
+    )
+    ap.add_argument(
+        "--own-threads",
+        action="store_true",
+        help="also model.run with the CPU kernel on threads of our own instead of torch's "
+        "OpenMP team, side by side in this process",
     )
     ap.add_argument("--worker", metavar="DIR", help=argparse.SUPPRESS)
     args = ap.parse_args()

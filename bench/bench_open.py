@@ -16,7 +16,8 @@ the bytes each response sends gzipped and plain, and the load average before and
 Two opens per repeat, each of a fresh text: the sequential one above (every method's summary,
 three requests one after the other: the figures of earlier runs), and **the page's own**
 (frontend/js/session.js, issue 26): ``POST /api/analyze`` with ``summary: [<the page's first
-method>]`` where the server takes it (frontend/js/summary.js), then the head ("first paint": its
+method>]`` where the server takes it (frontend/js/summary.js), then the head (``?part=graph``
+with the shown method's data where the server takes ``method``: session.js; "first paint": its
 heatmap can be drawn), then its Pareto data (the page asks for them once the head is in: at once,
 each request already using both cores, they only competed); "page open" is the wall time until
 the Pareto data have arrived. "rest of summary" is what the page asks for next (every method's
@@ -57,9 +58,10 @@ from bench_entmax import corpus_text, hf_bert, load, prefix_with_tokens  # noqa:
 STEPS = ("analyze", "head", "pareto")
 #: The page's open (frontend/js/session.js ``analyze`` and ``adopt``): the analysis (with the
 #: shown method's summary only where the server takes ``summary``), then the open head (its
-#: heatmap painted: "first paint"), then its Pareto data; ``rest``: every method's summary, after.
+#: heatmap painted: "first paint"), then its Pareto data; ``rest``: every method's summary, and
+#: the head's other methods' data (``?part=methods``), after.
 PAGE = ("page analyze", "head, then", "first paint", "pareto, then", "page open",
-        "rest of summary")  # fmt: skip
+        "rest of summary", "rest of head")  # fmt: skip
 
 
 def main() -> None:
@@ -125,6 +127,22 @@ def takes_summary(client) -> bool:
     return "summary" in schema["components"]["schemas"]["AnalyzeRequest"]["properties"]
 
 
+def takes_head_methods(client) -> bool:
+    """Whether the server's head route has the ``method`` parameter (issue 26, open5)."""
+    route = client.get("/openapi.json").json()["paths"]
+    params = route["/api/analyses/{analysis_id}/heads/{layer}/{head}"]["get"]["parameters"]
+    return any(p["name"] == "method" for p in params)
+
+
+def first_head_query(method: str) -> str:
+    """The page's first head request (frontend/js/session.js ``loadHead``): the graph, with the
+    shown method's data when it has any (``methods.js`` PAYLOAD_METHODS: a non-empty
+    ``payload_empty``)."""
+    from sparse_core.methods import METHODS
+
+    return "?part=graph" + (f"&method={method}" if METHODS[method].payload_empty else "")
+
+
 def timed(fn):
     t0 = time.perf_counter()
     r = fn()
@@ -132,10 +150,13 @@ def timed(fn):
     return time.perf_counter() - t0, r
 
 
-def page_open(client, text: str, alpha: float, method: str | None) -> dict[str, float]:
+def page_open(
+    client, text: str, alpha: float, method: str | None, head_query: str = ""
+) -> dict[str, float]:
     """The page's open of ``text``: analyze (``summary: [method]`` when ``method``), then the
-    head (the first paint), then its Pareto data; the whole summary after (when the server has
-    the route)."""
+    head (``head_query``: the page's first head request where the server takes ``method``, the
+    whole payload otherwise; the first paint), then its Pareto data; after the open, the rest of
+    the head (its methods' part) and the whole summary (when the server has them)."""
     got: dict[str, float] = {}
     req = {"text": text, "alpha": alpha}
     if method is not None:
@@ -143,10 +164,13 @@ def page_open(client, text: str, alpha: float, method: str | None) -> dict[str, 
     t0 = time.perf_counter()
     got["page analyze"], r = timed(lambda: client.post("/api/analyze", json=req))
     aid = r.json()["id"]
-    got["head, then"] = timed(lambda: client.get(f"/api/analyses/{aid}/heads/0/0"))[0]
+    head = f"/api/analyses/{aid}/heads/0/0"
+    got["head, then"] = timed(lambda: client.get(head + head_query))[0]
     got["first paint"] = time.perf_counter() - t0
     got["pareto, then"] = timed(lambda: client.get(f"/api/analyses/{aid}/pareto?layer=0&head=0"))[0]
     got["page open"] = time.perf_counter() - t0
+    if head_query:
+        got["rest of head"] = timed(lambda: client.get(head + "?part=methods"))[0]
     if method is not None:
         got["rest of summary"] = timed(lambda: client.get(f"/api/analyses/{aid}/summary"))[0]
     return got
@@ -181,12 +205,17 @@ def run(args, clients: dict, label: str, service) -> None:
     count = lambda s: len(tok(s)["input_ids"])  # noqa: E731
     shown = FIELDS["method"].default  # the page's method on a first visit
     method = {k: (shown if takes_summary(c) else None) for k, c in clients.items()}
+    first = {
+        k: (first_head_query(shown) if takes_head_methods(c) else "") for k, c in clients.items()
+    }
 
     print(
         f"torch {torch.__version__}, {os.cpu_count()} CPUs, torch threads "
         f"{torch.get_num_threads()} (the forward), n = {args.n}, alpha {args.alpha}, repeats "
         f"{args.repeats}, {label}, page's summary: "
         + ", ".join(f"{k} {'[' + m + ']' if m else 'every method'}" for k, m in method.items())
+        + ", first head: "
+        + ", ".join(f"{k} {'heads/0/0' + q if q else 'whole'}" for k, q in first.items())
         + f", {load()}"
     )
     keys = ("softmax", *[f"{c}:{k}" for c in clients for k in (*STEPS, "open", *PAGE)])
@@ -206,9 +235,12 @@ def run(args, clients: dict, label: str, service) -> None:
             order.reverse()  # who goes first alternates
         for name, client in order:
             seq, urls = sequential_open(client, text, args.alpha, ids.shape[1])
-            page = page_open(client, other, args.alpha, method[name])
+            page = page_open(client, other, args.alpha, method[name], first[name])
             got.update({f"{name}:{k}": v for k, v in {**seq, **page}.items()})
             if rep == 1 and name == "this":  # what each response sends, gzipped and plain
+                if first[name]:  # the page's first head request, and the rest of the head
+                    urls["1st head"] = urls["head"] + first[name]
+                    urls["rest"] = urls["head"] + "?part=methods"
                 for step, url in urls.items():
                     plain = client.get(url, headers={"Accept-Encoding": "identity"})
                     with client.stream("GET", url, headers={"Accept-Encoding": "gzip"}) as z:

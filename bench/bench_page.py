@@ -202,9 +202,10 @@ def slider_of(method: dict) -> str | None:
     return "window"
 
 
-def bench_arena(browser, base: str, model, n: int, steps: int) -> dict:
+def bench_arena(browser, base: str, model, n: int, steps: int, pointer: bool = False) -> dict:
     """Every slider (range inputs and choices, add-ons left out) of every arena method at n:
-    {"method · param": [slider-update ms]}, and the frames' work."""
+    {"method · param": [slider-update ms]}, and the frames' work. ``pointer``: range sliders
+    dragged with the mouse (:func:`pointer_drag`); choices are always picked by input events."""
     text = texts_of_n_tokens(model, n, 1)[0]
     page = browser.new_page(viewport={"width": 1600, "height": 1000})
     page.set_default_timeout(300_000)  # a loaded machine: the first visit computes its example
@@ -219,8 +220,12 @@ def bench_arena(browser, base: str, model, n: int, steps: int) -> dict:
         for spec in m["params"]:
             if spec["name"] in ("window", "globals") or spec["kind"] == "bool":
                 continue
-            js = CHOICE_JS if spec["kind"] == "choice" else SLIDE_JS
-            got = page.evaluate(js, [spec["name"], steps])
+            if spec["kind"] == "choice":
+                got = page.evaluate(CHOICE_JS, [spec["name"], steps])
+            elif pointer:
+                got = pointer_drag(page, spec["name"], steps)
+            else:
+                got = page.evaluate(SLIDE_JS, [spec["name"], steps])
             key = f"{m['name']} · {spec['name']}"
             (base if m["name"] in BASELINE else out)[key] = got["update"]
             work[key] = got["work"]
@@ -581,7 +586,8 @@ def main() -> int:
     ap.add_argument(
         "--pointer",
         action="store_true",
-        help="--compare: drag each slider with the mouse (frame-aligned input, as a user's drag) "
+        help="--compare, --arena: drag each range slider with the mouse (frame-aligned input, as "
+        "a user's drag) "
         "instead of input events dispatched from an animation frame",
     )
     ap.add_argument(
@@ -636,7 +642,7 @@ def main() -> int:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
             for n in args.n:
-                print(arena_report(bench_arena(browser, base, model, n, args.steps),
+                print(arena_report(bench_arena(browser, base, model, n, args.steps, args.pointer),
                                    model.model_id, sys.argv[1:]))  # fmt: skip
             browser.close()
         return 0

@@ -11,9 +11,13 @@ writes the row once. The algorithm is the torch compact path's, from the group m
 the closed form at α 1.5 and 2 (so exact ties give exact zeros, and τ equals the torch path's bit
 for bit when both reach the same support), Newton on ``H_β`` otherwise.
 
-Rows are shared out over ``torch.get_num_threads()`` threads (the kernel releases the GIL), in
-contiguous ranges: each row's result depends on that row alone, so any split gives the same bits
-(a lone analysis, which runs one torch thread per half of the heads, equals its batched run).
+Rows are shared out over ``torch.get_num_threads()`` threads: on torch's own OpenMP team where
+torch runs on GNU OpenMP (:mod:`sparse_core._entmax_cpu_team`: inside a forward, torch's
+workers are still spinning from its last op, and a thread of ours would wait milliseconds for
+that core), else on a pool of ours in contiguous ranges (the kernel releases the GIL). Each
+row's result depends on that row alone, so any split gives the same bits (a lone analysis,
+which runs one torch thread per half of the heads, equals its batched run).
+``SPARSESCOPE_ENTMAX_TEAM=0`` keeps the pool of ours.
 
 ``SPARSESCOPE_NO_NUMBA=1`` keeps the torch paths (comparisons, bench/bench_entmax.py
 ``--torch-entmax``); without numba installed the torch paths run and a line is logged once.
@@ -46,6 +50,8 @@ _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
 _pool_pid = 0
+_team_obj = None
+_team_tried = False
 
 
 def _load():
@@ -75,6 +81,7 @@ def warm() -> bool:
     for dtype in (np.float32, np.float64):
         z = np.zeros((1, 4), dtype)
         k.solve_rows(z, np.empty_like(z), 1.5, 1e-30, 0, 1, np.zeros(1, np.int8))
+    _team()  # its callbacks are compiled (or loaded) on import
     return True
 
 
@@ -89,6 +96,41 @@ def available(rows: Tensor, alpha: object) -> bool:
         and not os.environ.get("SPARSESCOPE_NO_NUMBA")
         and _load() is not None
     )
+
+
+def _openmp_library() -> str | None:
+    """The path of the one libgomp loaded in this process when torch's parallel backend is
+    OpenMP (Linux: read from /proc/self/maps), else None."""
+    if "parallel backend: OpenMP" not in torch.__config__.parallel_info():
+        return None
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {ln.split(None, 5)[-1].strip() for ln in f if "libgomp" in ln}
+    except OSError:  # not Linux
+        return None
+    paths = {p for p in paths if os.path.basename(p).startswith("libgomp")}
+    return paths.pop() if len(paths) == 1 else None
+
+
+def _team():
+    """torch's OpenMP team (:mod:`sparse_core._entmax_cpu_team`), or None: not OpenMP, not
+    exactly one libgomp loaded, or ``SPARSESCOPE_ENTMAX_TEAM=0`` (then a thread pool of ours)."""
+    global _team_obj, _team_tried
+    if _team_tried:
+        return _team_obj
+    with _lock:
+        if not _team_tried:
+            path = None if os.environ.get("SPARSESCOPE_ENTMAX_TEAM") == "0" else _openmp_library()
+            if path is not None:
+                try:
+                    from . import _entmax_cpu_team
+
+                    _team_obj = _entmax_cpu_team.Team(path)
+                except (OSError, AttributeError, ImportError, RuntimeError) as e:
+                    log.warning("entmax: torch's OpenMP team unusable (%s); own threads", e)
+            log.debug("entmax: rows shared out on %s", path or "threads of our own")
+            _team_tried = True
+    return _team_obj
 
 
 def _threads(r: int) -> int:
@@ -119,8 +161,11 @@ def entmax_rows(rows: Tensor, alpha: float, out: Tensor, redo) -> Tensor:
     status = np.zeros(r_total, dtype=np.int8)
     tiny = float(torch.finfo(out.dtype).tiny)
     t = _threads(r_total)
+    team = _team() if t > 1 else None
     if t == 1:
         k.solve_rows(z, o, alpha, tiny, 0, r_total, status)
+    elif team is not None:
+        team.run(z, o, alpha, tiny, status, t)
     else:
         cuts = [r_total * i // t for i in range(t + 1)]
         pool = _executor(t - 1)

@@ -58,18 +58,24 @@ class Derived:
         self.cache = cache
         self.stats = stats
 
-    def head(self, entry: Entry, layer: int, head: int, part: str = "all") -> bytes:
+    def head(
+        self, entry: Entry, layer: int, head: int, part: str = "all",
+        methods: list[str] | None = None,
+    ) -> bytes:  # fmt: skip
         """The head payload as JSON bytes (serialised once, then served from the entry): all of
-        it, or its ``graph`` (packed CSR) or its ``methods`` part (payloads.HEAD_PARTS)."""
+        it, or its ``graph`` (packed CSR) or its ``methods`` part (payloads.HEAD_PARTS); with
+        ``methods`` (registry names, registry order), only those methods' data."""
 
         def make() -> bytes:
             if part == "methods":
-                return dumps(head_methods_body(entry, layer, head))
+                return dumps(head_methods_body(entry, layer, head, methods))
             body = head_graph_body if part == "graph" else head_body
             # with its tile pyramid (app/engine/lod.py)
-            return dumps({**body(entry, layer, head), "lod": lod_info(entry.out.n)})
+            return dumps({**body(entry, layer, head, methods), "lod": lod_info(entry.out.n)})
 
-        return self.cache.derive(entry, ("head", layer, head, part), make)
+        key = ("head", layer, head, part) if methods is None else \
+            ("head", layer, head, part, tuple(methods))  # fmt: skip
+        return self.cache.derive(entry, key, make)
 
     def tile(self, entry: Entry, layer: int, head: int, level: int, ti: int, tj: int) -> bytes:
         """Tile (ti, tj) of ``level`` of one head's max-pooled pyramid (app/engine/lod.py) as

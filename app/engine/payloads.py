@@ -235,11 +235,29 @@ def _total(out) -> int:
 # ----------------------------------------------------------------------------- one head
 
 
+def methods_data(ctx, methods: list[str] | None = None) -> dict:
+    """The methods' part of one head's payload: ``sparse_core.methods.head_data`` of the head's
+    view (every method: today's bytes), or, with ``methods`` (registry names, in the registry's
+    order), only those methods' ``head_payload`` hooks, merged the same way (the first method's
+    value of a key is kept; ``payload_empty`` for one that cannot run on ``ctx``), plus ``seed``
+    (the draws' per-head seed: the page's ``HeadData.seed``, one integer)."""
+    if methods is None:
+        return head_data(ctx, 0, 0)
+    out: dict[str, Any] = {"seed": int(ctx.seeds()[0, 0])}
+    for name in methods:
+        m = METHODS[name]
+        part = m.head_payload(ctx, 0, 0) if m.runs_on(ctx) else m.payload_empty
+        for key, value in part.items():
+            out.setdefault(key, value)
+    return out
+
+
 @torch.inference_mode()
-def head_body(entry, layer: int, head: int) -> dict:
+def head_body(entry, layer: int, head: int, methods: list[str] | None = None) -> dict:
     """``GET /api/analyses/{id}/heads/{layer}/{head}``: every edge ``[i, j, p]`` with p > 0
     (p exactly, :func:`f32_exact`), plus what the page needs to recompute every method's mask for
-    any slider value (the registry's ``head_payload`` hooks: ``sparse_core.methods.head_data``)."""
+    any slider value (the registry's ``head_payload`` hooks: ``sparse_core.methods.head_data``);
+    with ``methods`` (``?method=``), only those methods' data (:func:`methods_data`)."""
     out = entry.out
     p = out.attn.head(layer, head)  # (n, n): this head only, dense or from the sparse store
     ij = p.nonzero()  # (E, 2)
@@ -252,23 +270,26 @@ def head_body(entry, layer: int, head: int) -> dict:
         "gold_sparsity": entry.gold_sparsity(layer, head),
         "edges": [list(e) for e in zip(rows, cols, vals, strict=True)],
         # computed on the head alone (PredictContext.view: the same payload, 1/(L·H) the work)
-        **head_data(entry.ctx.view(layer, head), 0, 0),
+        **methods_data(entry.ctx.view(layer, head), methods),
         "pos": entry.pos,
     }
 
 
 #: The parts of a head payload (``?part=``): everything (the default), the graph alone (packed
-#: CSR, what the heatmap needs; the page's first request at large n), or every method's data.
+#: CSR, what the heatmap needs; the page's first request), or the methods' data. ``?method=``
+#: narrows the methods' data of ``all`` and ``methods`` to the named methods, and adds the named
+#: methods' data to ``graph`` (the page's first request: the graph and the shown method's data).
 HEAD_PARTS = ("all", "graph", "methods")
 
 
 @torch.inference_mode()
-def head_graph_body(entry, layer: int, head: int) -> dict:
+def head_graph_body(entry, layer: int, head: int, methods: list[str] | None = None) -> dict:
     """``…/heads/{layer}/{head}?part=graph``: the head's graph as packed CSR (``csr``): per query
     its count of edges (``counts``, n), then every edge's key (``cols``) and exact float32 P
     (``p``), row-major, each a base64 little-endian array (``selection.b64_ints`` /
     ``b64_floats``); plus ``pos``, ``gold_sparsity`` and ``seed``. At n = 4,096 that is
-    8 bytes an edge instead of ~30 of JSON, and no method's data (``?part=methods``)."""
+    8 bytes an edge instead of ~30 of JSON, and no method's data (``?part=methods``) but the
+    ``methods`` named (``?method=``: :func:`methods_data`, after ``seed``)."""
     out = entry.out
     if out.n > 0xFFFF:  # counts and columns are sent as u16
         raise ValueError(f"packed head payloads hold n <= 65535 tokens, got {out.n}")
@@ -288,15 +309,17 @@ def head_graph_body(entry, layer: int, head: int) -> dict:
             "p": b64_floats(vals),
         },
         "seed": int(entry.ctx.seeds()[layer, head]),
+        **(methods_data(entry.ctx.view(layer, head), methods) if methods else {}),
         "pos": entry.pos,
     }
 
 
 @torch.inference_mode()
-def head_methods_body(entry, layer: int, head: int) -> dict:
+def head_methods_body(entry, layer: int, head: int, methods: list[str] | None = None) -> dict:
     """``…/heads/{layer}/{head}?part=methods``: what ``head_body`` adds to the graph (every
-    method's ``head_payload``), fetched by the page after it drew the graph."""
-    data = head_data(entry.ctx.view(layer, head), 0, 0)  # the head alone (1/(L·H) the work)
+    method's ``head_payload``, or the ``methods`` named), fetched by the page after it drew the
+    graph."""
+    data = methods_data(entry.ctx.view(layer, head), methods)  # the head alone (1/(L·H) the work)
     return {"layer": layer, "head": head, "n": entry.out.n, **data}
 
 

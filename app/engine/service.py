@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -382,13 +383,20 @@ class AnalysisService:
             return self.get(analysis_id)
         return self._head_entry(analysis_id, layer, head)
 
-    def head(self, analysis_id: str, layer: int, head: int, part: str = "all") -> bytes:
-        """One head's payload as JSON bytes (``Derived.head``): ``part`` all, graph or methods."""
+    def head(
+        self, analysis_id: str, layer: int, head: int, part: str = "all",
+        methods: Iterable[str] | None = None,
+    ) -> bytes:  # fmt: skip
+        """One head's payload as JSON bytes (``Derived.head``): ``part`` all, graph or methods;
+        ``methods`` (None: every method's data with all / methods, none with graph): only those
+        methods' data (a 400 naming ``method`` for an unknown name)."""
         if part not in HEAD_PARTS:
             raise SparsescopeError(
                 f"part must be one of {', '.join(HEAD_PARTS)}, got {part!r}", field="part"
             )
-        return self.derived.head(self._head_entry(analysis_id, layer, head), layer, head, part)
+        names = None if methods is None else check_methods(methods, "method")
+        entry = self._head_entry(analysis_id, layer, head)
+        return self.derived.head(entry, layer, head, part, names)
 
     def tile(self, analysis_id: str, layer: int, head: int, level: int, ti: int, tj: int) -> bytes:
         """Tile (ti, tj) of ``level`` of one head's pyramid (app/engine/lod.py)."""

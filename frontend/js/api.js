@@ -143,10 +143,14 @@ export function getAnalysis(id) {
 
 /**
  * `GET /api/analyses/{id}/heads/{layer}/{head}`: edges, projections and precomputed draws; with
- * `part` "graph" only the edges (packed CSR), pos and seed, with "methods" only the rest.
+ * `part` "graph" only the edges (packed CSR), pos and seed, with "methods" only the rest;
+ * `methods` (names): only those methods' data (with "graph": those methods' data besides it).
  */
-export function getHead(id, layer, head, part = null) {
-  const qs = part === null ? "" : `?part=${enc(part)}`;
+export function getHead(id, layer, head, part = null, methods = null) {
+  const q = new URLSearchParams();
+  if (part !== null) q.append("part", part);
+  for (const m of methods ?? []) q.append("method", m);
+  const qs = q.toString() ? `?${q}` : "";
   return request(`/api/analyses/${enc(id)}/heads/${layer}/${head}${qs}`);
 }
 

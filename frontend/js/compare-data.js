@@ -17,6 +17,7 @@
 import * as api from "./api.js";
 import { availableMethods } from "./controls.js";
 import { prepareHead } from "./head.js";
+import { lacksData } from "./methods.js";
 import { resolveParams } from "./params.js";
 import { loadHead, requestOf } from "./session.js";
 
@@ -73,12 +74,15 @@ export async function paneB(s) {
       throw new Error(`pane B's head L${s.cmpLayer} H${s.cmpHead} is not in this model ` +
         `(${a.layers} layers × ${a.heads} heads)`);
     }
-    const head = await loadHead(s.cmpLayer, s.cmpHead);
+    const head = await loadHead(s.cmpLayer, s.cmpHead, null); // whole: B follows A's method
     return { head, analysis: a, layer: s.cmpLayer, headIndex: s.cmpHead, available: names(a), note: "" };
   }
   if (s.compare === "method") {
     const spec = methodSpec(a, s.cmpMethod);
-    return { head: s.headData, analysis: a, layer: s.layer, headIndex: s.head, available: names(a),
+    // the open head drawn with A's method's data alone: B's method's data first (session.js)
+    const head = s.headData && lacksData(s.headData, spec.name)
+      ? await loadHead(s.layer, s.head, spec.name) : s.headData;
+    return { head, analysis: a, layer: s.layer, headIndex: s.head, available: names(a),
       method: spec.name, params: resolveParams(spec, {}), note: "" };
   }
   const req = requestOfB(s);

@@ -41,10 +41,15 @@ function flatten(rows, width) {
  * Prepare a head payload for interactive use.
  * @param {object} payload the head payload
  * @param {boolean} causal the analysis' causal flag
+ * @param {string[]|null} [methodsIn] a `?part=graph&method=…` payload's methods (their data is
+ *   in: `methods.lacksData`); the others wait for `withMethods`
  * @returns {HeadData}
  */
-export function prepareHead(payload, causal) {
-  if (payload.csr) return { ...graphFromCsr(payload, causal), ...methodFields(payload) };
+export function prepareHead(payload, causal, methodsIn = null) {
+  if (payload.csr) {
+    return { ...graphFromCsr(payload, causal), ...methodFields(payload),
+      methodsIn: new Set(methodsIn ?? []) };
+  }
   const n = payload.n;
   const probs = new Float32Array(n * n);
   const gold = new Uint8Array(n * n);

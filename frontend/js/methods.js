@@ -273,6 +273,17 @@ export const PAYLOAD_METHODS = new Set([
   "topk", "moba", "quest", "xattention", "sparge",
 ]);
 
+/**
+ * Whether `head` lacks `method`'s data: drawn from its graph with only some methods' data
+ * (`methodsIn`: the page's first request asks for the shown method's, session.js), the rest
+ * not in yet.
+ * @param {import("./head.js").HeadData} head
+ * @param {string} method
+ */
+export function lacksData(head, method) {
+  return !!head.methodsPending && PAYLOAD_METHODS.has(method) && !head.methodsIn?.has(method);
+}
+
 /** The mask cannot be computed yet: the head's methods' part is still on its way. */
 export class PendingError extends Error {
   constructor() {
@@ -291,7 +302,7 @@ export class PendingError extends Error {
 export function predict(head, method, params) {
   const f = Object.hasOwn(PREDICTORS, method) ? PREDICTORS[method] : null;
   if (!f) throw new Error(`unknown method ${JSON.stringify(method)}`);
-  if (head.methodsPending && PAYLOAD_METHODS.has(method)) throw new PendingError();
+  if (lacksData(head, method)) throw new PendingError();
   const mask = f(head, params);
   return patterns.finish(mask, head.n, {
     window: Number(params.window ?? 0),

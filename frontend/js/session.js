@@ -14,6 +14,7 @@ import * as api from "./api.js";
 import { availableMethods } from "./controls.js";
 import { prepareHead, withMethods } from "./head.js";
 import { markHeadStart } from "./live.js";
+import { PAYLOAD_METHODS, lacksData } from "./methods.js";
 import { resolveParams } from "./params.js";
 import { LOD_MIN } from "./heatmap-lod.js";
 import * as store from "./state.js";
@@ -71,35 +72,59 @@ async function withAnalysis(fn) {
 }
 
 /**
- * The prepared head (layer, head) of the current analysis, fetched once.
+ * The prepared head (layer, head) of the current analysis, fetched once: first its graph (packed
+ * CSR) with the data of `method` alone (`?part=graph&method=…`: a small fraction of the whole
+ * payload, most of which is every other method's data, docs/methods.md), the rest (`?part=
+ * methods`) when a method lacking it is asked for (`lacksData`), when the first view is on
+ * screen (`adopt`), or at once for a long text. The promise holds `method`'s data; `method`
+ * null: the whole head (every method's data).
+ * @param {number} layer
+ * @param {number} head
+ * @param {string|null} [method] the method whose data the head must hold (default: the shown one)
  * @returns {Promise<import("./head.js").HeadData>}
  */
-export function loadHead(layer, head) {
+export function loadHead(layer, head, method = store.get().method) {
   const a = store.get().analysis;
   const key = `${a.id}/${layer}/${head}`;
-  if (heads.has(key)) {
-    const hit = heads.get(key);
+  let p = heads.get(key);
+  if (p) {
     heads.delete(key); // re-insert: most recently used last
-    heads.set(key, hit);
-    return hit;
+    heads.set(key, p);
+  } else {
+    // a method without data of its own (window, BigBird, …: the seed is always in) asks none
+    const first = method && PAYLOAD_METHODS.has(method) ? [method] : [];
+    p = withAnalysis((an) => api.getHead(an.id, layer, head, "graph", first))
+      .then((payload) => prepareHead(payload, a.causal, first))
+      .then(told(a.id, layer, head));
+    p.catch(() => heads.delete(key));
+    heads.set(key, p);
+    // a long text: every method's data at once, as before (its heatmap takes longer to draw)
+    if (a.n > LOD_MIN) completeHead(key, p).catch(() => {});
+    const cells = store.get().view === "model" ? MODEL_CACHE_CELLS : CACHE_CELLS;
+    const limit = Math.max(2, Math.floor(cells / (a.n * a.n)));
+    while (heads.size > limit) heads.delete(heads.keys().next().value);
   }
-  // a long text: the graph first (packed CSR, what the heatmap draws), every method's data after
-  const long = a.n > LOD_MIN;
-  const p = withAnalysis((an) => api.getHead(an.id, layer, head, long ? "graph" : null))
-    .then((payload) => prepareHead(payload, a.causal))
-    .then(told(a.id, layer, head));
-  p.catch(() => heads.delete(key));
-  if (long) whole.set(key, p.then((graph) => addMethods(key, graph)).catch(() => null));
-  heads.set(key, p);
-  const cells = store.get().view === "model" ? MODEL_CACHE_CELLS : CACHE_CELLS;
-  const limit = Math.max(2, Math.floor(cells / (a.n * a.n)));
-  while (heads.size > limit) heads.delete(heads.keys().next().value);
-  return p;
+  return p.then((data) => (lacks(data, method) ? completeHead(key, p) : data));
+}
+
+/** Whether a prepared head lacks `method`'s data (null: any method's). */
+function lacks(data, method) {
+  return method === null ? !!data.methodsPending : lacksData(data, method);
+}
+
+/** The whole head of `key` (its methods' part added to the graph `p` holds), fetched once. */
+function completeHead(key, p) {
+  if (!whole.has(key)) {
+    const w = p.then((graph) => (graph.methodsPending ? addMethods(key, graph) : graph));
+    w.catch(() => whole.delete(key));
+    whole.set(key, w);
+  }
+  return whole.get(key);
 }
 
 /**
- * Fetch a long text's head's methods' part and publish the whole head (`withMethods`): in the
- * cache, and as `headData` when the graph alone is shown (the mask is then computed).
+ * Fetch a head's methods' part and publish the whole head (`withMethods`): in the cache, and
+ * as `headData` when the graph is shown (the mask of any method is then computed).
  */
 async function addMethods(key, graph) {
   const a = store.get().analysis;
@@ -108,17 +133,24 @@ async function addMethods(key, graph) {
     part = await withAnalysis((an) => api.getHead(an.id, graph.layer, graph.head, "methods"));
   } catch (err) {
     if (store.get().headData === graph) store.set({ errors: errorFor(err) });
-    return;
+    throw err;
   }
   const done = withMethods(graph, part);
   if (heads.has(key)) heads.set(key, Promise.resolve(done));
   if (store.get().analysis === a && store.get().headData === graph) store.set({ headData: done });
+  return done;
 }
 
 /** When the open head is whole (a long text's methods' part arrived, or failed). */
 function headWhole() {
   const s = store.get();
-  return whole.get(`${s.analysis.id}/${s.layer}/${s.head}`) ?? Promise.resolve();
+  return (whole.get(`${s.analysis.id}/${s.layer}/${s.head}`) ?? Promise.resolve()).catch(() => null);
+}
+
+/** The open head's methods' part (after the first view: a method switch then finds it in). */
+function completeOpenHead() {
+  const s = store.get();
+  return loadHead(s.layer, s.head, null).catch(() => null);
 }
 
 /**
@@ -263,7 +295,9 @@ function adopt(a, keep, seed = null) {
   // for); once the first view is on screen (the head and its Pareto data: nothing competes with
   // them for the server's cores), every other method's summary (summary.js) and the other heads
   ensureMethod(a, s.method);
-  Promise.all([opened, swept]).then(() => {
+  Promise.all([opened, swept]).then(async () => {
+    if (store.get().analysis !== a) return;
+    await completeOpenHead(); // the other methods' data of the open head (a switch is instant)
     if (store.get().analysis !== a) return;
     completeSummary(a);
     prefetchHeads(a);
@@ -430,7 +464,11 @@ export function initSession() {
     }
     const axis = changed.has("paretoX") || (changed.has("block") && s.paretoX === "block");
     if ((changed.has("scope") || axis) && !changed.has("analysis")) loadPareto();
-    if (changed.has("method") && !changed.has("analysis")) ensureMethod(s.analysis, s.method);
+    if (changed.has("method") && !changed.has("analysis")) {
+      ensureMethod(s.analysis, s.method);
+      // the open head drawn without this method's data: fetch it (addMethods publishes it)
+      if (s.headData && lacksData(s.headData, s.method)) loadHead(s.layer, s.head).catch(() => {});
+    }
     if (URL_KEYS.some((k) => changed.has(k))) writeUrl();
   });
 }

@@ -144,6 +144,54 @@ def test_any_split_over_threads_gives_the_same_bits(monkeypatch) -> None:
     assert torch.equal(entmax(z[:, 5:9], 1.25), one[:, 5:9])  # rows alone, as batched
 
 
+@pytest.fixture
+def two_threads():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("alpha", [1.25, 1.5, 1.75])
+def test_torch_team_and_own_threads_give_the_same_bits(alpha, two_threads, monkeypatch) -> None:
+    """Rows shared out on torch's OpenMP team (where this torch has one) equal those on our own
+    threads and on one thread, bit for bit; and the team really ran them."""
+    g = torch.Generator().manual_seed(5)
+    z = torch.randn(12, 100, 384, generator=g) * 4
+    z[3, :7, 200:] = float("-inf")
+    team = entmax_cpu._team()
+    if entmax_cpu._openmp_library() is not None:
+        assert team is not None
+        runs = []
+        real = type(team).run
+        monkeypatch.setattr(
+            type(team), "run", lambda self, *a: runs.append(a[-1]) or real(self, *a)
+        )
+    on_team = entmax(z, alpha)
+    if team is not None:
+        assert runs == [2]
+    with monkeypatch.context() as m:
+        m.setattr(entmax_cpu, "_team", lambda: None)
+        own = entmax(z, alpha)
+    torch.set_num_threads(1)
+    assert torch.equal(on_team, own) and torch.equal(on_team, entmax(z, alpha))
+    assert_exact(on_team, z, alpha)
+
+
+def test_nan_is_refused_on_the_team(two_threads) -> None:
+    z = torch.randn(400, 256)
+    z[333, 17] = float("nan")
+    with pytest.raises(ValueError, match="NaN"):
+        entmax(z, 1.25)
+
+
+def test_no_team_where_torch_is_not_openmp(monkeypatch) -> None:
+    monkeypatch.setattr(
+        torch.__config__, "parallel_info", lambda: "ATen parallel backend: native thread pool"
+    )
+    assert entmax_cpu._openmp_library() is None
+
+
 def test_unsettled_rows_go_to_the_torch_path(monkeypatch) -> None:
     """Rows the kernel flags (status 3) are recomputed by the torch compact path."""
     z = torch.randn(6, 200)

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { prepareHead, withMethods } from "../../frontend/js/head.js";
-import { PAYLOAD_METHODS, PendingError, predict } from "../../frontend/js/methods.js";
+import { PAYLOAD_METHODS, PendingError, lacksData, predict } from "../../frontend/js/methods.js";
 
 /** A deterministic PRNG (mulberry32). */
 function rng(seed) {
@@ -104,4 +104,32 @@ test("a method that needs the methods' part waits for it; the others draw at onc
   const w = predict(g, "window", { window: 3, globals: false });
   assert.equal(w[0 * 30 + 1], 1);
   assert.equal(w[0 * 30 + 2], 0);
+});
+
+test("a graph sent with one method's data draws that method at once, the others wait", () => {
+  const n = 30;
+  const { graph } = payloads(n, 5);
+  const queries = Array.from({ length: n }, (_, t) => [t, 0.5]);
+  // `?part=graph&method=sf-distance`: the graph and sf-distance's data (its projections) only
+  const g = prepareHead({ ...graph, proj: { queries, keys: queries } }, false, ["sf-distance"]);
+  assert.equal(g.methodsPending, true);
+  assert.ok(!lacksData(g, "sf-distance") && !lacksData(g, "window"));
+  const m = predict(g, "sf-distance", { t: 4, window: 0, globals: false });
+  assert.equal(m[0], 1);
+  assert.equal(m[5], 0);
+  for (const name of PAYLOAD_METHODS) {
+    if (name === "sf-distance") continue;
+    assert.ok(lacksData(g, name), name);
+    assert.throws(() => predict(g, name, {}), PendingError, name);
+  }
+  // the rest arrives: every method draws, sf-distance the same mask
+  const whole = withMethods(g, {
+    layer: 1, head: 2, n, seed: 7, proj: { queries, keys: queries }, centroids: {},
+    reformer: {}, routing: {},
+  });
+  assert.ok(![...PAYLOAD_METHODS].some((name) => lacksData(whole, name)));
+  assert.deepEqual(predict(whole, "sf-distance", { t: 4, window: 0, globals: false }), m);
+  // no method named: the graph alone waits for every method that needs data
+  const bare = prepareHead(payloads(n, 5).graph, false, []);
+  assert.ok([...PAYLOAD_METHODS].every((name) => lacksData(bare, name)));
 });

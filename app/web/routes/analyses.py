@@ -106,10 +106,21 @@ def get_head(
             "the heatmap needs; methods: every method's data (proj, centroids, topk, ...) alone"
         ),
     ] = "all",
+    method: Annotated[
+        list[MethodName],
+        Query(
+            description="a method whose data the payload carries (repeat for several): with "
+            "all or methods, only these methods' data (default: every method's, today's "
+            "payload); with graph, these methods' data besides the graph (default: none). "
+            "seed is always there. An sf-* method on an analysis without a Sparsefinder "
+            "artefact: its empty data (proj null)",
+            max_length=len(METHODS),
+        ),
+    ] = [],  # noqa: B006 - FastAPI copies a list default
 ) -> Response:
     """One head: its entmax edges and what the page needs to recompute every method's mask
-    (a long text's page asks for the graph first, then the methods' part)."""
-    return json_bytes(service.head(analysis_id, layer, head, part))
+    (the page asks for the graph and the shown method's data first, then the methods' part)."""
+    return json_bytes(service.head(analysis_id, layer, head, part, method or None))
 
 
 @router.get(
