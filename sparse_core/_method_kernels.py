@@ -11,6 +11,28 @@ the numpy code it replaces (same integers, float64 sums added in the same order,
   coordinate sums of the moved heads, each sum adding the points in their order (exactly
   ``np.bincount(idx, weights)``). The scores themselves stay numpy's product.
 
+- :func:`draw_counts`: BigBird's random draws of one window width looked up in the gold graph
+  (``bigbird.bigbird_metrics``): each step's drawn byte and bit (whether the draw is a gold
+  key), the gold keys drawn per head and step, and for each row the step of its last missing
+  gold key, as a histogram per head; integers only, one pass over the (k, L·H, n) draws
+  instead of a gather, two shifts and k running-count passes in numpy.
+
+- :func:`partial_fisher_yates`: BigBird's random keys (``bigbird.fisher_yates``): every row's
+  partial Fisher–Yates over its candidate list, step by step as the definition reads (step t
+  swaps positions t and p_t and draws the value now at t), the positions written so far
+  kept in a scratch row stamped per row; integers only, O(k) a row.
+
+- :func:`first_fill`: the first step whose draw falls in each 16-tile (``bigbird.draw_tiles``),
+  a running minimum per tile instead of ``np.minimum.at`` (an unbuffered scatter).
+
+- :func:`first_maxima`: MoBA's / Quest's first m blocks per query (``blocks.first_blocks``):
+  m argmax passes over each row's T estimates in one loop (the first of equal maxima).
+
+- :func:`h2o_largest`: the K largest of H2O's bidirectional masses A_ij = C_j − P_ij per row
+  (``streaming.h2o_top``), from one descending order of the column masses C per head: a row
+  differs from C only on its own support (A_ij < C_j), so its K largest lie among the keys
+  visited in C's order until K keys with A_ij = C_j have been seen.
+
 Compiled on first call (``cache=True``: cached under ``__pycache__``), ``nogil``.
 """
 
@@ -92,11 +114,153 @@ def lloyd_step(s, prev, x, act):  # pragma: no cover - compiled
     return ids, moved, count, sums
 
 
+@njit(cache=True, nogil=True)
+def draw_counts(g, at, bit, need):  # pragma: no cover - compiled
+    """g (N,) uint8 the gold graph's row bitsets as bytes (a zero byte last); at (k, A, n) int32
+    each step's byte and bit (k, A, n) uint8 there; need (A, n) int64 each row's gold keys
+    outside the base mask. Returns ``(is_gold (k, A, n) uint8, hits (A, k) uint64 the gold keys
+    drawn by steps 0..t summed over the rows, covered (A, k + 2) int64: [:, r] the rows whose
+    missing gold keys are all among their first r draws)``."""
+    k, A, n = at.shape
+    is_gold = np.empty((k, A, n), dtype=np.uint8)
+    hits = np.zeros((A, k), dtype=np.uint64)
+    got = np.zeros((A, n), dtype=np.int64)
+    short = np.zeros((A, n), dtype=np.int64)
+    for t in range(k):
+        for a in range(A):
+            s = np.uint64(0)
+            for i in range(n):
+                x = (g[at[t, a, i]] >> bit[t, a, i]) & np.uint8(1)
+                is_gold[t, a, i] = x
+                s += x
+                got[a, i] += x
+                if got[a, i] < min(need[a, i], k + 1):
+                    short[a, i] += 1
+            hits[a, t] = s if t == 0 else hits[a, t - 1] + s
+    covered = np.zeros((A, k + 2), dtype=np.int64)
+    for a in range(A):
+        for i in range(n):
+            last = -1 if need[a, i] == 0 else short[a, i]
+            covered[a, last + 1] += 1
+        for b in range(1, k + 2):
+            covered[a, b] += covered[a, b - 1]
+    return is_gold, hits, covered
+
+
+@njit(cache=True, nogil=True)
+def partial_fisher_yates(cand, m, p):  # pragma: no cover - compiled
+    """cand (n, n) int32 row i's candidate list, m (n,) its length, p (S, n, k) the swap
+    positions (p_t ≥ t) -> (S, n, k) int32: row i's draws in step order (the value at p_t,
+    after the earlier steps' swaps), −1 from step m_i on (the row's supply ran out)."""
+    S, n, k = p.shape
+    out = np.empty((S, n, k), dtype=np.int32)
+    val = np.zeros(n, dtype=np.int32)  # the value written at a position, valid where
+    stamp = np.zeros(n, dtype=np.int64)  # stamp == the current row's id
+    row = 0
+    for s in range(S):
+        for i in range(n):
+            row += 1
+            for t in range(k):
+                if t >= m[i]:
+                    out[s, i, t] = -1
+                    continue
+                q = p[s, i, t]
+                at_t = val[t] if stamp[t] == row else cand[i, t]
+                at_q = val[q] if stamp[q] == row else cand[i, q]
+                out[s, i, t] = at_q
+                val[q] = at_t  # the swap: position t (never read again) gets at_q
+                stamp[q] = row
+    return out
+
+
+@njit(cache=True, nogil=True)
+def first_fill(draws, b0, T):  # pragma: no cover - compiled
+    """draws (S, n, k) int32 (−1: none) -> (S, T, T) int16: per head the least step t whose
+    draw of some row i falls in tile (i // b0, draws[·, i, t] // b0); k where none does."""
+    S, n, k = draws.shape
+    first = np.full((S, T, T), k, dtype=np.int16)
+    for s in range(S):
+        for i in range(n):
+            r = i // b0
+            for t in range(k):
+                d = draws[s, i, t]
+                if d >= 0:
+                    c = d // b0
+                    if t < first[s, r, c]:
+                        first[s, r, c] = t
+    return first
+
+
+@njit(cache=True, nogil=True)
+def first_maxima(v, m):  # pragma: no cover - compiled
+    """v (R, T) float32 (or float64) -> (R, m) int64: per row, m times the index of the first
+    maximum, the block taken then ranked below every other (−∞ values rank above taken ones:
+    as the least finite double)."""
+    R, T = v.shape
+    out = np.empty((R, m), dtype=np.int64)
+    key = np.empty(T)
+    lowest = np.finfo(np.float64).min
+    for r in range(R):
+        for b in range(T):
+            x = np.float64(v[r, b])
+            key[b] = lowest if x == -np.inf else x
+        for s in range(m):
+            best = 0
+            for b in range(1, T):
+                if key[b] > key[best]:
+                    best = b
+            out[r, s] = best
+            key[best] = -np.inf
+    return out
+
+
+@njit(cache=True, nogil=True)
+def h2o_largest(vals, col, order, K):  # pragma: no cover - compiled
+    """vals (H·n, n) float32 the masses A_ij, col (H, n) float32 the column masses C_j (A_ij ≤
+    C_j, equal off row i's support), order (H, n) each head's keys by C descending -> (H·n, K)
+    float32 each row's K largest A_ij (with repeats) ascending, as ``np.sort(np.partition(…))``.
+
+    Visiting keys by C descending, stopping after K keys with A_ij = C_j: every key not
+    visited has A ≤ C ≤ the last visited C, and K visited values are ≥ it, so the visited
+    values hold the row's K largest. They arrive nearly sorted (descending but for the
+    support's), so an insertion sort into a descending list is short."""
+    R, n = vals.shape
+    out = np.empty((R, K), dtype=np.float32)
+    buf = np.empty(n, dtype=np.float32)
+    for row in range(R):
+        h = row // n
+        c = 0
+        plain = 0
+        for p in range(n):
+            j = order[h, p]
+            x = vals[row, j]
+            if x == col[h, j]:
+                plain += 1
+            q = c  # insert x into buf[:c], descending
+            while q > 0 and buf[q - 1] < x:
+                buf[q] = buf[q - 1]
+                q -= 1
+            buf[q] = x
+            c += 1
+            if plain == K:
+                break
+        for x in range(K):
+            out[row, x] = buf[K - 1 - x]
+    return out
+
+
 def warm() -> bool:
     """Compile (or load from numba's cache) every kernel here on tiny inputs, so that a fresh
-    image or process does not compile on its first analysis; True when both ran."""
+    image or process does not compile on its first analysis; True when all ran."""
     x = np.zeros((1, 2, 4))
     x[..., 0] = 1.0
     near = nearest_first(x, np.ones((1, 2, 4)), 1)
     step = lloyd_step(np.zeros((1, 2, 2)), np.empty((0, 2), np.uint8), x, np.zeros(1, np.int64))
-    return near.shape == (1, 2, 1) and step[0].shape == (1, 2)
+    at, bit = np.zeros((1, 1, 2), dtype=np.int32), np.zeros((1, 1, 2), dtype=np.uint8)
+    draws = draw_counts(np.ones(1, np.uint8), at, bit, np.ones((1, 2), dtype=np.int64))
+    fy = partial_fisher_yates(np.zeros((2, 2), np.int32), np.ones(2, np.int64), at)
+    ok = near.shape == (1, 2, 1) and step[0].shape == (1, 2) and draws[2].shape == (1, 3)
+    ok = ok and first_maxima(np.zeros((1, 2), np.float32), 1).shape == (1, 1)
+    one = np.ones((1, 2), np.float32)
+    ok = ok and h2o_largest(one, one, np.zeros((1, 2), np.int64), 1).shape == (1, 1)
+    return ok and fy.shape == (1, 1, 2) and first_fill(fy, 16, 1).shape == (1, 1, 1)

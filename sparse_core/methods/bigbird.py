@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 
 from .. import baselines, patterns
+from .._method_kernels import draw_counts, first_fill, partial_fisher_yates
 from ..bitsets import (
     BLOCKS,
     METRICS,
@@ -119,25 +120,12 @@ def bigbird_metrics(ctx: PredictContext, gold: Gold, pts: Sequence[dict]) -> dic
             m, at, bit, tiles = width_draws(ctx, gold, w, glob, k)
             # (k, LH, n): whether step t's draw of each row is a gold key (gathered row by row:
             # a row's draws lie in one row of the graph)
-            is_gold = np.take(g, at)  # (k, LH, n) uint8
-            is_gold >>= bit
-            is_gold &= np.uint8(1)
-            hits = np.cumsum(is_gold.sum(axis=2), axis=0).T  # (LH, k): [:, r − 1] with r draws
-            mhits = draw_mass(ctx, is_gold, at, bit, row_bytes)  # (LH, k) the same, Σ P
             need = (row_gold - inside[:, q]).reshape(LH, n)  # gold keys outside B per row
-            # the step of each row's last missing gold key: the steps whose running count of
-            # gold keys drawn is < need (counts <= k: uint8 when k < 255, need capped there)
-            small = np.uint8 if k < 255 else np.int64
-            cap = np.minimum(need, k + 1).astype(small)
-            got = np.zeros((LH, n), dtype=small)
-            short = np.zeros((LH, n), dtype=small)
-            for t in range(k):
-                got += is_gold[t]
-                short += got < cap
-            last = np.where(need == 0, -1, short.astype(np.int64))
-            rkey = (np.arange(LH) * (k + 2))[:, None] + last + 1
-            rhist = np.bincount(rkey.ravel(), minlength=LH * (k + 2)).reshape(LH, k + 2)
-            covered = np.cumsum(rhist, axis=1)  # [:, r]: rows whole with r draws
+            # one compiled pass over the draws: is_gold (k, LH, n) 0 / 1, hits (LH, k) with
+            # [:, r − 1] the gold keys among r draws, covered (LH, k + 2) with [:, r] the rows
+            # whole with r draws (the step of each row's last missing gold key, as a histogram)
+            is_gold, hits, covered = draw_counts(g, at, bit, need.astype(np.int64))
+            mhits = draw_mass(ctx, is_gold, at, bit, row_bytes)  # (LH, k) the same, Σ P
             size0, hit0, mass0 = c0["size"][0, q], c0["hit"][0, q], c0["mass"][0, q]  # (LH,)
             for i in idxs:
                 r = min(pts[i]["random_keys"], n)
@@ -296,72 +284,13 @@ def fisher_yates(cand: np.ndarray, m: np.ndarray, p: np.ndarray) -> np.ndarray:
     (S, n, k) int32 column ids in draw order, −1 past a row's supply; equal to
     ``baselines.bigbird_draws`` (tested).
 
-    Step t swaps positions t and p_t ≥ t and draws the value at p_t. A position holds its
-    ``cand`` value unless an earlier step wrote to it, and step s writes V(s) (the value at
-    position s before step s) to p_s. So the draw of step t is V(s) for the latest s < t with
-    p_s = p_t (found by comparing the steps pairwise, or for k > ``_PAIRWISE_K`` by sorting
-    each row's (position, step) keys), else cand[p_t]; and V(t) is V(s) for the latest s < t
-    with p_s = t (only steps with s < p_s < k), else cand[t], filled in step order. All
-    vectorised over the S·n rows: O(S·n·k²) or O(S·n·k log k), no per-step gathers."""
+    Step t swaps positions t and p_t ≥ t and draws the value at p_t (a position holds its
+    ``cand`` value unless an earlier step wrote to it). One compiled pass, row by row and step
+    by step (``_method_kernels.partial_fisher_yates``): O(S·n·k), integers only."""
     S, n, k = p.shape
-    R = S * n
     if k == 0 or n == 0:
         return np.full((S, n, k), -1, dtype=np.int32)
-    bits = max(1, int(k - 1).bit_length())
-    # positions < n and (position, step) keys in the narrowest type that holds them
-    small = np.int16 if n << bits < 1 << 15 else np.int32 if n << bits < 1 << 31 else np.int64
-    pf = p.reshape(R, k).astype(small, copy=False)
-    flat = cand.reshape(-1)
-    crow = np.tile((np.arange(n, dtype=np.int32 if n * n < 1 << 31 else np.int64) * n), S)[:, None]
-    steps = np.arange(k, dtype=small)
-    # V(t): cand[t], or V(s) for the latest s < t with p_s = t (such chains are rare and short)
-    V = np.tile(cand[:, :k], (S, 1))  # (R, k)
-    r, s = np.divmod(np.flatnonzero((pf < k) & (pf > steps)), k)  # flat: faster than 2-d
-    if r.size:
-        # per (target t = p_s, row): the latest s; (r, s) come in row, then step order, so a
-        # stable sort by (t, row) puts it last among equal keys
-        key = pf[r, s].astype(np.int64) * R + r
-        order = np.argsort(key, kind="stable")
-        key, src = key[order], s[order]
-        last = np.append(key[1:] != key[:-1], True)
-        key, src = key[last], src[last]
-        t, r = np.divmod(key, R)
-        cut = np.searchsorted(t, np.arange(k + 1))
-        for tt in range(1, k):  # V(src) is final before V(t): src < t
-            a, b = cut[tt], cut[tt + 1]
-            if b > a:
-                V[r[a:b], tt] = V[r[a:b], src[a:b]]
-    # the draws: cand[p_t], or V(s) for the latest s < t with p_s = p_t
-    D = flat[crow + pf]  # (R, k) int32
-    if k <= _PAIRWISE_K:  # step t against every earlier step: k − 1 contiguous passes
-        pt = np.ascontiguousarray(pf.T)  # (k, R): the positions of one step per row
-        for t in range(1, k):
-            same = pt[:t] == pt[t]  # (t, R): p_s = p_t
-            r = np.flatnonzero(same.any(axis=0))
-            if r.size:  # the latest such s: the first True of the steps in reverse
-                s = t - 1 - np.argmax(same[::-1, r], axis=0)
-                D[r, t] = V[r, s]
-    else:  # a sort of each row's (position, step) keys: equal positions side by side
-        key = np.sort((pf << small(bits)) | steps, axis=1)  # by position, then step
-        pos = key >> small(bits)
-        r, c = np.divmod(np.flatnonzero(pos[:, 1:] == pos[:, :-1]), max(k - 1, 1))
-        if r.size:
-            lo = small((1 << bits) - 1)
-            t_now, t_prev = key[r, c + 1] & lo, key[r, c] & lo
-            D[r, t_now] = V[r, t_prev]
-    short = np.flatnonzero(m < k)  # rows whose supply ends before step k
-    if short.size:
-        Dv = D.reshape(S, n, k)
-        for i in short:
-            Dv[:, i, m[i] :] = -1
-    return D.reshape(S, n, k)
-
-
-#: Most draws a row for which :func:`fisher_yates` finds each step's latest earlier step at
-#: the same position by comparing the steps pairwise (k(k − 1)/2 row comparisons, streamed
-#: step by step) rather than by sorting every row's (position, step) keys (a short sort per
-#: row): at the sweep's k = 20, 72 heads, n = 494 a width's draws take about 25 % less CPU
-_PAIRWISE_K = 32
+    return partial_fisher_yates(np.ascontiguousarray(cand, dtype=np.int32), m, p)
 
 
 def draw_tiles(gold: Gold, base: np.ndarray, draws: np.ndarray) -> dict:
@@ -369,18 +298,13 @@ def draw_tiles(gold: Gold, base: np.ndarray, draws: np.ndarray) -> dict:
     first t + 1 draws fill), for draws (S, n, k) (−1: none) added to ``base`` (n, n).
 
     The first step that fills each tile of the smallest size is the least step drawing into
-    it (``np.minimum.at``); a larger tile's is the least over its sub-tiles."""
+    it (``_method_kernels.first_fill``, a running minimum per tile); a larger tile's is the
+    least over its sub-tiles."""
     S, n, k = draws.shape
     occ = tile_occupancy(pack(base)[None], n)
     b0 = BLOCKS[0]
     T = -(-n // b0)
-    first = np.full(S * (T * T + 1), k, dtype=np.int16)  # per head, last column: no draw
-    row_t = ((np.arange(n, dtype=np.int32) // b0) * T)[None, :, None]  # (1, n, 1)
-    tile = np.where(draws >= 0, row_t + draws // b0, T * T)  # (S, n, k) the tile of each draw
-    tile += (np.arange(S, dtype=np.int32) * (T * T + 1))[:, None, None]
-    steps = np.broadcast_to(np.arange(k, dtype=np.int16), draws.shape)
-    np.minimum.at(first, tile.reshape(-1), steps.reshape(-1))
-    grid = first.reshape(S, -1)[:, :-1].reshape(S, T, T)
+    grid = first_fill(np.ascontiguousarray(draws, dtype=np.int32), b0, T)  # (S, T, T) int16
     out, prev = {}, b0
     for b in BLOCKS:
         if b != b0:  # pool the previous size's tiles f × f

@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .._method_kernels import first_maxima
 from .base import ArenaMethod
 from .context import PredictContext, products
 from .selection import (
@@ -78,17 +79,13 @@ def quest_bound(ctx: PredictContext, layer: int, block: int, head: int | None = 
 
 def first_blocks(values: np.ndarray, m: int) -> np.ndarray:
     """The first ``m`` of :func:`selection.stable_order` along the last axis, by m argmax passes
-    (argmax keeps the first of equal values) instead of a sort: (…, T) -> (…, m) int64. −∞
-    estimates (causal future blocks) become the least finite double, so they still tie with
-    each other and lose to every real estimate; a block taken is set to −∞."""
-    v = values.astype(np.float64)
-    v[v == -np.inf] = np.finfo(np.float64).min
-    out = np.empty((*v.shape[:-1], m), dtype=np.int64)
-    for s in range(m):
-        idx = v.argmax(axis=-1)[..., None]
-        out[..., s : s + 1] = idx
-        np.put_along_axis(v, idx, -np.inf, axis=-1)
-    return out
+    (the first of equal values) instead of a sort: (…, T) -> (…, m) int64. −∞ estimates
+    (causal future blocks) become the least finite double, so they still tie with each other
+    and lose to every real estimate; a block taken is set to −∞. One compiled loop per row
+    (``_method_kernels.first_maxima``; the estimates compared exactly, as doubles)."""
+    v = np.asarray(values)
+    flat = np.ascontiguousarray(v.reshape(-1, v.shape[-1]))
+    return first_maxima(flat, m).reshape(*v.shape[:-1], m)
 
 
 class BlockRouting(ArenaMethod):

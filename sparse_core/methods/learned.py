@@ -6,9 +6,9 @@ Defaults and own sweep grids (n tokens):
 - sf-distance: threshold t = 2.0 (``sparsefinder.REFERENCE_THRESHOLD``), in [0, 10]; grid
   t ∈ ``grids.SWEEP_THRESHOLDS`` = {0.5, 1, 2, 3, 5};
 - sf-quantization: n_buckets B = min(8, n) balanced bins per dimension, in [1, n]; grid
-  B ∈ ``grids.SWEEP_BUCKETS`` = {2, 4, 8, 12, 20} with B ≤ n;
+  B ∈ ``grids.SWEEP_BUCKETS`` = {2, 8, 20} with B ≤ n;
 - sf-kmeans: n_clusters B = 8 (a choice of the artefact's centroid counts), top_k 1; grid
-  B ∈ ``grids.kmeans_sweep`` (the fitted ones of {4, 8, 12, 20}) × k ∈
+  B ∈ ``grids.kmeans_sweep`` (the fitted ones of {4, 12, 20}) × k ∈
   ``sparsefinder.KMEANS_TOP_K`` = {1, 2, 3} with k < B.
 
 Window and globals are off by default. The page recomputes all three from the projected

@@ -114,6 +114,7 @@ def threshold_counts(
     gold: Gold,
     layer_values: Callable[[int], np.ndarray],
     pairs: Sequence[tuple[int, int]],
+    layer_top: Callable[[int, np.ndarray, int], np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:
     """``bitsets.selection_counts`` of per-row top-k masks, optionally with a band: for each
     (k, r) of ``pairs`` the mask M_i = first_k(v_i) ∪ {j : |i − j| ≤ r} (r = −1: no band), ∩ V.
@@ -125,7 +126,9 @@ def threshold_counts(
     gold edge is kept iff its value is ≥ t, a 16-tile is filled iff its largest valid value is
     ≥ t, the band's kept keys are counted on the band itself (2r + 1 values a row). Rows whose
     ties at t are not all kept are redone exactly (a running count of the ties). Equal to the
-    bitset path on explicit masks (tested)."""
+    bitset path on explicit masks (tested). ``layer_top(layer, values, K)``, when given, makes
+    the (H·n, K) K largest values ascending instead of the partition (the same values: H2O's
+    :func:`streaming.h2o_top`)."""
     L, H, n = gold.L, gold.H, gold.n
     P, LH, T = len(pairs), L * H, -(-n // 16)
     held = np.zeros((P, len(gold.e_lh)), dtype=bool)
@@ -137,7 +140,9 @@ def threshold_counts(
     K = min(n, max(int(k) for k, _ in pairs) + 1)  # the largest values any k needs
     for li in range(L):
         vals = layer_values(li).reshape(H * n, n)
-        if K < n:  # the K largest of each row, ascending: top[:, K − k] is the k-th largest
+        if layer_top is not None:
+            top = layer_top(li, vals, K)
+        elif K < n:  # the K largest of each row, ascending: top[:, K − k] is the k-th largest
             top = np.sort(np.partition(vals, n - K, axis=1)[:, n - K :], axis=1)
         else:
             top = np.sort(vals, axis=1)

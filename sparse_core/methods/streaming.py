@@ -38,6 +38,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .._method_kernels import h2o_largest
 from ..bitsets import row_bits, selection_counts, words
 from .base import ArenaMethod
 from .context import PredictContext
@@ -103,6 +104,15 @@ def h2o_mass(ctx: PredictContext, layer: int) -> np.ndarray:
     return total[:, None, :] - ctx.head_probs(layer)  # float32: C_j − P_ij
 
 
+def h2o_top(col: np.ndarray, vals: np.ndarray, K: int) -> np.ndarray:
+    """(H·n, K) float32: each row's K largest bidirectional masses A_ij = C_j − P_ij ascending
+    (with repeats: ``np.sort(np.partition(vals, n − K)[:, n − K:])`` exactly), from col (H, n)
+    the column masses C and vals (H·n, n) the masses: one descending order of C per head, a
+    row's values differing from C only on its support (``_method_kernels.h2o_largest``)."""
+    order = np.argsort(-col, axis=1, kind="stable")  # (H, n): keys by C descending
+    return h2o_largest(np.ascontiguousarray(vals), np.ascontiguousarray(col), order, K)
+
+
 class H2OMethod(ArenaMethod):
     """H2O: per query the k heavy hitters (largest accumulated mass) and the recent band."""
 
@@ -144,13 +154,23 @@ class H2OMethod(ArenaMethod):
         return next(self.bases_bits(ctx, [own]))
 
     def plain_counts(self, ctx, gold, owns):
-        def values(li: int) -> np.ndarray:
-            a = h2o_mass(ctx, li)
-            if ctx.causal:  # −∞ outside V (selection.threshold_counts)
-                a = np.where(np.tri(ctx.n, dtype=bool), a, np.float32(-np.inf))
-            return a
+        pairs = [(own["k"], own["recent"]) for own in owns]
+        if not ctx.causal:  # A = C − P: each row's K largest from C's order (h2o_top)
+            cols: dict[int, np.ndarray] = {}
 
-        return threshold_counts(gold, values, [(own["k"], own["recent"]) for own in owns])
+            def values(li: int) -> np.ndarray:
+                cols[li] = ctx.column_mass(li, None)  # (H, n)
+                return cols[li][:, None, :] - ctx.head_probs(li)  # as h2o_mass
+
+            return threshold_counts(
+                gold, values, pairs, lambda li, v, K: h2o_top(cols.pop(li), v, K)
+            )
+
+        def values(li: int) -> np.ndarray:
+            a = h2o_mass(ctx, li)  # −∞ outside V (selection.threshold_counts)
+            return np.where(np.tri(ctx.n, dtype=bool), a, np.float32(-np.inf))
+
+        return threshold_counts(gold, values, pairs)
 
 
 def vs_scores(

@@ -541,3 +541,53 @@ def test_stable_top_is_the_stable_orders_prefix(seed):
         assert np.array_equal(stable_top(v, k), full[:, :k]), k
     w = rng.standard_normal((7, 300)).astype(np.float32)
     assert np.array_equal(stable_top(torch.from_numpy(w), 128), stable_order(w)[:, :128])
+
+
+@pytest.mark.parametrize("m", [1, 3, 9])
+def test_first_blocks_equal_the_argmax_passes(m):
+    """``blocks.first_blocks`` (one compiled loop a row) equals the m numpy argmax passes it
+    replaced, on ties, −∞ (causal future blocks) and +∞ (MoBA's own block) estimates."""
+    from sparse_core.methods.blocks import first_blocks
+
+    rng = np.random.default_rng(m)
+    for dtype in (np.float32, np.float64):
+        v = rng.integers(0, 4, (3, 17, 8)).astype(dtype)
+        v[:, :, 5:] = np.where(rng.random((3, 17, 3)) < 0.5, -np.inf, v[:, :, 5:])
+        v[:, ::4, 2] = np.inf
+        v[0, 0] = -np.inf  # a row of −∞ only
+        w = v.astype(np.float64)
+        w[w == -np.inf] = np.finfo(np.float64).min
+        want = np.empty((3, 17, m), dtype=np.int64)
+        for s in range(m):
+            idx = w.argmax(axis=-1)[..., None]
+            want[..., s : s + 1] = idx
+            np.put_along_axis(w, idx, -np.inf, axis=-1)
+        got = first_blocks(v, m)
+        assert got.dtype == np.int64 and np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("K", [1, 3, 9, 33])
+def test_h2o_top_equals_the_partition(K, tiny_model):
+    """``streaming.h2o_top`` (each row's K largest bidirectional H2O masses from one order of
+    the column masses) equals numpy's partition and sort of the masses, on the tiny model's
+    attention and on masses with heavy ties and rows whose support is most of the row."""
+    from sparse_core.methods.streaming import h2o_mass, h2o_top
+
+    ctx = M.PredictContext.from_run(tiny_model.run(TEXT * 2), None)
+    cases = []
+    for li in range(ctx.layers):
+        cases.append((ctx.column_mass(li, None), h2o_mass(ctx, li)))
+    rng = np.random.default_rng(K)
+    p = (rng.integers(0, 3, (2, 40, 40)) / 4).astype(np.float32)  # ties, zeros
+    p[:, :5] = (rng.integers(1, 3, (2, 5, 40)) / 4).astype(np.float32)  # dense rows
+    col = np.zeros((2, 40), dtype=np.float32)
+    for i in range(40):
+        col += p[:, i]
+    cases.append((col, col[:, None, :] - p))
+    for col, mass in cases:
+        m = mass.shape[-1]
+        k = min(K, m)
+        vals = np.ascontiguousarray(mass.reshape(-1, m))
+        want = np.sort(np.partition(vals, m - k, axis=1)[:, m - k :], axis=1)
+        got = h2o_top(col, vals, k)
+        assert got.dtype == np.float32 and np.array_equal(got, want)

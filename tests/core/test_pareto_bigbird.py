@@ -76,3 +76,160 @@ def test_draws_kept_per_length_serve_another_text_of_that_length(tiny_model):
         slow = M.evaluate(ctx, "bigbird", p)
         for metric in B.METRICS:
             assert torch.allclose(fast[metric][k], slow[metric], rtol=0, atol=1e-12), (p, metric)
+
+
+def _numpy_draw_counts(g, at, bit, need):
+    """The numpy passes ``draw_counts`` replaced (bigbird_metrics before the kernel)."""
+    k = at.shape[0]
+    LH, n = need.shape
+    is_gold = np.take(g, at)
+    is_gold >>= bit
+    is_gold &= np.uint8(1)
+    hits = np.cumsum(is_gold.sum(axis=2), axis=0).T
+    small = np.uint8 if k < 255 else np.int64
+    cap = np.minimum(need, k + 1).astype(small)
+    got = np.zeros((LH, n), dtype=small)
+    short = np.zeros((LH, n), dtype=small)
+    for t in range(k):
+        got += is_gold[t]
+        short += got < cap
+    last = np.where(need == 0, -1, short.astype(np.int64))
+    rkey = (np.arange(LH) * (k + 2))[:, None] + last + 1
+    rhist = np.bincount(rkey.ravel(), minlength=LH * (k + 2)).reshape(LH, k + 2)
+    return is_gold, hits, np.cumsum(rhist, axis=1)
+
+
+@pytest.mark.parametrize("k", [1, 5, 20, 260])
+def test_draw_counts_equal_the_numpy_passes(k):
+    """The compiled pass over a width's draws (``_method_kernels.draw_counts``) gives the numpy
+    passes' is_gold, hits and covered exactly, dtypes included (k ≥ 255: the int64 branch)."""
+    from sparse_core._method_kernels import draw_counts
+
+    rng = np.random.default_rng(k)
+    LH, n = 5, 23
+    g = rng.integers(0, 256, 40, dtype=np.uint8)
+    g[-1] = 0
+    at = rng.integers(0, 40, (k, LH, n)).astype(np.int32)
+    bit = rng.integers(0, 8, (k, LH, n)).astype(np.uint8)
+    need = rng.integers(0, k + 3, (LH, n)).astype(np.int64)
+    need[0, :5] = 0
+    for got, want in zip(draw_counts(g, at, bit, need), _numpy_draw_counts(g, at, bit, need),
+                         strict=True):  # fmt: skip
+        assert got.dtype == want.dtype
+        assert np.array_equal(got, want)
+
+
+def test_draw_counts_on_a_texts_draws(tiny_model):
+    """The same on the draws of a real text (the tiny model's gold graph and BigBird's draws)."""
+    from sparse_core._method_kernels import draw_counts
+
+    ctx = M.PredictContext.from_run(tiny_model.run(LONG), None)
+    gold = B.Gold.of(ctx)
+    n, LH = ctx.n, ctx.layers * ctx.heads
+    g = np.concatenate([gold.bits().reshape(-1).view(np.uint8), np.zeros(1, dtype=np.uint8)])
+    row_gold = np.bincount(gold.e_lh * n + gold.e_i, minlength=LH * n).reshape(LH, n)
+    for w, k in ((0, 20), (3, 7)):
+        _, at, bit, _ = BB.width_draws(ctx, gold, w, True, k)
+        need = np.maximum(row_gold - w, 0).astype(np.int64)
+        got = draw_counts(g, at, bit, need)
+        want = _numpy_draw_counts(g, at, bit, need)
+        for x, y in zip(got, want, strict=True):
+            assert x.dtype == y.dtype and np.array_equal(x, y)
+
+
+PAIRWISE_K = 32
+
+
+def _numpy_fisher_yates(cand, m, p):
+    """The vectorised numpy draws ``fisher_yates`` was before the compiled pass (reference)."""
+    S, n, k = p.shape
+    R = S * n
+    if k == 0 or n == 0:
+        return np.full((S, n, k), -1, dtype=np.int32)
+    bits = max(1, int(k - 1).bit_length())
+    # positions < n and (position, step) keys in the narrowest type that holds them
+    small = np.int16 if n << bits < 1 << 15 else np.int32 if n << bits < 1 << 31 else np.int64
+    pf = p.reshape(R, k).astype(small, copy=False)
+    flat = cand.reshape(-1)
+    crow = np.tile((np.arange(n, dtype=np.int32 if n * n < 1 << 31 else np.int64) * n), S)[:, None]
+    steps = np.arange(k, dtype=small)
+    # V(t): cand[t], or V(s) for the latest s < t with p_s = t (such chains are rare and short)
+    V = np.tile(cand[:, :k], (S, 1))  # (R, k)
+    r, s = np.divmod(np.flatnonzero((pf < k) & (pf > steps)), k)  # flat: faster than 2-d
+    if r.size:
+        # per (target t = p_s, row): the latest s; (r, s) come in row, then step order, so a
+        # stable sort by (t, row) puts it last among equal keys
+        key = pf[r, s].astype(np.int64) * R + r
+        order = np.argsort(key, kind="stable")
+        key, src = key[order], s[order]
+        last = np.append(key[1:] != key[:-1], True)
+        key, src = key[last], src[last]
+        t, r = np.divmod(key, R)
+        cut = np.searchsorted(t, np.arange(k + 1))
+        for tt in range(1, k):  # V(src) is final before V(t): src < t
+            a, b = cut[tt], cut[tt + 1]
+            if b > a:
+                V[r[a:b], tt] = V[r[a:b], src[a:b]]
+    # the draws: cand[p_t], or V(s) for the latest s < t with p_s = p_t
+    D = flat[crow + pf]  # (R, k) int32
+    if k <= PAIRWISE_K:  # step t against every earlier step: k − 1 contiguous passes
+        pt = np.ascontiguousarray(pf.T)  # (k, R): the positions of one step per row
+        for t in range(1, k):
+            same = pt[:t] == pt[t]  # (t, R): p_s = p_t
+            r = np.flatnonzero(same.any(axis=0))
+            if r.size:  # the latest such s: the first True of the steps in reverse
+                s = t - 1 - np.argmax(same[::-1, r], axis=0)
+                D[r, t] = V[r, s]
+    else:  # a sort of each row's (position, step) keys: equal positions side by side
+        key = np.sort((pf << small(bits)) | steps, axis=1)  # by position, then step
+        pos = key >> small(bits)
+        r, c = np.divmod(np.flatnonzero(pos[:, 1:] == pos[:, :-1]), max(k - 1, 1))
+        if r.size:
+            lo = small((1 << bits) - 1)
+            t_now, t_prev = key[r, c + 1] & lo, key[r, c] & lo
+            D[r, t_now] = V[r, t_prev]
+    short = np.flatnonzero(m < k)  # rows whose supply ends before step k
+    if short.size:
+        Dv = D.reshape(S, n, k)
+        for i in short:
+            Dv[:, i, m[i] :] = -1
+    return D.reshape(S, n, k)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 70), w=st.integers(0, 9), glob=st.booleans(), causal=st.booleans(),
+    k=st.integers(0, 70), seed=st.integers(0, 5000),
+)  # fmt: skip
+def test_compiled_draws_equal_the_numpy_passes(n, w, glob, causal, k, seed):
+    """``fisher_yates`` (the compiled pass) equals the vectorised numpy code it replaced, both
+    of its branches (pairwise for k ≤ 32, a sort above), −1 past a row's supply included."""
+    base = patterns.finish(torch.zeros(n, n, dtype=torch.bool), window=w, globals_=glob,
+                           causal=causal)  # fmt: skip
+    cand, m = BB.free_ranks(base.numpy(), causal)
+    k = min(k, n)
+    p = BB.draw_positions(BB.draw_uniforms(torch.tensor([seed, seed + 9]), n, k), m, n)
+    got = BB.fisher_yates(cand, m, p)
+    want = _numpy_fisher_yates(cand, m, p)
+    assert got.dtype == want.dtype == np.int32
+    assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize(("n", "k"), [(5, 3), (37, 20), (130, 33), (512, 20)])
+def test_first_fill_equals_minimum_at(n, k):
+    """``_method_kernels.first_fill`` (each 16-tile's first filling step) equals the
+    ``np.minimum.at`` scatter ``draw_tiles`` made before, draws of −1 (none) included."""
+    from sparse_core._method_kernels import first_fill
+
+    rng = np.random.default_rng(n + k)
+    S, b0, T = 3, 16, -(-n // 16)
+    draws = rng.integers(-1, n, (S, n, k)).astype(np.int32)
+    want = np.full(S * (T * T + 1), k, dtype=np.int16)
+    row_t = ((np.arange(n, dtype=np.int32) // b0) * T)[None, :, None]
+    tile = np.where(draws >= 0, row_t + draws // b0, T * T)
+    tile += (np.arange(S, dtype=np.int32) * (T * T + 1))[:, None, None]
+    steps = np.broadcast_to(np.arange(k, dtype=np.int16), draws.shape)
+    np.minimum.at(want, tile.reshape(-1), steps.reshape(-1))
+    got = first_fill(draws, b0, T)
+    assert got.dtype == np.int16
+    assert np.array_equal(got, want.reshape(S, -1)[:, :-1].reshape(S, T, T))
