@@ -18,7 +18,6 @@ Data block (int64 words): 0 counter, 1 R, 2 n, 3 chunks, 4 z, 5 out, 6 status (a
 from __future__ import annotations
 
 import ctypes
-import logging
 
 import numpy as np
 from llvmlite import ir
@@ -26,8 +25,6 @@ from numba import carray, cfunc, njit, types
 from numba.extending import intrinsic
 
 from ._entmax_cpu_kernel import solve_rows
-
-log = logging.getLogger(__name__)
 
 CHUNKS_PER_THREAD = 8
 """Rows are taken in ``threads × 8`` chunks: a thread that starts late takes fewer."""
@@ -53,28 +50,23 @@ def _as_float(typingctx, bits):
     return types.float64(bits), codegen
 
 
-@intrinsic
-def _f32_at(typingctx, address):
-    def codegen(context, builder, signature, args):
-        return builder.inttoptr(args[0], ir.PointerType(ir.FloatType()))
+def _pointer_to(item, llvm_item):
+    """An intrinsic: the int64 address as a pointer to ``item`` (made at import, module-level
+    names: numba caches the functions that use them)."""
 
-    return types.CPointer(types.float32)(address), codegen
+    @intrinsic
+    def at(typingctx, address):
+        def codegen(context, builder, signature, args):
+            return builder.inttoptr(args[0], ir.PointerType(llvm_item))
 
+        return types.CPointer(item)(address), codegen
 
-@intrinsic
-def _f64_at(typingctx, address):
-    def codegen(context, builder, signature, args):
-        return builder.inttoptr(args[0], ir.PointerType(ir.DoubleType()))
-
-    return types.CPointer(types.float64)(address), codegen
+    return at
 
 
-@intrinsic
-def _i8_at(typingctx, address):
-    def codegen(context, builder, signature, args):
-        return builder.inttoptr(args[0], ir.PointerType(ir.IntType(8)))
-
-    return types.CPointer(types.int8)(address), codegen
+_f32_at = _pointer_to(types.float32, ir.FloatType())
+_f64_at = _pointer_to(types.float64, ir.DoubleType())
+_i8_at = _pointer_to(types.int8, ir.IntType(8))
 
 
 @njit(nogil=True, cache=True)
@@ -115,7 +107,6 @@ class Team:
 
     def __init__(self, path: str) -> None:
         lib = ctypes.CDLL(path)  # already loaded: the same handle, the same thread pools
-        self.path = path
         self._parallel = lib.GOMP_parallel
         self._parallel.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint]
         self._parallel.restype = None

@@ -161,10 +161,9 @@ def entmax_rows(rows: Tensor, alpha: float, out: Tensor, redo) -> Tensor:
     status = np.zeros(r_total, dtype=np.int8)
     tiny = float(torch.finfo(out.dtype).tiny)
     t = _threads(r_total)
-    team = _team() if t > 1 else None
     if t == 1:
         k.solve_rows(z, o, alpha, tiny, 0, r_total, status)
-    elif team is not None:
+    elif (team := _team()) is not None:
         team.run(z, o, alpha, tiny, status, t)
     else:
         cuts = [r_total * i // t for i in range(t + 1)]

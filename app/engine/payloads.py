@@ -237,19 +237,11 @@ def _total(out) -> int:
 
 def methods_data(ctx, methods: list[str] | None = None) -> dict:
     """The methods' part of one head's payload: ``sparse_core.methods.head_data`` of the head's
-    view (every method: today's bytes), or, with ``methods`` (registry names, in the registry's
-    order), only those methods' ``head_payload`` hooks, merged the same way (the first method's
-    value of a key is kept; ``payload_empty`` for one that cannot run on ``ctx``), plus ``seed``
-    (the draws' per-head seed: the page's ``HeadData.seed``, one integer)."""
+    view (every method: today's bytes), or, with ``methods``, only those methods' data plus
+    ``seed`` first (the draws' per-head seed: the page's ``HeadData.seed``, one integer)."""
     if methods is None:
         return head_data(ctx, 0, 0)
-    out: dict[str, Any] = {"seed": int(ctx.seeds()[0, 0])}
-    for name in methods:
-        m = METHODS[name]
-        part = m.head_payload(ctx, 0, 0) if m.runs_on(ctx) else m.payload_empty
-        for key, value in part.items():
-            out.setdefault(key, value)
-    return out
+    return {"seed": int(ctx.seeds()[0, 0]), **head_data(ctx, 0, 0, methods)}
 
 
 @torch.inference_mode()

@@ -33,7 +33,7 @@ hash PRNG (``sparse_core.rng``), so the page recomputes the same masks.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from torch import Tensor
@@ -162,15 +162,20 @@ def evaluate(ctx: PredictContext, method: Method | str, params: dict) -> dict[st
     }
 
 
-def head_data(ctx: PredictContext, layer: int, head: int) -> dict[str, Any]:
+def head_data(
+    ctx: PredictContext, layer: int, head: int, names: Collection[str] | None = None
+) -> dict[str, Any]:
     """What the page needs to recompute every method's mask of head (layer, head) for any slider
     value: the registry's ``head_payload`` hooks merged (``payload_empty`` for a method that
-    cannot run on ``ctx``). Methods that give the same key give the same value (tested); the
-    first one's is kept. Keys today (docs/architecture.md, GET …/heads/{layer}/{head}): ``seed``
-    (bigbird, longformer), ``reformer``, ``routing``, ``proj`` (sf-*) and ``centroids``
-    (sf-kmeans); without an artefact ``proj`` is None and the others ``{}``."""
+    cannot run on ``ctx``); with ``names``, only those methods' (in the registry's order).
+    Methods that give the same key give the same value (tested); the first one's is kept.
+    Keys today (docs/architecture.md, GET …/heads/{layer}/{head}): ``seed`` (bigbird,
+    longformer), ``reformer``, ``routing``, ``proj`` (sf-*) and ``centroids`` (sf-kmeans);
+    without an artefact ``proj`` is None and the others ``{}``."""
     out: dict[str, Any] = {}
-    for m in METHODS.values():
+    for name, m in METHODS.items():
+        if names is not None and name not in names:
+            continue
         part = m.head_payload(ctx, layer, head) if m.runs_on(ctx) else m.payload_empty
         for key, value in part.items():
             out.setdefault(key, value)
