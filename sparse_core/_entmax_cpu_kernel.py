@@ -18,10 +18,12 @@ For each row of ``z (R, n)`` (float32 or float64; ``c = α − 1``, ``β = 1/c``
 4. Exact phase on the candidates, float64 (``_exact_phase`` of sparse_core/entmax.py): β ∈ {1, 2}
    (α = 2, 1.5): the closed form on ``S = {x > τ}`` repeated until S is stable (sums in index
    order: the torch compact path's τ bit for bit when both reach the same S); other β: Newton on
-   ``H_β`` until a step is below 1e-6, then one more. A τ below the bound (a support entry
+   ``H_β`` until a step is below 1e-6, then one more (for a non-integer β the powers of the
+   candidates as exp((β − 1) log y), four lanes at a time when the caller hands in the vector log
+   and exp, ``vmath``; libm's one at a time otherwise). A τ below the bound (a support entry
    could be missing; never observed) redoes the row with every finite score as a candidate.
 5. Output: zeros, and ``(x − τ)^β`` (float64, repeated multiplication for an integer β,
-   exp(β log ·) otherwise, then cast) on the support; values below the output dtype's smallest
+   exp(β log ·) otherwise — four lanes at a time with ``vmath`` —, then cast) on the support; values below the output dtype's smallest
    normal number flushed to 0.
 
 Status per row (``status``): 0 done, 1 NaN or +inf in the row (left unwritten), 2 done after
@@ -37,18 +39,55 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
 GROUPS = 8
 BOUND_MIN_N = 128
 MAX_SUBSET = 60
 MAX_EXACT = 50
+NO_VMATH = np.zeros(2, np.int64)
+"""No vector log and exp: libm's, one value at a time."""
 
 
 FAST = {"reassoc", "contract", "nsz", "arcp"}
 """Reassociated sums (SIMD) where a result's last bits do not matter: the bound (a margin of
 1e-9 covers them) and Newton's steps (converged to ~1e-16 either way). Not "nnan"/"ninf":
 masked scores are −inf."""
+
+
+@intrinsic
+def _vcall4(typingctx, fn, src, dst, start):
+    """``dst[start : start + 4] ← f(src[start : start + 4])`` by the 4-lane float64 function at
+    address ``fn`` (``<4 x double> f(<4 x double>)``: SLEEF's ``logd4`` / ``expd4`` that torch
+    links, :mod:`sparse_core.entmax_cpu`). The address is a run-time argument, so nothing in the
+    cached machine code names a symbol of another library."""
+
+    def codegen(context, builder, signature, args):
+        fn_v, src_v, dst_v, start_v = args
+        vt = ir.VectorType(ir.DoubleType(), 4)
+        ftype = ir.FunctionType(vt, [vt])
+        a = context.make_array(signature.args[1])(context, builder, src_v)
+        b = context.make_array(signature.args[2])(context, builder, dst_v)
+        v = builder.load(builder.bitcast(builder.gep(a.data, [start_v]), vt.as_pointer()), align=8)
+        r = builder.call(builder.inttoptr(fn_v, ftype.as_pointer()), [v])
+        builder.store(r, builder.bitcast(builder.gep(b.data, [start_v]), vt.as_pointer()), align=8)
+        return context.get_dummy_value()
+
+    return types.void(types.int64, src, dst, types.intp), codegen
+
+
+@njit(nogil=True, cache=True, fastmath=FAST)
+def _vpow(ds, ps, kk, e, vmath):
+    """``ps[:kk] ← ds[:kk] ** e`` as exp(e log ·) (ds ≥ 0; 0 ↦ 0), four lanes at a time by the
+    vector log and exp at ``vmath[0]`` and ``vmath[1]``; kk a multiple of 4."""
+    for j in range(0, kk, 4):
+        _vcall4(vmath[0], ds, ps, j)
+    for j in range(kk):
+        ps[j] *= e
+    for j in range(0, kk, 4):
+        _vcall4(vmath[1], ps, ps, j)
 
 
 @njit(inline="always", cache=True)
@@ -60,11 +99,24 @@ def _ipow(d, e):
 
 
 @njit(nogil=True, cache=True, fastmath=FAST)
-def _moments(xs, k, tau, e_int, e):
+def _moments(xs, k, tau, e_int, e, ds, ps, vmath):
     """``Σ y^e`` and ``Σ y^(e+1)`` over ``y = [x − τ]_+`` of ``xs[:k]`` (e_int: the integer
-    e, or −1); branch-free loops per exponent so that they vectorise."""
+    e, or −1); branch-free loops per exponent so that they vectorise. A non-integer e with a
+    vector power (``vmath`` ≠ 0): y into ``ds``, y^e into ``ps`` four lanes at a time."""
     g1 = 0.0
     g = 0.0
+    if e_int < 0 and vmath[0] != 0:
+        kk = (k + 3) & ~3
+        for j in range(k):
+            d = xs[j] - tau
+            ds[j] = d if d > 0.0 else 0.0
+        for j in range(k, kk):
+            ds[j] = 0.0
+        _vpow(ds, ps, kk, e, vmath)
+        for j in range(kk):
+            g1 += ps[j]
+            g += ps[j] * ds[j]
+        return g1, g
     if e_int == 0:
         for j in range(k):
             d = xs[j] - tau
@@ -145,7 +197,7 @@ def _bound(z, r, sub, xsub, c, q):
         xsub[j] = (np.float64(sub[j]) - m64) * c
     tau = -1.0
     for _ in range(MAX_SUBSET):
-        g1, g = _moments(xsub, w, tau, q - 1, 0.0)
+        g1, g = _moments(xsub, w, tau, q - 1, 0.0, xsub, xsub, NO_VMATH)
         if g1 <= 0.0:
             break
         nq = g if q == 1 else math.sqrt(g) if q == 2 else g ** (1.0 / q)
@@ -210,10 +262,19 @@ def _gather(z, r, sub, m, c, floor, idx, xs, cols):
 
 
 @njit(nogil=True, cache=True)
-def _powers(xs, k, tau, beta, beta_int):
+def _powers(xs, k, tau, beta, beta_int, vmath):
     """``xs[j] ← [xs[j] − τ]_+^β`` in place: branch-free loops, unrolled for β 1 to 4 (so they
-    vectorise; the same products as :func:`_ipow`), exp(β log ·) on the support otherwise."""
-    if beta_int == 1:
+    vectorise; the same products as :func:`_ipow`); otherwise the vector power four lanes at a
+    time (``xs`` holds k rounded up to 4), or exp(β log ·) on the support without one."""
+    if beta_int < 0 and vmath[0] != 0:
+        kk = (k + 3) & ~3
+        for j in range(k):
+            d = xs[j] - tau
+            xs[j] = d if d > 0.0 else 0.0
+        for j in range(k, kk):
+            xs[j] = 0.0
+        _vpow(xs, xs, kk, beta, vmath)
+    elif beta_int == 1:
         for j in range(k):
             d = xs[j] - tau
             xs[j] = d if d > 0.0 else 0.0
@@ -277,27 +338,29 @@ def _closed(xs, k, tau, beta_int):
 
 
 @njit(nogil=True, cache=True)
-def _newton_step(xs, k, tau, beta, beta_int):
-    g1, g = _moments(xs, k, tau, beta_int - 1 if beta_int >= 1 else -1, beta - 1.0)
+def _newton_step(xs, k, tau, beta, beta_int, ds, ps, vmath):
+    g1, g = _moments(xs, k, tau, beta_int - 1 if beta_int >= 1 else -1, beta - 1.0, ds, ps, vmath)
     if not g1 > 0.0:
         return 0.0
     return (g - g ** (1.0 - 1.0 / beta)) / g1
 
 
 @njit(nogil=True, cache=True)
-def _newton(xs, k, tau, beta, beta_int):
+def _newton(xs, k, tau, beta, beta_int, ds, ps, vmath):
     """Newton on H_β until a step is below 1e-6, then one more (quadratic convergence)."""
     for _ in range(MAX_EXACT):
-        step = _newton_step(xs, k, tau, beta, beta_int)
+        step = _newton_step(xs, k, tau, beta, beta_int, ds, ps, vmath)
         tau += step
         if not abs(step) > 1e-6:
-            return tau + _newton_step(xs, k, tau, beta, beta_int), True
+            return tau + _newton_step(xs, k, tau, beta, beta_int, ds, ps, vmath), True
     return tau, False
 
 
 @njit(nogil=True, cache=True)
-def solve_rows(z, out, alpha, tiny, r0, r1, status):
-    """α-entmax of rows ``r0 … r1 − 1`` of ``z`` into ``out`` (module docstring)."""
+def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath):
+    """α-entmax of rows ``r0 … r1 − 1`` of ``z`` into ``out`` (module docstring); ``vmath``: the
+    addresses of a 4-lane float64 log and exp (int64 (2,), :func:`_vcall4`), or zeros for
+    libm's."""
     n = z.shape[1]
     c = alpha - 1.0
     beta = 1.0 / c
@@ -309,7 +372,9 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status):
     xsub = np.empty(max(1, n // GROUPS), dtype=np.float64)
     cols = np.empty(max(1, n // GROUPS), dtype=np.int32)
     idx = np.empty(n, dtype=np.int32)
-    xs = np.empty(n, dtype=np.float64)
+    xs = np.empty(n + 4, dtype=np.float64)  # k rounded up to 4 lanes
+    ds = np.empty(n + 4, dtype=np.float64)
+    ps = np.empty(n + 4, dtype=np.float64)
     for r in range(r0, r1):
         m, floor = _bound(z, r, sub, xsub, c, q)
         if m != m:  # a NaN or +inf score
@@ -325,7 +390,7 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status):
             if closed:
                 tau, ok = _closed(xs, k, floor, beta_int)
             else:
-                tau, ok = _newton(xs, k, floor, beta, beta_int)
+                tau, ok = _newton(xs, k, floor, beta, beta_int, ds, ps, vmath)
             if not ok:
                 state = 3
                 break
@@ -339,7 +404,7 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status):
         if state == 3:
             continue
         out[r, :] = 0.0
-        _powers(xs, k, tau, beta, beta_int)
+        _powers(xs, k, tau, beta, beta_int, vmath)
         for j in range(k):
             p = xs[j]
             out[r, idx[j]] = p if p >= tiny else 0.0

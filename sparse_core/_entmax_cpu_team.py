@@ -12,7 +12,8 @@ depends on that row alone, so the rows' order of completion changes no bit.
 Used only when torch's parallel backend is OpenMP and exactly one libgomp is loaded in the
 process (the one torch brought); otherwise :mod:`sparse_core.entmax_cpu` keeps its thread pool.
 Data block (int64 words): 0 counter, 1 R, 2 n, 3 chunks, 4 z, 5 out, 6 status (addresses),
-7 α and 8 the flush threshold (float64 bits).
+7 α and 8 the flush threshold (float64 bits), 9 the address of the vector log / exp pair
+(``entmax_cpu._vmath``).
 """
 
 from __future__ import annotations
@@ -67,10 +68,11 @@ def _pointer_to(item, llvm_item):
 _f32_at = _pointer_to(types.float32, ir.FloatType())
 _f64_at = _pointer_to(types.float64, ir.DoubleType())
 _i8_at = _pointer_to(types.int8, ir.IntType(8))
+_i64_at = _pointer_to(types.int64, ir.IntType(64))
 
 
 @njit(nogil=True, cache=True)
-def _drain(block, z, out, status):
+def _drain(block, z, out, status, vmath):
     """Chunks of rows from the shared counter ``block[0]`` until none is left."""
     r_total = block[1]
     chunks = block[3]
@@ -81,7 +83,7 @@ def _drain(block, z, out, status):
         if c >= chunks:
             return
         r0 = r_total * c // chunks
-        solve_rows(z, out, alpha, tiny, r0, r_total * (c + 1) // chunks, status)
+        solve_rows(z, out, alpha, tiny, r0, r_total * (c + 1) // chunks, status, vmath)
 
 
 # Two module-level callbacks (numba caches neither closures nor their intrinsics' variants).
@@ -89,14 +91,18 @@ def _drain(block, z, out, status):
 def _body_f32(block):
     shape = (block[1], block[2])
     status = carray(_i8_at(block[6]), (block[1],))
-    _drain(block, carray(_f32_at(block[4]), shape), carray(_f32_at(block[5]), shape), status)
+    vmath = carray(_i64_at(block[9]), (2,))
+    z, out = carray(_f32_at(block[4]), shape), carray(_f32_at(block[5]), shape)
+    _drain(block, z, out, status, vmath)
 
 
 @cfunc(types.void(types.CPointer(types.int64)), nopython=True, nogil=True, cache=True)
 def _body_f64(block):
     shape = (block[1], block[2])
     status = carray(_i8_at(block[6]), (block[1],))
-    _drain(block, carray(_f64_at(block[4]), shape), carray(_f64_at(block[5]), shape), status)
+    vmath = carray(_i64_at(block[9]), (2,))
+    z, out = carray(_f64_at(block[4]), shape), carray(_f64_at(block[5]), shape)
+    _drain(block, z, out, status, vmath)
 
 
 _BODIES = {np.dtype(np.float32): _body_f32, np.dtype(np.float64): _body_f64}
@@ -112,12 +118,13 @@ class Team:
         self._parallel.restype = None
 
     def run(self, z: np.ndarray, out: np.ndarray, alpha: float, tiny: float,
-            status: np.ndarray, threads: int) -> None:  # fmt: skip
+            status: np.ndarray, threads: int, vmath: np.ndarray) -> None:  # fmt: skip
         """:func:`solve_rows` over every row of ``z`` on ``threads`` threads of the team of the
         calling thread (ctypes releases the GIL for the call)."""
         r_total, n = z.shape
-        block = np.zeros(9, np.int64)
+        block = np.zeros(10, np.int64)
         block[1:4] = (r_total, n, threads * CHUNKS_PER_THREAD)
         block[4:7] = (z.ctypes.data, out.ctypes.data, status.ctypes.data)
         block[7:9] = np.array([alpha, tiny], np.float64).view(np.int64)
+        block[9] = vmath.ctypes.data  # int64 (2,), C-contiguous: entmax_cpu._vmath's
         self._parallel(_BODIES[z.dtype].address, block.ctypes.data, threads, 0)

@@ -19,6 +19,13 @@ row's result depends on that row alone, so any split gives the same bits (a lone
 which runs one torch thread per half of the heads, equals its batched run).
 ``SPARSESCOPE_ENTMAX_TEAM=0`` keeps the pool of ours.
 
+Where β = 1/(α − 1) is not an integer, the powers ``y^(β−1)`` of Newton's steps and ``y^β`` of
+the output are exp(β log y); the kernel takes them four at a time from the vector ``log`` and
+``exp`` of SLEEF (1-ulp float64, the AVX2 builds) that torch's CPU library links and exports
+(:func:`_vmath`), instead of libm's one value at a time (~2× faster on those α; the support is
+the same, values agree to float64 rounding). ``SPARSESCOPE_ENTMAX_SLEEF=0``, a CPU without
+AVX2, a numba told to compile for another CPU, or a torch without the symbols keep libm's.
+
 ``SPARSESCOPE_NO_NUMBA=1`` keeps the torch paths (comparisons, bench/bench_entmax.py
 ``--torch-entmax``); without numba installed the torch paths run and a line is logged once.
 """
@@ -52,6 +59,9 @@ _pool_size = 0
 _pool_pid = 0
 _team_obj = None
 _team_tried = False
+_vmath_obj: np.ndarray | None = None
+
+_SLEEF = ("Sleef_logd4_u10avx2", "Sleef_expd4_u10avx2")
 
 
 def _load():
@@ -80,7 +90,7 @@ def warm() -> bool:
         return False
     for dtype in (np.float32, np.float64):
         z = np.zeros((1, 4), dtype)
-        k.solve_rows(z, np.empty_like(z), 1.5, 1e-30, 0, 1, np.zeros(1, np.int8))
+        k.solve_rows(z, np.empty_like(z), 1.5, 1e-30, 0, 1, np.zeros(1, np.int8), _vmath())
     _team()  # its callbacks are compiled (or loaded) on import
     return True
 
@@ -133,6 +143,48 @@ def _team():
     return _team_obj
 
 
+def _vmath() -> np.ndarray:
+    """The addresses of SLEEF's 4-lane float64 ``log`` and ``exp`` (AVX2) in torch's CPU library,
+    or zeros (libm's): needs AVX2 and FMA on this CPU (torch's own dispatch says so), numba
+    compiling for this CPU (the vectors' calling convention), the symbols exported, and
+    ``SPARSESCOPE_ENTMAX_SLEEF`` not ``0``."""
+    global _vmath_obj
+    if _vmath_obj is not None:
+        return _vmath_obj
+    with _lock:
+        if _vmath_obj is None:
+            _vmath_obj = _find_vmath()
+    return _vmath_obj
+
+
+def _find_vmath() -> np.ndarray:
+    none = np.zeros(2, np.int64)
+    if os.environ.get("SPARSESCOPE_ENTMAX_SLEEF") == "0":
+        return none
+    try:
+        import ctypes
+
+        import numba
+        from llvmlite import binding
+
+        if torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
+            return none
+        if numba.config.CPU_NAME or numba.config.CPU_FEATURES:
+            return none  # compiled for another CPU: maybe without AVX's vector registers
+        features = binding.get_host_cpu_features()
+        if not (features.get("avx2") and features.get("fma")):
+            return none
+        lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
+        got = np.array(
+            [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value for name in _SLEEF], np.int64
+        )
+    except (OSError, AttributeError, ImportError, RuntimeError) as e:
+        log.debug("entmax: no SLEEF vector log/exp (%s); libm's", e)
+        return none
+    log.debug("entmax: SLEEF's vector log and exp for non-integer β")
+    return got
+
+
 def _threads(r: int) -> int:
     return max(1, min(torch.get_num_threads(), r // MIN_ROWS_PER_THREAD))
 
@@ -160,19 +212,20 @@ def entmax_rows(rows: Tensor, alpha: float, out: Tensor, redo) -> Tensor:
     o = out.numpy()
     status = np.zeros(r_total, dtype=np.int8)
     tiny = float(torch.finfo(out.dtype).tiny)
+    vm = _vmath()
     t = _threads(r_total)
     if t == 1:
-        k.solve_rows(z, o, alpha, tiny, 0, r_total, status)
+        k.solve_rows(z, o, alpha, tiny, 0, r_total, status, vm)
     elif (team := _team()) is not None:
-        team.run(z, o, alpha, tiny, status, t)
+        team.run(z, o, alpha, tiny, status, t, vm)
     else:
         cuts = [r_total * i // t for i in range(t + 1)]
         pool = _executor(t - 1)
         futures = [
-            pool.submit(k.solve_rows, z, o, alpha, tiny, cuts[i], cuts[i + 1], status)
+            pool.submit(k.solve_rows, z, o, alpha, tiny, cuts[i], cuts[i + 1], status, vm)
             for i in range(1, t)
         ]
-        k.solve_rows(z, o, alpha, tiny, cuts[0], cuts[1], status)
+        k.solve_rows(z, o, alpha, tiny, cuts[0], cuts[1], status, vm)
         for f in futures:
             f.result()
     if status.any():

@@ -165,7 +165,7 @@ def test_torch_team_and_own_threads_give_the_same_bits(alpha, two_threads, monke
         runs = []
         real = type(team).run
         monkeypatch.setattr(
-            type(team), "run", lambda self, *a: runs.append(a[-1]) or real(self, *a)
+            type(team), "run", lambda self, *a: runs.append(a[5]) or real(self, *a)
         )
     on_team = entmax(z, alpha)
     if team is not None:
@@ -199,8 +199,8 @@ def test_unsettled_rows_go_to_the_torch_path(monkeypatch) -> None:
 
     class Flagging:
         @staticmethod
-        def solve_rows(zz, o, alpha, tiny, r0, r1, status):
-            real.solve_rows(zz, o, alpha, tiny, r0, r1, status)
+        def solve_rows(zz, o, alpha, tiny, r0, r1, status, vm):
+            real.solve_rows(zz, o, alpha, tiny, r0, r1, status, vm)
             status[r0 + 1] = 3
             o[r0 + 1] = 0.5  # garbage the redo must replace
 
@@ -216,7 +216,7 @@ def test_the_kernel_solves_each_row_alone() -> None:
     z = np.array([[2.0, 0.0, -1.0, -1.0], [0.0, 0.0, 0.0, 0.0], [np.nan, 0, 0, 0]], np.float32)
     out = np.full_like(z, 9.0)
     status = np.zeros(3, np.int8)
-    k.solve_rows(z, out, 1.5, TINY32, 0, 3, status)
+    k.solve_rows(z, out, 1.5, TINY32, 0, 3, status, entmax_cpu._vmath())
     assert status.tolist() == [0, 0, 1]
     assert out[0].tolist() == [1.0, 0.0, 0.0, 0.0]
     assert out[1].tolist() == [0.25] * 4
@@ -240,5 +240,47 @@ def test_real_attention_rows(alpha: float, monkeypatch) -> None:
     # and the kernel settles every row at its first try (no redo from {x > −1}: the bound held)
     rows = z.reshape(-1, z.shape[-1]).contiguous().numpy()
     status = np.zeros(len(rows), np.int8)
-    entmax_cpu._load().solve_rows(rows, np.empty_like(rows), alpha, TINY32, 0, len(rows), status)
+    vm = entmax_cpu._vmath()
+    out = np.empty_like(rows)
+    entmax_cpu._load().solve_rows(rows, out, alpha, TINY32, 0, len(rows), status, vm)
     assert not status.any()
+
+
+AVX2 = torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512")
+
+
+@pytest.mark.skipif(not AVX2, reason="SLEEF's AVX2 vector log / exp need an AVX2 CPU")
+@pytest.mark.parametrize("alpha", [1.15, 1.3, 1.4, 1.6185, 1.9])
+def test_vector_log_and_exp_match_libm(alpha: float) -> None:
+    """Non-integer β: the kernel with SLEEF's vector log / exp (found on this CPU) and with libm's
+    give the same support, values equal to float64 rounding — and not the same code (some last
+    bits differ, so the vector path really ran)."""
+    vm = entmax_cpu._vmath()
+    assert vm.all(), "torch's CPU library should export SLEEF's AVX2 log / exp here"
+    k = entmax_cpu._load()
+    g = torch.Generator().manual_seed(3)
+    z = (torch.randn(200, 512, generator=g, dtype=torch.float64) * 3).numpy()
+    got = {}
+    for name, table in (("sleef", vm), ("libm", np.zeros(2, np.int64))):
+        out, status = np.empty_like(z), np.zeros(len(z), np.int8)
+        k.solve_rows(z, out, alpha, 0.0, 0, len(z), status, table)
+        assert not status.any()
+        got[name] = out
+    assert np.array_equal(got["sleef"] > 0, got["libm"] > 0)
+    # (a tiny y = x − τ carries τ's last bit, relatively large: absolute 1e-15 on values ≤ 1)
+    np.testing.assert_allclose(got["sleef"], got["libm"], rtol=1e-12, atol=1e-15)
+    assert not np.array_equal(got["sleef"], got["libm"])
+    assert_exact(torch.from_numpy(got["sleef"]), torch.from_numpy(z), alpha)
+
+
+def test_no_vector_math_when_switched_off_or_compiled_for_another_cpu(monkeypatch) -> None:
+    import numba
+
+    monkeypatch.setenv("SPARSESCOPE_ENTMAX_SLEEF", "0")
+    assert not entmax_cpu._find_vmath().any()
+    monkeypatch.delenv("SPARSESCOPE_ENTMAX_SLEEF")
+    monkeypatch.setattr(numba.config, "CPU_NAME", "generic")
+    assert not entmax_cpu._find_vmath().any()
+    monkeypatch.setattr(numba.config, "CPU_NAME", None)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "DEFAULT")
+    assert not entmax_cpu._find_vmath().any()
