@@ -20,11 +20,13 @@ For each row of ``z (R, n)`` (float32 or float64; ``c = α − 1``, ``β = 1/c``
    order: the torch compact path's τ bit for bit when both reach the same S); other β: Newton on
    ``H_β`` until a step is below 1e-6, then one more (for a non-integer β the powers of the
    candidates as exp((β − 1) log y), four lanes at a time when the caller hands in the vector log
-   and exp, ``vmath``; libm's one at a time otherwise). A τ below the bound (a support entry
+   and exp, ``vmath``; libm's one at a time otherwise; the steps above 1e-5 first with float32
+   powers, eight lanes at a time, when it hands in those too; an integer β ≥ 5 by binary
+   exponentiation, a vectorisable pass per squaring). A τ below the bound (a support entry
    could be missing; never observed) redoes the row with every finite score as a candidate.
 5. Output: zeros, and ``(x − τ)^β`` (float64, repeated multiplication for an integer β,
-   exp(β log ·) otherwise — four lanes at a time with ``vmath`` —, then cast) on the support; values below the output dtype's smallest
-   normal number flushed to 0.
+   exp(β log ·) otherwise — four lanes at a time with ``vmath`` —, then cast) on the support;
+   values below the output dtype's smallest normal number flushed to 0.
 
 Status per row (``status``): 0 done, 1 NaN or +inf in the row (left unwritten), 2 done after
 the step-4 redo, 3 did not converge (left unwritten; the caller recomputes it with torch).
@@ -47,7 +49,9 @@ GROUPS = 8
 BOUND_MIN_N = 128
 MAX_SUBSET = 60
 MAX_EXACT = 50
-NO_VMATH = np.zeros(2, np.int64)
+MAX_FAR = 12
+FAR = 1e-5
+NO_VMATH = np.zeros(4, np.int64)
 """No vector log and exp: libm's, one value at a time."""
 
 
@@ -57,25 +61,72 @@ FAST = {"reassoc", "contract", "nsz", "arcp"}
 masked scores are −inf."""
 
 
-@intrinsic
-def _vcall4(typingctx, fn, src, dst, start):
-    """``dst[start : start + 4] ← f(src[start : start + 4])`` by the 4-lane float64 function at
-    address ``fn`` (``<4 x double> f(<4 x double>)``: SLEEF's ``logd4`` / ``expd4`` that torch
-    links, :mod:`sparse_core.entmax_cpu`). The address is a run-time argument, so nothing in the
-    cached machine code names a symbol of another library."""
+def _vector_call(lanes, llvm_item):
+    """An intrinsic ``f(fn, src, dst, start)``: ``dst[start : start + lanes] ←
+    f(src[start : start + lanes])`` by the vector function at address ``fn``
+    (``<lanes x item> f(<lanes x item>)``: SLEEF's ``logd4`` / ``expd4`` / ``logf8`` / ``expf8``
+    that torch links, :mod:`sparse_core.entmax_cpu`). The address is a run-time argument, so
+    nothing in the cached machine code names a symbol of another library."""
 
-    def codegen(context, builder, signature, args):
-        fn_v, src_v, dst_v, start_v = args
-        vt = ir.VectorType(ir.DoubleType(), 4)
-        ftype = ir.FunctionType(vt, [vt])
-        a = context.make_array(signature.args[1])(context, builder, src_v)
-        b = context.make_array(signature.args[2])(context, builder, dst_v)
-        v = builder.load(builder.bitcast(builder.gep(a.data, [start_v]), vt.as_pointer()), align=8)
-        r = builder.call(builder.inttoptr(fn_v, ftype.as_pointer()), [v])
-        builder.store(r, builder.bitcast(builder.gep(b.data, [start_v]), vt.as_pointer()), align=8)
-        return context.get_dummy_value()
+    @intrinsic
+    def call(typingctx, fn, src, dst, start):
+        def codegen(context, builder, signature, args):
+            fn_v, src_v, dst_v, start_v = args
+            vt = ir.VectorType(llvm_item, lanes)
+            ftype = ir.FunctionType(vt, [vt])
+            a = context.make_array(signature.args[1])(context, builder, src_v)
+            b = context.make_array(signature.args[2])(context, builder, dst_v)
+            at = builder.bitcast(builder.gep(a.data, [start_v]), vt.as_pointer())
+            r = builder.call(
+                builder.inttoptr(fn_v, ftype.as_pointer()), [builder.load(at, align=4)]
+            )
+            to = builder.bitcast(builder.gep(b.data, [start_v]), vt.as_pointer())
+            builder.store(r, to, align=4)
+            return context.get_dummy_value()
 
-    return types.void(types.int64, src, dst, types.intp), codegen
+        return types.void(types.int64, src, dst, types.intp), codegen
+
+    return call
+
+
+_vcall4 = _vector_call(4, ir.DoubleType())
+_vcall8f = _vector_call(8, ir.FloatType())
+
+
+@njit(nogil=True, cache=True, fastmath=FAST)
+def _vpow32(ds, ps, kk, e, vmath):
+    """float32 ``ps[:kk] ← ds[:kk] ** e`` (ds ≥ 0) eight lanes at a time by SLEEF's float32 log
+    and exp (``vmath[2]``, ``vmath[3]``); kk a multiple of 8. For Newton's far steps only."""
+    for j in range(0, kk, 8):
+        _vcall8f(vmath[2], ds, ps, j)
+    ef = np.float32(e)
+    for j in range(kk):
+        ps[j] *= ef
+    for j in range(0, kk, 8):
+        _vcall8f(vmath[3], ps, ps, j)
+
+
+@njit(nogil=True, cache=True, fastmath=FAST)
+def _far_step(xs, k, tau, beta, s32, vmath):
+    """A Newton step on H_β with the moments in float32 powers (sums in float64): ~1e-6
+    relative, enough while τ is far from τ* (:func:`_newton`)."""
+    ds, ps = s32[0], s32[1]
+    kk = (k + 7) & ~7
+    for j in range(k):
+        d = xs[j] - tau
+        ds[j] = np.float32(d if d > 0.0 else 0.0)
+    for j in range(k, kk):
+        ds[j] = np.float32(0.0)
+    _vpow32(ds, ps, kk, beta - 1.0, vmath)
+    g1 = 0.0
+    g = 0.0
+    for j in range(kk):
+        p = np.float64(ps[j])
+        g1 += p
+        g += p * np.float64(ds[j])
+    if not g1 > 0.0:
+        return 0.0
+    return (g - g ** (1.0 - 1.0 / beta)) / g1
 
 
 @njit(nogil=True, cache=True, fastmath=FAST)
@@ -282,8 +333,8 @@ def _gather(z, r, sub, m, c, floor, idx, xs, cols):
 @njit(nogil=True, cache=True)
 def _powers(xs, k, tau, beta, beta_int, scr, vmath):
     """``xs[j] ← [xs[j] − τ]_+^β`` in place: branch-free loops, unrolled for β 1 to 4 (so they
-    vectorise; :func:`_ipow_passes` for a larger integer β); otherwise the vector power four lanes at a
-    time (``xs`` holds k rounded up to 4), or exp(β log ·) on the support without one."""
+    vectorise; :func:`_ipow_passes` for a larger integer β); otherwise exp(β log ·) by the
+    vector log / exp four lanes at a time (``xs`` holds k rounded up to 4), or libm's."""
     if beta_int < 0 and vmath[0] != 0:
         kk = (k + 3) & ~3
         for j in range(k):
@@ -365,8 +416,18 @@ def _newton_step(xs, k, tau, beta, beta_int, scr, vmath):
 
 
 @njit(nogil=True, cache=True)
-def _newton(xs, k, tau, beta, beta_int, scr, vmath):
-    """Newton on H_β until a step is below 1e-6, then one more (quadratic convergence)."""
+def _newton(xs, k, tau, beta, beta_int, scr, s32, vmath):
+    """Newton on H_β until a step is below 1e-6, then one more (quadratic convergence); for a
+    non-integer β with SLEEF's float32 log / exp, the steps above ``FAR`` first in float32
+    powers (:func:`_far_step`; at most ``MAX_FAR``): they only bring τ near τ*."""
+    if beta_int < 0 and vmath[2] != 0:
+        for _ in range(MAX_FAR):
+            step = _far_step(xs, k, tau, beta, s32, vmath)
+            if not step > 0.0:  # also a NaN step
+                break
+            tau += step
+            if step < FAR * (1.0 + abs(tau)):
+                break
     for _ in range(MAX_EXACT):
         step = _newton_step(xs, k, tau, beta, beta_int, scr, vmath)
         tau += step
@@ -378,8 +439,8 @@ def _newton(xs, k, tau, beta, beta_int, scr, vmath):
 @njit(nogil=True, cache=True)
 def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath):
     """α-entmax of rows ``r0 … r1 − 1`` of ``z`` into ``out`` (module docstring); ``vmath``: the
-    addresses of a 4-lane float64 log and exp (int64 (2,), :func:`_vcall4`), or zeros for
-    libm's."""
+    addresses of a 4-lane float64 log and exp and an 8-lane float32 log and exp (int64 (4,),
+    :func:`_vector_call`; a zero for none: libm's, no float32 far steps)."""
     n = z.shape[1]
     c = alpha - 1.0
     beta = 1.0 / c
@@ -393,6 +454,7 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath):
     idx = np.empty(n, dtype=np.int32)
     xs = np.empty(n + 4, dtype=np.float64)  # k rounded up to 4 lanes
     scr = np.empty((3, n + 4), dtype=np.float64)  # y, its powers, squarings (_moments)
+    s32 = np.empty((2, n + 8), dtype=np.float32)  # y and its powers in float32 (_far_step)
     for r in range(r0, r1):
         m, floor = _bound(z, r, sub, xsub, c, q, scr)
         if m != m:  # a NaN or +inf score
@@ -408,7 +470,7 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath):
             if closed:
                 tau, ok = _closed(xs, k, floor, beta_int)
             else:
-                tau, ok = _newton(xs, k, floor, beta, beta_int, scr, vmath)
+                tau, ok = _newton(xs, k, floor, beta, beta_int, scr, s32, vmath)
             if not ok:
                 state = 3
                 break

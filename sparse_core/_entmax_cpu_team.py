@@ -91,7 +91,7 @@ def _drain(block, z, out, status, vmath):
 def _body_f32(block):
     shape = (block[1], block[2])
     status = carray(_i8_at(block[6]), (block[1],))
-    vmath = carray(_i64_at(block[9]), (2,))
+    vmath = carray(_i64_at(block[9]), (4,))
     z, out = carray(_f32_at(block[4]), shape), carray(_f32_at(block[5]), shape)
     _drain(block, z, out, status, vmath)
 
@@ -100,7 +100,7 @@ def _body_f32(block):
 def _body_f64(block):
     shape = (block[1], block[2])
     status = carray(_i8_at(block[6]), (block[1],))
-    vmath = carray(_i64_at(block[9]), (2,))
+    vmath = carray(_i64_at(block[9]), (4,))
     z, out = carray(_f64_at(block[4]), shape), carray(_f64_at(block[5]), shape)
     _drain(block, z, out, status, vmath)
 
@@ -126,5 +126,5 @@ class Team:
         block[1:4] = (r_total, n, threads * CHUNKS_PER_THREAD)
         block[4:7] = (z.ctypes.data, out.ctypes.data, status.ctypes.data)
         block[7:9] = np.array([alpha, tiny], np.float64).view(np.int64)
-        block[9] = vmath.ctypes.data  # int64 (2,), C-contiguous: entmax_cpu._vmath's
+        block[9] = vmath.ctypes.data  # int64 (4,), C-contiguous: entmax_cpu._vmath's
         self._parallel(_BODIES[z.dtype].address, block.ctypes.data, threads, 0)

@@ -22,9 +22,10 @@ which runs one torch thread per half of the heads, equals its batched run).
 Where β = 1/(α − 1) is not an integer, the powers ``y^(β−1)`` of Newton's steps and ``y^β`` of
 the output are exp(β log y); the kernel takes them four at a time from the vector ``log`` and
 ``exp`` of SLEEF (1-ulp float64, the AVX2 builds) that torch's CPU library links and exports
-(:func:`_vmath`), instead of libm's one value at a time (~2× faster on those α; the support is
-the same, values agree to float64 rounding). ``SPARSESCOPE_ENTMAX_SLEEF=0``, a CPU without
-AVX2, a numba told to compile for another CPU, or a torch without the symbols keep libm's.
+(:func:`_vmath`), and Newton's far steps (above 1e-5) from its 8-lane float32 ones, instead of
+libm's one value at a time (~2–2.5× faster on those α; the support is the same, values agree
+to float64 rounding). ``SPARSESCOPE_ENTMAX_SLEEF=0``, a CPU without AVX2, a numba told to
+compile for another CPU, or a torch without the symbols keep libm's.
 
 ``SPARSESCOPE_NO_NUMBA=1`` keeps the torch paths (comparisons, bench/bench_entmax.py
 ``--torch-entmax``); without numba installed the torch paths run and a line is logged once.
@@ -61,7 +62,12 @@ _team_obj = None
 _team_tried = False
 _vmath_obj: np.ndarray | None = None
 
-_SLEEF = ("Sleef_logd4_u10avx2", "Sleef_expd4_u10avx2")
+_SLEEF = (
+    "Sleef_logd4_u10avx2",
+    "Sleef_expd4_u10avx2",
+    "Sleef_logf8_u10avx2",
+    "Sleef_expf8_u10avx2",
+)
 
 
 def _load():
@@ -144,10 +150,10 @@ def _team():
 
 
 def _vmath() -> np.ndarray:
-    """The addresses of SLEEF's 4-lane float64 ``log`` and ``exp`` (AVX2) in torch's CPU library,
-    or zeros (libm's): needs AVX2 and FMA on this CPU (torch's own dispatch says so), numba
-    compiling for this CPU (the vectors' calling convention), the symbols exported, and
-    ``SPARSESCOPE_ENTMAX_SLEEF`` not ``0``."""
+    """The addresses of SLEEF's 4-lane float64 and 8-lane float32 ``log`` and ``exp`` (AVX2) in
+    torch's CPU library, or zeros (libm's): needs AVX2 and FMA on this CPU (torch's own
+    dispatch says so), numba compiling for this CPU (the vectors' calling convention), the
+    symbols exported, and ``SPARSESCOPE_ENTMAX_SLEEF`` not ``0``."""
     global _vmath_obj
     if _vmath_obj is not None:
         return _vmath_obj
@@ -158,7 +164,7 @@ def _vmath() -> np.ndarray:
 
 
 def _find_vmath() -> np.ndarray:
-    none = np.zeros(2, np.int64)
+    none = np.zeros(len(_SLEEF), np.int64)
     if os.environ.get("SPARSESCOPE_ENTMAX_SLEEF") == "0":
         return none
     try:
