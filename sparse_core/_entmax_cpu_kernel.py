@@ -20,7 +20,7 @@ For each row of ``z (R, n)`` (float32 or float64; ``c = α − 1``, ``β = 1/c``
    order: the torch compact path's τ bit for bit when both reach the same S); other β: Newton on
    ``H_β`` until a step is below 1e-6, then one more (for a non-integer β the powers of the
    candidates as exp((β − 1) log y), four lanes at a time when the caller hands in the vector log
-   and exp, ``vmath``; libm's one at a time otherwise; the steps above 1e-5 first with float32
+   and exp, ``vmath``; libm's one at a time otherwise; the steps above 1e-4 first with float32
    powers, eight lanes at a time, when it hands in those too; an integer β ≥ 5 by binary
    exponentiation, a vectorisable pass per squaring). A τ below the bound (a support entry
    could be missing; never observed) redoes the row with every finite score as a candidate.
@@ -50,9 +50,12 @@ BOUND_MIN_N = 128
 MAX_SUBSET = 60
 MAX_EXACT = 50
 MAX_FAR = 12
-FAR = 1e-5
-NO_VMATH = np.zeros(4, np.int64)
-"""No vector log and exp: libm's, one value at a time."""
+VEC_MIN = 16
+"""Fewer candidates keep libm's log / exp (on the support only): the vector calls' lanes and
+calls cost more there."""
+FAR = 1e-4
+"""Newton's float32 far steps stop below FAR (1 + |τ|): from there two float64 steps end it
+(measured on real rows, α 1.15–1.9: 2.4–2.7 far steps, then always 2 float64 ones)."""
 
 
 FAST = {"reassoc", "contract", "nsz", "arcp"}
@@ -141,6 +144,14 @@ def _vpow(ds, ps, kk, e, vmath):
         _vcall4(vmath[1], ps, ps, j)
 
 
+@njit(inline="always", cache=True)
+def _ipow(d, e):
+    r = 1.0
+    for _ in range(e):
+        r *= d
+    return r
+
+
 @njit(nogil=True, cache=True)
 def _ipow_passes(ds, ps, bs, k, e):
     """``ps[:k] ← ds[:k] ** e`` (integer e ≥ 1) by binary exponentiation, one branch-free pass
@@ -166,14 +177,11 @@ def _ipow_passes(ds, ps, bs, k, e):
 
 
 @njit(nogil=True, cache=True, fastmath=FAST)
-def _moments(xs, k, tau, e_int, e, scr, vmath):
-    """``Σ y^e`` and ``Σ y^(e+1)`` over ``y = [x − τ]_+`` of ``xs[:k]`` (e_int: the integer
-    e, or −1); branch-free loops per exponent so that they vectorise. A non-integer e with a
-    vector log / exp (``vmath``), or an integer e ≥ 4: y into ``scr[0]``, y^e into ``scr[1]``."""
-    ds, ps, bs = scr[0], scr[1], scr[2]
-    g1 = 0.0
-    g = 0.0
-    if e_int < 0 and vmath[0] != 0:
+def _moments_passes(xs, k, tau, e_int, e, scr, vmath):
+    """:func:`_moments` in passes over scratch rows: y into ``scr[0]``, y^e into ``scr[1]`` by
+    the vector log / exp (e_int −1, ``vmath`` given) or binary exponentiation (integer e)."""
+    ds, ps = scr[0], scr[1]
+    if e_int < 0:
         kk = (k + 3) & ~3
         for j in range(k):
             d = xs[j] - tau
@@ -181,10 +189,26 @@ def _moments(xs, k, tau, e_int, e, scr, vmath):
         for j in range(k, kk):
             ds[j] = 0.0
         _vpow(ds, ps, kk, e, vmath)
-        for j in range(kk):
-            g1 += ps[j]
-            g += ps[j] * ds[j]
-        return g1, g
+    else:
+        kk = k
+        for j in range(k):
+            d = xs[j] - tau
+            ds[j] = d if d > 0.0 else 0.0
+        _ipow_passes(ds, ps, scr[2], k, e_int)
+    g1 = 0.0
+    g = 0.0
+    for j in range(kk):
+        g1 += ps[j]
+        g += ps[j] * ds[j]
+    return g1, g
+
+
+@njit(nogil=True, cache=True, fastmath=FAST)
+def _moments(xs, k, tau, e_int, e):
+    """``Σ y^e`` and ``Σ y^(e+1)`` over ``y = [x − τ]_+`` of ``xs[:k]`` (e_int: the integer
+    e, or −1); branch-free loops per exponent so that they vectorise."""
+    g1 = 0.0
+    g = 0.0
     if e_int == 0:
         for j in range(k):
             d = xs[j] - tau
@@ -214,11 +238,10 @@ def _moments(xs, k, tau, e_int, e, scr, vmath):
     elif e_int > 0:
         for j in range(k):
             d = xs[j] - tau
-            ds[j] = d if d > 0.0 else 0.0
-        _ipow_passes(ds, ps, bs, k, e_int)
-        for j in range(k):
-            g1 += ps[j]
-            g += ps[j] * ds[j]
+            d = d if d > 0.0 else 0.0
+            dp = _ipow(d, e_int)
+            g1 += dp
+            g += dp * d
     else:
         for j in range(k):
             d = xs[j] - tau
@@ -230,7 +253,7 @@ def _moments(xs, k, tau, e_int, e, scr, vmath):
 
 
 @njit(nogil=True, cache=True)
-def _bound(z, r, sub, xsub, c, q, scr):
+def _bound(z, r, sub, xsub, c, q):
     """Row maximum (−inf: fully masked; NaN: a NaN or +inf score) and a float64 lower bound of
     τ* (x units) from the group maxima ``sub`` (filled here; −1 − 1e-9 for rows under
     ``BOUND_MIN_N``)."""
@@ -266,7 +289,7 @@ def _bound(z, r, sub, xsub, c, q, scr):
         xsub[j] = (np.float64(sub[j]) - m64) * c
     tau = -1.0
     for _ in range(MAX_SUBSET):
-        g1, g = _moments(xsub, w, tau, q - 1, 0.0, scr, NO_VMATH)
+        g1, g = _moments(xsub, w, tau, q - 1, 0.0)
         if g1 <= 0.0:
             break
         nq = g if q == 1 else math.sqrt(g) if q == 2 else g ** (1.0 / q)
@@ -335,7 +358,7 @@ def _powers(xs, k, tau, beta, beta_int, scr, vmath):
     """``xs[j] ← [xs[j] − τ]_+^β`` in place: branch-free loops, unrolled for β 1 to 4 (so they
     vectorise; :func:`_ipow_passes` for a larger integer β); otherwise exp(β log ·) by the
     vector log / exp four lanes at a time (``xs`` holds k rounded up to 4), or libm's."""
-    if beta_int < 0 and vmath[0] != 0:
+    if beta_int < 0 and vmath[0] != 0 and k >= VEC_MIN:
         kk = (k + 3) & ~3
         for j in range(k):
             d = xs[j] - tau
@@ -408,18 +431,38 @@ def _closed(xs, k, tau, beta_int):
 
 
 @njit(nogil=True, cache=True)
-def _newton_step(xs, k, tau, beta, beta_int, scr, vmath):
-    g1, g = _moments(xs, k, tau, beta_int - 1 if beta_int >= 1 else -1, beta - 1.0, scr, vmath)
+def _newton_step(xs, k, tau, beta, beta_int):
+    g1, g = _moments(xs, k, tau, beta_int - 1 if beta_int >= 1 else -1, beta - 1.0)
     if not g1 > 0.0:
         return 0.0
     return (g - g ** (1.0 - 1.0 / beta)) / g1
 
 
 @njit(nogil=True, cache=True)
-def _newton(xs, k, tau, beta, beta_int, scr, s32, vmath):
-    """Newton on H_β until a step is below 1e-6, then one more (quadratic convergence); for a
-    non-integer β with SLEEF's float32 log / exp, the steps above ``FAR`` first in float32
-    powers (:func:`_far_step`; at most ``MAX_FAR``): they only bring τ near τ*."""
+def _newton(xs, k, tau, beta, beta_int):
+    """Newton on H_β until a step is below 1e-6, then one more (quadratic convergence)."""
+    for _ in range(MAX_EXACT):
+        step = _newton_step(xs, k, tau, beta, beta_int)
+        tau += step
+        if not abs(step) > 1e-6:
+            return tau + _newton_step(xs, k, tau, beta, beta_int), True
+    return tau, False
+
+
+@njit(nogil=True, cache=True)
+def _pass_step(xs, k, tau, beta, beta_int, scr, vmath):
+    g1, g = _moments_passes(xs, k, tau, beta_int - 1, beta - 1.0, scr, vmath)
+    if not g1 > 0.0:
+        return 0.0
+    return (g - g ** (1.0 - 1.0 / beta)) / g1
+
+
+@njit(nogil=True, cache=True)
+def _newton_passes(xs, k, tau, beta, beta_int, scr, s32, vmath):
+    """:func:`_newton` with the moments in passes (:func:`_moments_passes`: an integer β ≥ 5, or
+    a non-integer β with the vector log / exp); for a non-integer β with SLEEF's float32 ones,
+    the steps above ``FAR`` first in float32 powers (:func:`_far_step`; at most ``MAX_FAR``):
+    they only bring τ near τ*. (A separate function: the plain one's calls stay lean.)"""
     if beta_int < 0 and vmath[2] != 0:
         for _ in range(MAX_FAR):
             step = _far_step(xs, k, tau, beta, s32, vmath)
@@ -429,10 +472,10 @@ def _newton(xs, k, tau, beta, beta_int, scr, s32, vmath):
             if step < FAR * (1.0 + abs(tau)):
                 break
     for _ in range(MAX_EXACT):
-        step = _newton_step(xs, k, tau, beta, beta_int, scr, vmath)
+        step = _pass_step(xs, k, tau, beta, beta_int, scr, vmath)
         tau += step
         if not abs(step) > 1e-6:
-            return tau + _newton_step(xs, k, tau, beta, beta_int, scr, vmath), True
+            return tau + _pass_step(xs, k, tau, beta, beta_int, scr, vmath), True
     return tau, False
 
 
@@ -456,7 +499,7 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath):
     scr = np.empty((3, n + 4), dtype=np.float64)  # y, its powers, squarings (_moments)
     s32 = np.empty((2, n + 8), dtype=np.float32)  # y and its powers in float32 (_far_step)
     for r in range(r0, r1):
-        m, floor = _bound(z, r, sub, xsub, c, q, scr)
+        m, floor = _bound(z, r, sub, xsub, c, q)
         if m != m:  # a NaN or +inf score
             status[r] = 1
             continue
@@ -469,8 +512,10 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath):
             k, floor = _gather(z, r, sub, m, c, floor, idx, xs, cols)
             if closed:
                 tau, ok = _closed(xs, k, floor, beta_int)
+            elif beta_int > 4 or (beta_int < 0 and vmath[0] != 0 and k >= VEC_MIN):
+                tau, ok = _newton_passes(xs, k, floor, beta, beta_int, scr, s32, vmath)
             else:
-                tau, ok = _newton(xs, k, floor, beta, beta_int, scr, s32, vmath)
+                tau, ok = _newton(xs, k, floor, beta, beta_int)
             if not ok:
                 state = 3
                 break

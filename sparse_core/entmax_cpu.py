@@ -22,7 +22,7 @@ which runs one torch thread per half of the heads, equals its batched run).
 Where β = 1/(α − 1) is not an integer, the powers ``y^(β−1)`` of Newton's steps and ``y^β`` of
 the output are exp(β log y); the kernel takes them four at a time from the vector ``log`` and
 ``exp`` of SLEEF (1-ulp float64, the AVX2 builds) that torch's CPU library links and exports
-(:func:`_vmath`), and Newton's far steps (above 1e-5) from its 8-lane float32 ones, instead of
+(:func:`_vmath`), and Newton's far steps (above 1e-4) from its 8-lane float32 ones, instead of
 libm's one value at a time (~2–2.5× faster on those α; the support is the same, values agree
 to float64 rounding). ``SPARSESCOPE_ENTMAX_SLEEF=0``, a CPU without AVX2, a numba told to
 compile for another CPU, or a torch without the symbols keep libm's.
