@@ -42,7 +42,7 @@ import math
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import carray, cfunc, njit, types
 from numba.extending import intrinsic
 
 GROUPS = 8
@@ -533,3 +533,81 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath):
         for j in range(k):
             p = xs[j]
             out[r, idx[j]] = p if p >= tiny else 0.0
+
+
+# -- torch's OpenMP team (sparse_core/_entmax_cpu_team.py): its C callbacks, here beside the
+# kernel so that numba's cache (keyed on a function's own file) never pairs them with a stale one.
+
+
+@intrinsic
+def _fetch_add(typingctx, ptr, v):
+    """``*ptr += v`` atomically; returns the old value."""
+
+    def codegen(context, builder, signature, args):
+        return builder.atomic_rmw("add", args[0], args[1], "monotonic")
+
+    return types.int64(ptr, v), codegen
+
+
+@intrinsic
+def _as_float(typingctx, bits):
+    """The float64 whose bits are the int64 ``bits``."""
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+
+    return types.float64(bits), codegen
+
+
+def _pointer_to(item, llvm_item):
+    """An intrinsic: the int64 address as a pointer to ``item`` (made at import, module-level
+    names: numba caches the functions that use them)."""
+
+    @intrinsic
+    def at(typingctx, address):
+        def codegen(context, builder, signature, args):
+            return builder.inttoptr(args[0], ir.PointerType(llvm_item))
+
+        return types.CPointer(item)(address), codegen
+
+    return at
+
+
+_f32_at = _pointer_to(types.float32, ir.FloatType())
+_f64_at = _pointer_to(types.float64, ir.DoubleType())
+_i8_at = _pointer_to(types.int8, ir.IntType(8))
+_i64_at = _pointer_to(types.int64, ir.IntType(64))
+
+
+@njit(nogil=True, cache=True)
+def _drain(block, z, out, status, vmath):
+    """Chunks of rows from the shared counter ``block[0]`` until none is left."""
+    r_total = block[1]
+    chunks = block[3]
+    alpha = _as_float(block[7])
+    tiny = _as_float(block[8])
+    while True:
+        c = _fetch_add(block, 1)
+        if c >= chunks:
+            return
+        r0 = r_total * c // chunks
+        solve_rows(z, out, alpha, tiny, r0, r_total * (c + 1) // chunks, status, vmath)
+
+
+# Two module-level callbacks (numba caches neither closures nor their intrinsics' variants).
+@cfunc(types.void(types.CPointer(types.int64)), nopython=True, nogil=True, cache=True)
+def _body_f32(block):
+    shape = (block[1], block[2])
+    status = carray(_i8_at(block[6]), (block[1],))
+    vmath = carray(_i64_at(block[9]), (4,))
+    z, out = carray(_f32_at(block[4]), shape), carray(_f32_at(block[5]), shape)
+    _drain(block, z, out, status, vmath)
+
+
+@cfunc(types.void(types.CPointer(types.int64)), nopython=True, nogil=True, cache=True)
+def _body_f64(block):
+    shape = (block[1], block[2])
+    status = carray(_i8_at(block[6]), (block[1],))
+    vmath = carray(_i64_at(block[9]), (4,))
+    z, out = carray(_f64_at(block[4]), shape), carray(_f64_at(block[5]), shape)
+    _drain(block, z, out, status, vmath)
