@@ -8,7 +8,8 @@ all of them on one thread, and so, interleaved repeat by repeat, do the candidat
 - ``this tree``: the kernel as ``entmax_cpu`` calls it (SLEEF's vector log / exp where found);
 - ``--libm``: the same kernel without them (libm's log / exp, one value at a time);
 - ``--against DIR``: another checkout's kernel (``DIR/sparse_core/_entmax_cpu_kernel.py``,
-  loaded under another name; its own numba cache), e.g. main before a change.
+  copied to a temporary directory and imported from there under another name, so its numba
+  cache is its own and DIR's is untouched), e.g. main before a change.
 
 Each candidate's output must have the same support as this tree's (checked; printed). One
 thread, so the figures are the kernel's own cost, not the thread split's; the whole model's
@@ -20,11 +21,13 @@ Run: ``python bench/bench_entmax_kernel.py --alphas 1.05 1.15 1.3 1.5 --against 
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import inspect
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -61,11 +64,14 @@ def capture(model, text: str, alpha: float) -> np.ndarray:
 
 
 def load_kernel(tree: Path):
-    path = tree / "sparse_core" / "_entmax_cpu_kernel.py"
-    spec = importlib.util.spec_from_file_location("other_entmax_cpu_kernel", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    """The other tree's kernel module, imported from a copy in a temporary directory under a
+    name of its own: numba caches it there, never in the other tree (a cache written under
+    another module name breaks that tree's own later imports)."""
+    src = tree / "sparse_core" / "_entmax_cpu_kernel.py"
+    tmp = Path(tempfile.mkdtemp(prefix="bench-kernel-"))
+    shutil.copy(src, tmp / "other_entmax_cpu_kernel.py")
+    sys.path.insert(0, str(tmp))
+    return importlib.import_module("other_entmax_cpu_kernel")
 
 
 def caller(kernel, vmath):
