@@ -21,9 +21,10 @@ For each row of ``z (R, n)`` (float32 or float64; ``c = α − 1``, ``β = 1/c``
    ``H_β`` until a step is below 1e-6, then one more (for a non-integer β the powers of the
    candidates as exp((β − 1) log y), four lanes at a time when the caller hands in the vector log
    and exp, ``vmath``; libm's one at a time otherwise; the steps above 1e-4 first with float32
-   powers, eight lanes at a time, when it hands in those too; an integer β ≥ 5 by binary
-   exponentiation, a vectorisable pass per squaring). A τ below the bound (a support entry
-   could be missing; never observed) redoes the row with every finite score as a candidate.
+   powers, eight lanes at a time, when it hands in those too; an integer β up to 10 and 20 by
+   unrolled products in one loop, other integer β by binary exponentiation, a vectorisable pass
+   per squaring). A τ below the bound (a support entry could be missing; never observed) redoes
+   the row with every finite score as a candidate.
 5. Output: zeros, and ``(x − τ)^β`` (float64, repeated multiplication for an integer β,
    exp(β log ·) otherwise — four lanes at a time with ``vmath`` —, then cast) on the support;
    values below the output dtype's smallest normal number flushed to 0.
@@ -50,6 +51,10 @@ BOUND_MIN_N = 128
 MAX_SUBSET = 60
 MAX_EXACT = 50
 MAX_FAR = 12
+UNROLLED = 10
+"""Integer β up to it, and 20 (α 1.05: the slider's integer β are 1, 2, 4, 5, 10, 20): Newton's
+moments and the output in one loop of unrolled products (an addition chain: y¹⁰ in 4
+products, y²⁰ in 5), which vectorises; other β by binary exponentiation passes."""
 VEC_MIN = 4
 """Fewer candidates keep libm's log / exp (on the support only): measured on real rows
 (bench/bench_entmax_kernel.py), 4 beat libm at every α 1.6–1.95, 1 and 8 did not."""
@@ -235,6 +240,73 @@ def _moments(xs, k, tau, e_int, e):
             d3 = d * d * d
             g1 += d3
             g += d3 * d
+    elif e_int == 4:
+        for j in range(k):
+            d = xs[j] - tau
+            d = d if d > 0.0 else 0.0
+            d2 = d * d
+            p = d2 * d2
+            g1 += p
+            g += p * d
+    elif e_int == 5:
+        for j in range(k):
+            d = xs[j] - tau
+            d = d if d > 0.0 else 0.0
+            d2 = d * d
+            d4 = d2 * d2
+            p = d4 * d
+            g1 += p
+            g += p * d
+    elif e_int == 6:
+        for j in range(k):
+            d = xs[j] - tau
+            d = d if d > 0.0 else 0.0
+            d2 = d * d
+            d3 = d2 * d
+            p = d3 * d3
+            g1 += p
+            g += p * d
+    elif e_int == 7:
+        for j in range(k):
+            d = xs[j] - tau
+            d = d if d > 0.0 else 0.0
+            d2 = d * d
+            d3 = d2 * d
+            d6 = d3 * d3
+            p = d6 * d
+            g1 += p
+            g += p * d
+    elif e_int == 8:
+        for j in range(k):
+            d = xs[j] - tau
+            d = d if d > 0.0 else 0.0
+            d2 = d * d
+            d4 = d2 * d2
+            p = d4 * d4
+            g1 += p
+            g += p * d
+    elif e_int == 9:
+        for j in range(k):
+            d = xs[j] - tau
+            d = d if d > 0.0 else 0.0
+            d2 = d * d
+            d4 = d2 * d2
+            d8 = d4 * d4
+            p = d8 * d
+            g1 += p
+            g += p * d
+    elif e_int == 19:
+        for j in range(k):
+            d = xs[j] - tau
+            d = d if d > 0.0 else 0.0
+            d2 = d * d
+            d4 = d2 * d2
+            d8 = d4 * d4
+            d16 = d8 * d8
+            d18 = d16 * d2
+            p = d18 * d
+            g1 += p
+            g += p * d
     elif e_int > 0:
         for j in range(k):
             d = xs[j] - tau
@@ -385,6 +457,66 @@ def _powers(xs, k, tau, beta, beta_int, scr, vmath):
             d = xs[j] - tau
             d = d if d > 0.0 else 0.0
             xs[j] = d * d * d * d
+    elif beta_int == 5:
+        for j in range(k):
+            d = xs[j] - tau
+            d = d if d > 0.0 else 0.0
+            d2 = d * d
+            d4 = d2 * d2
+            p = d4 * d
+            xs[j] = p
+    elif beta_int == 6:
+        for j in range(k):
+            d = xs[j] - tau
+            d = d if d > 0.0 else 0.0
+            d2 = d * d
+            d3 = d2 * d
+            p = d3 * d3
+            xs[j] = p
+    elif beta_int == 7:
+        for j in range(k):
+            d = xs[j] - tau
+            d = d if d > 0.0 else 0.0
+            d2 = d * d
+            d3 = d2 * d
+            d6 = d3 * d3
+            p = d6 * d
+            xs[j] = p
+    elif beta_int == 8:
+        for j in range(k):
+            d = xs[j] - tau
+            d = d if d > 0.0 else 0.0
+            d2 = d * d
+            d4 = d2 * d2
+            p = d4 * d4
+            xs[j] = p
+    elif beta_int == 9:
+        for j in range(k):
+            d = xs[j] - tau
+            d = d if d > 0.0 else 0.0
+            d2 = d * d
+            d4 = d2 * d2
+            d8 = d4 * d4
+            p = d8 * d
+            xs[j] = p
+    elif beta_int == 10:
+        for j in range(k):
+            d = xs[j] - tau
+            d = d if d > 0.0 else 0.0
+            d2 = d * d
+            d4 = d2 * d2
+            d5 = d4 * d
+            p = d5 * d5
+            xs[j] = p
+    elif beta_int == 20:
+        for j in range(k):
+            d = xs[j] - tau
+            d = d if d > 0.0 else 0.0
+            d2 = d * d
+            d4 = d2 * d2
+            d5 = d4 * d
+            d10 = d5 * d5
+            xs[j] = d10 * d10
     elif beta_int > 0:
         for j in range(k):
             d = xs[j] - tau
@@ -512,7 +644,9 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath):
             k, floor = _gather(z, r, sub, m, c, floor, idx, xs, cols)
             if closed:
                 tau, ok = _closed(xs, k, floor, beta_int)
-            elif beta_int > 4 or (beta_int < 0 and vmath[0] != 0 and k >= VEC_MIN):
+            elif (beta_int > UNROLLED and beta_int != 20) or (
+                beta_int < 0 and vmath[0] != 0 and k >= VEC_MIN
+            ):
                 tau, ok = _newton_passes(xs, k, floor, beta, beta_int, scr, s32, vmath)
             else:
                 tau, ok = _newton(xs, k, floor, beta, beta_int)
