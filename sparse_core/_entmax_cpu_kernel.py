@@ -182,11 +182,40 @@ def _ipow_passes(ds, ps, bs, k, e):
 
 
 @njit(nogil=True, cache=True, fastmath=FAST)
-def _moments_passes(xs, k, tau, e_int, e, scr, vmath):
+def _root_pow(ds, ps, kk, a, rt, vmath):
+    """``ps[:kk] ← ds[:kk]^(a + f)`` for f = 1/2 (``rt`` 2: ``sqrt``, an instruction), 1/3 (3) or
+    2/3 (4: SLEEF's 3.5-ulp ``cbrtd4`` at ``vmath[4]``, four lanes at a time), then a products:
+    no log or exp for the slider's β = 20/k with k = 3, 6, 8, 12, 15 (α 1.15, 1.3, 1.4, 1.6,
+    1.75). ds ≥ 0; kk a multiple of 4; ``ps`` is not ``ds``."""
+    if rt == 2:
+        for j in range(kk):
+            ps[j] = math.sqrt(ds[j])
+    else:
+        for j in range(0, kk, 4):
+            _vcall4(vmath[4], ds, ps, j)
+        if rt == 4:
+            for j in range(kk):
+                ps[j] *= ps[j]
+    for _ in range(a):
+        for j in range(kk):
+            ps[j] *= ds[j]
+
+
+@njit(nogil=True, cache=True, fastmath=FAST)
+def _moments_passes(xs, k, tau, e_int, e, rt, scr, vmath):
     """:func:`_moments` in passes over scratch rows: y into ``scr[0]``, y^e into ``scr[1]`` by
-    the vector log / exp (e_int −1, ``vmath`` given) or binary exponentiation (integer e)."""
+    a root and products (``rt`` ≠ 0: :func:`_root_pow`), the vector log / exp (e_int −1,
+    ``vmath`` given) or binary exponentiation (integer e)."""
     ds, ps = scr[0], scr[1]
-    if e_int < 0:
+    if rt != 0:
+        kk = (k + 3) & ~3
+        for j in range(k):
+            d = xs[j] - tau
+            ds[j] = d if d > 0.0 else 0.0
+        for j in range(k, kk):
+            ds[j] = 0.0
+        _root_pow(ds, ps, kk, int(math.floor(e)), rt, vmath)
+    elif e_int < 0:
         kk = (k + 3) & ~3
         for j in range(k):
             d = xs[j] - tau
@@ -426,11 +455,21 @@ def _gather(z, r, sub, m, c, floor, idx, xs, cols):
 
 
 @njit(nogil=True, cache=True)
-def _powers(xs, k, tau, beta, beta_int, scr, vmath):
+def _powers(xs, k, tau, beta, beta_int, rt, scr, vmath):
     """``xs[j] ← [xs[j] − τ]_+^β`` in place: branch-free loops, unrolled for β 1 to 4 (so they
     vectorise; :func:`_ipow_passes` for a larger integer β); otherwise exp(β log ·) by the
-    vector log / exp four lanes at a time (``xs`` holds k rounded up to 4), or libm's."""
-    if beta_int < 0 and vmath[0] != 0 and k >= VEC_MIN:
+    vector log / exp four lanes at a time (``xs`` holds k rounded up to 4), or libm's; a root
+    and products where ``rt`` says so (:func:`_root_pow`)."""
+    if rt != 0 and k >= VEC_MIN:
+        kk = (k + 3) & ~3
+        ds = scr[0]
+        for j in range(k):
+            d = xs[j] - tau
+            ds[j] = d if d > 0.0 else 0.0
+        for j in range(k, kk):
+            ds[j] = 0.0
+        _root_pow(ds, xs, kk, int(math.floor(beta)), rt, vmath)
+    elif beta_int < 0 and vmath[0] != 0 and k >= VEC_MIN:
         kk = (k + 3) & ~3
         for j in range(k):
             d = xs[j] - tau
@@ -582,15 +621,15 @@ def _newton(xs, k, tau, beta, beta_int):
 
 
 @njit(nogil=True, cache=True)
-def _pass_step(xs, k, tau, beta, beta_int, scr, vmath):
-    g1, g = _moments_passes(xs, k, tau, beta_int - 1, beta - 1.0, scr, vmath)
+def _pass_step(xs, k, tau, beta, beta_int, rt, scr, vmath):
+    g1, g = _moments_passes(xs, k, tau, beta_int - 1, beta - 1.0, rt, scr, vmath)
     if not g1 > 0.0:
         return 0.0
     return (g - g ** (1.0 - 1.0 / beta)) / g1
 
 
 @njit(nogil=True, cache=True)
-def _newton_passes(xs, k, tau, beta, beta_int, scr, s32, vmath):
+def _newton_passes(xs, k, tau, beta, beta_int, rt, scr, s32, vmath):
     """:func:`_newton` with the moments in passes (:func:`_moments_passes`: an integer β ≥ 5, or
     a non-integer β with the vector log / exp); for a non-integer β with SLEEF's float32 ones,
     the steps above ``FAR`` first in float32 powers (:func:`_far_step`; at most ``MAX_FAR``):
@@ -604,18 +643,19 @@ def _newton_passes(xs, k, tau, beta, beta_int, scr, s32, vmath):
             if step < FAR * (1.0 + abs(tau)):
                 break
     for _ in range(MAX_EXACT):
-        step = _pass_step(xs, k, tau, beta, beta_int, scr, vmath)
+        step = _pass_step(xs, k, tau, beta, beta_int, rt, scr, vmath)
         tau += step
         if not abs(step) > 1e-6:
-            return tau + _pass_step(xs, k, tau, beta, beta_int, scr, vmath), True
+            return tau + _pass_step(xs, k, tau, beta, beta_int, rt, scr, vmath), True
     return tau, False
 
 
 @njit(nogil=True, cache=True)
 def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath):
     """α-entmax of rows ``r0 … r1 − 1`` of ``z`` into ``out`` (module docstring); ``vmath``: the
-    addresses of a 4-lane float64 log and exp and an 8-lane float32 log and exp (int64 (4,),
-    :func:`_vector_call`; a zero for none: libm's, no float32 far steps)."""
+    addresses of a 4-lane float64 log and exp, an 8-lane float32 log and exp and a 4-lane
+    float64 cbrt (int64 (5,), :func:`_vector_call`; a zero for none: libm's, no float32 far
+    steps, no cube roots)."""
     n = z.shape[1]
     c = alpha - 1.0
     beta = 1.0 / c
@@ -623,6 +663,16 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath):
     beta_int = int(near) if abs(beta - near) < 1e-9 and near <= 64 else -1
     q = beta_int if beta_int >= 1 else int(math.ceil(beta - 1e-9))  # >= 1: α <= 2
     closed = beta_int == 1 or beta_int == 2
+    frac = beta - math.floor(beta)
+    rt = 0  # β's fraction 1/2, 1/3 or 2/3: a root instead of log and exp (_root_pow)
+    cbrt = vmath.shape[0] > 4 and vmath[4] != 0
+    if beta_int < 0:
+        if abs(frac - 0.5) < 1e-12:
+            rt = 2
+        elif cbrt and abs(frac - 1.0 / 3.0) < 1e-12:
+            rt = 3
+        elif cbrt and abs(frac - 2.0 / 3.0) < 1e-12:
+            rt = 4
     sub = np.empty(max(1, n // GROUPS), dtype=z.dtype)
     xsub = np.empty(max(1, n // GROUPS), dtype=np.float64)
     cols = np.empty(max(1, n // GROUPS), dtype=np.int32)
@@ -645,9 +695,9 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath):
             if closed:
                 tau, ok = _closed(xs, k, floor, beta_int)
             elif (beta_int > UNROLLED and beta_int != 20) or (
-                beta_int < 0 and vmath[0] != 0 and k >= VEC_MIN
+                beta_int < 0 and (vmath[0] != 0 or rt != 0) and k >= VEC_MIN
             ):
-                tau, ok = _newton_passes(xs, k, floor, beta, beta_int, scr, s32, vmath)
+                tau, ok = _newton_passes(xs, k, floor, beta, beta_int, rt, scr, s32, vmath)
             else:
                 tau, ok = _newton(xs, k, floor, beta, beta_int)
             if not ok:
@@ -663,7 +713,7 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath):
         if state == 3:
             continue
         out[r, :] = 0.0
-        _powers(xs, k, tau, beta, beta_int, scr, vmath)
+        _powers(xs, k, tau, beta, beta_int, rt, scr, vmath)
         for j in range(k):
             p = xs[j]
             out[r, idx[j]] = p if p >= tiny else 0.0
@@ -733,7 +783,7 @@ def _drain(block, z, out, status, vmath):
 def _body_f32(block):
     shape = (block[1], block[2])
     status = carray(_i8_at(block[6]), (block[1],))
-    vmath = carray(_i64_at(block[9]), (4,))
+    vmath = carray(_i64_at(block[9]), (block[10],))
     z, out = carray(_f32_at(block[4]), shape), carray(_f32_at(block[5]), shape)
     _drain(block, z, out, status, vmath)
 
@@ -742,6 +792,6 @@ def _body_f32(block):
 def _body_f64(block):
     shape = (block[1], block[2])
     status = carray(_i8_at(block[6]), (block[1],))
-    vmath = carray(_i64_at(block[9]), (4,))
+    vmath = carray(_i64_at(block[9]), (block[10],))
     z, out = carray(_f64_at(block[4]), shape), carray(_f64_at(block[5]), shape)
     _drain(block, z, out, status, vmath)

@@ -18,7 +18,7 @@ running a changed kernel's old code.
 
 Data block (int64 words): 0 counter, 1 R, 2 n, 3 chunks, 4 z, 5 out, 6 status (addresses), 7 α
 and 8 the flush threshold (float64 bits), 9 the address of the vector log / exp table
-(``entmax_cpu._vmath``, int64 (4,)).
+(``entmax_cpu._vmath``, int64), 10 its length.
 """
 
 from __future__ import annotations
@@ -50,9 +50,9 @@ class Team:
         """``_entmax_cpu_kernel.solve_rows`` over every row of ``z`` on ``threads`` threads of
         the team of the calling thread (ctypes releases the GIL for the call)."""
         r_total, n = z.shape
-        block = np.zeros(10, np.int64)
+        block = np.zeros(11, np.int64)
         block[1:4] = (r_total, n, threads * CHUNKS_PER_THREAD)
         block[4:7] = (z.ctypes.data, out.ctypes.data, status.ctypes.data)
         block[7:9] = np.array([alpha, tiny], np.float64).view(np.int64)
-        block[9] = vmath.ctypes.data  # int64 (4,), C-contiguous: entmax_cpu._vmath's
+        block[9:11] = (vmath.ctypes.data, len(vmath))  # int64, C-contiguous: entmax_cpu._vmath's
         self._parallel(_BODIES[z.dtype].address, block.ctypes.data, threads, 0)

@@ -24,8 +24,10 @@ the output are exp(β log y); the kernel takes them four at a time from the vect
 ``exp`` of SLEEF (1-ulp float64, the AVX2 builds) that torch's CPU library links and exports
 (:func:`_vmath`), and Newton's far steps (above 1e-4) from its 8-lane float32 ones, instead of
 libm's one value at a time (~2–2.5× faster on those α; the support is the same, values agree
-to float64 rounding). ``SPARSESCOPE_ENTMAX_SLEEF=0``, a CPU without AVX2, a numba told to
-compile for another CPU, or a torch without the symbols keep libm's.
+to float64 rounding). Where β's fraction is 1/2 (α 1.4), 1/3 or 2/3 (α 1.15, 1.3, 1.6, 1.75)
+the power is a square root (an instruction) or SLEEF's cube root times products instead.
+``SPARSESCOPE_ENTMAX_SLEEF=0``, a CPU without AVX2, a numba told to compile for another CPU, or
+a torch without the symbols keep libm's.
 
 ``SPARSESCOPE_NO_NUMBA=1`` keeps the torch paths (comparisons, bench/bench_entmax.py
 ``--torch-entmax``); without numba installed the torch paths run and a line is logged once.
@@ -67,6 +69,7 @@ _SLEEF = (
     "Sleef_expd4_u10avx2",
     "Sleef_logf8_u10avx2",
     "Sleef_expf8_u10avx2",
+    "Sleef_cbrtd4_u35avx2",
 )
 
 
