@@ -117,7 +117,7 @@ def _vpow32(ds, ps, kk, e, vmath):
 @njit(nogil=True, cache=True, fastmath=FAST)
 def _far_step(xs, k, tau, beta, s32, vmath):
     """A Newton step on H_β with the moments in float32 powers (sums in float64): ~1e-6
-    relative, enough while τ is far from τ* (:func:`_newton`)."""
+    relative, enough while τ is far from τ* (:func:`_newton_passes`)."""
     ds, ps = s32[0], s32[1]
     kk = (k + 7) & ~7
     for j in range(k):
@@ -201,33 +201,29 @@ def _root_pow(ds, ps, kk, a, rt, vmath):
             ps[j] *= ds[j]
 
 
+@njit(nogil=True, cache=True)
+def _clamped(xs, k, tau, ds, kk):
+    """``ds[:k] ← [xs[:k] − τ]_+`` and ``ds[k:kk] ← 0`` (the lanes past k); ``ds`` may be ``xs``."""
+    for j in range(k):
+        d = xs[j] - tau
+        ds[j] = d if d > 0.0 else 0.0
+    for j in range(k, kk):
+        ds[j] = 0.0
+
+
 @njit(nogil=True, cache=True, fastmath=FAST)
 def _moments_passes(xs, k, tau, e_int, e, rt, scr, vmath):
     """:func:`_moments` in passes over scratch rows: y into ``scr[0]``, y^e into ``scr[1]`` by
     a root and products (``rt`` ≠ 0: :func:`_root_pow`), the vector log / exp (e_int −1,
     ``vmath`` given) or binary exponentiation (integer e)."""
     ds, ps = scr[0], scr[1]
+    kk = k if e_int >= 0 and rt == 0 else (k + 3) & ~3  # vector lanes: k rounded up to 4
+    _clamped(xs, k, tau, ds, kk)
     if rt != 0:
-        kk = (k + 3) & ~3
-        for j in range(k):
-            d = xs[j] - tau
-            ds[j] = d if d > 0.0 else 0.0
-        for j in range(k, kk):
-            ds[j] = 0.0
         _root_pow(ds, ps, kk, int(math.floor(e)), rt, vmath)
     elif e_int < 0:
-        kk = (k + 3) & ~3
-        for j in range(k):
-            d = xs[j] - tau
-            ds[j] = d if d > 0.0 else 0.0
-        for j in range(k, kk):
-            ds[j] = 0.0
         _vpow(ds, ps, kk, e, vmath)
     else:
-        kk = k
-        for j in range(k):
-            d = xs[j] - tau
-            ds[j] = d if d > 0.0 else 0.0
         _ipow_passes(ds, ps, scr[2], k, e_int)
     g1 = 0.0
     g = 0.0
@@ -462,20 +458,11 @@ def _powers(xs, k, tau, beta, beta_int, rt, scr, vmath):
     and products where ``rt`` says so (:func:`_root_pow`)."""
     if rt != 0 and k >= VEC_MIN:
         kk = (k + 3) & ~3
-        ds = scr[0]
-        for j in range(k):
-            d = xs[j] - tau
-            ds[j] = d if d > 0.0 else 0.0
-        for j in range(k, kk):
-            ds[j] = 0.0
-        _root_pow(ds, xs, kk, int(math.floor(beta)), rt, vmath)
+        _clamped(xs, k, tau, scr[0], kk)
+        _root_pow(scr[0], xs, kk, int(math.floor(beta)), rt, vmath)
     elif beta_int < 0 and vmath[0] != 0 and k >= VEC_MIN:
         kk = (k + 3) & ~3
-        for j in range(k):
-            d = xs[j] - tau
-            xs[j] = d if d > 0.0 else 0.0
-        for j in range(k, kk):
-            xs[j] = 0.0
+        _clamped(xs, k, tau, xs, kk)
         _vpow(xs, xs, kk, beta, vmath)
     elif beta_int == 1:
         for j in range(k):
@@ -557,9 +544,7 @@ def _powers(xs, k, tau, beta, beta_int, rt, scr, vmath):
             d10 = d5 * d5
             xs[j] = d10 * d10
     elif beta_int > 0:
-        for j in range(k):
-            d = xs[j] - tau
-            xs[j] = d if d > 0.0 else 0.0
+        _clamped(xs, k, tau, xs, k)
         _ipow_passes(xs, xs, scr[2], k, beta_int)
     else:
         for j in range(k):
