@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from . import sparse_probs as _sp
 from .entmax import entmax
 from .sparse_probs import CHUNK_SCORES, SparseProbs
 
@@ -392,9 +393,10 @@ def _chunked_attention(
     softcap: float | None,
 ) -> tuple[Tensor, Tensor]:
     """Attention of one text recorded into ``state.store`` (CSR), in chunks of heads x query
-    rows of at most :data:`CHUNK_SCORES` scores: per chunk the scores (the same formula as the
-    dense path), the masks, α-entmax (row by row exact: a row's result does not depend on the
-    rows beside it, :mod:`sparse_core.entmax`), P V and the chunk's support into the store.
+    rows of at most :data:`CHUNK_SCORES` scores (``CUDA_CHUNK_SCORES`` on a GPU): per chunk the
+    scores (the same formula as the dense path), the masks, α-entmax (row by row exact: a row's
+    result does not depend on the rows beside it, :mod:`sparse_core.entmax`), P V and the
+    chunk's support into the store.
     Returns the (1, n, H, d) output and, as attention weights, an empty tensor."""
     b, h, n, d = query.shape
     m = key.shape[2]
@@ -402,7 +404,8 @@ def _chunked_attention(
         raise RuntimeError("a run recorded into a sparse store takes one text (B == 1)")
     li = state.layer(module)
     alpha = state.alphas[li] if state.alphas is not None else DEFAULT_ALPHA
-    hc, rc = _chunk_shape(h, n, m, CHUNK_SCORES)
+    budget = _sp.CUDA_CHUNK_SCORES if query.device.type == "cuda" else CHUNK_SCORES
+    hc, rc = _chunk_shape(h, n, m, budget)
     q, k_, v = query[0], key[0], value[0]  # (H, n, d), (H, m, d)
     ctx = torch.empty(h, n, v.shape[-1], dtype=v.dtype, device=v.device)  # (H, n, d_v)
     store = state.store

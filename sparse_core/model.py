@@ -97,6 +97,9 @@ class SparseModel:
         #: runs whose dense P would take more bytes are recorded sparse (CSR, chunked entmax;
         #: :mod:`sparse_core.sparse_probs`); None: ``sparse_probs.DENSE_MAX_BYTES``
         self.dense_max_bytes: int | None = None
+        #: a sparse (CSR) P recorded on a GPU stays there (``SparseProbs.host_reads``): views
+        #: copy what they read; False copies the whole store to the host after the run
+        self.probs_on_device = True
         self._layer_of, layers = self._discover()
         for mod in net.modules():  # a lone run may split their rows over two workers
             if type(mod) is torch.nn.Linear:
@@ -405,9 +408,13 @@ class SparseModel:
     ) -> RunOutput:
         """The RunOutput of one text from its recordings (L, H, n, ·) and hidden states."""
         rest = (own["queries"], own["keys"], own["hidden"].float())
-        if own.get("store") is not None:  # sparse: only its CSR arrays go to the host
+        if own.get("store") is not None:  # sparse: P stays on a GPU, or its CSR goes to the host
             queries, keys, hidden = _to_host(*rest)
-            attn = own["store"].to("cpu")
+            attn = own["store"]
+            if attn.device.type == "cpu" or not self.probs_on_device:
+                attn = attn.to("cpu")
+            else:
+                attn.host_reads = True
         else:
             probs, queries, keys, hidden = _to_host(own["probs"], *rest)
             attn = SparseProbs.from_dense(probs)

@@ -20,6 +20,9 @@ and refuses above :data:`DENSIFY_MAX_BYTES` with a clear error. The model run fi
 chunk by chunk (:meth:`add_rows`) as the chunked entmax produces rows
 (:mod:`sparse_core.attention`), so no layer's dense P exists at once.
 Tensors live on one device (the run's); :meth:`to` moves the store (the sparse parts only).
+A CUDA run keeps its CSR store on the GPU (:attr:`SparseProbs.host_reads`): the accessors then
+hand back host tensors, copying only the span they read (a head's rows, a head, a layer), so a
+view of one head at n = 16,384 moves about 1/72 of the run's P to the host, not all of it.
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ from .errors import SparsescopeError
 #: Scores per chunk of (heads x query rows) of a run recorded into a sparse store (64 MB;
 #: ``attention._chunked_attention``)
 CHUNK_SCORES = 1 << 24
+#: The same on a GPU (256 MB of float32 scores a chunk; fewer, larger chunks keep the device busy:
+#: at n = 16,384 a layer is 48 chunks instead of 192; docs/benchmarks.md, "GPU")
+CUDA_CHUNK_SCORES = 1 << 26
 #: Runs whose dense P takes at most this many bytes keep it dense (MiniLM: n <= ~680).
 DENSE_MAX_BYTES = 128 << 20
 #: :meth:`SparseProbs.dense` of a CSR store refuses above this many bytes (MiniLM: n > ~2,900).
@@ -58,6 +64,10 @@ class SparseProbs:
         self.col: list[Tensor] = []  # per layer (E_l,) int32
         self.val: list[Tensor] = []  # per layer (E_l,) float32
         self._parts: list[list[tuple[int, Tensor, Tensor, Tensor]]] = []  # while filling
+        #: P stays on its device (a CUDA run's); every accessor returns host tensors, copying
+        #: only what it reads (a head's CSR once, then from the host cache ``_host``)
+        self.host_reads = False
+        self._host: dict[tuple[int, int], tuple[Tensor, Tensor, Tensor]] = {}
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -125,6 +135,8 @@ class SparseProbs:
         """(n, n) float32 P of one head (a view of the dense store; else a new tensor)."""
         if self._dense is not None:
             return self._dense[layer, head]
+        if self.host_reads:
+            self._host_head(layer, head)  # the whole head is read: copy it once, keep it
         return self.rows(layer, head, slice(0, self.n))
 
     def head_graph(self, layer: int, head: int) -> Tensor:
@@ -144,21 +156,39 @@ class SparseProbs:
             raise ValueError("rows must be a slice with step 1")
         if self._dense is not None:
             return self._dense[layer, head, lo:hi]
-        base = head * self.n
-        crow = self.crow[layer]
+        base, crow, col, val = head * self.n, self.crow[layer], self.col[layer], self.val[layer]
+        if self.host_reads:
+            got = self._host.get((layer, head))
+            if got is None:  # only these rows' span crosses to the host
+                crow = crow[base + lo : base + max(hi, lo) + 1].cpu()
+                a, b = int(crow[0]), int(crow[-1])
+                base, crow, col, val = -lo, crow - a, col[a:b].cpu(), val[a:b].cpu()
+            else:
+                base, (crow, col, val) = 0, got
         a, b = int(crow[base + lo]), int(crow[base + max(hi, lo)])
         counts = crow[base + lo + 1 : base + hi + 1] - crow[base + lo : base + hi]
         r = torch.repeat_interleave(torch.arange(hi - lo, device=crow.device), counts)
         out = torch.zeros(max(hi - lo, 0), self.n, dtype=torch.float32, device=crow.device)
-        out[r, self.col[layer][a:b].long()] = self.val[layer][a:b]
+        out[r, col[a:b].long()] = val[a:b]
         return out
+
+    def _host_head(self, layer: int, head: int) -> tuple[Tensor, Tensor, Tensor]:
+        """One head's CSR on the host (row pointers from 0), copied once (:attr:`host_reads`)."""
+        got = self._host.get((layer, head))
+        if got is None:
+            crow, a, b = self._head_span(layer, head)
+            crow = crow.cpu()
+            got = (crow - a, self.col[layer][a:b].cpu(), self.val[layer][a:b].cpu())
+            self._host[(layer, head)] = got
+        return got
 
     def nnz(self) -> Tensor:
         """(L, H) int64 |G| of every head."""
         if self._dense is not None:
             return (self._dense > 0).sum((-1, -2))
         per = [c[self.n :: self.n] - c[: -1 : self.n] for c in self.crow]  # (H,) each
-        return torch.stack(per)
+        out = torch.stack(per)
+        return out.cpu() if self.host_reads else out
 
     def edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Every head's edges: (a, i, j) int64 and p float32 numpy arrays (E,), sorted by
@@ -239,6 +269,9 @@ class SparseProbs:
         crow, a, b = self._head_span(layer, head)
         out = SparseProbs(1, 1, self.n)
         out.crow, out.col, out.val = [crow - a], [self.col[layer][a:b]], [self.val[layer][a:b]]
+        out.host_reads = self.host_reads
+        if (layer, head) in self._host:
+            out._host[(0, 0)] = self._host[(layer, head)]
         return out
 
     def select_layers(self, first: int, stop: int) -> SparseProbs:
@@ -251,6 +284,8 @@ class SparseProbs:
         out = SparseProbs(stop - first, self.H, self.n)
         out.crow, out.col = self.crow[first:stop], self.col[first:stop]
         out.val = self.val[first:stop]
+        out.host_reads = self.host_reads
+        out._host = {(li - first, h): v for (li, h), v in self._host.items() if first <= li < stop}
         return out
 
     @staticmethod
@@ -267,6 +302,7 @@ class SparseProbs:
             out.crow += s.crow
             out.col += s.col
             out.val += s.val
+        out.host_reads = all(s.host_reads for s in stores)
         return out
 
     def to(self, device: torch.device | str) -> SparseProbs:
@@ -281,3 +317,17 @@ class SparseProbs:
         out.col = [t.to(device) for t in self.col]
         out.val = [t.to(device) for t in self.val]
         return out
+
+    def __getstate__(self) -> dict:
+        """Pickled (a worker's result, a cache) with its tensors on the host."""
+        state = self.__dict__.copy()
+        if self._dense is None and self.crow and self.device.type != "cpu":
+            for k in ("crow", "col", "val"):
+                state[k] = [t.cpu() for t in state[k]]
+            state["host_reads"], state["_host"] = False, {}
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        state.setdefault("host_reads", False)  # pickled before host reads existed
+        state.setdefault("_host", {})
+        self.__dict__.update(state)

@@ -125,3 +125,64 @@ def test_cuda_run_with_the_kernel_matches_the_cpu_run(tmp_path) -> None:
     b = load_model(path, device="cuda").run(text, alpha=1.25)
     assert float((a.probs - b.probs).abs().max()) < 1e-4
     assert int((a.graph != b.graph).sum()) <= 2  # float32 score sums differ by a few ulps
+
+
+@needs_cuda
+def test_a_gpu_run_keeps_sparse_p_on_the_device_and_every_consumer_reads_it(tmp_path) -> None:
+    """A long (sparse-recorded) run on CUDA keeps its CSR store on the GPU (issue 25 item 1):
+    the accessors hand back host tensors, and every figure of the analysis (the summary tables
+    and the per-text sweep of every method) equals the same run's store copied to the host."""
+    import dataclasses
+
+    import numpy as np
+
+    from sparse_core.methods import PredictContext
+    from sparse_core.pareto import summary_tables, sweep_text
+
+    text = "Attention is a graph; entmax makes most of its edges exactly zero. " * 3
+    path = write_tiny_checkpoint(tmp_path / "tiny", "bert", heads=4, hidden=32)
+    gpu = load_model(path, device="cuda")
+    gpu.dense_max_bytes = 0  # record sparse, as a long text is
+    out = gpu.run(text, alpha=1.5)
+    st = out.attn
+    assert not st.is_dense and st.host_reads and st.device.type == "cuda"
+    host = dataclasses.replace(out, attn=st.to("cpu"))
+    assert host.attn.device.type == "cpu" and not host.attn.host_reads
+    h = st.head(2, 1)
+    assert h.device.type == "cpu" and torch.equal(h, host.attn.head(2, 1))
+    r = st.rows(1, 3, slice(5, 17))
+    assert r.device.type == "cpu" and torch.equal(r, host.attn.rows(1, 3, slice(5, 17)))
+    assert st.nnz().device.type == "cpu" and torch.equal(st.nnz(), host.attn.nnz())
+    for x, y in zip(st.edges(), host.attn.edges(), strict=True):
+        assert np.array_equal(x, y)
+    d, s = PredictContext.from_run(host), PredictContext.from_run(out)
+    (gd, td), (gs, ts) = summary_tables([d])[0], summary_tables([s])[0]
+    assert np.array_equal(gd, gs)
+    for nm in td:
+        for key in td[nm]:
+            assert torch.equal(torch.as_tensor(td[nm][key]), torch.as_tensor(ts[nm][key])), nm
+    sw_d, sw_s = sweep_text(d), sweep_text(s)
+    for nm, vals in sw_d.values.items():
+        for metric, v in vals.items():
+            assert np.array_equal(v, sw_s.values[nm][metric], equal_nan=True), (nm, metric)
+    gpu.probs_on_device = False  # the old behaviour: the whole store to the host
+    moved = gpu.run(text, alpha=1.5).attn
+    assert moved.device.type == "cpu" and not moved.host_reads
+    assert torch.equal(moved.dense(), host.attn.dense())
+
+
+@needs_cuda
+def test_gpu_chunks_of_any_size_give_the_same_graph(tmp_path, monkeypatch) -> None:
+    """The chunked run's GPU budget (``CUDA_CHUNK_SCORES``) changes how many rows go at once,
+    not the graph: 8-row chunks against one chunk per layer."""
+    import sparse_core.sparse_probs as SP
+
+    text = "Attention is a graph; entmax makes most of its edges exactly zero. " * 3
+    path = write_tiny_checkpoint(tmp_path / "tiny", "bert", heads=4, hidden=32)
+    gpu = load_model(path, device="cuda")
+    gpu.dense_max_bytes = 0
+    whole = gpu.run(text, alpha=1.5)
+    monkeypatch.setattr(SP, "CUDA_CHUNK_SCORES", 8 * whole.n)
+    rows = gpu.run(text, alpha=1.5)
+    assert int((rows.graph != whole.graph).sum()) <= 2  # cuBLAS may round other shapes apart
+    assert float((rows.probs - whole.probs).abs().max()) < 1e-5

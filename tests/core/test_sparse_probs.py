@@ -63,6 +63,42 @@ def test_select_and_cat(probs):
         assert torch.equal(both.dense(), torch.cat([probs, probs]))
 
 
+def test_host_reads_copy_spans_and_keep_whole_heads(probs):
+    """A store kept on its device (a CUDA run's) reads through host copies: rows copy only
+    their span, a whole head is copied once and kept; every accessor gives the same numbers
+    (on the CPU here the copies are the tensors themselves; tests/core/test_cuda.py runs it on
+    a GPU)."""
+    import pickle
+
+    s = SparseProbs.csr_from_dense(probs)
+    s.host_reads = True
+    for lo, hi in ((0, 9), (2, 6), (4, 5), (5, 5), (8, 9)):
+        assert torch.equal(s.rows(1, 2, slice(lo, hi)), probs[1, 2, lo:hi])
+    assert not s._host  # row reads keep nothing
+    assert torch.equal(s.head(0, 1), probs[0, 1]) and set(s._host) == {(0, 1)}
+    crow, col, val = s._host[(0, 1)]
+    assert int(crow[0]) == 0 and int(crow[-1]) == col.numel() == int((probs[0, 1] > 0).sum())
+    for lo, hi in ((0, 9), (3, 7), (6, 6)):  # now from the kept head
+        assert torch.equal(s.rows(0, 1, slice(lo, hi)), probs[0, 1, lo:hi])
+    assert torch.equal(s.layer(1), probs[1]) and torch.equal(s.nnz(), (probs > 0).sum((-1, -2)))
+    one = s.select(0, 1)
+    assert one.host_reads and (0, 0) in one._host and torch.equal(one.head(0, 0), probs[0, 1])
+    top = s.select_layers(1, 2)
+    assert top.host_reads and set(top._host) == {(0, h) for h in range(3)}
+    assert torch.equal(top.layer(0), probs[1])
+    back = pickle.loads(pickle.dumps(s))
+    assert torch.equal(back.dense(), probs)
+    assert torch.equal(SparseProbs.cat([s, s]).dense(), torch.cat([probs, probs]))
+    assert SparseProbs.cat([s, s]).host_reads
+    assert torch.equal(s.dense(), probs)
+
+
+def test_a_cpu_run_hands_back_a_plain_host_store(tiny_model):
+    out = _sparse_run(tiny_model, TEXT, alpha=1.5)
+    assert not out.attn.is_dense and not out.attn.host_reads
+    assert out.attn.device.type == "cpu"
+
+
 def test_densify_refused_above_the_limit(probs, monkeypatch):
     monkeypatch.setattr(sparse_probs, "DENSIFY_MAX_BYTES", 100)
     s = SparseProbs.csr_from_dense(probs)
