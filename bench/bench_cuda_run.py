@@ -3,16 +3,17 @@
 For each n (WikiText-2 through the default model, positions tiled to n as in bench_triton.py),
 on one CUDA device, side by side in one process:
 
-1. ``[run]`` ``model.run(text, alpha)`` in four configurations: the CSR store copied to the host
-   after the run (``probs_on_device = False``, the behaviour before) or kept on the GPU
-   (``SparseProbs.host_reads``, now the default), each with the chunked run's old budget of
-   2^24 scores a chunk and the GPU budget ``sparse_probs.CUDA_CHUNK_SCORES``; against a plain
-   SDPA softmax forward of the same weights;
+1. ``[run]`` ``model.run(text, alpha)`` with the CSR store copied to the host after the run
+   (``probs_on_device = False``, the behaviour before) at the chunked run's old budget of 2^24
+   scores a chunk and at the GPU budget ``sparse_probs.CUDA_CHUNK_SCORES``, and kept on the GPU
+   (``SparseProbs.host_reads``, now the default) at each budget of ``--chunks``; against a
+   plain SDPA softmax forward of the same weights (and the text's encoding alone, which
+   ``model.run`` includes);
 2. ``[view]`` what a view then costs with P on the device: a 512-row tile of one head
    (``attn.rows``), one whole head (``attn.head``), every head's edge count (``attn.nnz``) and,
    for scale, every edge to the host (``attn.edges``, what the whole-run metrics read);
-3. ``[profile]`` (``--profile``) torch.profiler's table of one run at the last n: the top ops by
-   CUDA time and by CPU time, into ``--out``/profile.txt.
+3. ``[profile]`` (``--profile``) torch.profiler's table of one run at each n: the top ops by
+   CUDA time and by CPU time, into ``--out``/profile_N.txt.
 
 Times: medians of CUDA-event-timed repeats after a warm-up (host work included). JSON lines in
 ``--out``/cuda_run.jsonl.
@@ -46,6 +47,7 @@ from sparse_core.testing import tiled_positions  # noqa: E402
 
 OUT: Path | None = None
 OLD_CHUNK = 1 << 24  # the chunked run's budget on every device before
+CHUNKS = [24, 26]  # --chunks: the GPU budgets (log2 scores) measured with P on the device
 
 
 def emit(part: str, **row) -> None:
@@ -64,21 +66,24 @@ def run_part(model, text: str, n: int, alphas: list[float], repeats: int) -> Non
     sdpa = None  # its weights off the device before the runs
     emit("run", n=n, what="sdpa", ms=round(ref, 2))
     new_chunk = SP.CUDA_CHUNK_SCORES
+    t0 = time.perf_counter()
+    model.encode(text, truncate=True)
+    emit("run", n=n, what="encode", ms=round((time.perf_counter() - t0) * 1e3, 2))
     for a in alphas:
-        for on_device in (False, True):
-            for chunk in (OLD_CHUNK, new_chunk):
-                model.probs_on_device, SP.CUDA_CHUNK_SCORES = on_device, chunk
-                ms = G.timed(lambda a=a: model.run(text, alpha=a, truncate=True), repeats, 1)
-                emit(
-                    "run",
-                    n=n,
-                    alpha=a,
-                    on_device=on_device,
-                    chunk_log2=chunk.bit_length() - 1,
-                    ms=round(ms, 2),
-                    vs_sdpa=round(ms / ref, 2),
-                )
-                G.free()
+        configs = [(False, OLD_CHUNK), (False, new_chunk)] + [(True, 1 << c) for c in CHUNKS]
+        for on_device, chunk in configs:
+            model.probs_on_device, SP.CUDA_CHUNK_SCORES = on_device, chunk
+            ms = G.timed(lambda a=a: model.run(text, alpha=a, truncate=True), repeats, 1)
+            emit(
+                "run",
+                n=n,
+                alpha=a,
+                on_device=on_device,
+                chunk_log2=chunk.bit_length() - 1,
+                ms=round(ms, 2),
+                vs_sdpa=round(ms / ref, 2),
+            )
+            G.free()
         model.probs_on_device, SP.CUDA_CHUNK_SCORES = True, new_chunk
         view_part(model, text, n, a, repeats)
 
@@ -99,20 +104,22 @@ def view_part(model, text: str, n: int, a: float, repeats: int) -> None:
     head = G.timed(lambda: (fresh(), st.head(li, h))[1], repeats, 1)
     cached = G.timed(lambda: st.rows(li, h, slice(0, min(512, st.n))), repeats, 1)
     nnz = G.timed(st.nnz, repeats, 1)
-    t0 = time.perf_counter()
-    edges = st.edges()
-    all_ms = (time.perf_counter() - t0) * 1e3
+    edges, all_ms = [[]], None
+    if csr <= 1 << 30:  # beyond, the run's every edge to the host takes tens of seconds
+        t0 = time.perf_counter()
+        edges = st.edges()
+        all_ms = round((time.perf_counter() - t0) * 1e3, 1)
     emit(
         "view",
         n=n,
         alpha=a,
         csr_mb=round(csr / 2**20, 1),
-        edges=int(len(edges[0])),
+        edges=int(st.nnz().sum()),
         tile512_ms=round(tile, 2),
         head_ms=round(head, 2),
         tile_cached_ms=round(cached, 2),
         nnz_ms=round(nnz, 2),
-        all_edges_ms=round(all_ms, 1),
+        all_edges_ms=all_ms,
     )
     out = st = edges = None
     G.free()
@@ -134,11 +141,11 @@ def profile_part(model, text: str, n: int, a: float) -> None:
     )
     print(txt, flush=True)
     if OUT is not None:
-        (OUT / "profile.txt").write_text(txt, encoding="utf-8")
+        (OUT / f"profile_{n}.txt").write_text(txt, encoding="utf-8")
 
 
 def main() -> None:
-    global OUT
+    global OUT, CHUNKS
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True, help="model directory (bench/gpu_pack.py unpack)")
     ap.add_argument("--text", required=True)
@@ -146,12 +153,11 @@ def main() -> None:
     ap.add_argument("--n", type=int, nargs="+", default=[4096, 16384])
     ap.add_argument("--alphas", type=float, nargs="+", default=[1.25, 1.5, 2.0])
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument(
-        "--profile", action="store_true", help="torch.profiler of one run at the last n"
-    )
+    ap.add_argument("--chunks", type=int, nargs="+", default=CHUNKS, help="log2 GPU chunk budgets")
+    ap.add_argument("--profile", action="store_true", help="torch.profiler of one run at each n")
     ap.add_argument("--device", default="cuda", help="cpu: a dry run of the script")
     a = ap.parse_args()
-    OUT, G.DEV = a.out, a.device
+    OUT, G.DEV, CHUNKS = a.out, a.device, a.chunks
     if OUT:
         OUT.mkdir(parents=True, exist_ok=True)
     name = torch.cuda.get_device_name() if a.device == "cuda" else "cpu"
@@ -163,7 +169,7 @@ def main() -> None:
         n_real = len(model.encode(text, truncate=True).ids)
         print(f"\n=== n = {n_real} ===", flush=True)
         run_part(model, text, n_real, a.alphas, a.repeats)
-        if a.profile and n == a.n[-1]:
+        if a.profile:
             profile_part(model, text, n_real, a.alphas[len(a.alphas) // 2])
 
 

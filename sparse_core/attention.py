@@ -512,9 +512,17 @@ def _scores(
     _, h, n, _ = qs[0].shape
     if out is None:
         out = torch.empty(len(qs), h, n, ks[0].shape[2], dtype=torch.float32, device=qs[0].device)
-    for i, (q, k) in enumerate(zip(qs, ks, strict=True)):
-        torch.matmul(q.float(), k.float().mT, out=out[i : i + 1])
-    s = out.mul_(scaling)
+    same_heads = all(q.shape[1] == k.shape[1] for q, k in zip(qs, ks, strict=True))
+    if out.device.type == "cuda" and same_heads:
+        # on a GPU the scale goes into the GEMM's epilogue (one pass over the scores less; a
+        # float32 accumulator times the scale, rounded once, as the separate product does)
+        for i, (q, k) in enumerate(zip(qs, ks, strict=True)):
+            out[i].baddbmm_(q[0].float(), k[0].float().mT, beta=0.0, alpha=scaling)
+        s = out
+    else:
+        for i, (q, k) in enumerate(zip(qs, ks, strict=True)):
+            torch.matmul(q.float(), k.float().mT, out=out[i : i + 1])
+        s = out.mul_(scaling)
     if softcap is not None:
         s.div_(softcap).tanh_().mul_(softcap)
     if model_mask is not None:

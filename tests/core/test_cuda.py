@@ -148,10 +148,10 @@ def test_a_gpu_run_keeps_sparse_p_on_the_device_and_every_consumer_reads_it(tmp_
     assert not st.is_dense and st.host_reads and st.device.type == "cuda"
     host = dataclasses.replace(out, attn=st.to("cpu"))
     assert host.attn.device.type == "cpu" and not host.attn.host_reads
-    h = st.head(2, 1)
-    assert h.device.type == "cpu" and torch.equal(h, host.attn.head(2, 1))
-    r = st.rows(1, 3, slice(5, 17))
-    assert r.device.type == "cpu" and torch.equal(r, host.attn.rows(1, 3, slice(5, 17)))
+    h = st.head(st.L - 1, 1)
+    assert h.device.type == "cpu" and torch.equal(h, host.attn.head(st.L - 1, 1))
+    r = st.rows(0, 3, slice(5, 17))
+    assert r.device.type == "cpu" and torch.equal(r, host.attn.rows(0, 3, slice(5, 17)))
     assert st.nnz().device.type == "cpu" and torch.equal(st.nnz(), host.attn.nnz())
     for x, y in zip(st.edges(), host.attn.edges(), strict=True):
         assert np.array_equal(x, y)
@@ -186,3 +186,18 @@ def test_gpu_chunks_of_any_size_give_the_same_graph(tmp_path, monkeypatch) -> No
     rows = gpu.run(text, alpha=1.5)
     assert int((rows.graph != whole.graph).sum()) <= 2  # cuBLAS may round other shapes apart
     assert float((rows.probs - whole.probs).abs().max()) < 1e-5
+
+
+@needs_cuda
+def test_gpu_scores_scale_in_the_gemm_as_the_separate_product_does() -> None:
+    """On CUDA the scores' scale rides in the GEMM (``baddbmm`` with alpha); the numbers are the
+    separate product's (a float32 accumulator times the scale, rounded once)."""
+    from sparse_core.attention import _scores
+
+    gen = torch.Generator().manual_seed(5)
+    q = torch.randn(1, 12, 700, 32, generator=gen).cuda()
+    k = torch.randn(1, 12, 900, 32, generator=gen).cuda()
+    s = _scores(q, k, 0.125**0.5, None, None, None)
+    ref = torch.matmul(q, k.mT) * 0.125**0.5
+    assert s.shape == ref.shape
+    assert float((s - ref).abs().max()) <= 1e-6 * float(ref.abs().max())
