@@ -404,7 +404,7 @@ def _chunked_attention(
         raise RuntimeError("a run recorded into a sparse store takes one text (B == 1)")
     li = state.layer(module)
     alpha = state.alphas[li] if state.alphas is not None else DEFAULT_ALPHA
-    budget = _sp.CUDA_CHUNK_SCORES if query.device.type == "cuda" else CHUNK_SCORES
+    budget = _sp.gpu_chunk_scores(query.device) if query.device.type == "cuda" else CHUNK_SCORES
     hc, rc = _chunk_shape(h, n, m, budget)
     q, k_, v = query[0], key[0], value[0]  # (H, n, d), (H, m, d)
     ctx = torch.empty(h, n, v.shape[-1], dtype=v.dtype, device=v.device)  # (H, n, d_v)

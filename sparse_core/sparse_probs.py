@@ -38,13 +38,24 @@ from .errors import SparsescopeError
 #: Scores per chunk of (heads x query rows) of a run recorded into a sparse store (64 MB;
 #: ``attention._chunked_attention``)
 CHUNK_SCORES = 1 << 24
-#: The same on a GPU (256 MB of float32 scores a chunk; fewer, larger chunks keep the device busy:
-#: at n = 16,384 a layer is 48 chunks instead of 192; docs/benchmarks.md, "GPU")
-CUDA_CHUNK_SCORES = 1 << 26
+#: The same on a GPU, at most (1 GiB of float32 scores a chunk, and no more than 1/64 of the
+#: device's memory: :func:`gpu_chunk_scores`). Each chunk waits once for the host (the size of
+#: its support), so fewer, larger chunks keep the device busy: at n = 16,384 a layer is 12
+#: chunks instead of 192, and the H100 run took 0.44-0.55 s instead of 0.63-0.64 s with 2^26
+#: (docs/benchmarks.md, "GPU").
+CUDA_CHUNK_SCORES = 1 << 28
 #: Runs whose dense P takes at most this many bytes keep it dense (MiniLM: n <= ~680).
 DENSE_MAX_BYTES = 128 << 20
 #: :meth:`SparseProbs.dense` of a CSR store refuses above this many bytes (MiniLM: n > ~2,900).
 DENSIFY_MAX_BYTES = 2 << 30
+
+
+def gpu_chunk_scores(device: torch.device) -> int:
+    """Scores per chunk of a run recorded sparse on a GPU: :data:`CUDA_CHUNK_SCORES`, lowered so
+    that a chunk's float32 scores take at most 1/64 of the device's memory (its P and their
+    temporaries take about as much again, twice)."""
+    total = torch.cuda.get_device_properties(device).total_memory
+    return min(CUDA_CHUNK_SCORES, 1 << ((total // 256).bit_length() - 1))
 
 
 def dense_fits(layers: int, heads: int, n: int, limit: int | None = None) -> bool:

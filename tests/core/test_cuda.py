@@ -201,3 +201,16 @@ def test_gpu_scores_scale_in_the_gemm_as_the_separate_product_does() -> None:
     ref = torch.matmul(q, k.mT) * 0.125**0.5
     assert s.shape == ref.shape
     assert float((s - ref).abs().max()) <= 1e-6 * float(ref.abs().max())
+
+
+def test_the_gpu_chunk_is_capped_by_the_device_s_memory(monkeypatch) -> None:
+    """1 GiB of scores a chunk on an 80 GB card, less on a small one (1/64 of its memory)."""
+    import types
+
+    import sparse_core.sparse_probs as SP
+
+    for total, want in ((80 << 30, 1 << 28), (8 << 30, 1 << 25), (2 << 30, 1 << 23)):
+        props = types.SimpleNamespace(total_memory=total)
+        monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d, p=props: p)
+        got = SP.gpu_chunk_scores(torch.device("cuda"))
+        assert got == want and got * 4 <= total // 64
