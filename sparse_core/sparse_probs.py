@@ -183,6 +183,29 @@ class SparseProbs:
         out[r, col[a:b].long()] = val[a:b]
         return out
 
+    def row_edges(self, layer: int, head: int, rows: slice) -> tuple[Tensor, Tensor, Tensor]:
+        """The edges of rows ``rows`` (a step-1 slice) of one head, on the host: row (from the
+        slice's start) and key int64 and p float32 (E,), row-major. Reads the rows' CSR span
+        alone (no dense (rows, n) block: what a tile of a long head needs)."""
+        lo, hi, step = rows.indices(self.n)
+        if step != 1:
+            raise ValueError("rows must be a slice with step 1")
+        hi = max(hi, lo)
+        if self._dense is not None:
+            block = self._dense[layer, head, lo:hi].cpu()
+            i, j = block.nonzero(as_tuple=True)
+            return i, j, block[i, j]
+        got = self._host.get((layer, head)) if self.host_reads else None
+        if got is not None:
+            crow, col, val = got[0][lo : hi + 1], got[1], got[2]
+        else:
+            crow = self.crow[layer][head * self.n + lo : head * self.n + hi + 1]
+            col, val = self.col[layer], self.val[layer]
+        crow = crow.cpu()
+        a, b = int(crow[0]), int(crow[-1])
+        i = torch.repeat_interleave(torch.arange(hi - lo), crow.diff())
+        return i, col[a:b].cpu().long(), val[a:b].cpu()
+
     def _host_head(self, layer: int, head: int) -> tuple[Tensor, Tensor, Tensor]:
         """One head's CSR on the host (row pointers from 0), copied once (:attr:`host_reads`)."""
         got = self._host.get((layer, head))

@@ -26,7 +26,7 @@ from sparse_core.methods import METHODS, available, evaluate
 
 from .cache import Entry, LruCache
 from .errors import NotInAnalysis
-from .lod import head_probs, lod_info, tile_body
+from .lod import check_tile, head_probs, lod_info, tile_body, tile_from_edges, tile_span
 from .memory import release_free_memory
 from .payloads import (
     MAX_RAW_TOKENS,
@@ -79,12 +79,20 @@ class Derived:
 
     def tile(self, entry: Entry, layer: int, head: int, level: int, ti: int, tj: int) -> bytes:
         """Tile (ti, tj) of ``level`` of one head's max-pooled pyramid (app/engine/lod.py) as
-        JSON bytes, computed from that head alone and kept with the entry."""
-        return self.cache.derive(
-            entry,
-            ("tile", layer, head, level, ti, tj),
-            lambda: dumps(tile_body(head_probs(entry.ctx, layer, head), level, ti, tj)),
-        )
+        JSON bytes, computed from that head alone (a long text's: from the edges of the tile's
+        rows, never a dense head) and kept with the entry."""
+
+        def make() -> bytes:
+            attn = entry.out.attn
+            if attn.is_dense:
+                return dumps(tile_body(head_probs(entry.ctx, layer, head), level, ti, tj))
+            n = entry.out.n
+            check_tile(n, level, ti, tj)
+            r0, r1, _, _ = tile_span(n, level, ti, tj)  # a long head: its rows' edges only
+            i, j, p = attn.row_edges(layer, head, slice(r0, r1))
+            return dumps(tile_from_edges(i, j, p, n, level, ti, tj))
+
+        return self.cache.derive(entry, ("tile", layer, head, level, ti, tj), make)
 
     def raw(self, entry: Entry, layer: int, head: int, d_model: int) -> bytes:
         """The lecture's raw vectors of one head (texts of at most ``MAX_RAW_TOKENS`` tokens)."""

@@ -115,29 +115,60 @@ def pool(block: torch.Tensor, f: int) -> tuple[torch.Tensor, torch.Tensor]:
     return v.amax(dim=(1, 3)), (v > 0).sum(dim=(1, 3), dtype=torch.int32)
 
 
+def tile_span(n: int, level: int, ti: int, tj: int) -> tuple[int, int, int, int]:
+    """Rows ``r0 … r1`` and columns ``c0 … c1`` (ends excluded) that tile (ti, tj) covers."""
+    span = TILE * (1 << level)  # tokens a side of a tile
+    r0, c0 = ti * span, tj * span
+    return r0, min(n, r0 + span), c0, min(n, c0 + span)
+
+
+@torch.inference_mode()
+def tile_from_edges(
+    i: torch.Tensor, j: torch.Tensor, p: torch.Tensor, n: int, level: int, ti: int, tj: int
+) -> dict:
+    """:func:`tile_body` from the edges of the tile's rows (``i`` counted from its first row,
+    ``j``, ``p``: ``SparseProbs.row_edges``), checked first: the same body, without a dense
+    block (a long head's overview tile would otherwise take n² floats; 1 GiB at 16,384)."""
+    check_tile(n, level, ti, tj)
+    f = 1 << level
+    r0, r1, c0, c1 = tile_span(n, level, ti, tj)
+    R, C = -(-(r1 - r0) // f), -(-(c1 - c0) // f)
+    keep = (j >= c0) & (j < c1)
+    cell = (i[keep] // f) * C + (j[keep] - c0) // f
+    pv = p[keep].float()
+    mx = torch.zeros(R * C, dtype=torch.float32).scatter_reduce_(0, cell, pv, "amax")
+    count = torch.bincount(cell, minlength=R * C).to(torch.int32)
+    flat = mx.nonzero().squeeze(1)  # ascending: row-major, as tile_body's
+    return _tile_dict(level, ti, tj, n, (r0, r1, c0, c1), (R, C), flat // C, flat % C,
+                      mx[flat].numpy(), count[flat])  # fmt: skip
+
+
+def _tile_dict(level, ti, tj, n, bounds, cells, ii, jj, vals, counts) -> dict:
+    r0, r1, c0, c1 = bounds
+    return {
+        "level": level,
+        "factor": 1 << level,
+        "ti": ti,
+        "tj": tj,
+        "n": n,
+        "rows": [r0, r1],
+        "cols": [c0, c1],
+        "cells": [int(cells[0]), int(cells[1])],
+        "i": ii.tolist(),
+        "j": jj.tolist(),
+        "p": f32_exact(vals),
+        "count": counts.tolist(),
+    }
+
+
 @torch.inference_mode()
 def tile_body(p: torch.Tensor, level: int, ti: int, tj: int) -> dict:
     """Tile (ti, tj) of ``level`` of one head's probabilities ``p`` (n, n), checked first."""
     n = p.shape[-1]
     check_tile(n, level, ti, tj)
     f = 1 << level
-    span = TILE * f  # tokens a side of a tile
-    r0, c0 = ti * span, tj * span
-    r1, c1 = min(n, r0 + span), min(n, c0 + span)
+    r0, r1, c0, c1 = tile_span(n, level, ti, tj)
     mx, count = pool(p[r0:r1, c0:c1].float(), f)  # (R, C)
     ij = mx.nonzero()  # (E, 2), row-major
-    vals = f32_exact(mx[ij[:, 0], ij[:, 1]].numpy())
-    return {
-        "level": level,
-        "factor": f,
-        "ti": ti,
-        "tj": tj,
-        "n": n,
-        "rows": [r0, r1],
-        "cols": [c0, c1],
-        "cells": [int(mx.shape[0]), int(mx.shape[1])],
-        "i": ij[:, 0].tolist(),
-        "j": ij[:, 1].tolist(),
-        "p": vals,
-        "count": count[ij[:, 0], ij[:, 1]].tolist(),
-    }
+    return _tile_dict(level, ti, tj, n, (r0, r1, c0, c1), mx.shape, ij[:, 0], ij[:, 1],
+                      mx[ij[:, 0], ij[:, 1]].numpy(), count[ij[:, 0], ij[:, 1]])  # fmt: skip

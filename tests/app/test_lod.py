@@ -166,3 +166,25 @@ def test_tile_endpoint_unknown_id(long_client):
     r = client.get("/api/analyses/" + "0" * 32 + "/heads/0/0/tiles/0/0/0")
     assert r.status_code == 404
     assert r.json()["detail"]
+
+
+@pytest.mark.parametrize(("n", "seed", "dense"), [(37, 4, False), (600, 5, False), (1030, 6, True)])
+def test_tiles_from_a_sparse_store_s_row_edges_equal_the_dense_head_s(n, seed, dense):
+    """A long text's tile is made from the edges of its rows (``SparseProbs.row_edges``), never
+    a dense head: every tile of every level equals ``tile_body`` on the dense head, body for
+    body (a dense store's row edges too)."""
+    from sparse_core.sparse_probs import SparseProbs
+
+    heads = torch.stack([sparse_probs(n, seed + h, density=0.01) for h in range(2)])[None]
+    store = SparseProbs.from_dense(heads) if dense else SparseProbs.csr_from_dense(heads)
+    for level in range(lod.top(n) + 1):
+        k = lod.tiles(n, level)
+        for ti in range(k):
+            r0, r1, _, _ = lod.tile_span(n, level, ti, 0)
+            i, j, p = store.row_edges(0, 1, slice(r0, r1))
+            assert i.dtype == j.dtype == torch.int64 and p.dtype == torch.float32
+            for tj in range(k):
+                want = lod.tile_body(heads[0, 1], level, ti, tj)
+                assert lod.tile_from_edges(i, j, p, n, level, ti, tj) == want
+    with pytest.raises(lod.NotInAnalysis, match="ti"):
+        lod.tile_from_edges(*store.row_edges(0, 0, slice(0, 0)), n, 0, 99, 0)

@@ -81,6 +81,12 @@ def test_host_reads_copy_spans_and_keep_whole_heads(probs):
     for lo, hi in ((0, 9), (3, 7), (6, 6)):  # now from the kept head
         assert torch.equal(s.rows(0, 1, slice(lo, hi)), probs[0, 1, lo:hi])
     assert torch.equal(s.layer(1), probs[1]) and torch.equal(s.nnz(), (probs > 0).sum((-1, -2)))
+    for li, h in ((0, 1), (1, 2)):  # a kept head and one read by spans
+        for lo, hi in ((0, 9), (2, 6), (5, 5)):
+            i, j, p = s.row_edges(li, h, slice(lo, hi))
+            want = probs[li, h, lo:hi].nonzero(as_tuple=True)
+            assert torch.equal(i, want[0]) and torch.equal(j, want[1])
+            assert torch.equal(p, probs[li, h, lo:hi][want])
     one = s.select(0, 1)
     assert one.host_reads and (0, 0) in one._host and torch.equal(one.head(0, 0), probs[0, 1])
     top = s.select_layers(1, 2)
