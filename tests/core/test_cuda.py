@@ -153,6 +153,9 @@ def test_a_gpu_run_keeps_sparse_p_on_the_device_and_every_consumer_reads_it(tmp_
     r = st.rows(0, 3, slice(5, 17))
     assert r.device.type == "cpu" and torch.equal(r, host.attn.rows(0, 3, slice(5, 17)))
     assert st.nnz().device.type == "cpu" and torch.equal(st.nnz(), host.attn.nnz())
+    rows = slice(3, 40)  # a tile's rows
+    for got, want in zip(st.row_edges(0, 2, rows), host.attn.row_edges(0, 2, rows), strict=True):
+        assert got.device.type == "cpu" and torch.equal(got, want)
     for x, y in zip(st.edges(), host.attn.edges(), strict=True):
         assert np.array_equal(x, y)
     d, s = PredictContext.from_run(host), PredictContext.from_run(out)
