@@ -2,6 +2,8 @@
 edges of the tile's rows (``SparseProbs.row_edges`` + ``lod.tile_from_edges``, what the tile
 endpoint does for a CSR store) against a dense head first (``lod.tile_body`` on
 ``attn.head``, what it did before), side by side on the same run; the two bodies must be equal.
+Also the head payloads' edge list (the page's first request for a long head): the store's rows
+against a dense head's non-zeros.
 
 The model is the default one with its positions tiled to ``--n`` (``testing.tiled_positions``),
 the text WikiText-2's validation prose, α = ``--alpha``; torch on ``--threads`` threads; medians
@@ -57,6 +59,23 @@ def main() -> None:
     print(f"n = {n}, alpha = {a.alpha}, P {kind}, {a.threads} thread(s), median of {a.repeats}")
     top = lod.top(n)
     li, h = a.layer, a.head
+
+    def dense_edges():  # the head payloads before: a dense head, then its non-zeros
+        p = st.head(li, h)
+        ij = p.nonzero()
+        return ij[:, 0], ij[:, 1], p[ij[:, 0], ij[:, 1]]
+
+    def store_edges():  # now: the store's own rows (payloads.head_body / head_graph_body)
+        return st.row_edges(li, h, slice(0, n))
+
+    same = all(torch.equal(x, y) for x, y in zip(dense_edges(), store_edges(), strict=True))
+    t_old, t_new = median_ms(dense_edges, a.repeats), median_ms(store_edges, a.repeats)
+    print(
+        f"  the head's edges (graph payload): dense head {t_old:8.1f} ms, row edges "
+        f"{t_new:7.2f} ms ({t_old / t_new:5.1f}x), equal: {same}"
+    )
+    if not same:
+        sys.exit("the two edge lists differ")
     for level, ti, tj in ((top, 0, 0), (max(0, top - 2), 1, 1), (0, 3, 2)):
         r0, r1, _, _ = lod.tile_span(n, level, ti, tj)
 

@@ -251,10 +251,10 @@ def head_body(entry, layer: int, head: int, methods: list[str] | None = None) ->
     any slider value (the registry's ``head_payload`` hooks: ``sparse_core.methods.head_data``);
     with ``methods`` (``?method=``), only those methods' data (:func:`methods_data`)."""
     out = entry.out
-    p = out.attn.head(layer, head)  # (n, n): this head only, dense or from the sparse store
-    ij = p.nonzero()  # (E, 2)
-    vals = f32_exact(p[ij[:, 0], ij[:, 1]].numpy())
-    rows, cols = ij[:, 0].tolist(), ij[:, 1].tolist()
+    # this head's edges, row-major, straight from the store (no dense (n, n) head when sparse)
+    i, j, p = out.attn.row_edges(layer, head, slice(0, out.n))
+    vals = f32_exact(p.numpy())
+    rows, cols = i.tolist(), j.tolist()
     return {
         "layer": layer,
         "head": head,
@@ -285,10 +285,9 @@ def head_graph_body(entry, layer: int, head: int, methods: list[str] | None = No
     out = entry.out
     if out.n > 0xFFFF:  # counts and columns are sent as u16
         raise ValueError(f"packed head payloads hold n <= 65535 tokens, got {out.n}")
-    p = out.attn.head(layer, head)  # (n, n): this head only
-    ij = p.nonzero()  # (E, 2), row-major
-    vals = p[ij[:, 0], ij[:, 1]].numpy().astype(np.float32)
-    counts = np.bincount(ij[:, 0].numpy(), minlength=out.n)  # (n,)
+    i, j, p = out.attn.row_edges(layer, head, slice(0, out.n))  # this head only, row-major
+    vals = p.numpy().astype(np.float32)
+    counts = np.bincount(i.numpy(), minlength=out.n)  # (n,)
     return {
         "layer": layer,
         "head": head,
@@ -297,7 +296,7 @@ def head_graph_body(entry, layer: int, head: int, methods: list[str] | None = No
         "edges": [],
         "csr": {
             "counts": b64_ints(counts),
-            "cols": b64_ints(ij[:, 1].numpy()),
+            "cols": b64_ints(j.numpy()),
             "p": b64_floats(vals),
         },
         "seed": int(entry.ctx.seeds()[layer, head]),
