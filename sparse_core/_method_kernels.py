@@ -25,6 +25,9 @@ the numpy code it replaces (same integers, float64 sums added in the same order,
 - :func:`first_fill`: the first step whose draw falls in each 16-tile (``bigbird.draw_tiles``),
   a running minimum per tile instead of ``np.minimum.at`` (an unbuffered scatter).
 
+- :func:`free_candidates`: every row's free columns (``bigbird.free_ranks``) in one pass;
+  :func:`set_bits`: the gold graph's row bitsets from its edge list (``bitsets.Gold.bits``).
+
 - :func:`first_maxima`: MoBA's / Quest's first m blocks per query (``blocks.first_blocks``):
   m argmax passes over each row's T estimates in one loop (the first of equal maxima).
 
@@ -176,9 +179,25 @@ def partial_fisher_yates(cand, m, p):  # pragma: no cover - compiled
 @njit(cache=True, nogil=True)
 def first_fill(draws, b0, T):  # pragma: no cover - compiled
     """draws (S, n, k) int32 (−1: none) -> (S, T, T) int16: per head the least step t whose
-    draw of some row i falls in tile (i // b0, draws[·, i, t] // b0); k where none does."""
+    draw of some row i falls in tile (i // b0, draws[·, i, t] // b0); k where none does.
+    A tile side that is a power of two (the sweep's 16) divides by a shift: a draw d ≥ 0, so
+    ``d >> log2 b0`` is ``d // b0`` (a division a draw was most of the loop's time)."""
     S, n, k = draws.shape
     first = np.full((S, T, T), k, dtype=np.int16)
+    sh = 0
+    while (1 << (sh + 1)) <= b0:
+        sh += 1
+    if (1 << sh) == b0:
+        for s in range(S):
+            for i in range(n):
+                r = i >> sh
+                for t in range(k):
+                    d = draws[s, i, t]
+                    if d >= 0:
+                        c = d >> sh
+                        if t < first[s, r, c]:
+                            first[s, r, c] = t
+        return first
     for s in range(S):
         for i in range(n):
             r = i // b0
@@ -189,6 +208,38 @@ def first_fill(draws, b0, T):  # pragma: no cover - compiled
                     if t < first[s, r, c]:
                         first[s, r, c] = t
     return first
+
+
+@njit(cache=True, nogil=True)
+def set_bits(pos, shift, size):  # pragma: no cover - compiled
+    """pos (E,) int64 byte indices, shift (E,) uint8 bit in the byte -> (size + 1,) uint8 with
+    those bits set (the last byte stays zero): row bitsets viewed as bytes, from an edge list,
+    one pass (a weighted ``bincount`` made a float64 per byte)."""
+    out = np.zeros(size + 1, dtype=np.uint8)
+    for e in range(pos.shape[0]):
+        out[pos[e]] |= np.uint8(1) << shift[e]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def free_candidates(base, causal):  # pragma: no cover - compiled
+    """base (n, n) bool -> (cand (n, n) int32, m (n,) int64): row i's free columns
+    (V ∧ ¬base, causal V: j ≤ i) ascending in ``cand[i, :m_i]``, n − 1 after them
+    (``bigbird.free_ranks``)."""
+    n = base.shape[0]
+    cand = np.empty((n, n), dtype=np.int32)
+    m = np.zeros(n, dtype=np.int64)
+    for i in range(n):
+        c = 0
+        end = i + 1 if causal else n
+        for j in range(end):
+            if not base[i, j]:
+                cand[i, c] = j
+                c += 1
+        m[i] = c
+        for j in range(c, n):
+            cand[i, j] = n - 1
+    return cand, m
 
 
 @njit(cache=True, nogil=True)
@@ -263,4 +314,7 @@ def warm() -> bool:
     ok = ok and first_maxima(np.zeros((1, 2), np.float32), 1).shape == (1, 1)
     one = np.ones((1, 2), np.float32)
     ok = ok and h2o_largest(one, one, np.zeros((1, 2), np.int64), 1).shape == (1, 1)
+    ok = ok and set_bits(np.zeros(1, np.int64), np.zeros(1, np.uint8), 1).shape == (2,)
+    cand, m = free_candidates(np.zeros((2, 2), dtype=np.bool_), False)
+    ok = ok and cand.shape == (2, 2) and first_fill(fy, 3, 1).shape == (1, 1, 1)
     return ok and fy.shape == (1, 1, 2) and first_fill(fy, 16, 1).shape == (1, 1, 1)

@@ -235,11 +235,17 @@ class Gold:
     def bits(self) -> np.ndarray:
         """The gold graph as row bitsets (L·H, n, W) uint64, built from the edge list (made
         once): a method that needs the whole graph's bits reads them here."""
+        LH = self.L * self.H
+        return self.bit_bytes()[:-1].view(np.uint64).reshape(LH, self.n, self.W)
+
+    def bit_bytes(self) -> np.ndarray:
+        """:meth:`bits` viewed as bytes, one zero byte after them (LH·n·8W + 1,) uint8 (a byte
+        lookup's "no draw"): one compiled pass over the edges (``_method_kernels.set_bits``)."""
         if self._bits is None:
-            LH, nb = self.L * self.H, 8 * self.W
-            weights = (np.uint8(1) << self.shift).astype(np.float64)
-            byte = np.bincount(self.flat_pos(LH), weights=weights, minlength=LH * self.n * nb)
-            self._bits = byte.astype(np.uint8).view(np.uint64).reshape(LH, self.n, self.W)
+            from ._method_kernels import set_bits  # numba: imported when first needed
+
+            size = self.L * self.H * self.n * 8 * self.W
+            self._bits = set_bits(self.flat_pos(self.L * self.H), self.shift, size)
         return self._bits
 
     def tile_order(self, block: int) -> tuple[np.ndarray, np.ndarray]:
