@@ -28,6 +28,10 @@ the numpy code it replaces (same integers, float64 sums added in the same order,
 - :func:`free_candidates`: every row's free columns (``bigbird.free_ranks``) in one pass;
   :func:`set_bits`: the gold graph's row bitsets from its edge list (``bitsets.Gold.bits``).
 
+- :func:`topp_rows`: top-p's kept gold edges (``oracle.topp_keep``), row by row: the row's
+  edges by P descending (ties to the lower j) and the float64 mass before each, added from 0
+  in that order; :func:`kept_edge_counts`: the kept edges per head and their 16-tiles.
+
 - :func:`first_maxima`: MoBA's / Quest's first m blocks per query (``blocks.first_blocks``):
   m argmax passes over each row's T estimates in one loop (the first of equal maxima).
 
@@ -300,6 +304,63 @@ def h2o_largest(vals, col, order, K):  # pragma: no cover - compiled
     return out
 
 
+@njit(cache=True, nogil=True)
+def topp_rows(a, i, pbits, p, ps):  # pragma: no cover - compiled
+    """Top-p's kept gold edges (``oracle.topp_keep``): edges (a, i) (E,) sorted by (a, i, j),
+    pbits (E,) uint32 the bits of each P as float32 (a positive float32's bits order like its
+    value), p (E,) float64, ps (Q,) float64 -> keep (Q, E) bool. Row by row, the edges by P
+    descending, ties to the lower j (a stable order: an insertion sort, numba's merge sort for
+    rows of more than 32 edges); the t-th kept iff t = 0 or the float64 mass of the ones
+    before it, added from 0 in that order, is < p."""
+    E, Q = a.shape[0], ps.shape[0]
+    keep = np.zeros((Q, E), dtype=np.bool_)
+    order = np.empty(E, dtype=np.int64)
+    s = 0
+    while s < E:
+        e = s + 1
+        while e < E and a[e] == a[s] and i[e] == i[s]:
+            e += 1
+        m = e - s
+        if m <= 32:
+            for x in range(m):  # insertion: past strictly smaller keys only (stable)
+                key = pbits[s + x]
+                q = x
+                while q > 0 and pbits[s + order[q - 1]] < key:
+                    order[q] = order[q - 1]
+                    q -= 1
+                order[q] = x
+        else:
+            keys = np.empty(m, dtype=np.int64)
+            for x in range(m):
+                keys[x] = np.int64(0xFFFFFFFF) - np.int64(pbits[s + x])
+            order[:m] = np.argsort(keys, kind="mergesort")
+        acc = 0.0
+        for t in range(m):
+            x = s + order[t]
+            for qi in range(Q):
+                if t == 0 or acc < ps[qi]:
+                    keep[qi, x] = True
+            acc = acc + p[x]
+        s = e
+    return keep
+
+
+@njit(cache=True, nogil=True)
+def kept_edge_counts(keep, a, i, j, A, T, b0):  # pragma: no cover - compiled
+    """keep (Q, E) bool over edges (a, i, j) -> (size (Q, A) int64 the kept edges per head,
+    occ (Q, A, T, T) bool the b0-tiles holding a kept edge): a top-p mask is a set of gold
+    edges (``oracle.TopPMethod.plain_counts``), one pass per p instead of two ``bincount``."""
+    Q, E = keep.shape
+    size = np.zeros((Q, A), dtype=np.int64)
+    occ = np.zeros((Q, A, T, T), dtype=np.bool_)
+    for q in range(Q):
+        for e in range(E):
+            if keep[q, e]:
+                size[q, a[e]] += 1
+                occ[q, a[e], i[e] // b0, j[e] // b0] = True
+    return size, occ
+
+
 def warm() -> bool:
     """Compile (or load from numba's cache) every kernel here on tiny inputs, so that a fresh
     image or process does not compile on its first analysis; True when all ran."""
@@ -317,4 +378,7 @@ def warm() -> bool:
     ok = ok and set_bits(np.zeros(1, np.int64), np.zeros(1, np.uint8), 1).shape == (2,)
     cand, m = free_candidates(np.zeros((2, 2), dtype=np.bool_), False)
     ok = ok and cand.shape == (2, 2) and first_fill(fy, 3, 1).shape == (1, 1, 1)
+    e = np.zeros(2, np.int64)
+    keep = topp_rows(e, e, np.ones(2, np.uint32), np.ones(2), np.ones(1))
+    ok = ok and kept_edge_counts(keep, e, e, e, 1, 1, 16)[1].shape == (1, 1, 1, 1)
     return ok and fy.shape == (1, 1, 2) and first_fill(fy, 16, 1).shape == (1, 1, 1)

@@ -390,6 +390,59 @@ def test_topp_by_hand():
     assert k081.tolist() == [True, True, True, True, True]
 
 
+def _numpy_topp_keep(a, i, j, p, ps, n):
+    """The vectorised ``topp_keep`` that ``_method_kernels.topp_rows`` replaced (a stable sort
+    of (row, P descending) keys, then the masses added rank by rank)."""
+    row = a * n + i
+    pp = np.asarray(p, dtype=np.float64)
+    desc = np.uint64(0xFFFFFFFF) - pp.astype(np.float32).view(np.uint32).astype(np.uint64)
+    order = np.argsort((row.astype(np.uint64) << np.uint64(32)) | desc, kind="stable")
+    srow, sp = row[order], pp[order]
+    starts = np.flatnonzero(np.diff(srow, prepend=-1))
+    rank = np.arange(len(srow)) - np.repeat(starts, np.diff(np.append(starts, len(srow))))
+    before = np.zeros(len(sp))
+    cum = sp.copy()
+    by_rank = np.argsort(rank, kind="stable")
+    bounds = np.cumsum(np.bincount(rank)) if len(sp) else []
+    for t in range(1, len(bounds)):
+        at = by_rank[bounds[t - 1] : bounds[t]]
+        before[at] = cum[at - 1]
+        cum[at] = before[at] + sp[at]
+    inv = np.empty_like(order)
+    inv[order] = np.arange(len(order))
+    return [((rank == 0) | (before < float(q)))[inv] for q in ps]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_compiled_topp_equals_the_numpy_passes(seed):
+    """``topp_keep`` (one compiled pass over the rows) equals the numpy code it replaced, bit for
+    bit: rows of 1 to 120 edges (the insertion sort and the merge sort), many P tied (a few
+    distinct float32 values), tiny and large masses, p from 0 to past 1."""
+    from sparse_core.methods.oracle import topp_keep
+
+    rng = np.random.default_rng(seed)
+    n, A = 130, 3
+    a, i, j = [], [], []
+    for h in range(A):
+        for r in range(n):
+            m = int(rng.choice([0, 1, 2, 5, 31, 32, 33, 120]))
+            cols = np.sort(rng.choice(n, m, replace=False))
+            a += [h] * m
+            i += [r] * m
+            j += cols.tolist()
+    a, i, j = (np.array(x, dtype=np.int64) for x in (a, i, j))
+    levels = np.array([1e-7, 0.003, 0.01, 0.25, 0.5], dtype=np.float32)
+    p = np.where(rng.random(a.size) < 0.5, rng.choice(levels, a.size),
+                 rng.random(a.size).astype(np.float32) / 8)  # fmt: skip
+    ps = [0.0, 0.05, 0.5, 0.8, 0.9, 0.95, 0.99, 1.0, 2.0]
+    got = topp_keep(a, i, j, p.astype(np.float32), ps, n)
+    want = _numpy_topp_keep(a, i, j, p.astype(np.float32), ps, n)
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype == bool and np.array_equal(g, w)
+    assert topp_keep(a[:0], i[:0], j[:0], p[:0], ps, n)[0].shape == (0,)
+
+
 def test_ties_go_to_the_lower_index():
     v = np.array([[1.0, 3.0, 3.0, 3.0, 0.0]], dtype=np.float32)
     assert first_k_mask(v, 2).tolist() == [[False, True, True, False, False]]
