@@ -32,6 +32,9 @@ the numpy code it replaces (same integers, float64 sums added in the same order,
   edges by P descending (ties to the lower j) and the float64 mass before each, added from 0
   in that order; :func:`kept_edge_counts`: the kept edges per head and their 16-tiles.
 
+- :func:`column_sums`: the attention mass each key received (``PredictContext.column_mass``,
+  H2O's masses), the queries' float32 rows added one after another as numpy's ``+=`` did.
+
 - :func:`first_maxima`: MoBA's / Quest's first m blocks per query (``blocks.first_blocks``):
   m argmax passes over each row's T estimates in one loop (the first of equal maxima).
 
@@ -361,6 +364,29 @@ def kept_edge_counts(keep, a, i, j, A, T, b0):  # pragma: no cover - compiled
     return size, occ
 
 
+@njit(cache=True, nogil=True)
+def column_sums(p, prefix):  # pragma: no cover - compiled
+    """p (H, n, n) float32 -> the mass each key received, added one query at a time in order
+    i = 0, 1, … in float32 (``PredictContext.column_mass``): (H, n) C_j = Σ_i P_ij, or with
+    ``prefix`` (H, n, n) A_ij = Σ_{i' < i} P_i'j (row 0 zero). The same float32 additions in
+    the same order as numpy's row-by-row ``+=``, in one compiled loop (n numpy calls a layer
+    before). Both forms (H, ·, n): the sums as (H, 1, n)."""
+    H, n, m = p.shape
+    if prefix:
+        out = np.zeros((H, n, m), dtype=np.float32)
+        for h in range(H):
+            for i in range(1, n):
+                for j in range(m):
+                    out[h, i, j] = out[h, i - 1, j] + p[h, i - 1, j]
+        return out
+    acc = np.zeros((H, 1, m), dtype=np.float32)
+    for h in range(H):
+        for i in range(n):
+            for j in range(m):
+                acc[h, 0, j] += p[h, i, j]
+    return acc
+
+
 def warm() -> bool:
     """Compile (or load from numba's cache) every kernel here on tiny inputs, so that a fresh
     image or process does not compile on its first analysis; True when all ran."""
@@ -381,4 +407,7 @@ def warm() -> bool:
     e = np.zeros(2, np.int64)
     keep = topp_rows(e, e, np.ones(2, np.uint32), np.ones(2), np.ones(1))
     ok = ok and kept_edge_counts(keep, e, e, e, 1, 1, 16)[1].shape == (1, 1, 1, 1)
+    pp = np.ones((1, 2, 2), np.float32)
+    ok = ok and column_sums(pp, False).shape == (1, 1, 2)
+    ok = ok and column_sums(pp, True).shape == (1, 2, 2)
     return ok and fy.shape == (1, 1, 2) and first_fill(fy, 16, 1).shape == (1, 1, 1)

@@ -443,6 +443,27 @@ def test_compiled_topp_equals_the_numpy_passes(seed):
     assert topp_keep(a[:0], i[:0], j[:0], p[:0], ps, n)[0].shape == (0,)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_column_mass_adds_the_rows_in_order(tiny_model, causal):
+    """``PredictContext.column_mass`` (one compiled loop) is numpy's row-by-row float32 ``+=``
+    bit for bit: C_j and the prefix masses A_ij, every head of a layer and one head."""
+    out = tiny_model.run("The cat sat on the mat while the dog slept by the door.", causal=causal)
+    ctx = M.PredictContext.from_run(out)
+    for layer, head in [(0, None), (ctx.layers - 1, None), (1, 2)]:
+        p = ctx.head_probs(layer, head)
+        rows = np.moveaxis(p, -2, 0)
+        acc = np.zeros(rows.shape[1:], dtype=np.float32)
+        pre = np.zeros(rows.shape, dtype=np.float32)
+        for i in range(rows.shape[0]):
+            if i:
+                np.add(pre[i - 1], rows[i - 1], out=pre[i])
+            acc += rows[i]
+        got, got_pre = ctx.column_mass(layer, head), ctx.column_mass(layer, head, prefix=True)
+        assert got.dtype == got_pre.dtype == np.float32
+        assert np.array_equal(got, acc)
+        assert np.array_equal(got_pre, np.moveaxis(pre, 0, -2))
+
+
 def test_ties_go_to_the_lower_index():
     v = np.array([[1.0, 3.0, 3.0, 3.0, 0.0]], dtype=np.float32)
     assert first_k_mask(v, 2).tolist() == [[False, True, True, False, False]]
