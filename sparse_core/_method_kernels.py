@@ -39,6 +39,9 @@ the numpy code it replaces (same integers, float64 sums added in the same order,
 - :func:`column_sums`: the attention mass each key received (``PredictContext.column_mass``,
   H2O's masses), the queries' float32 rows added one after another as numpy's ``+=`` did.
 
+- :func:`block_cells`: the gold edges and their mass per (head, row, key block) cell of the
+  block methods (``bitsets.block_gold``), one pass in edge order as ``np.bincount`` adds.
+
 - :func:`first_maxima`: MoBA's / Quest's first m blocks per query (``blocks.first_blocks``):
   m argmax passes over each row's T estimates in one loop (the first of equal maxima).
 
@@ -442,6 +445,22 @@ def column_sums(p, prefix):  # pragma: no cover - compiled
     return acc
 
 
+@njit(cache=True, nogil=True)
+def block_cells(e_lh, e_i, e_j, p, rows, R, T, block, cnt, mass):  # pragma: no cover - compiled
+    """The gold edges per (head, query row or block, key block) cell (``bitsets.block_gold``):
+    for each edge in order, ``cnt[cell] += 1`` and ``mass[cell] += p`` (float64 from 0 in
+    edge order, as ``np.bincount(weights=…)``), cell = (a · R + i or i // block) · T +
+    j // block, into cnt / mass (A·R·T,) made by the caller (cnt's dtype chosen there; mass
+    of length 0: no probabilities)."""
+    with_mass = mass.shape[0] > 0
+    for e in range(e_lh.shape[0]):
+        q = e_i[e] if rows else e_i[e] // block
+        c = (e_lh[e] * R + q) * T + e_j[e] // block
+        cnt[c] += 1
+        if with_mass:
+            mass[c] += p[e]
+
+
 def warm() -> bool:
     """Compile (or load from numba's cache) every kernel here on tiny inputs, so that a fresh
     image or process does not compile on its first analysis; True when all ran."""
@@ -468,4 +487,8 @@ def warm() -> bool:
     pp = np.ones((1, 2, 2), np.float32)
     ok = ok and column_sums(pp, False).shape == (1, 1, 2)
     ok = ok and column_sums(pp, True).shape == (1, 2, 2)
+    for cnt in (np.zeros(1, np.uint8), np.zeros(1, np.int32)):
+        block_cells(e, e, e, np.ones(2), True, 1, 1, 16, cnt, np.zeros(1))
+        block_cells(e, e, e, np.ones(2), False, 1, 1, 16, cnt, np.zeros(0))
+        ok = ok and cnt[0] == 4
     return ok and fy.shape == (1, 1, 2) and first_fill(fy, 16, 1).shape == (1, 1, 1)

@@ -649,18 +649,27 @@ def block_gold(gold: Gold, block: int, rows: bool) -> dict[str, np.ndarray]:
     key = ("rows" if rows else "blocks", block)
     got = gold._block_gold.get(key)
     if got is None:
+        from ._method_kernels import block_cells  # numba: imported when first needed
+
         LH, n = gold.L * gold.H, gold.n
         T = -(-n // block)
-        a = gold.e_i if rows else gold.e_i // block
         R = n if rows else T
-        at = (gold.e_lh * R + a) * T + gold.e_j // block
-        cnt = np.bincount(at, minlength=LH * R * T).reshape(LH, R, T)
-        cnt = cnt.astype(np.uint8 if block < 256 else np.int32)  # at most B edges a cell
-        mass = None
-        if gold.e_p is not None:
-            mass = np.bincount(at, weights=gold.e_p, minlength=LH * R * T).reshape(LH, R, T)
-        per_row = np.bincount(gold.e_lh * n + gold.e_i, minlength=LH * n).reshape(LH, n)
-        got = gold._block_gold[key] = {"count": cnt, "mass": mass, "per_row": per_row}
+        # one pass over the edges (``bincount``'s counts and float64 sums, in edge order)
+        cnt = np.zeros(LH * R * T, dtype=np.uint8 if block < 256 else np.int32)  # ≤ B a cell
+        with_p = gold.e_p is not None
+        mass = np.zeros(LH * R * T if with_p else 0)
+        e = [np.ascontiguousarray(x, dtype=np.int64) for x in (gold.e_lh, gold.e_i, gold.e_j)]
+        p = gold.e_p if with_p else np.zeros(0)
+        block_cells(*e, p, bool(rows), R, T, block, cnt, mass)
+        per_row = gold._block_gold.get("per_row")
+        if per_row is None:  # the same for every block size
+            per_row = np.bincount(gold.e_lh * n + gold.e_i, minlength=LH * n).reshape(LH, n)
+            gold._block_gold["per_row"] = per_row
+        got = gold._block_gold[key] = {
+            "count": cnt.reshape(LH, R, T),
+            "mass": mass.reshape(LH, R, T) if with_p else None,
+            "per_row": per_row,
+        }
     return got
 
 

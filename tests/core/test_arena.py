@@ -464,6 +464,39 @@ def test_column_mass_adds_the_rows_in_order(tiny_model, causal):
         assert np.array_equal(got_pre, np.moveaxis(pre, 0, -2))
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_block_gold_equals_the_bincounts(tiny_model, causal):
+    """``bitsets.block_gold`` (one compiled pass over the edges) equals the ``bincount``s it
+    replaced bit for bit: counts (their dtype), float64 masses in edge order, gold keys per row;
+    per row and per query block, every block size, with P and without."""
+    from sparse_core.bitsets import block_gold
+
+    text = "The cat sat on the mat while the dog slept by the door of the old house."
+    out = tiny_model.run(text * 3, causal=causal)
+    ctx = M.PredictContext.from_run(out)
+    for with_p in (True, False):
+        gold = Gold.of(ctx)
+        if not with_p:
+            gold.e_p = None
+        LH, n = gold.L * gold.H, gold.n
+        for block in (16, 32, 64, 5):
+            for rows in (True, False):
+                T = -(-n // block)
+                R = n if rows else T
+                a = gold.e_i if rows else gold.e_i // block
+                at = (gold.e_lh * R + a) * T + gold.e_j // block
+                cnt = np.bincount(at, minlength=LH * R * T).reshape(LH, R, T).astype(np.uint8)
+                got = block_gold(gold, block, rows)
+                assert got["count"].dtype == np.uint8 and np.array_equal(got["count"], cnt)
+                if with_p:
+                    mass = np.bincount(at, weights=gold.e_p, minlength=LH * R * T)
+                    assert np.array_equal(got["mass"], mass.reshape(LH, R, T))
+                else:
+                    assert got["mass"] is None
+                per_row = np.bincount(gold.e_lh * n + gold.e_i, minlength=LH * n)
+                assert np.array_equal(got["per_row"], per_row.reshape(LH, n))
+
+
 def test_ties_go_to_the_lower_index():
     v = np.array([[1.0, 3.0, 3.0, 3.0, 0.0]], dtype=np.float32)
     assert first_k_mask(v, 2).tolist() == [[False, True, True, False, False]]
