@@ -17,10 +17,6 @@ the numpy code it replaces (same integers, float64 sums added in the same order,
   gold key, as a histogram per head; integers only, one pass over the (k, L·H, n) draws
   instead of a gather, two shifts and k running-count passes in numpy.
 
-- :func:`draw_counts_mass`: :func:`draw_counts` with mass recall's share of the draws
-  (``bigbird.draw_mass``: Σ P of the gold keys drawn, per step) in the same pass, for a run
-  whose P is dense; the float64 sums added in the order of numpy's ``bincount`` and ``cumsum``.
-
 - :func:`partial_fisher_yates`: BigBird's random keys (``bigbird.fisher_yates``): every row's
   partial Fisher–Yates over its candidate list, step by step as the definition reads (step t
   swaps positions t and p_t and draws the value now at t), the positions written so far
@@ -141,8 +137,12 @@ def draw_counts(g, at, bit, need):  # pragma: no cover - compiled
     k, A, n = at.shape
     is_gold = np.empty((k, A, n), dtype=np.uint8)
     hits = np.zeros((A, k), dtype=np.uint64)
-    got = np.zeros((A, n), dtype=np.int64)
-    short = np.zeros((A, n), dtype=np.int64)
+    got = np.zeros((A, n), dtype=np.int32)  # at most k: int32 keeps the rows' state small
+    short = np.zeros((A, n), dtype=np.int32)
+    cap = np.empty((A, n), dtype=np.int32)
+    for a in range(A):
+        for i in range(n):
+            cap[a, i] = min(need[a, i], k + 1)
     for t in range(k):
         for a in range(A):
             s = np.uint64(0)
@@ -151,7 +151,7 @@ def draw_counts(g, at, bit, need):  # pragma: no cover - compiled
                 is_gold[t, a, i] = x
                 s += x
                 got[a, i] += x
-                if got[a, i] < min(need[a, i], k + 1):
+                if got[a, i] < cap[a, i]:
                     short[a, i] += 1
             hits[a, t] = s if t == 0 else hits[a, t - 1] + s
     covered = np.zeros((A, k + 2), dtype=np.int64)
@@ -162,57 +162,6 @@ def draw_counts(g, at, bit, need):  # pragma: no cover - compiled
         for b in range(1, k + 2):
             covered[a, b] += covered[a, b - 1]
     return is_gold, hits, covered
-
-
-@njit(cache=True, nogil=True)
-def draw_counts_mass(g, at, bit, need, probs, n, row_bytes):  # pragma: no cover - compiled
-    """:func:`draw_counts` with mass recall's share of the draws (``bigbird.draw_mass``) in the
-    same pass, for a dense P: probs (A·n·n,) float32 the run's P (row a·n + i, key j) ->
-    ``(hits, covered, mass (A, k) float64)``, mass[:, t] = Σ P of the gold keys drawn by steps
-    0..t. Each step's sum adds the rows' P (as float64) in row order from 0, as
-    ``np.bincount(weights=…)`` over the hits in (step, head, row) order did, and the steps
-    are then added in order (``np.cumsum``); a draw's key is its byte in the row's bitsets
-    times 8 plus its bit. The rows' running counts are int32 (they are at most k)."""
-    k, A, _ = at.shape
-    hits = np.zeros((A, k), dtype=np.uint64)
-    got = np.zeros((A, n), dtype=np.int32)
-    short = np.zeros((A, n), dtype=np.int32)
-    cap = np.empty((A, n), dtype=np.int32)
-    for a in range(A):
-        for i in range(n):
-            cap[a, i] = min(need[a, i], k + 1)
-    step = np.zeros((k, A))
-    for t in range(k):
-        for a in range(A):
-            s = np.uint64(0)
-            m = 0.0
-            for i in range(n):
-                x = (g[at[t, a, i]] >> bit[t, a, i]) & np.uint8(1)
-                s += x
-                got[a, i] += x
-                if got[a, i] < cap[a, i]:
-                    short[a, i] += 1
-                if x:
-                    r = a * n + i
-                    col = (np.int64(at[t, a, i]) - r * row_bytes) * 8 + bit[t, a, i]
-                    m += np.float64(probs[r * n + col])
-            hits[a, t] = s if t == 0 else hits[a, t - 1] + s
-            step[t, a] = m
-    covered = np.zeros((A, k + 2), dtype=np.int64)
-    mass = np.empty((A, k))
-    for a in range(A):
-        for i in range(n):
-            last = -1 if need[a, i] == 0 else short[a, i]
-            covered[a, last + 1] += 1
-        for b in range(1, k + 2):
-            covered[a, b] += covered[a, b - 1]
-        if k:
-            c = step[0, a]
-            mass[a, 0] = c
-            for t in range(1, k):
-                c = c + step[t, a]
-                mass[a, t] = c
-    return hits, covered, mass
 
 
 @njit(cache=True, nogil=True)
@@ -470,11 +419,8 @@ def warm() -> bool:
     step = lloyd_step(np.zeros((1, 2, 2)), np.empty((0, 2), np.uint8), x, np.zeros(1, np.int64))
     at, bit = np.zeros((1, 1, 2), dtype=np.int32), np.zeros((1, 1, 2), dtype=np.uint8)
     draws = draw_counts(np.ones(1, np.uint8), at, bit, np.ones((1, 2), dtype=np.int64))
-    got = draw_counts_mass(np.ones(1, np.uint8), at, bit, np.ones((1, 2), dtype=np.int64),
-                           np.ones(4, np.float32), 2, 0)  # fmt: skip
     fy = partial_fisher_yates(np.zeros((2, 2), np.int32), np.ones(2, np.int64), at)
     ok = near.shape == (1, 2, 1) and step[0].shape == (1, 2) and draws[2].shape == (1, 3)
-    ok = ok and got[2].shape == (1, 1)
     ok = ok and first_maxima(np.zeros((1, 2), np.float32), 1).shape == (1, 1)
     one = np.ones((1, 2), np.float32)
     ok = ok and h2o_largest(one, one, np.zeros((1, 2), np.int64), 1).shape == (1, 1)

@@ -23,7 +23,6 @@ from torch import Tensor
 from .. import baselines, patterns
 from .._method_kernels import (
     draw_counts,
-    draw_counts_mass,
     first_fill,
     free_candidates,
     partial_fisher_yates,
@@ -98,8 +97,6 @@ def bigbird_metrics(ctx: PredictContext, gold: Gold, pts: Sequence[dict]) -> dic
     # the gold graph as row bitsets viewed as bytes, one zero byte last for "no draw": a draw
     # is one byte lookup and a shift (the bytes fit in cache, the bool graph does not)
     g = gold.bit_bytes()
-    attn = ctx.out.attn  # a dense P (n = 512: every sweep's) is read in the draws' own pass
-    probs = attn.dense().numpy().reshape(-1) if attn.is_dense else None
     row_bytes = 8 * words(n)
     e_row = gold.e_lh * n + gold.e_i  # sorted: edges are in row order
     row_gold = np.bincount(e_row, minlength=LH * n)  # gold keys per row
@@ -131,13 +128,8 @@ def bigbird_metrics(ctx: PredictContext, gold: Gold, pts: Sequence[dict]) -> dic
             # one compiled pass over the draws: is_gold (k, LH, n) 0 / 1, hits (LH, k) with
             # [:, r − 1] the gold keys among r draws, covered (LH, k + 2) with [:, r] the rows
             # whole with r draws (the step of each row's last missing gold key, as a histogram)
-            if probs is not None:  # the same with Σ P of the drawn gold keys, one pass
-                hits, covered, mhits = draw_counts_mass(
-                    g, at, bit, need.astype(np.int64), probs, n, row_bytes
-                )
-            else:
-                is_gold, hits, covered = draw_counts(g, at, bit, need.astype(np.int64))
-                mhits = draw_mass(ctx, is_gold, at, bit, row_bytes)  # (LH, k) the same, Σ P
+            is_gold, hits, covered = draw_counts(g, at, bit, need.astype(np.int64))
+            mhits = draw_mass(ctx, is_gold, at, bit, row_bytes)  # (LH, k) the same, Σ P
             size0, hit0, mass0 = c0["size"][0, q], c0["hit"][0, q], c0["mass"][0, q]  # (LH,)
             for i in idxs:
                 r = min(pts[i]["random_keys"], n)

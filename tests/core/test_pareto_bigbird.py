@@ -286,31 +286,3 @@ def test_gold_bits_equal_the_bincount(tiny_model, causal):
     assert np.array_equal(gold.bits(), want)
     assert np.array_equal(gold.bits(), pack(out.graph.reshape(LH, n, n)))
     assert gold.bit_bytes().shape == (LH * n * 8 * W + 1,) and gold.bit_bytes()[-1] == 0
-
-
-@pytest.mark.parametrize("causal", [False, True])
-def test_draw_counts_with_mass_equal_the_two_passes(tiny_model, causal):
-    """``_method_kernels.draw_counts_mass`` (the draws' gold lookups and their P in one pass,
-    for a dense P) equals ``draw_counts`` and ``draw_mass`` bit for bit: hits, whole rows and
-    the float64 mass of every step, on the tiny model's real draws (every width, k up to n)."""
-    from sparse_core._method_kernels import draw_counts, draw_counts_mass
-    from sparse_core.bitsets import Gold, words
-
-    text = "The cat sat on the mat while the dog slept by the door of the old house."
-    out = tiny_model.run(text, causal=causal)
-    ctx = M.PredictContext.from_run(out)
-    gold = Gold.of(ctx)
-    n, LH = ctx.n, ctx.head_count()
-    probs = out.attn.dense().numpy().reshape(-1)
-    rng = np.random.default_rng(n)
-    for w, glob, k in [(0, False, n), (3, True, 5), (7, True, 20), (2 * n - 1, False, 3)]:
-        m, at, bit, _ = BB.width_draws(ctx, gold, w, glob, k)
-        need = rng.integers(0, k + 3, (LH, n)).astype(np.int64)
-        g = gold.bit_bytes()
-        is_gold, hits, covered = draw_counts(g, at, bit, need)
-        mass = BB.draw_mass(ctx, is_gold, at, bit, 8 * words(n))
-        got = draw_counts_mass(g, at, bit, need, probs, n, 8 * words(n))
-        assert np.array_equal(got[0], hits) and np.array_equal(got[1], covered)
-        # (draw_mass's bincount gives int64 zeros when no gold key is drawn at all)
-        assert got[2].dtype == np.float64 and np.array_equal(got[2], mass)
-        assert mass[:, -1].any() or not is_gold.any()
