@@ -650,18 +650,22 @@ def test_stable_top_is_the_stable_orders_prefix(seed):
     assert np.array_equal(stable_top(torch.from_numpy(w), 128), stable_order(w)[:, :128])
 
 
-@pytest.mark.parametrize("m", [1, 3, 9])
-def test_first_blocks_equal_the_argmax_passes(m):
-    """``blocks.first_blocks`` (one compiled loop a row) equals the m numpy argmax passes it
-    replaced, on ties, −∞ (causal future blocks) and +∞ (MoBA's own block) estimates."""
+@pytest.mark.parametrize("m", [1, 3, 4, 9])
+@pytest.mark.parametrize("T", [8, 31])
+def test_first_blocks_equal_the_argmax_passes(m, T):
+    """``blocks.first_blocks`` (one compiled pass a row) equals the m numpy argmax passes it
+    replaced, on ties, −∞ (causal future blocks) and +∞ (MoBA's own block) estimates, the
+    least finite double itself, and m > T (every block taken)."""
     from sparse_core.methods.blocks import first_blocks
 
-    rng = np.random.default_rng(m)
+    rng = np.random.default_rng(m + T)
     for dtype in (np.float32, np.float64):
-        v = rng.integers(0, 4, (3, 17, 8)).astype(dtype)
-        v[:, :, 5:] = np.where(rng.random((3, 17, 3)) < 0.5, -np.inf, v[:, :, 5:])
+        v = rng.integers(0, 4, (3, 17, T)).astype(dtype)
+        v[:, :, 5:] = np.where(rng.random((3, 17, T - 5)) < 0.5, -np.inf, v[:, :, 5:])
         v[:, ::4, 2] = np.inf
         v[0, 0] = -np.inf  # a row of −∞ only
+        if dtype == np.float64:
+            v[1, 1, ::3] = np.finfo(np.float64).min  # ties with the −∞ ones
         w = v.astype(np.float64)
         w[w == -np.inf] = np.finfo(np.float64).min
         want = np.empty((3, 17, m), dtype=np.int64)
