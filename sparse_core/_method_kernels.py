@@ -38,6 +38,9 @@ the numpy code it replaces (same integers, float64 sums added in the same order,
 - :func:`block_cells`: the gold edges and their mass per (head, row, key block) cell of the
   block methods (``bitsets.block_gold``), one pass in edge order as ``np.bincount`` adds.
 
+- :func:`or_rows`: the 16-row ORs of a per-row choice (``bitsets.row_tiles``: the block
+  sparsity of the arena's selections), one pass.
+
 - :func:`first_maxima`: MoBA's / Quest's first m blocks per query (``blocks.first_blocks``):
   m argmax passes over each row's T estimates in one loop (the first of equal maxima).
 
@@ -410,6 +413,21 @@ def block_cells(e_lh, e_i, e_j, p, rows, R, T, block, cnt, mass):  # pragma: no 
             mass[c] += p[e]
 
 
+@njit(cache=True, nogil=True)
+def or_rows(x, tile):  # pragma: no cover - compiled
+    """x (A, n, C) bool -> (A, ⌈n / tile⌉, C) bool: each group of ``tile`` rows OR'd
+    (``bitsets.row_tiles``), one pass over x (a padded copy and a strided ``any`` before)."""
+    A, n, C = x.shape
+    out = np.zeros((A, (n + tile - 1) // tile, C), dtype=np.uint8)
+    xv = x.view(np.uint8)
+    for a in range(A):
+        for i in range(n):
+            r = i // tile
+            for c in range(C):
+                out[a, r, c] |= xv[a, i, c]
+    return out.view(np.bool_)
+
+
 def warm() -> bool:
     """Compile (or load from numba's cache) every kernel here on tiny inputs, so that a fresh
     image or process does not compile on its first analysis; True when all ran."""
@@ -433,6 +451,7 @@ def warm() -> bool:
     pp = np.ones((1, 2, 2), np.float32)
     ok = ok and column_sums(pp, False).shape == (1, 1, 2)
     ok = ok and column_sums(pp, True).shape == (1, 2, 2)
+    ok = ok and or_rows(np.ones((1, 3, 2), np.bool_), 2).shape == (1, 2, 2)
     for cnt in (np.zeros(1, np.uint8), np.zeros(1, np.int32)):
         block_cells(e, e, e, np.ones(2), True, 1, 1, 16, cnt, np.zeros(1))
         block_cells(e, e, e, np.ones(2), False, 1, 1, 16, cnt, np.zeros(0))

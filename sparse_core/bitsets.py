@@ -674,12 +674,15 @@ def block_gold(gold: Gold, block: int, rows: bool) -> dict[str, np.ndarray]:
 
 
 def row_tiles(rows: np.ndarray, n: int, tile: int = 16) -> np.ndarray:
-    """OR rows in groups of ``tile``: (…, n, C) bool -> (…, ⌈n / tile⌉, C)."""
-    T = -(-n // tile)
-    if T * tile != n:
-        pad = [(0, 0)] * (rows.ndim - 2) + [(0, T * tile - n), (0, 0)]
-        rows = np.pad(rows, pad)
-    return rows.reshape(*rows.shape[:-2], T, tile, rows.shape[-1]).any(axis=-2)
+    """OR rows in groups of ``tile``: (…, n, C) bool -> (…, ⌈n / tile⌉, C) (one compiled pass,
+    ``_method_kernels.or_rows``)."""
+    from ._method_kernels import or_rows  # numba: imported when first needed
+
+    lead, C = rows.shape[:-2], rows.shape[-1]
+    if rows.size == 0:
+        return np.zeros((*lead, -(-n // tile), C), dtype=bool)
+    x = np.ascontiguousarray(rows, dtype=bool).reshape(-1, n, C)
+    return or_rows(x, tile).reshape(*lead, -(-n // tile), C)
 
 
 def valid_tiles16(n: int, causal: bool) -> np.ndarray:

@@ -497,6 +497,25 @@ def test_block_gold_equals_the_bincounts(tiny_model, causal):
                 assert np.array_equal(got["per_row"], per_row.reshape(LH, n))
 
 
+@pytest.mark.parametrize(
+    ("shape", "tile"), [((3, 37, 5), 16), ((2, 2, 48, 3), 16), ((16, 7), 16), ((4, 33, 9), 5)]
+)
+def test_row_tiles_equal_the_padded_any(shape, tile):
+    """``bitsets.row_tiles`` (one compiled pass) equals the padded reshape and ``any`` it
+    replaced: every group of ``tile`` rows OR'd, the last group ragged, any leading axes."""
+    from sparse_core.bitsets import row_tiles
+
+    rng = np.random.default_rng(sum(shape) + tile)
+    rows = rng.random(shape) < 0.1
+    n = shape[-2]
+    T = -(-n // tile)
+    pad = [(0, 0)] * (rows.ndim - 2) + [(0, T * tile - n), (0, 0)]
+    want = np.pad(rows, pad).reshape(*shape[:-2], T, tile, shape[-1]).any(axis=-2)
+    got = row_tiles(rows, n, tile)
+    assert got.dtype == bool and got.shape == want.shape and np.array_equal(got, want)
+    assert np.array_equal(row_tiles(rows[..., ::2], n, tile), want[..., ::2])  # a strided view
+
+
 def test_ties_go_to_the_lower_index():
     v = np.array([[1.0, 3.0, 3.0, 3.0, 0.0]], dtype=np.float32)
     assert first_k_mask(v, 2).tolist() == [[False, True, True, False, False]]
