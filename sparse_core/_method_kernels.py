@@ -41,6 +41,9 @@ the numpy code it replaces (same integers, float64 sums added in the same order,
 - :func:`or_rows`: the 16-row ORs of a per-row choice (``bitsets.row_tiles``: the block
   sparsity of the arena's selections), one pass.
 
+- :func:`prefix_block_counts`: MoBA's / Quest's gold edges and valid keys of every row's
+  first j blocks (``selection.prefix_row_block_counts``), one pass.
+
 - :func:`first_maxima`: MoBA's / Quest's first m blocks per query (``blocks.first_blocks``):
   m argmax passes over each row's T estimates in one loop (the first of equal maxima).
 
@@ -428,6 +431,29 @@ def or_rows(x, tile):  # pragma: no cover - compiled
     return out.view(np.bool_)
 
 
+@njit(cache=True, nogil=True)
+def prefix_block_counts(count, vcnt, first):  # pragma: no cover - compiled
+    """count (A, n, T) the gold edges per (row, key block), vcnt (n, T) the valid keys per
+    (row, key block), first (A, n, m) each row's blocks best first -> (kept (A, n, m) int64:
+    the gold edges of the row's first j + 1 blocks, size (A, m) int64: the valid keys of every
+    row's first j + 1 blocks) (``selection.prefix_row_block_counts``: a gather and a running
+    sum over the ranks; integers)."""
+    A, n, m = first.shape
+    kept = np.empty((A, n, m), dtype=np.int64)
+    size = np.zeros((A, m), dtype=np.int64)
+    for a in range(A):
+        for i in range(n):
+            run = np.int64(0)
+            for j in range(m):
+                b = first[a, i, j]
+                run += count[a, i, b]
+                kept[a, i, j] = run
+                size[a, j] += vcnt[i, b]
+        for j in range(1, m):
+            size[a, j] += size[a, j - 1]
+    return kept, size
+
+
 def warm() -> bool:
     """Compile (or load from numba's cache) every kernel here on tiny inputs, so that a fresh
     image or process does not compile on its first analysis; True when all ran."""
@@ -452,6 +478,9 @@ def warm() -> bool:
     ok = ok and column_sums(pp, False).shape == (1, 1, 2)
     ok = ok and column_sums(pp, True).shape == (1, 2, 2)
     ok = ok and or_rows(np.ones((1, 3, 2), np.bool_), 2).shape == (1, 2, 2)
+    one3 = np.ones((1, 1, 1), np.uint8)
+    kept, size = prefix_block_counts(one3, np.ones((1, 1), np.int16), np.zeros((1, 1, 1), np.int64))
+    ok = ok and kept.shape == (1, 1, 1) and size.shape == (1, 1)
     for cnt in (np.zeros(1, np.uint8), np.zeros(1, np.int32)):
         block_cells(e, e, e, np.ones(2), True, 1, 1, 16, cnt, np.zeros(1))
         block_cells(e, e, e, np.ones(2), False, 1, 1, 16, cnt, np.zeros(0))
