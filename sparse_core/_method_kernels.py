@@ -25,6 +25,25 @@ the numpy code it replaces (same integers, float64 sums added in the same order,
 - :func:`first_fill`: the first step whose draw falls in each 16-tile (``bigbird.draw_tiles``),
   a running minimum per tile instead of ``np.minimum.at`` (an unbuffered scatter).
 
+- :func:`free_candidates`: every row's free columns (``bigbird.free_ranks``) in one pass;
+  :func:`set_bits`: the gold graph's row bitsets from its edge list (``bitsets.Gold.bits``).
+
+- :func:`topp_rows`: top-p's kept gold edges (``oracle.topp_keep``), row by row: the row's
+  edges by P descending (ties to the lower j) and the float64 mass before each, added from 0
+  in that order; :func:`kept_edge_counts`: the kept edges per head and their 16-tiles.
+
+- :func:`column_sums`: the attention mass each key received (``PredictContext.column_mass``,
+  H2O's masses), the queries' float32 rows added one after another as numpy's ``+=`` did.
+
+- :func:`block_cells`: the gold edges and their mass per (head, row, key block) cell of the
+  block methods (``bitsets.block_gold``), one pass in edge order as ``np.bincount`` adds.
+
+- :func:`or_rows`: the 16-row ORs of a per-row choice (``bitsets.row_tiles``: the block
+  sparsity of the arena's selections), one pass.
+
+- :func:`prefix_block_counts`: MoBA's / Quest's gold edges and valid keys of every row's
+  first j blocks (``selection.prefix_row_block_counts``), one pass.
+
 - :func:`first_maxima`: MoBA's / Quest's first m blocks per query (``blocks.first_blocks``):
   m argmax passes over each row's T estimates in one loop (the first of equal maxima).
 
@@ -124,8 +143,12 @@ def draw_counts(g, at, bit, need):  # pragma: no cover - compiled
     k, A, n = at.shape
     is_gold = np.empty((k, A, n), dtype=np.uint8)
     hits = np.zeros((A, k), dtype=np.uint64)
-    got = np.zeros((A, n), dtype=np.int64)
-    short = np.zeros((A, n), dtype=np.int64)
+    got = np.zeros((A, n), dtype=np.int32)  # at most k: int32 keeps the rows' state small
+    short = np.zeros((A, n), dtype=np.int32)
+    cap = np.empty((A, n), dtype=np.int32)
+    for a in range(A):
+        for i in range(n):
+            cap[a, i] = min(need[a, i], k + 1)
     for t in range(k):
         for a in range(A):
             s = np.uint64(0)
@@ -134,7 +157,7 @@ def draw_counts(g, at, bit, need):  # pragma: no cover - compiled
                 is_gold[t, a, i] = x
                 s += x
                 got[a, i] += x
-                if got[a, i] < min(need[a, i], k + 1):
+                if got[a, i] < cap[a, i]:
                     short[a, i] += 1
             hits[a, t] = s if t == 0 else hits[a, t - 1] + s
     covered = np.zeros((A, k + 2), dtype=np.int64)
@@ -176,9 +199,25 @@ def partial_fisher_yates(cand, m, p):  # pragma: no cover - compiled
 @njit(cache=True, nogil=True)
 def first_fill(draws, b0, T):  # pragma: no cover - compiled
     """draws (S, n, k) int32 (−1: none) -> (S, T, T) int16: per head the least step t whose
-    draw of some row i falls in tile (i // b0, draws[·, i, t] // b0); k where none does."""
+    draw of some row i falls in tile (i // b0, draws[·, i, t] // b0); k where none does.
+    A tile side that is a power of two (the sweep's 16) divides by a shift: a draw d ≥ 0, so
+    ``d >> log2 b0`` is ``d // b0`` (a division a draw was most of the loop's time)."""
     S, n, k = draws.shape
     first = np.full((S, T, T), k, dtype=np.int16)
+    sh = 0
+    while (1 << (sh + 1)) <= b0:
+        sh += 1
+    if (1 << sh) == b0:
+        for s in range(S):
+            for i in range(n):
+                r = i >> sh
+                for t in range(k):
+                    d = draws[s, i, t]
+                    if d >= 0:
+                        c = d >> sh
+                        if t < first[s, r, c]:
+                            first[s, r, c] = t
+        return first
     for s in range(S):
         for i in range(n):
             r = i // b0
@@ -189,6 +228,38 @@ def first_fill(draws, b0, T):  # pragma: no cover - compiled
                     if t < first[s, r, c]:
                         first[s, r, c] = t
     return first
+
+
+@njit(cache=True, nogil=True)
+def set_bits(pos, shift, size):  # pragma: no cover - compiled
+    """pos (E,) int64 byte indices, shift (E,) uint8 bit in the byte -> (size + 1,) uint8 with
+    those bits set (the last byte stays zero): row bitsets viewed as bytes, from an edge list,
+    one pass (a weighted ``bincount`` made a float64 per byte)."""
+    out = np.zeros(size + 1, dtype=np.uint8)
+    for e in range(pos.shape[0]):
+        out[pos[e]] |= np.uint8(1) << shift[e]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def free_candidates(base, causal):  # pragma: no cover - compiled
+    """base (n, n) bool -> (cand (n, n) int32, m (n,) int64): row i's free columns
+    (V ∧ ¬base, causal V: j ≤ i) ascending in ``cand[i, :m_i]``, n − 1 after them
+    (``bigbird.free_ranks``)."""
+    n = base.shape[0]
+    cand = np.empty((n, n), dtype=np.int32)
+    m = np.zeros(n, dtype=np.int64)
+    for i in range(n):
+        c = 0
+        end = i + 1 if causal else n
+        for j in range(end):
+            if not base[i, j]:
+                cand[i, c] = j
+                c += 1
+        m[i] = c
+        for j in range(c, n):
+            cand[i, j] = n - 1
+    return cand, m
 
 
 @njit(cache=True, nogil=True)
@@ -249,6 +320,140 @@ def h2o_largest(vals, col, order, K):  # pragma: no cover - compiled
     return out
 
 
+@njit(cache=True, nogil=True)
+def topp_rows(a, i, pbits, p, ps):  # pragma: no cover - compiled
+    """Top-p's kept gold edges (``oracle.topp_keep``): edges (a, i) (E,) sorted by (a, i, j),
+    pbits (E,) uint32 the bits of each P as float32 (a positive float32's bits order like its
+    value), p (E,) float64, ps (Q,) float64 -> keep (Q, E) bool. Row by row, the edges by P
+    descending, ties to the lower j (a stable order: an insertion sort, numba's merge sort for
+    rows of more than 32 edges); the t-th kept iff t = 0 or the float64 mass of the ones
+    before it, added from 0 in that order, is < p."""
+    E, Q = a.shape[0], ps.shape[0]
+    keep = np.zeros((Q, E), dtype=np.bool_)
+    order = np.empty(E, dtype=np.int64)
+    s = 0
+    while s < E:
+        e = s + 1
+        while e < E and a[e] == a[s] and i[e] == i[s]:
+            e += 1
+        m = e - s
+        if m <= 32:
+            for x in range(m):  # insertion: past strictly smaller keys only (stable)
+                key = pbits[s + x]
+                q = x
+                while q > 0 and pbits[s + order[q - 1]] < key:
+                    order[q] = order[q - 1]
+                    q -= 1
+                order[q] = x
+        else:
+            keys = np.empty(m, dtype=np.int64)
+            for x in range(m):
+                keys[x] = np.int64(0xFFFFFFFF) - np.int64(pbits[s + x])
+            order[:m] = np.argsort(keys, kind="mergesort")
+        acc = 0.0
+        for t in range(m):
+            x = s + order[t]
+            for qi in range(Q):
+                if t == 0 or acc < ps[qi]:
+                    keep[qi, x] = True
+            acc = acc + p[x]
+        s = e
+    return keep
+
+
+@njit(cache=True, nogil=True)
+def kept_edge_counts(keep, a, i, j, A, T, b0):  # pragma: no cover - compiled
+    """keep (Q, E) bool over edges (a, i, j) -> (size (Q, A) int64 the kept edges per head,
+    occ (Q, A, T, T) bool the b0-tiles holding a kept edge): a top-p mask is a set of gold
+    edges (``oracle.TopPMethod.plain_counts``), one pass per p instead of two ``bincount``."""
+    Q, E = keep.shape
+    size = np.zeros((Q, A), dtype=np.int64)
+    occ = np.zeros((Q, A, T, T), dtype=np.bool_)
+    for q in range(Q):
+        for e in range(E):
+            if keep[q, e]:
+                size[q, a[e]] += 1
+                occ[q, a[e], i[e] // b0, j[e] // b0] = True
+    return size, occ
+
+
+@njit(cache=True, nogil=True)
+def column_sums(p, prefix):  # pragma: no cover - compiled
+    """p (H, n, n) float32 -> the mass each key received, added one query at a time in order
+    i = 0, 1, … in float32 (``PredictContext.column_mass``): (H, n) C_j = Σ_i P_ij, or with
+    ``prefix`` (H, n, n) A_ij = Σ_{i' < i} P_i'j (row 0 zero). The same float32 additions in
+    the same order as numpy's row-by-row ``+=``, in one compiled loop (n numpy calls a layer
+    before). Both forms (H, ·, n): the sums as (H, 1, n)."""
+    H, n, m = p.shape
+    if prefix:
+        out = np.zeros((H, n, m), dtype=np.float32)
+        for h in range(H):
+            for i in range(1, n):
+                for j in range(m):
+                    out[h, i, j] = out[h, i - 1, j] + p[h, i - 1, j]
+        return out
+    acc = np.zeros((H, 1, m), dtype=np.float32)
+    for h in range(H):
+        for i in range(n):
+            for j in range(m):
+                acc[h, 0, j] += p[h, i, j]
+    return acc
+
+
+@njit(cache=True, nogil=True)
+def block_cells(e_lh, e_i, e_j, p, rows, R, T, block, cnt, mass):  # pragma: no cover - compiled
+    """The gold edges per (head, query row or block, key block) cell (``bitsets.block_gold``):
+    for each edge in order, ``cnt[cell] += 1`` and ``mass[cell] += p`` (float64 from 0 in
+    edge order, as ``np.bincount(weights=…)``), cell = (a · R + i or i // block) · T +
+    j // block, into cnt / mass (A·R·T,) made by the caller (cnt's dtype chosen there; mass
+    of length 0: no probabilities)."""
+    with_mass = mass.shape[0] > 0
+    for e in range(e_lh.shape[0]):
+        q = e_i[e] if rows else e_i[e] // block
+        c = (e_lh[e] * R + q) * T + e_j[e] // block
+        cnt[c] += 1
+        if with_mass:
+            mass[c] += p[e]
+
+
+@njit(cache=True, nogil=True)
+def or_rows(x, tile):  # pragma: no cover - compiled
+    """x (A, n, C) bool -> (A, ⌈n / tile⌉, C) bool: each group of ``tile`` rows OR'd
+    (``bitsets.row_tiles``), one pass over x (a padded copy and a strided ``any`` before)."""
+    A, n, C = x.shape
+    out = np.zeros((A, (n + tile - 1) // tile, C), dtype=np.uint8)
+    xv = x.view(np.uint8)
+    for a in range(A):
+        for i in range(n):
+            r = i // tile
+            for c in range(C):
+                out[a, r, c] |= xv[a, i, c]
+    return out.view(np.bool_)
+
+
+@njit(cache=True, nogil=True)
+def prefix_block_counts(count, vcnt, first):  # pragma: no cover - compiled
+    """count (A, n, T) the gold edges per (row, key block), vcnt (n, T) the valid keys per
+    (row, key block), first (A, n, m) each row's blocks best first -> (kept (A, n, m) int64:
+    the gold edges of the row's first j + 1 blocks, size (A, m) int64: the valid keys of every
+    row's first j + 1 blocks) (``selection.prefix_row_block_counts``: a gather and a running
+    sum over the ranks; integers)."""
+    A, n, m = first.shape
+    kept = np.empty((A, n, m), dtype=np.int64)
+    size = np.zeros((A, m), dtype=np.int64)
+    for a in range(A):
+        for i in range(n):
+            run = np.int64(0)
+            for j in range(m):
+                b = first[a, i, j]
+                run += count[a, i, b]
+                kept[a, i, j] = run
+                size[a, j] += vcnt[i, b]
+        for j in range(1, m):
+            size[a, j] += size[a, j - 1]
+    return kept, size
+
+
 def warm() -> bool:
     """Compile (or load from numba's cache) every kernel here on tiny inputs, so that a fresh
     image or process does not compile on its first analysis; True when all ran."""
@@ -263,4 +468,21 @@ def warm() -> bool:
     ok = ok and first_maxima(np.zeros((1, 2), np.float32), 1).shape == (1, 1)
     one = np.ones((1, 2), np.float32)
     ok = ok and h2o_largest(one, one, np.zeros((1, 2), np.int64), 1).shape == (1, 1)
+    ok = ok and set_bits(np.zeros(1, np.int64), np.zeros(1, np.uint8), 1).shape == (2,)
+    cand, m = free_candidates(np.zeros((2, 2), dtype=np.bool_), False)
+    ok = ok and cand.shape == (2, 2) and first_fill(fy, 3, 1).shape == (1, 1, 1)
+    e = np.zeros(2, np.int64)
+    keep = topp_rows(e, e, np.ones(2, np.uint32), np.ones(2), np.ones(1))
+    ok = ok and kept_edge_counts(keep, e, e, e, 1, 1, 16)[1].shape == (1, 1, 1, 1)
+    pp = np.ones((1, 2, 2), np.float32)
+    ok = ok and column_sums(pp, False).shape == (1, 1, 2)
+    ok = ok and column_sums(pp, True).shape == (1, 2, 2)
+    ok = ok and or_rows(np.ones((1, 3, 2), np.bool_), 2).shape == (1, 2, 2)
+    one3 = np.ones((1, 1, 1), np.uint8)
+    kept, size = prefix_block_counts(one3, np.ones((1, 1), np.int16), np.zeros((1, 1, 1), np.int64))
+    ok = ok and kept.shape == (1, 1, 1) and size.shape == (1, 1)
+    for cnt in (np.zeros(1, np.uint8), np.zeros(1, np.int32)):
+        block_cells(e, e, e, np.ones(2), True, 1, 1, 16, cnt, np.zeros(1))
+        block_cells(e, e, e, np.ones(2), False, 1, 1, 16, cnt, np.zeros(0))
+        ok = ok and cnt[0] == 4
     return ok and fy.shape == (1, 1, 2) and first_fill(fy, 16, 1).shape == (1, 1, 1)

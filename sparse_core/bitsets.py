@@ -235,11 +235,17 @@ class Gold:
     def bits(self) -> np.ndarray:
         """The gold graph as row bitsets (L·H, n, W) uint64, built from the edge list (made
         once): a method that needs the whole graph's bits reads them here."""
+        LH = self.L * self.H
+        return self.bit_bytes()[:-1].view(np.uint64).reshape(LH, self.n, self.W)
+
+    def bit_bytes(self) -> np.ndarray:
+        """:meth:`bits` viewed as bytes, one zero byte after them (LH·n·8W + 1,) uint8 (a byte
+        lookup's "no draw"): one compiled pass over the edges (``_method_kernels.set_bits``)."""
         if self._bits is None:
-            LH, nb = self.L * self.H, 8 * self.W
-            weights = (np.uint8(1) << self.shift).astype(np.float64)
-            byte = np.bincount(self.flat_pos(LH), weights=weights, minlength=LH * self.n * nb)
-            self._bits = byte.astype(np.uint8).view(np.uint64).reshape(LH, self.n, self.W)
+            from ._method_kernels import set_bits  # numba: imported when first needed
+
+            size = self.L * self.H * self.n * 8 * self.W
+            self._bits = set_bits(self.flat_pos(self.L * self.H), self.shift, size)
         return self._bits
 
     def tile_order(self, block: int) -> tuple[np.ndarray, np.ndarray]:
@@ -643,28 +649,40 @@ def block_gold(gold: Gold, block: int, rows: bool) -> dict[str, np.ndarray]:
     key = ("rows" if rows else "blocks", block)
     got = gold._block_gold.get(key)
     if got is None:
+        from ._method_kernels import block_cells  # numba: imported when first needed
+
         LH, n = gold.L * gold.H, gold.n
         T = -(-n // block)
-        a = gold.e_i if rows else gold.e_i // block
         R = n if rows else T
-        at = (gold.e_lh * R + a) * T + gold.e_j // block
-        cnt = np.bincount(at, minlength=LH * R * T).reshape(LH, R, T)
-        cnt = cnt.astype(np.uint8 if block < 256 else np.int32)  # at most B edges a cell
-        mass = None
-        if gold.e_p is not None:
-            mass = np.bincount(at, weights=gold.e_p, minlength=LH * R * T).reshape(LH, R, T)
-        per_row = np.bincount(gold.e_lh * n + gold.e_i, minlength=LH * n).reshape(LH, n)
-        got = gold._block_gold[key] = {"count": cnt, "mass": mass, "per_row": per_row}
+        # one pass over the edges (``bincount``'s counts and float64 sums, in edge order)
+        cnt = np.zeros(LH * R * T, dtype=np.uint8 if block < 256 else np.int32)  # ≤ B a cell
+        with_p = gold.e_p is not None
+        mass = np.zeros(LH * R * T if with_p else 0)
+        e = [np.ascontiguousarray(x, dtype=np.int64) for x in (gold.e_lh, gold.e_i, gold.e_j)]
+        p = gold.e_p if with_p else np.zeros(0)
+        block_cells(*e, p, bool(rows), R, T, block, cnt, mass)
+        per_row = gold._block_gold.get("per_row")
+        if per_row is None:  # the same for every block size
+            per_row = np.bincount(gold.e_lh * n + gold.e_i, minlength=LH * n).reshape(LH, n)
+            gold._block_gold["per_row"] = per_row
+        got = gold._block_gold[key] = {
+            "count": cnt.reshape(LH, R, T),
+            "mass": mass.reshape(LH, R, T) if with_p else None,
+            "per_row": per_row,
+        }
     return got
 
 
 def row_tiles(rows: np.ndarray, n: int, tile: int = 16) -> np.ndarray:
-    """OR rows in groups of ``tile``: (…, n, C) bool -> (…, ⌈n / tile⌉, C)."""
-    T = -(-n // tile)
-    if T * tile != n:
-        pad = [(0, 0)] * (rows.ndim - 2) + [(0, T * tile - n), (0, 0)]
-        rows = np.pad(rows, pad)
-    return rows.reshape(*rows.shape[:-2], T, tile, rows.shape[-1]).any(axis=-2)
+    """OR rows in groups of ``tile``: (…, n, C) bool -> (…, ⌈n / tile⌉, C) (one compiled pass,
+    ``_method_kernels.or_rows``)."""
+    from ._method_kernels import or_rows  # numba: imported when first needed
+
+    lead, C = rows.shape[:-2], rows.shape[-1]
+    if rows.size == 0:
+        return np.zeros((*lead, -(-n // tile), C), dtype=bool)
+    x = np.ascontiguousarray(rows, dtype=bool).reshape(-1, n, C)
+    return or_rows(x, tile).reshape(*lead, -(-n // tile), C)
 
 
 def valid_tiles16(n: int, causal: bool) -> np.ndarray:

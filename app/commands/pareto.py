@@ -302,10 +302,6 @@ def task_table(body: dict, levels=LEVELS) -> str:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from sparse_core.errors import ArtefactError, SparsescopeError
-    from sparse_core.pareto import sweep_corpus
-    from sparse_core.sparsefinder import load_artefact
-
     _check(args)
     alpha_of(args)  # before any loading
     if args.engine == "ray":
@@ -313,6 +309,25 @@ def run(args: argparse.Namespace) -> int:
 
         require_ray()  # the one-line error before any work
     torch.set_num_threads(args.threads)
+    pool = None
+    if args.engine == "local" and args.workers is not None and args.workers > 1:
+        # the spawned workers load their model while this process loads its own (they would
+        # otherwise start only with the sweep, a few seconds of one core idle)
+        from sparse_core.pareto.corpus_sweep import Workers
+
+        pool = Workers(args.workers, args.threads, args.model, args.artefact, args.alpha)
+    try:
+        return _run(args, pool)
+    finally:
+        if pool is not None:
+            pool.shutdown()
+
+
+def _run(args: argparse.Namespace, pool) -> int:
+    from sparse_core.errors import ArtefactError, SparsescopeError
+    from sparse_core.pareto import sweep_corpus
+    from sparse_core.sparsefinder import load_artefact
+
     lm = None
     if args.task:  # the model with its LM head (a one-line error when it has none)
         from sparse_core.pareto.task import check_lm
@@ -347,6 +362,7 @@ def run(args: argparse.Namespace) -> int:
         model, texts, artefact, alpha=args.alpha, causal=args.causal, methods=names,
         workers=workers, threads=args.threads, model_path=args.model,
         artefact_path=args.artefact, fidelity_texts=args.fidelity_texts if args.fidelity else 0,
+        **({"pool": pool} if args.engine == "local" else {}),
     )  # fmt: skip
     task = None
     if lm is not None:

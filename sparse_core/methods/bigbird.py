@@ -21,7 +21,12 @@ import torch
 from torch import Tensor
 
 from .. import baselines, patterns
-from .._method_kernels import draw_counts, first_fill, partial_fisher_yates
+from .._method_kernels import (
+    draw_counts,
+    first_fill,
+    free_candidates,
+    partial_fisher_yates,
+)
 from ..bitsets import (
     BLOCKS,
     METRICS,
@@ -91,8 +96,7 @@ def bigbird_metrics(ctx: PredictContext, gold: Gold, pts: Sequence[dict]) -> dic
     # flat (LH·n·n + 1,) bool, the last entry False for "no draw": byte lookups beat bit tests
     # the gold graph as row bitsets viewed as bytes, one zero byte last for "no draw": a draw
     # is one byte lookup and a shift (the bytes fit in cache, the bool graph does not)
-    g = np.concatenate([gold.bits().reshape(-1).view(np.uint8),
-                        np.zeros(1, dtype=np.uint8)])  # fmt: skip
+    g = gold.bit_bytes()
     row_bytes = 8 * words(n)
     e_row = gold.e_lh * n + gold.e_i  # sorted: edges are in row order
     row_gold = np.bincount(e_row, minlength=LH * n)  # gold keys per row
@@ -255,16 +259,8 @@ _UNIFORMS: dict[tuple, np.ndarray] = {}
 def free_ranks(base: np.ndarray, causal: bool) -> tuple[np.ndarray, np.ndarray]:
     """(cand (n, n) int32, m (n,) int64): row i's free columns ``V ∧ ¬base`` ascending in
     ``cand[i, :m_i]`` (the candidate list of ``patterns._sample_rows``; the rest is filler)."""
-    n = base.shape[-1]
-    free = ~base
-    if causal:
-        free &= np.tri(n, dtype=bool)
-    m = free.sum(1)
-    fi, fj = np.divmod(np.flatnonzero(free), n)  # flat: faster than 2-d
-    start = np.concatenate([[0], np.cumsum(m)[:-1]])
-    cand = np.full(n * n, n - 1, dtype=np.int32)
-    cand[fi * n + np.arange(fi.size) - start[fi]] = fj
-    return cand.reshape(n, n), m
+    # one compiled pass over the rows (``_method_kernels.free_candidates``)
+    return free_candidates(np.ascontiguousarray(base, dtype=bool), bool(causal))
 
 
 def draw_positions(u: np.ndarray, m: np.ndarray, n: int) -> np.ndarray:

@@ -157,18 +157,13 @@ class PredictContext:
         ``prefix=False``: (n,) C_j = Σ_i P_ij; ``prefix=True``: (n, n) A with A_ij = Σ_{i' < i}
         P_i'j, the mass key j received from the queries before i (row 0 is 0). With
         ``head=None`` every head of the layer: (H, n) / (H, n, n)."""
+        from .._method_kernels import column_sums  # numba: imported when first needed
+
         p = self.head_probs(layer, head)  # (…, n, n) float32
         n = p.shape[-1]
-        rows = np.moveaxis(p, -2, 0)  # (n, …, n): row i of every head
-        if not prefix:
-            acc = np.zeros(rows.shape[1:], dtype=np.float32)
-            for i in range(n):
-                acc += rows[i]
-            return acc
-        out = np.zeros(rows.shape, dtype=np.float32)
-        for i in range(1, n):
-            np.add(out[i - 1], rows[i - 1], out=out[i])
-        return np.ascontiguousarray(np.moveaxis(out, 0, -2))
+        # one compiled loop: row i of every head added in order, the same float32 additions
+        got = column_sums(np.ascontiguousarray(p, dtype=np.float32).reshape(-1, n, n), prefix)
+        return got.reshape(p.shape) if prefix else got.reshape(p.shape[:-2] + (n,))
 
     def gold_edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Every head's gold edges: (a, i, j) int64 and p float32, each (E,), sorted by (a, i, j)

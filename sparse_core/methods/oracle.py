@@ -94,27 +94,16 @@ class TopKMethod(ArenaMethod):
 def topp_keep(a, i, j, p, ps, n: int) -> list[np.ndarray]:
     """Which gold edges top-p keeps, for each p of ``ps``: edges (a, i, j, p) (E,) sorted by
     (a, i, j) -> one (E,) bool per p (module docstring). Each row's cumulative mass is added
-    from 0 in order of P descending (ties to the lower j), as the page adds it."""
-    row = a * n + i
-    pp = np.asarray(p, dtype=np.float64)
-    # by row, then P descending, then j (a stable sort of row-major edges; a positive float32's
-    # bits order like its value)
-    desc = np.uint64(0xFFFFFFFF) - pp.astype(np.float32).view(np.uint32).astype(np.uint64)
-    order = np.argsort((row.astype(np.uint64) << np.uint64(32)) | desc, kind="stable")
-    srow, sp = row[order], pp[order]
-    starts = np.flatnonzero(np.diff(srow, prepend=-1))
-    rank = np.arange(len(srow)) - np.repeat(starts, np.diff(np.append(starts, len(srow))))
-    before = np.zeros(len(sp))  # mass of the keys before each one in its row
-    cum = sp.copy()  # ... and including it (rank 0: its own)
-    by_rank = np.argsort(rank, kind="stable")
-    bounds = np.cumsum(np.bincount(rank)) if len(sp) else []
-    for t in range(1, len(bounds)):  # rank by rank: every row's sum in its own order, from 0
-        at = by_rank[bounds[t - 1] : bounds[t]]
-        before[at] = cum[at - 1]
-        cum[at] = before[at] + sp[at]
-    inv = np.empty_like(order)
-    inv[order] = np.arange(len(order))
-    return [((rank == 0) | (before < float(q)))[inv] for q in ps]
+    from 0 in order of P descending (ties to the lower j), as the page adds it: one compiled
+    pass over the rows (``_method_kernels.topp_rows``; a positive float32's bits order like its
+    value)."""
+    from .._method_kernels import topp_rows  # numba: imported when first needed
+
+    a, i = (np.ascontiguousarray(x, dtype=np.int64) for x in (a, i))
+    pp = np.ascontiguousarray(p, dtype=np.float64)
+    pbits = pp.astype(np.float32).view(np.uint32)
+    keep = topp_rows(a, i, pbits, pp, np.asarray([float(q) for q in ps], dtype=np.float64))
+    return list(keep)
 
 
 class TopPMethod(ArenaMethod):
@@ -156,10 +145,11 @@ class TopPMethod(ArenaMethod):
     def plain_counts(self, ctx, gold, owns):
         # a top-p mask is a set of gold edges: every count comes from the edge list
         n, LH = ctx.n, ctx.head_count()
-        keeps = topp_keep(gold.e_lh, gold.e_i, gold.e_j, gold.e_p, [o["p"] for o in owns], n)
-        held = np.stack(keeps)
+        from .._method_kernels import kept_edge_counts
+
+        held = np.stack(topp_keep(gold.e_lh, gold.e_i, gold.e_j, gold.e_p,
+                                  [o["p"] for o in owns], n))  # fmt: skip
         T = -(-n // 16)
-        tile = (gold.e_lh * T + gold.e_i // 16) * T + gold.e_j // 16
-        size = np.stack([np.bincount(gold.e_lh[k], minlength=LH) for k in keeps])
-        occ = np.stack([np.bincount(tile[k], minlength=LH * T * T) > 0 for k in keeps])
-        return selection_counts(gold, held, size, occ.reshape(len(keeps), LH, T, T))
+        e = [np.ascontiguousarray(x, dtype=np.int64) for x in (gold.e_lh, gold.e_i, gold.e_j)]
+        size, occ = kept_edge_counts(held, *e, LH, T, 16)  # per head, and the 16-tiles
+        return selection_counts(gold, held, size, occ)

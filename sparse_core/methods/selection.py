@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .._method_kernels import prefix_block_counts
 from ..bitsets import (
     Gold,
     block_gold,
@@ -292,11 +293,12 @@ def prefix_row_block_counts(
     LH, _, m = first.shape
     T = block_count(n, block)
     T16 = -(-n // 16)
-    rows = np.arange(n)
     vcnt = valid_per_block(n, block, causal)
     bg = block_gold(gold, block, rows=True)
-    kept_c = np.cumsum(np.take_along_axis(bg["count"], first, axis=-1), axis=-1, dtype=np.int64)
-    size_c = np.cumsum(vcnt[rows[None, :, None], first].sum(axis=1, dtype=np.int64), axis=-1)
+    # the gold edges of each row's first j blocks and the valid keys of every row's, one pass
+    kept_c, size_c = prefix_block_counts(
+        bg["count"], np.ascontiguousarray(vcnt), np.ascontiguousarray(first, dtype=np.int64)
+    )
     tri = np.tri(T16, dtype=bool) if causal else None  # (T16, T16) tile c <= row tile a
     flat = np.zeros(LH * n * T, dtype=bool)
     sel = flat.reshape(LH, n, T)

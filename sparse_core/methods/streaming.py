@@ -240,6 +240,20 @@ class VerticalSlashMethod(ArenaMethod):
         m = dkeep[:, idx] | ckeep[:, None, :]
         return torch.from_numpy(m).view(ctx.layers, ctx.heads, n, n)
 
+    def sorted_sets(self, ctx, last: int) -> tuple[np.ndarray, np.ndarray, int]:
+        """(columns (L·H, n), offsets (L·H, 2n − 1) each by :func:`vs_scores` descending, ties
+        to the lower index; the valid offsets' count): :func:`vs_sets` of a budget is the first
+        ``verticals`` / ``slashes`` of these (``first_k_mask``'s stable order), one sort of each
+        per text serving every budget (memoised)."""
+
+        def make():
+            cols, diag = self.scores(ctx, last)
+            n = ctx.n
+            cand = np.arange(2 * n - 1) >= (n - 1 if ctx.causal else 0)
+            return stable_order(cols), stable_order(np.where(cand, diag, -np.inf)), int(cand.sum())
+
+        return ctx.memo((self.name, "sorted", last), make)
+
     def plain_counts(self, ctx, gold, owns):
         n, LH, causal = ctx.n, ctx.head_count(), ctx.causal
         T = -(-n // 16)
@@ -247,9 +261,21 @@ class VerticalSlashMethod(ArenaMethod):
         r1 = np.minimum(r0 + 16, n) - 1
         rows = np.arange(n)
         held, size, occ = [], [], []
+        # each gold edge's column and offset in the flat (L·H, n) / (L·H, 2n − 1) choices
+        e_col = gold.e_lh * n + gold.e_j
+        e_off = gold.e_lh * (2 * n - 1) + (gold.e_i - gold.e_j + n - 1)
+        # column j meets the offsets of rows lo_j … n − 1 (lo_j = j causal, else 0): indices
+        # lo_j − j + n − 1 … 2n − 2 − j of the offsets, a range of their prefix sums
+        start = (rows if causal else np.zeros(n, dtype=np.int64)) - rows + n - 1
+        stop = 2 * n - 1 - rows
         for own in owns:
-            ckeep, dkeep = self.sets(ctx, own)
-            held.append(ckeep[gold.e_lh, gold.e_j] | dkeep[gold.e_lh, gold.e_i - gold.e_j + n - 1])
+            corder, dorder, ncand = self.sorted_sets(ctx, own["last"])
+            ckeep = np.zeros((LH, n), dtype=bool)  # vs_sets: the first k of the stable orders
+            np.put_along_axis(ckeep, corder[:, : max(0, min(own["verticals"], n))], True, axis=1)
+            dkeep = np.zeros((LH, 2 * n - 1), dtype=bool)
+            ks = max(0, min(own["slashes"], ncand, 2 * n - 1))
+            np.put_along_axis(dkeep, dorder[:, :ks], True, axis=1)
+            held.append(np.take(ckeep.reshape(-1), e_col) | np.take(dkeep.reshape(-1), e_off))
             cs = np.zeros((LH, 2 * n))
             np.cumsum(dkeep, axis=1, out=cs[:, 1:])
             if causal:  # valid keys j <= i: columns up to i, offsets d >= 0
@@ -258,13 +284,10 @@ class VerticalSlashMethod(ArenaMethod):
             else:
                 cv = np.broadcast_to(ckeep.sum(axis=1, keepdims=True), (LH, n))
                 dv = cs[:, rows + n] - cs[:, rows]
-            kc = stable_order(np.where(ckeep, -np.arange(n), -np.inf))[:, : ckeep.sum(1).max()]
-            kc_ok = np.take_along_axis(ckeep, kc, axis=1)  # (LH, kv) the kept columns
-            at = rows[None, :, None] - kc[:, None, :] + n - 1  # (LH, n, kv)
-            both = np.take_along_axis(dkeep[:, None, :], at, axis=2) & kc_ok[:, None, :]
-            if causal:
-                both &= kc[:, None, :] <= rows[None, :, None]
-            size.append((cv + dv - both.sum(axis=2)).sum(axis=1))
+            # the pairs held twice (a kept column on a kept offset), per kept column: its kept
+            # offsets over its valid rows (integers: the same sums in any order)
+            both = ((cs[:, stop] - cs[:, start]) * ckeep).sum(axis=1)
+            size.append((cv + dv).sum(axis=1) - both)
             # 16-tiles: a kept column reaches tile (a, c) if a row of a may see it; a kept offset
             # if it lies in the range of i − j over the tile (its pairs' offsets are contiguous)
             cpad = np.pad(np.where(ckeep, rows, n), ((0, 0), (0, T * 16 - n)), constant_values=n)

@@ -16,7 +16,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -187,6 +187,7 @@ def sweep_corpus(
     artefact_path=None,
     fidelity_texts: int = 0,
     progress: bool = True,
+    pool: Workers | None = None,
 ) -> CorpusSweep:
     """Sweep every method's grid over ``texts`` (model inputs) and aggregate (SPEC §4).
 
@@ -197,6 +198,9 @@ def sweep_corpus(
     the split beyond float rounding. ``fidelity_texts`` > 0 adds the output fidelity
     (``metrics.output_fidelity``) of every *frontier* point on the first that many texts (one
     masked forward pass per point and text: costly, hence the subsample); other points get None.
+    ``pool``: worker processes started ahead (:class:`Workers`, e.g. while this process loaded
+    its model), used when they were started for the same workers, threads, model, artefact and
+    α; the caller shuts them down.
     """
     from tqdm.auto import tqdm
 
@@ -213,9 +217,12 @@ def sweep_corpus(
         tot = sweep_inputs(model, by_length, artefact, grids, alpha=alpha, causal=causal,
                            progress=bar.update)  # fmt: skip
     else:
+        art_path = artefact_path if artefact is not None else False
+        ready = None
+        if pool is not None and pool.key == (workers, threads, model_path, art_path, alpha):
+            ready = pool.executor
         tot = _parallel(model, artefact, length_chunks(texts, counts, workers), grids, alpha,
-                        causal, workers, threads, model_path,
-                        artefact_path if artefact is not None else False, bar)  # fmt: skip
+                        causal, workers, threads, model_path, art_path, bar, ready)  # fmt: skip
     bar.close()
     values = tot.means()
     sweep = CorpusSweep(
@@ -255,11 +262,49 @@ def length_chunks(texts: Sequence[str], counts: Sequence[int], workers: int) -> 
     return chunks
 
 
+class Workers:
+    """``workers`` − 1 sweep worker processes started ahead of :func:`sweep_corpus` (``pool=``):
+    each spawns, loads the model (``model_path``) and the artefact (``artefact_path``; None: the
+    shipped one, False: none) at once, so a caller that starts them before loading its own
+    model (``sparsescope pareto``) has them ready when the sweep begins instead of a few
+    seconds into it. Idle until then; :meth:`shutdown` (or ``with``) ends them."""
+
+    def __init__(self, workers: int, threads: int, model_path, artefact_path, alpha: float):
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        self.key = (workers, threads, model_path, artefact_path, alpha)
+        with _child_threads(threads):
+            self.executor = ProcessPoolExecutor(
+                max_workers=workers - 1,
+                mp_context=mp.get_context("spawn"),
+                initializer=_worker_init,
+                initargs=(model_path, artefact_path, alpha, threads),
+            )
+            # a process is spawned on a submit (the variables above are read as it starts)
+            for _ in range(workers - 1):
+                self.executor.submit(_ready)
+
+    def shutdown(self) -> None:
+        self.executor.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> Workers:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+
+def _ready() -> bool:
+    return True
+
+
 def _parallel(model, artefact, chunks, grids, alpha, causal, workers, threads, model_path,
-              artefact_path, bar) -> Totals:  # fmt: skip
+              artefact_path, bar, ready=None) -> Totals:  # fmt: skip
     """Sweep ``chunks`` with ``workers`` processes: this one (its model is loaded already)
-    and ``workers`` − 1 spawned ones, each taking the next chunk when done with its last. The
-    chunks' sums are merged in chunk order, so the result does not depend on who ran which."""
+    and ``workers`` − 1 spawned ones (``ready``: an executor of them started ahead, else made
+    and shut down here), each taking the next chunk when done with its last. The chunks' sums
+    are merged in chunk order, so the result does not depend on who ran which."""
     import multiprocessing as mp
     import threading
     from concurrent.futures import ProcessPoolExecutor
@@ -295,15 +340,15 @@ def _parallel(model, artefact, chunks, grids, alpha, causal, workers, threads, m
 
         fut.add_done_callback(finished)
 
-    with (
-        _child_threads(threads),
-        ProcessPoolExecutor(
+    executor = nullcontext(ready)  # started ahead: the caller shuts it down
+    if ready is None:
+        executor = ProcessPoolExecutor(
             max_workers=workers - 1,
             mp_context=mp.get_context("spawn"),
             initializer=_worker_init,
             initargs=(model_path, artefact_path, alpha, threads),
-        ) as pool,
-    ):
+        )
+    with _child_threads(threads), executor as pool:
         for _ in range(2 * (workers - 1)):  # one running and one queued per process
             feed(pool)
         try:

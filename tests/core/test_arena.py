@@ -390,6 +390,132 @@ def test_topp_by_hand():
     assert k081.tolist() == [True, True, True, True, True]
 
 
+def _numpy_topp_keep(a, i, j, p, ps, n):
+    """The vectorised ``topp_keep`` that ``_method_kernels.topp_rows`` replaced (a stable sort
+    of (row, P descending) keys, then the masses added rank by rank)."""
+    row = a * n + i
+    pp = np.asarray(p, dtype=np.float64)
+    desc = np.uint64(0xFFFFFFFF) - pp.astype(np.float32).view(np.uint32).astype(np.uint64)
+    order = np.argsort((row.astype(np.uint64) << np.uint64(32)) | desc, kind="stable")
+    srow, sp = row[order], pp[order]
+    starts = np.flatnonzero(np.diff(srow, prepend=-1))
+    rank = np.arange(len(srow)) - np.repeat(starts, np.diff(np.append(starts, len(srow))))
+    before = np.zeros(len(sp))
+    cum = sp.copy()
+    by_rank = np.argsort(rank, kind="stable")
+    bounds = np.cumsum(np.bincount(rank)) if len(sp) else []
+    for t in range(1, len(bounds)):
+        at = by_rank[bounds[t - 1] : bounds[t]]
+        before[at] = cum[at - 1]
+        cum[at] = before[at] + sp[at]
+    inv = np.empty_like(order)
+    inv[order] = np.arange(len(order))
+    return [((rank == 0) | (before < float(q)))[inv] for q in ps]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_compiled_topp_equals_the_numpy_passes(seed):
+    """``topp_keep`` (one compiled pass over the rows) equals the numpy code it replaced, bit for
+    bit: rows of 1 to 120 edges (the insertion sort and the merge sort), many P tied (a few
+    distinct float32 values), tiny and large masses, p from 0 to past 1."""
+    from sparse_core.methods.oracle import topp_keep
+
+    rng = np.random.default_rng(seed)
+    n, A = 130, 3
+    a, i, j = [], [], []
+    for h in range(A):
+        for r in range(n):
+            m = int(rng.choice([0, 1, 2, 5, 31, 32, 33, 120]))
+            cols = np.sort(rng.choice(n, m, replace=False))
+            a += [h] * m
+            i += [r] * m
+            j += cols.tolist()
+    a, i, j = (np.array(x, dtype=np.int64) for x in (a, i, j))
+    levels = np.array([1e-7, 0.003, 0.01, 0.25, 0.5], dtype=np.float32)
+    p = np.where(rng.random(a.size) < 0.5, rng.choice(levels, a.size),
+                 rng.random(a.size).astype(np.float32) / 8)  # fmt: skip
+    ps = [0.0, 0.05, 0.5, 0.8, 0.9, 0.95, 0.99, 1.0, 2.0]
+    got = topp_keep(a, i, j, p.astype(np.float32), ps, n)
+    want = _numpy_topp_keep(a, i, j, p.astype(np.float32), ps, n)
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype == bool and np.array_equal(g, w)
+    assert topp_keep(a[:0], i[:0], j[:0], p[:0], ps, n)[0].shape == (0,)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_column_mass_adds_the_rows_in_order(tiny_model, causal):
+    """``PredictContext.column_mass`` (one compiled loop) is numpy's row-by-row float32 ``+=``
+    bit for bit: C_j and the prefix masses A_ij, every head of a layer and one head."""
+    out = tiny_model.run("The cat sat on the mat while the dog slept by the door.", causal=causal)
+    ctx = M.PredictContext.from_run(out)
+    for layer, head in [(0, None), (ctx.layers - 1, None), (1, 2)]:
+        p = ctx.head_probs(layer, head)
+        rows = np.moveaxis(p, -2, 0)
+        acc = np.zeros(rows.shape[1:], dtype=np.float32)
+        pre = np.zeros(rows.shape, dtype=np.float32)
+        for i in range(rows.shape[0]):
+            if i:
+                np.add(pre[i - 1], rows[i - 1], out=pre[i])
+            acc += rows[i]
+        got, got_pre = ctx.column_mass(layer, head), ctx.column_mass(layer, head, prefix=True)
+        assert got.dtype == got_pre.dtype == np.float32
+        assert np.array_equal(got, acc)
+        assert np.array_equal(got_pre, np.moveaxis(pre, 0, -2))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_block_gold_equals_the_bincounts(tiny_model, causal):
+    """``bitsets.block_gold`` (one compiled pass over the edges) equals the ``bincount``s it
+    replaced bit for bit: counts (their dtype), float64 masses in edge order, gold keys per row;
+    per row and per query block, every block size, with P and without."""
+    from sparse_core.bitsets import block_gold
+
+    text = "The cat sat on the mat while the dog slept by the door of the old house."
+    out = tiny_model.run(text * 3, causal=causal)
+    ctx = M.PredictContext.from_run(out)
+    for with_p in (True, False):
+        gold = Gold.of(ctx)
+        if not with_p:
+            gold.e_p = None
+        LH, n = gold.L * gold.H, gold.n
+        for block in (16, 32, 64, 5):
+            for rows in (True, False):
+                T = -(-n // block)
+                R = n if rows else T
+                a = gold.e_i if rows else gold.e_i // block
+                at = (gold.e_lh * R + a) * T + gold.e_j // block
+                cnt = np.bincount(at, minlength=LH * R * T).reshape(LH, R, T).astype(np.uint8)
+                got = block_gold(gold, block, rows)
+                assert got["count"].dtype == np.uint8 and np.array_equal(got["count"], cnt)
+                if with_p:
+                    mass = np.bincount(at, weights=gold.e_p, minlength=LH * R * T)
+                    assert np.array_equal(got["mass"], mass.reshape(LH, R, T))
+                else:
+                    assert got["mass"] is None
+                per_row = np.bincount(gold.e_lh * n + gold.e_i, minlength=LH * n)
+                assert np.array_equal(got["per_row"], per_row.reshape(LH, n))
+
+
+@pytest.mark.parametrize(
+    ("shape", "tile"), [((3, 37, 5), 16), ((2, 2, 48, 3), 16), ((16, 7), 16), ((4, 33, 9), 5)]
+)
+def test_row_tiles_equal_the_padded_any(shape, tile):
+    """``bitsets.row_tiles`` (one compiled pass) equals the padded reshape and ``any`` it
+    replaced: every group of ``tile`` rows OR'd, the last group ragged, any leading axes."""
+    from sparse_core.bitsets import row_tiles
+
+    rng = np.random.default_rng(sum(shape) + tile)
+    rows = rng.random(shape) < 0.1
+    n = shape[-2]
+    T = -(-n // tile)
+    pad = [(0, 0)] * (rows.ndim - 2) + [(0, T * tile - n), (0, 0)]
+    want = np.pad(rows, pad).reshape(*shape[:-2], T, tile, shape[-1]).any(axis=-2)
+    got = row_tiles(rows, n, tile)
+    assert got.dtype == bool and got.shape == want.shape and np.array_equal(got, want)
+    assert np.array_equal(row_tiles(rows[..., ::2], n, tile), want[..., ::2])  # a strided view
+
+
 def test_ties_go_to_the_lower_index():
     v = np.array([[1.0, 3.0, 3.0, 3.0, 0.0]], dtype=np.float32)
     assert first_k_mask(v, 2).tolist() == [[False, True, True, False, False]]
@@ -543,18 +669,22 @@ def test_stable_top_is_the_stable_orders_prefix(seed):
     assert np.array_equal(stable_top(torch.from_numpy(w), 128), stable_order(w)[:, :128])
 
 
-@pytest.mark.parametrize("m", [1, 3, 9])
-def test_first_blocks_equal_the_argmax_passes(m):
-    """``blocks.first_blocks`` (one compiled loop a row) equals the m numpy argmax passes it
-    replaced, on ties, −∞ (causal future blocks) and +∞ (MoBA's own block) estimates."""
+@pytest.mark.parametrize("m", [1, 3, 4, 9])
+@pytest.mark.parametrize("T", [8, 31])
+def test_first_blocks_equal_the_argmax_passes(m, T):
+    """``blocks.first_blocks`` (one compiled pass a row) equals the m numpy argmax passes it
+    replaced, on ties, −∞ (causal future blocks) and +∞ (MoBA's own block) estimates, the
+    least finite double itself, and m > T (every block taken)."""
     from sparse_core.methods.blocks import first_blocks
 
-    rng = np.random.default_rng(m)
+    rng = np.random.default_rng(m + T)
     for dtype in (np.float32, np.float64):
-        v = rng.integers(0, 4, (3, 17, 8)).astype(dtype)
-        v[:, :, 5:] = np.where(rng.random((3, 17, 3)) < 0.5, -np.inf, v[:, :, 5:])
+        v = rng.integers(0, 4, (3, 17, T)).astype(dtype)
+        v[:, :, 5:] = np.where(rng.random((3, 17, T - 5)) < 0.5, -np.inf, v[:, :, 5:])
         v[:, ::4, 2] = np.inf
         v[0, 0] = -np.inf  # a row of −∞ only
+        if dtype == np.float64:
+            v[1, 1, ::3] = np.finfo(np.float64).min  # ties with the −∞ ones
         w = v.astype(np.float64)
         w[w == -np.inf] = np.finfo(np.float64).min
         want = np.empty((3, 17, m), dtype=np.int64)

@@ -468,6 +468,41 @@ def test_corpus_sweep_with_a_worker_process_equals_one_process(tmp_path):
 
 
 @pytest.mark.slow
+def test_corpus_sweep_with_workers_started_ahead(tmp_path, monkeypatch):
+    """``pool=``: workers started ahead (``corpus_sweep.Workers``, as ``sparsescope pareto``
+    starts them before loading its model) run the chunks — no other pool is made — and the
+    sums equal, bit for bit, those of the sweep that starts its own; a pool started for other
+    settings (threads) is left alone and the sweep makes its own."""
+    import concurrent.futures
+
+    from sparse_core.model import load_model
+    from sparse_core.testing import write_tiny_checkpoint
+
+    path = write_tiny_checkpoint(tmp_path / "tiny-bert", "bert", seed=2)
+    model = load_model(path, device="cpu")
+    texts = TEXTS * 3
+    kw = dict(methods=["window", "bigbird"], progress=False, workers=2, model_path=path)
+    own = PA.sweep_corpus(model, texts, None, **kw)
+    made = []
+    real = concurrent.futures.ProcessPoolExecutor
+
+    def counted(*a, **k):
+        made.append(1)
+        return real(*a, **k)
+
+    with PA.corpus_sweep.Workers(2, 1, path, False, 1.5) as pool:
+        monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", counted)
+        ahead = PA.sweep_corpus(model, texts, None, pool=pool, **kw)
+        assert made == []
+        other = PA.sweep_corpus(model, texts, None, pool=pool, threads=2, **kw)
+        assert made == [1]
+    assert other.texts == ahead.texts == own.texts and ahead.to_json() == own.to_json()
+    for name, acc in own.per_head.sums.items():
+        for m, v in acc.items():
+            assert np.array_equal(ahead.per_head.sums[name][m], v), (name, m)
+
+
+@pytest.mark.slow
 def test_corpus_sweep_worker_failure_is_raised(tiny_model, tmp_path):
     """A worker that cannot start (no model at model_path) fails the sweep, not a silent gap."""
     from concurrent.futures.process import BrokenProcessPool

@@ -215,14 +215,18 @@ def test_compiled_draws_equal_the_numpy_passes(n, w, glob, causal, k, seed):
     assert np.array_equal(got, want)
 
 
-@pytest.mark.parametrize(("n", "k"), [(5, 3), (37, 20), (130, 33), (512, 20)])
-def test_first_fill_equals_minimum_at(n, k):
-    """``_method_kernels.first_fill`` (each 16-tile's first filling step) equals the
-    ``np.minimum.at`` scatter ``draw_tiles`` made before, draws of −1 (none) included."""
+@pytest.mark.parametrize(
+    ("n", "k", "b0"),
+    [(5, 3, 16), (37, 20, 16), (130, 33, 16), (512, 20, 16), (130, 20, 8), (99, 7, 3), (64, 5, 1)],
+)
+def test_first_fill_equals_minimum_at(n, k, b0):
+    """``_method_kernels.first_fill`` (each b0-tile's first filling step) equals the
+    ``np.minimum.at`` scatter ``draw_tiles`` made before, draws of −1 (none) included; tile
+    sides that are powers of two (a shift) and others (a division)."""
     from sparse_core._method_kernels import first_fill
 
     rng = np.random.default_rng(n + k)
-    S, b0, T = 3, 16, -(-n // 16)
+    S, T = 3, -(-n // b0)
     draws = rng.integers(-1, n, (S, n, k)).astype(np.int32)
     want = np.full(S * (T * T + 1), k, dtype=np.int16)
     row_t = ((np.arange(n, dtype=np.int32) // b0) * T)[None, :, None]
@@ -233,3 +237,52 @@ def test_first_fill_equals_minimum_at(n, k):
     got = first_fill(draws, b0, T)
     assert got.dtype == np.int16
     assert np.array_equal(got, want.reshape(S, -1)[:, :-1].reshape(S, T, T))
+
+
+def _numpy_free_ranks(base, causal):
+    """The vectorised ``free_ranks`` that ``_method_kernels.free_candidates`` replaced."""
+    n = base.shape[-1]
+    free = ~base
+    if causal:
+        free &= np.tri(n, dtype=bool)
+    m = free.sum(1)
+    fi, fj = np.divmod(np.flatnonzero(free), n)
+    start = np.concatenate([[0], np.cumsum(m)[:-1]])
+    cand = np.full(n * n, n - 1, dtype=np.int32)
+    cand[fi * n + np.arange(fi.size) - start[fi]] = fj
+    return cand.reshape(n, n), m
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 90), w=st.integers(0, 200), glob=st.booleans(), causal=st.booleans(),
+    noise=st.floats(0.0, 0.9), seed=st.integers(0, 5000),
+)  # fmt: skip
+def test_free_ranks_equal_the_numpy_pass(n, w, glob, causal, noise, seed):
+    """``free_ranks`` (one compiled pass over the rows) equals the numpy code it replaced on
+    BigBird's bases and on random ones (rows with no free key included)."""
+    base = patterns.finish(torch.zeros(n, n, dtype=torch.bool), window=w, globals_=glob,
+                           causal=causal).numpy()  # fmt: skip
+    base = base | (np.random.default_rng(seed).random((n, n)) < noise)
+    cand, m = BB.free_ranks(base, causal)
+    want_c, want_m = _numpy_free_ranks(base, causal)
+    assert cand.dtype == want_c.dtype == np.int32 and m.dtype == want_m.dtype
+    assert np.array_equal(cand, want_c) and np.array_equal(m, want_m)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_gold_bits_equal_the_bincount(tiny_model, causal):
+    """``Gold.bits`` (the edges' bits set in one compiled pass) equals the weighted
+    ``bincount`` it replaced and ``pack`` of the graph; ``bit_bytes`` ends in one zero byte."""
+    from sparse_core.bitsets import Gold, pack
+
+    out = tiny_model.run("The cat sat on the mat while the dog slept by the door.", causal=causal)
+    ctx = M.PredictContext.from_run(out)
+    gold = Gold.of(ctx)
+    LH, n, W = gold.L * gold.H, gold.n, gold.W
+    weights = (np.uint8(1) << gold.shift).astype(np.float64)
+    byte = np.bincount(gold.flat_pos(LH), weights=weights, minlength=LH * n * 8 * W)
+    want = byte.astype(np.uint8).view(np.uint64).reshape(LH, n, W)
+    assert np.array_equal(gold.bits(), want)
+    assert np.array_equal(gold.bits(), pack(out.graph.reshape(LH, n, n)))
+    assert gold.bit_bytes().shape == (LH * n * 8 * W + 1,) and gold.bit_bytes()[-1] == 0
