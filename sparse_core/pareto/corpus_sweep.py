@@ -120,18 +120,27 @@ _WORKER: dict = {}
 
 
 def _worker_init(model_path, artefact_path, alpha: float, threads: int) -> None:
+    """A worker's model and artefact. A failure is kept and raised by the worker's first task
+    (the caller reports it once, as its own error), not printed as the pool's traceback: the
+    workers of ``sparsescope pareto`` start before it has checked the model path itself."""
     torch.set_num_threads(threads)
     from ..model import load_model
     from ..sparsefinder import load_artefact
 
-    model = load_model(model_path, device="cpu")
-    art = None
-    if artefact_path is not False:
-        art = load_artefact(artefact_path, model_id=model.model_id, alpha=alpha)
+    try:
+        model = load_model(model_path, device="cpu")
+        art = None
+        if artefact_path is not False:
+            art = load_artefact(artefact_path, model_id=model.model_id, alpha=alpha)
+    except Exception as exc:  # noqa: BLE001 - re-raised by _worker_run
+        _WORKER.update(error=exc)
+        return
     _WORKER.update(model=model, artefact=art)
 
 
 def _worker_run(texts: list[str], grids: dict, alpha: float, causal: bool) -> Totals:
+    if "error" in _WORKER:
+        raise _WORKER["error"]
     return sweep_inputs(
         _WORKER["model"], texts, _WORKER["artefact"], grids, alpha=alpha, causal=causal
     )

@@ -132,3 +132,18 @@ def test_analyze_takes_max_tokens_up_to_the_models_positions(capsys):
     assert json.loads(capsys.readouterr().out)["n"] == 64
     assert main(["analyze", "a text", "--max-tokens", "9000"]) == 2
     assert "--max-tokens must be in [8, 512]" in capsys.readouterr().err
+
+
+def test_pareto_workers_started_ahead_leave_one_message_for_a_missing_model(capfd, tmp_path):
+    """``pareto --workers 2`` starts its worker before loading its own model; a model path that
+    does not exist is still the command's one line, not also the worker's traceback (a child
+    process writes to the real stderr: capfd sees it)."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("The chef ran to the store.\n")
+    argv = ["pareto", "--corpus", str(corpus), "--workers", "2", "--out", str(tmp_path / "o")]
+    code = main([*argv, "--model", str(tmp_path / "missing")])
+    err = capfd.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    assert err.strip().splitlines() == [
+        f"sparsescope pareto: error: model directory '{tmp_path / 'missing'}' does not exist"
+    ]
