@@ -40,6 +40,17 @@ def median_ms(fn, repeats: int) -> float:
     return statistics.median(times) * 1e3
 
 
+def side_by_side(label: str, old, new, same: bool, repeats: int) -> None:
+    """Print the two ways' medians and their ratio; stop if their results differ."""
+    t_old, t_new = median_ms(old, repeats), median_ms(new, repeats)
+    print(
+        f"  {label}: dense head {t_old:8.1f} ms, row edges {t_new:7.2f} ms "
+        f"({t_old / t_new:5.1f}x), equal: {same}"
+    )
+    if not same:
+        sys.exit(f"{label}: the two results differ")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=4096)
@@ -69,13 +80,7 @@ def main() -> None:
         return st.row_edges(li, h, slice(0, n))
 
     same = all(torch.equal(x, y) for x, y in zip(dense_edges(), store_edges(), strict=True))
-    t_old, t_new = median_ms(dense_edges, a.repeats), median_ms(store_edges, a.repeats)
-    print(
-        f"  the head's edges (graph payload): dense head {t_old:8.1f} ms, row edges "
-        f"{t_new:7.2f} ms ({t_old / t_new:5.1f}x), equal: {same}"
-    )
-    if not same:
-        sys.exit("the two edge lists differ")
+    side_by_side("the head's edges (graph payload)", dense_edges, store_edges, same, a.repeats)
     for level, ti, tj in ((top, 0, 0), (max(0, top - 2), 1, 1), (0, 3, 2)):
         r0, r1, _, _ = lod.tile_span(n, level, ti, tj)
 
@@ -85,14 +90,8 @@ def main() -> None:
         def new(level=level, ti=ti, tj=tj, rows=slice(r0, r1)):
             return lod.tile_from_edges(*st.row_edges(li, h, rows), n, level, ti, tj)
 
-        same = old() == new()
-        t_old, t_new = median_ms(old, a.repeats), median_ms(new, a.repeats)
-        print(
-            f"  level {level} tile ({ti}, {tj}), rows {r0}-{r1}: dense head {t_old:8.1f} ms, "
-            f"row edges {t_new:7.2f} ms ({t_old / t_new:5.1f}x), bodies equal: {same}"
-        )
-        if not same:
-            sys.exit("the two tiles differ")
+        label = f"level {level} tile ({ti}, {tj}), rows {r0}-{r1}"
+        side_by_side(label, old, new, old() == new(), a.repeats)
 
 
 if __name__ == "__main__":

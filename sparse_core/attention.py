@@ -512,8 +512,9 @@ def _scores(
     _, h, n, _ = qs[0].shape
     if out is None:
         out = torch.empty(len(qs), h, n, ks[0].shape[2], dtype=torch.float32, device=qs[0].device)
-    same_heads = all(q.shape[1] == k.shape[1] for q, k in zip(qs, ks, strict=True))
-    if out.device.type == "cuda" and same_heads:
+    if out.device.type == "cuda" and all(
+        q.shape[1] == k.shape[1] for q, k in zip(qs, ks, strict=True)
+    ):
         # on a GPU the scale goes into the GEMM's epilogue (one pass over the scores less; a
         # float32 accumulator times the scale, rounded once, as the separate product does)
         for i, (q, k) in enumerate(zip(qs, ks, strict=True)):

@@ -160,61 +160,65 @@ class SparseProbs:
             return self._dense[layer]
         return torch.stack([self.head(layer, h) for h in range(self.H)])
 
-    def rows(self, layer: int, head: int, rows: slice) -> Tensor:
-        """(len(rows), n) float32: rows ``rows`` (a step-1 slice) of one head's P."""
+    def _row_range(self, rows: slice) -> tuple[int, int]:
         lo, hi, step = rows.indices(self.n)
         if step != 1:
             raise ValueError("rows must be a slice with step 1")
+        return lo, max(hi, lo)
+
+    def _span(self, layer: int, head: int, lo: int, hi: int) -> tuple[Tensor, Tensor, Tensor]:
+        """Rows ``lo … hi − 1`` of one head as CSR: row pointers (hi − lo + 1,; their
+        differences are the rows' edge counts, their first is not 0), keys and p. A
+        :attr:`host_reads` store reads them on the host, from its kept head if it has one, else
+        by copying these rows' span alone; any other store reads them where it is."""
+        got = self._host.get((layer, head)) if self.host_reads else None
+        if got is not None:
+            crow, col, val = got[0][lo : hi + 1], got[1], got[2]
+        else:
+            base = head * self.n
+            crow, col, val = (
+                self.crow[layer][base + lo : base + hi + 1],
+                self.col[layer],
+                self.val[layer],
+            )
+            if self.host_reads:
+                crow = crow.cpu()
+        a, b = int(crow[0]), int(crow[-1])
+        col, val = col[a:b], val[a:b]
+        if self.host_reads:
+            col, val = col.cpu(), val.cpu()
+        return crow, col, val
+
+    def rows(self, layer: int, head: int, rows: slice) -> Tensor:
+        """(len(rows), n) float32: rows ``rows`` (a step-1 slice) of one head's P."""
+        lo, hi = self._row_range(rows)
         if self._dense is not None:
             return self._dense[layer, head, lo:hi]
-        base, crow, col, val = head * self.n, self.crow[layer], self.col[layer], self.val[layer]
-        if self.host_reads:
-            got = self._host.get((layer, head))
-            if got is None:  # only these rows' span crosses to the host
-                crow = crow[base + lo : base + max(hi, lo) + 1].cpu()
-                a, b = int(crow[0]), int(crow[-1])
-                base, crow, col, val = -lo, crow - a, col[a:b].cpu(), val[a:b].cpu()
-            else:
-                base, (crow, col, val) = 0, got
-        a, b = int(crow[base + lo]), int(crow[base + max(hi, lo)])
-        counts = crow[base + lo + 1 : base + hi + 1] - crow[base + lo : base + hi]
-        r = torch.repeat_interleave(torch.arange(hi - lo, device=crow.device), counts)
-        out = torch.zeros(max(hi - lo, 0), self.n, dtype=torch.float32, device=crow.device)
-        out[r, col[a:b].long()] = val[a:b]
+        crow, col, val = self._span(layer, head, lo, hi)
+        r = torch.repeat_interleave(torch.arange(hi - lo, device=crow.device), crow.diff())
+        out = torch.zeros(hi - lo, self.n, dtype=torch.float32, device=crow.device)
+        out[r, col.long()] = val
         return out
 
     def row_edges(self, layer: int, head: int, rows: slice) -> tuple[Tensor, Tensor, Tensor]:
         """The edges of rows ``rows`` (a step-1 slice) of one head, on the host: row (from the
         slice's start) and key int64 and p float32 (E,), row-major. Reads the rows' CSR span
         alone (no dense (rows, n) block: what a tile of a long head needs)."""
-        lo, hi, step = rows.indices(self.n)
-        if step != 1:
-            raise ValueError("rows must be a slice with step 1")
-        hi = max(hi, lo)
+        lo, hi = self._row_range(rows)
         if self._dense is not None:
             block = self._dense[layer, head, lo:hi].cpu()
             i, j = block.nonzero(as_tuple=True)
             return i, j, block[i, j]
-        got = self._host.get((layer, head)) if self.host_reads else None
-        if got is not None:
-            crow, col, val = got[0][lo : hi + 1], got[1], got[2]
-        else:
-            crow = self.crow[layer][head * self.n + lo : head * self.n + hi + 1]
-            col, val = self.col[layer], self.val[layer]
-        crow = crow.cpu()
-        a, b = int(crow[0]), int(crow[-1])
-        i = torch.repeat_interleave(torch.arange(hi - lo), crow.diff())
-        return i, col[a:b].cpu().long(), val[a:b].cpu()
+        crow, col, val = self._span(layer, head, lo, hi)
+        i = torch.repeat_interleave(torch.arange(hi - lo), crow.diff().cpu())
+        return i, col.cpu().long(), val.cpu()
 
     def _host_head(self, layer: int, head: int) -> tuple[Tensor, Tensor, Tensor]:
         """One head's CSR on the host (row pointers from 0), copied once (:attr:`host_reads`)."""
-        got = self._host.get((layer, head))
-        if got is None:
-            crow, a, b = self._head_span(layer, head)
-            crow = crow.cpu()
-            got = (crow - a, self.col[layer][a:b].cpu(), self.val[layer][a:b].cpu())
-            self._host[(layer, head)] = got
-        return got
+        if (layer, head) not in self._host:
+            crow, col, val = self._span(layer, head, 0, self.n)
+            self._host[(layer, head)] = (crow - crow[0], col, val)
+        return self._host[(layer, head)]
 
     def nnz(self) -> Tensor:
         """(L, H) int64 |G| of every head."""
