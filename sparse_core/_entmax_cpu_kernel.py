@@ -7,7 +7,8 @@ For each row of ``z (R, n)`` (float32 or float64; ``c = α − 1``, ``β = 1/c``
    maximum; rows under 128 scores: no groups); NaN and +inf flagged.
 2. A lower bound of τ*: Newton on ``H_q(τ) = ‖[x − τ]_+‖_q − 1`` over the group maxima in
    float64, ``q = max(1, ⌈β⌉)`` an integer ≥ β (so no exp/log), from τ = −1 until a step is
-   below 1e-4 (every iterate is a bound; a tighter one only trims a few candidates), less a
+   below 1e-2 (1 + |τ|) (every iterate is a bound; a tighter one only trims a few candidates:
+   the step after that one would move it ~1e-4), less a
    margin of 1e-9 (1 + |τ|). G only grows when scores are added and ``‖y‖_q ≤ ‖y‖_β`` for
    q ≥ β, so this is at most τ*; H_q is convex and decreasing, so Newton from the left never
    passes its root (sparse_core/entmax.py, ``_subset_tau``).
@@ -25,9 +26,21 @@ For each row of ``z (R, n)`` (float32 or float64; ``c = α − 1``, ``β = 1/c``
    unrolled products in one loop, other integer β by binary exponentiation, a vectorisable pass
    per squaring). A τ below the bound (a support entry could be missing; never observed) redoes
    the row with every finite score as a candidate.
+4′. A non-integer β > 2 (α < 1.5 between the integer-β ones: 1.15, 1.3, 1.35, 1.45, …) with the
+   vector log and exp at hand: one float64 pass of powers instead of Newton's two and the
+   output's one (:func:`_series`; docs/architecture.md, "Entmax", says why it is exact). Halley's
+   steps in float32 powers bring τ within ~1e-8 of τ* (:func:`_far_halleys`); one float64 pass
+   of ``y^(β−2)`` at that τ0 gives H_β and its first two derivatives, so Halley's step to τ1
+   (cubic: float64 rounding); the values at τ1 are Taylor's series about τ0 to the second
+   order (relative error under 1e-14, or 1e-12 for float32 rows; entries too near τ0 for that
+   are computed exactly); their sum gives one more Newton step δ, which certifies τ1 (|δ| above
+   1e-10 (1 + |τ|): Newton's loop of step 4 runs instead; measured at most 1.5e-16) and moves
+   it to τ = τ1 + δ. Cube roots (β's fraction 1/3 or 2/3: α 1.15, 1.3) are inline: a float32
+   guess from the bits and Newton (:func:`_icbrt32`), taken to float64 rounding by a series,
+   no library call.
 5. Output: zeros, and ``(x − τ)^β`` (float64, repeated multiplication for an integer β,
-   exp(β log ·) otherwise — four lanes at a time with ``vmath`` —, then cast) on the support;
-   values below the output dtype's smallest normal number flushed to 0.
+   exp(β log ·) otherwise — four lanes at a time with ``vmath`` —, then cast; 4′: the series'
+   values) on the support; values below the output dtype's smallest normal number flushed to 0.
 
 Status per row (``status``): 0 done, 1 NaN or +inf in the row (left unwritten), 2 done after
 the step-4 redo, 3 did not converge (left unwritten; the caller recomputes it with torch).
@@ -61,6 +74,19 @@ VEC_MIN = 4
 FAR = 1e-4
 """Newton's float32 far steps stop below FAR (1 + |τ|): from there two float64 steps end it
 (measured on real rows, α 1.15–1.9: 2.4–2.7 far steps, then always 2 float64 ones)."""
+
+
+FAR_H = 1e-3
+"""Halley's float32 far steps (:func:`_far_halleys`) stop below FAR_H (1 + |τ|): cubic, so τ is
+then within float32's reach of τ* (~1e-8; measured on real rows at α 1.15–1.45: 2.0 steps)."""
+SERIES_TOL = 1e-14
+"""The Taylor series' dropped term, relative, where :func:`_series` uses it (float64 rows; else
+exact powers)."""
+SERIES_TOL32 = 1e-12
+"""The same for float32 rows (their values are rounded to 6e-8 anyway)."""
+SERIES_CHECK = 1e-10
+"""The Newton step that certifies :func:`_series`, relative to 1 + |τ|: larger, Newton's loop
+(measured on real rows: the step is at most 1.5e-16)."""
 
 
 FAST = {"reassoc", "contract", "nsz", "arcp"}
@@ -135,6 +161,163 @@ def _far_step(xs, k, tau, beta, s32, vmath):
     if not g1 > 0.0:
         return 0.0
     return (g - g ** (1.0 - 1.0 / beta)) / g1
+
+
+ICBRT_MAGIC = np.int32(0x54A21D2A)
+"""The bits of a float32 first guess of y^(−1/3): MAGIC − bits(y) / 3 (a few % off)."""
+TINY32 = np.float32(np.finfo(np.float32).tiny)
+
+
+@njit(nogil=True, cache=True, fastmath=FAST)
+def _icbrt32(f32, w32, kk):
+    """float32 ``w32[:kk] ← f32[:kk]^(−1/3)`` to ~2e-7 relative, inline (vectorises; no call):
+    the bit-level first guess, then three Newton steps w ← w (4 − y w³) / 3 (no division;
+    quadratic). y under float32's smallest normal number is taken as it."""
+    iv = f32.view(np.int32)
+    wv = w32.view(np.int32)
+    third = np.float32(-1.0 / 3.0)
+    for j in range(kk):
+        wv[j] = ICBRT_MAGIC + np.int32(np.float32(iv[j]) * third)
+    c43 = np.float32(4.0 / 3.0)
+    c13 = np.float32(1.0 / 3.0)
+    for j in range(kk):
+        y = f32[j]
+        y = y if y > TINY32 else TINY32
+        w = w32[j]
+        w = w * (c43 - c13 * y * w * w * w)
+        w = w * (c43 - c13 * y * w * w * w)
+        w = w * (c43 - c13 * y * w * w * w)
+        w32[j] = w
+
+
+@njit(inline="always")
+def _small_pow(d, a1, a2, a4, a8, one):
+    """``d^a`` for a = a1 + 2 a2 + 4 a4 + 8 a8 (flags fixed over a loop, so it vectorises)."""
+    d2 = d * d
+    d4 = d2 * d2
+    p = d if a1 else one
+    if a2:
+        p *= d2
+    if a4:
+        p *= d4
+    if a8:
+        p *= d4 * d4
+    return p
+
+
+@njit(nogil=True, cache=True, fastmath=FAST)
+def _far_halley(xs, k, tau, beta, rt, s32, vmath):
+    """A Halley step on H_β with the moments from float32 powers ``y^(β−2)`` (β > 2; sums in
+    float64): an inline cube root (:func:`_icbrt32`) or a square root, times products, where
+    β's fraction allows (``rt``), else SLEEF's float32 log and exp. Only brings τ near τ*
+    (:func:`_series` ends it)."""
+    ds, ps = s32[0], s32[1]
+    kk = (k + 7) & ~7
+    for j in range(k):
+        d = xs[j] - tau
+        ds[j] = np.float32(d if d > 0.0 else 0.0)
+    for j in range(k, kk):
+        ds[j] = np.float32(0.0)
+    em = beta - 2.0
+    a = int(math.floor(em))
+    one = np.float32(1.0)
+    if rt != 0 and a < 16:
+        a1, a2, a4, a8 = a & 1 != 0, a & 2 != 0, a & 4 != 0, a & 8 != 0
+        if rt == 2:
+            for j in range(kk):
+                ps[j] = np.float32(math.sqrt(ds[j]))
+        else:
+            _icbrt32(ds, ps, kk)
+            for j in range(kk):  # y^(1/3) = y w², y^(2/3) = y w
+                w = ps[j]
+                ps[j] = ds[j] * (w if rt == 4 else w * w)
+        m2 = 0.0
+        m1 = 0.0
+        m0 = 0.0
+        for j in range(kk):
+            d = ds[j]
+            p = np.float64(ps[j] * _small_pow(d, a1, a2, a4, a8, one))
+            d64 = np.float64(d)
+            b = p * d64
+            m2 += p
+            m1 += b
+            m0 += b * d64
+    else:
+        _vpow32(ds, ps, kk, em, vmath)
+        m2 = 0.0
+        m1 = 0.0
+        m0 = 0.0
+        for j in range(kk):
+            p = np.float64(ps[j])
+            d = np.float64(ds[j])
+            b = p * d
+            m2 += p
+            m1 += b
+            m0 += b * d
+    if not m1 > 0.0:
+        return 0.0
+    dn = (m0 - 1.0) / (beta * m1)
+    return dn / (1.0 - dn * (beta - 1.0) * m2 / (2.0 * m1))
+
+
+@njit(nogil=True, cache=True, fastmath=FAST)
+def _series_powers(xs, k, tau0, beta, rt, scr, s32, vmath):
+    """``scr[0] ← y = [x − τ0]_+``, ``scr[1] ← y^(β−2)`` in float64; returns Σ y^(β−2),
+    Σ y^(β−1), Σ y^β. Where β's fraction is 1/3 or 2/3 the root is float32's y^(−1/3)
+    (:func:`_icbrt32`, ~2e-7) taken to float64 rounding by three terms of the series of
+    (1 − h)^(−1/3), h = 1 − y w³ (the dropped term is ~h⁴: below 1e-26), then y w or y w²
+    and products — no call, all of it vectorises; where it is 1/2, ``sqrt``; otherwise the
+    vector log and exp (:func:`_vpow`). y under float32's range get a rougher root: they are
+    within ``lim`` of τ0, so :func:`_series` redoes them exactly."""
+    ds, ps = scr[0], scr[1]
+    kk = (k + 7) & ~7
+    em = beta - 2.0
+    a = int(math.floor(em))
+    m2 = 0.0
+    m1 = 0.0
+    m0 = 0.0
+    if rt != 0 and a < 16:
+        f32, r32 = s32[0], s32[1]
+        a1, a2, a4, a8 = a & 1 != 0, a & 2 != 0, a & 4 != 0, a & 8 != 0
+        for j in range(k):
+            d = xs[j] - tau0
+            d = d if d > 0.0 else 0.0
+            ds[j] = d
+            f32[j] = np.float32(d)
+        for j in range(k, kk):
+            ds[j] = 0.0
+            f32[j] = np.float32(0.0)
+        if rt != 2:
+            _icbrt32(f32, r32, kk)
+        for j in range(kk):
+            y = ds[j]
+            if rt == 2:
+                r = math.sqrt(y)
+            else:  # float32's y^(−1/3) to float64 rounding: (1 − h)^(−1/3) by its series
+                w = np.float64(r32[j])
+                h = 1.0 - y * (w * w * w)
+                w = w + w * h * (1.0 / 3.0 + h * (2.0 / 9.0 + h * (14.0 / 81.0)))
+                r = y * w if rt == 4 else y * (w * w)
+            p = r * _small_pow(y, a1, a2, a4, a8, 1.0)
+            ps[j] = p
+            b = p * y
+            m2 += p
+            m1 += b
+            m0 += b * y
+        return m2, m1, m0
+    _clamped(xs, k, tau0, ds, kk)
+    if rt != 0:
+        _root_pow(ds, ps, kk, a, rt, vmath)
+    else:
+        _vpow(ds, ps, kk, em, vmath)
+    for j in range(kk):
+        p = ps[j]
+        d = ds[j]
+        b = p * d
+        m2 += p
+        m1 += b
+        m0 += b * d
+    return m2, m1, m0
 
 
 @njit(nogil=True, cache=True, fastmath=FAST)
@@ -391,7 +574,7 @@ def _bound(z, r, sub, xsub, c, q):
             break
         nq = g if q == 1 else math.sqrt(g) if q == 2 else g ** (1.0 / q)
         step = (nq - 1.0) * (g / nq) / g1
-        if not step > 1e-4:  # any iterate is a lower bound; also ends a NaN step
+        if not step > 1e-2 * (1.0 + abs(tau)):  # any iterate is a lower bound; also ends a NaN step
             if step > 0.0:
                 tau += step
             break
@@ -614,25 +797,139 @@ def _pass_step(xs, k, tau, beta, beta_int, rt, scr, vmath):
 
 
 @njit(nogil=True, cache=True)
-def _newton_passes(xs, k, tau, beta, beta_int, rt, scr, s32, vmath):
+def _far_steps(xs, k, tau, beta, s32, vmath):
+    """Newton's steps above ``FAR`` in float32 powers (:func:`_far_step`; at most ``MAX_FAR``):
+    they only bring τ near τ*."""
+    for _ in range(MAX_FAR):
+        step = _far_step(xs, k, tau, beta, s32, vmath)
+        if not step > 0.0:  # also a NaN step
+            break
+        tau += step
+        if step < FAR * (1.0 + abs(tau)):
+            break
+    return tau
+
+
+@njit(nogil=True, cache=True)
+def _far_halleys(xs, k, tau, beta, rt, s32, vmath):
+    """Halley's steps in float32 powers (:func:`_far_halley`) until one is below ``FAR_H``
+    (1 + |τ|): from there τ is within ~1e-8 of τ*."""
+    for _ in range(MAX_FAR):
+        step = _far_halley(xs, k, tau, beta, rt, s32, vmath)
+        if not step > 0.0:  # also a NaN step
+            break
+        tau += step
+        if step < FAR_H * (1.0 + abs(tau)):
+            break
+    return tau
+
+
+@njit(nogil=True, cache=True)
+def _newton_passes(xs, k, tau, beta, beta_int, rt, scr, s32, vmath, far):
     """:func:`_newton` with the moments in passes (:func:`_moments_passes`: an integer β ≥ 5, or
     a non-integer β with the vector log / exp); for a non-integer β with SLEEF's float32 ones,
-    the steps above ``FAR`` first in float32 powers (:func:`_far_step`; at most ``MAX_FAR``):
-    they only bring τ near τ*. (A separate function: the plain one's calls stay lean.)"""
-    if beta_int < 0 and vmath[2] != 0:
-        for _ in range(MAX_FAR):
-            step = _far_step(xs, k, tau, beta, s32, vmath)
-            if not step > 0.0:  # also a NaN step
-                break
-            tau += step
-            if step < FAR * (1.0 + abs(tau)):
-                break
+    the steps above ``FAR`` first in float32 powers (``far``: :func:`_far_steps`). (A separate
+    function: the plain one's calls stay lean.)"""
+    if far and beta_int < 0 and vmath[2] != 0:
+        tau = _far_steps(xs, k, tau, beta, s32, vmath)
     for _ in range(MAX_EXACT):
         step = _pass_step(xs, k, tau, beta, beta_int, rt, scr, vmath)
         tau += step
         if not abs(step) > 1e-6:
             return tau + _pass_step(xs, k, tau, beta, beta_int, rt, scr, vmath), True
     return tau, False
+
+
+@njit(nogil=True, cache=True)
+def _exact_pow(d, e):
+    return math.exp(e * math.log(d)) if d > 0.0 else 0.0
+
+
+@njit(nogil=True, cache=True, fastmath=FAST)
+def _series(z, out, r, xs, idx, k, tau0, beta, rt, scr, s32, vmath, tiny, tol):
+    """Row r's τ and output from one float64 pass of powers at τ0 (near τ*: after the far steps):
+    τ by Halley's step, the support's values by Taylor's series about τ0, certified by a Newton
+    step on them.
+
+    ``a_j = y_j^(β−2)`` (y = [x − τ0]_+; β > 2, so no pole; :func:`_series_powers`) gives
+    ``Σ y^β``, ``Σ y^(β−1)`` and ``Σ y^(β−2)``: H_β, −H_β′/β and H_β″/(β(β−1)) at τ0, hence
+    Halley's step e to τ1 (cubic: from the far steps' ~1e-8, to float64 rounding). Each value at
+    τ1 is then ``(y − e)^β = y^β − β e y^(β−1) + C2 e² y^(β−2)``, whose next term is C3 (e / y)³
+    relative: below ``SERIES_TOL`` wherever ``y ≥ K |e|``; the others (within K|e| of τ0, or
+    between τ1 and τ0) are computed exactly. The values are written to ``out`` as they are made;
+    their sum s and ``Σ (y − e)^(β−1)`` give the Newton step δ = (s − 1) / (β Σ (y − e)^(β−1))
+    that certifies τ1: |δ| above ``SERIES_CHECK`` (1 + |τ|) means the pass cannot stand in for
+    Newton's loop, and NaN is returned (the caller runs that loop and rewrites the row).
+    Otherwise τ = τ1 + δ is returned: its support is {x > τ} (entries between τ1 and τ are
+    redone; the values elsewhere move by β |δ| y^(β−1) ≤ β |δ|, float64 rounding)."""
+    m2, m1, m0 = _series_powers(xs, k, tau0, beta, rt, scr, s32, vmath)
+    if not (m1 > 0.0 and m0 < np.inf and m2 < np.inf):
+        return np.nan
+    dn = (m0 - 1.0) / (beta * m1)
+    e = dn / (1.0 - dn * (beta - 1.0) * m2 / (2.0 * m1))
+    if not abs(e) < 1e-3:
+        return np.nan
+    ds, ps = scr[0], scr[1]
+    tau1 = tau0 + e
+    c1 = beta * e
+    c2 = 0.5 * beta * (beta - 1.0) * e * e
+    f1 = (beta - 1.0) * e
+    c3 = abs(beta * (beta - 1.0) * (beta - 2.0) / 6.0)
+    lim = abs(e) * (c3 / tol) ** (1.0 / 3.0)
+    s = 0.0
+    s1 = 0.0
+    bad = 0
+    for j in range(k):  # branch-free: it vectorises
+        a = ps[j]
+        d = ds[j]
+        b = a * d
+        p = b * d - c1 * b + c2 * a
+        q = b - f1 * a
+        y1 = xs[j] - tau1
+        inside = y1 > 0.0
+        p = p if inside else 0.0
+        q = q if inside else 0.0
+        bad += inside & (d < lim)
+        ds[j] = p
+        ps[j] = q
+        s += p
+        s1 += q
+    if bad:
+        for j in range(k):
+            y1 = xs[j] - tau1
+            if y1 > 0.0 and xs[j] - tau0 < lim:
+                s -= ds[j]
+                s1 -= ps[j]
+                q = _exact_pow(y1, beta - 1.0)
+                ds[j] = q * y1
+                ps[j] = q
+                s += q * y1
+                s1 += q
+    if not s1 > 0.0:
+        return np.nan
+    delta = (s - 1.0) / (beta * s1)
+    tau = tau1 + delta
+    if not abs(delta) <= SERIES_CHECK * (1.0 + abs(tau)):
+        return np.nan
+    if abs(delta) > 1e-15 * (1.0 + abs(tau)):  # the values too, to first order
+        cd = beta * delta
+        for j in range(k):
+            ds[j] -= cd * ps[j]
+    for j in range(k):
+        p = ds[j]
+        out[r, idx[j]] = p if p >= tiny else 0.0
+    lo = min(delta, 0.0)
+    hi = max(delta, 0.0)
+    moved = 0  # entries between τ1 and τ: their side of the threshold changed
+    for j in range(k):
+        y1 = xs[j] - tau1
+        moved += (y1 > lo) & (y1 <= hi)
+    if moved:
+        for j in range(k):
+            y = xs[j] - tau
+            p = _exact_pow(y, beta) if y > 0.0 else 0.0
+            out[r, idx[j]] = p if p >= tiny else 0.0
+    return tau
 
 
 @njit(nogil=True, cache=True)
@@ -658,13 +955,16 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath):
             rt = 3
         elif cbrt and abs(frac - 2.0 / 3.0) < 1e-12:
             rt = 4
+    far = beta_int < 0 and vmath[2] != 0 and (vmath[0] != 0 or rt != 0)
+    series_ok = far and beta > 2.0 + 1e-9
+    stol = SERIES_TOL32 if z.itemsize == 4 else SERIES_TOL
     sub = np.empty(max(1, n // GROUPS), dtype=z.dtype)
     xsub = np.empty(max(1, n // GROUPS), dtype=np.float64)
     cols = np.empty(max(1, n // GROUPS), dtype=np.int32)
     idx = np.empty(n, dtype=np.int32)
-    xs = np.empty(n + 4, dtype=np.float64)  # k rounded up to 4 lanes
-    scr = np.empty((3, n + 4), dtype=np.float64)  # y, its powers, squarings (_moments)
-    s32 = np.empty((2, n + 8), dtype=np.float32)  # y and its powers in float32 (_far_step)
+    xs = np.empty(n + 8, dtype=np.float64)  # k rounded up to 8 lanes
+    scr = np.empty((3, n + 8), dtype=np.float64)  # y, its powers, squarings (_moments)
+    s32 = np.empty((2, n + 8), dtype=np.float32)  # float32 y and powers (_far_step, _icbrt32)
     for r in range(r0, r1):
         m, floor = _bound(z, r, sub, xsub, c, q)
         if m != m:  # a NaN or +inf score
@@ -675,14 +975,24 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath):
             status[r] = 0
             continue
         state = 0
+        written = False
         for _attempt in range(2):
             k, floor = _gather(z, r, sub, m, c, floor, idx, xs, cols)
+            written = False
             if closed:
                 tau, ok = _closed(xs, k, floor, beta_int)
+            elif series_ok and k >= VEC_MIN:
+                tau = _far_halleys(xs, k, floor, beta, rt, s32, vmath)
+                out[r, :] = 0.0
+                tau2 = _series(z, out, r, xs, idx, k, tau, beta, rt, scr, s32, vmath, tiny, stol)
+                if tau2 == tau2:
+                    tau, ok, written = tau2, True, True
+                else:
+                    tau, ok = _newton_passes(xs, k, tau, beta, beta_int, rt, scr, s32, vmath, False)
             elif (beta_int > UNROLLED and beta_int != 20) or (
                 beta_int < 0 and (vmath[0] != 0 or rt != 0) and k >= VEC_MIN
             ):
-                tau, ok = _newton_passes(xs, k, floor, beta, beta_int, rt, scr, s32, vmath)
+                tau, ok = _newton_passes(xs, k, floor, beta, beta_int, rt, scr, s32, vmath, True)
             else:
                 tau, ok = _newton(xs, k, floor, beta, beta_int)
             if not ok:
@@ -696,6 +1006,8 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath):
             state = 3
         status[r] = state
         if state == 3:
+            continue
+        if written:
             continue
         out[r, :] = 0.0
         _powers(xs, k, tau, beta, beta_int, rt, scr, vmath)

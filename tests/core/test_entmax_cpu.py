@@ -15,9 +15,11 @@ from sparse_core import entmax_cpu
 from sparse_core.entmax import entmax
 from sparse_core.testing import entmax_reference
 
-ALPHAS = [1.03, 1.04, 1.05, 1.1, 1.125, 1.2, 1.25, 1.3333, 1.5, 1.6185, 1.75, 2.0]
+ALPHAS = [1.03, 1.04, 1.05, 1.1, 1.125, 1.15, 1.2, 1.25, 1.3, 1.3333, 1.45, 1.5, 1.6185, 1.75, 2.0]
 """β = 1/(α − 1): 25 (binary exponentiation passes); 20, 10, 8, 5, 4, 3 (unrolled products); 2
-and 1 (closed form); non-integer ones, 33.3 included (SLEEF, or libm under 4 candidates)."""
+and 1 (closed form); non-integer ones, 33.3 included (SLEEF, or libm under 4 candidates); those
+above 2 by the one-pass series (6.67 and 3.33 with inline cube roots, 3.0003 and 2.22 with
+the vector log / exp)."""
 TINY32 = torch.finfo(torch.float32).tiny
 
 
@@ -288,3 +290,90 @@ def test_no_vector_math_when_switched_off_or_compiled_for_another_cpu(monkeypatc
     monkeypatch.setattr(numba.config, "CPU_NAME", None)
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "DEFAULT")
     assert not entmax_cpu._find_vmath().any()
+
+
+SERIES_ALPHAS = [1.15, 1.3, 1.35, 1.37, 1.4, 1.45, 1.2222222222222223]
+"""Non-integer β > 2, the one-pass series (_series): β's fraction 2/3 and 1/3 (inline cube
+roots), 1/2 (α 1.4, 1.2222: square roots), others (the vector log and exp)."""
+
+
+def _vm_without_far() -> np.ndarray:
+    vm = entmax_cpu._vmath().copy()
+    vm[2:] = 0  # no float32 far steps: Newton's float64 loop (the path before the series)
+    return vm
+
+
+@pytest.mark.skipif(not AVX2, reason="the series path runs where SLEEF's vector math is found")
+@pytest.mark.parametrize("alpha", SERIES_ALPHAS)
+def test_the_series_equals_newtons_loop(alpha: float) -> None:
+    """The one-pass series (Halley from the float32 far steps, Taylor's values, a certifying
+    Newton step) against Newton's float64 loop and exact powers: the same support, values equal
+    to float64 rounding — and not the same bits (the series really ran)."""
+    k = entmax_cpu._load()
+    g = np.random.default_rng(5)
+    z = g.standard_normal((300, 512)) * g.choice([0.2, 0.5, 2.0, 8.0], size=(300, 1))
+    z[7] = np.round(z[7])  # ties
+    got = {}
+    for name, table in (("series", entmax_cpu._vmath()), ("newton", _vm_without_far())):
+        out, status = np.empty_like(z), np.zeros(len(z), np.int8)
+        k.solve_rows(z, out, alpha, 0.0, 0, len(z), status, table)
+        assert not status.any()
+        got[name] = out
+    assert np.array_equal(got["series"] > 0, got["newton"] > 0)
+    np.testing.assert_allclose(got["series"], got["newton"], rtol=1e-12, atol=1e-15)
+    assert not np.array_equal(got["series"], got["newton"])
+    assert_exact(torch.from_numpy(got["series"]), torch.from_numpy(z), alpha)
+    # float32 rows: the same support as float64's, values within float32 rounding of them
+    z32 = z.astype(np.float32)
+    out32, status = np.empty_like(z32), np.zeros(len(z), np.int8)
+    k.solve_rows(z32, out32, alpha, TINY32, 0, len(z), status, entmax_cpu._vmath())
+    assert not status.any()
+    assert_exact(torch.from_numpy(out32), torch.from_numpy(z32), alpha)
+
+
+def test_inline_cube_root() -> None:
+    """_icbrt32: y^(−1/3) to ~2e-7 over float32's normal range (no library call), finite at 0."""
+    k = entmax_cpu._load()
+    y = np.concatenate(
+        [np.geomspace(float(TINY32), 1.0, 20001), np.linspace(0.0, 1.0, 1001)[1:]]
+    ).astype(np.float32)
+    w = np.empty_like(y)
+    k._icbrt32(y, w, len(y))
+    ref = y.astype(np.float64) ** (-1.0 / 3.0)
+    assert float(np.max(np.abs(w - ref) / ref)) < 4e-7
+    zero, w0 = np.zeros(8, np.float32), np.empty(8, np.float32)
+    k._icbrt32(zero, w0, 8)
+    assert np.isfinite(w0).all()
+
+
+@pytest.mark.skipif(not AVX2, reason="the series path runs where SLEEF's vector math is found")
+@pytest.mark.parametrize("alpha", [1.15, 1.35])
+def test_the_series_from_near_and_far_starts(alpha: float) -> None:
+    """_series itself: from a τ0 off τ* by 1e-8 … 1e-4 (either side) it returns τ* to float64
+    rounding and writes the exact row (the entries too near τ0 for the series computed exactly);
+    from 0.05 off it refuses (NaN), and the caller runs Newton's loop."""
+    k = entmax_cpu._load()
+    beta = 1.0 / (alpha - 1.0)
+    g = np.random.default_rng(2)
+    z = (g.standard_normal((1, 512)) * 2.0).astype(np.float64)
+    ref = entmax_reference(torch.from_numpy(z), alpha).numpy()[0]
+    x = np.sort((z[0] - z[0].max()) * (alpha - 1.0))[::-1].copy()
+    tau_star = -(float(ref.max()) ** (1.0 / beta))  # the top score's x is 0: p = (0 − τ)^β
+    order = np.argsort(-z[0], kind="stable")
+    n = x.size
+    xs = np.zeros(n + 8)
+    xs[:n] = x
+    idx = order.astype(np.int32)
+    rt = 4 if alpha == 1.15 else 0
+    vm = entmax_cpu._vmath()
+    for off in (1e-8, -1e-8, 1e-6, -1e-6, 1e-4, -1e-4):
+        out = np.zeros((1, n))
+        scr = np.empty((3, n + 8))
+        s32 = np.empty((2, n + 8), np.float32)
+        tau = k._series(z, out, 0, xs, idx, n, tau_star + off, beta, rt, scr, s32, vm, 0.0, 1e-14)
+        assert abs(tau - tau_star) <= 1e-14, off
+        assert np.array_equal(out[0] > 0, ref > 0)
+        np.testing.assert_allclose(out[0], ref, rtol=1e-11, atol=1e-15)
+    out = np.zeros((1, n))
+    tau = k._series(z, out, 0, xs, idx, n, tau_star - 0.05, beta, rt, scr, s32, vm, 0.0, 1e-14)
+    assert tau != tau
