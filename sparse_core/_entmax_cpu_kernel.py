@@ -589,7 +589,10 @@ def _gather(z, r, sub, m, c, floor, idx, xs, cols):
     whose maximum exceeds t are read (``sub`` from :func:`_bound`; every score when ``floor``
     is below −1 or the row is short). Their indices and float64 x are gathered; returns their
     count and the x bound of the others, ``(t − m) c`` (x is computed so and rounding is
-    monotone: every non-candidate's x is at most it)."""
+    monotone: every non-candidate's x is at most it). When at least 4/5 of the row are
+    candidates (α near 1), every score is taken, in place, without the compaction's serial
+    loop: a superset of the candidates is as exact (their y = [x − τ]_+ is 0 at every τ from
+    the bound on; a masked score's x is −inf) and costs a fifth more at most."""
     n = z.shape[1]
     row = z[r]
     m64 = np.float64(m)
@@ -611,6 +614,14 @@ def _gather(z, r, sub, m, c, floor, idx, xs, cols):
             cols[nc] = j
             nc += sub[j] > tz
         if 2 * nc > w:  # many candidates (α near 1): every score
+            for i in range(n):
+                k += row[i] > tz
+            if k * 5 >= n * 4:  # nearly every score: all of them, uncompacted (a superset)
+                for i in range(n):
+                    xs[i] = (np.float64(row[i]) - m64) * c
+                    idx[i] = i
+                return n, (t - m64) * c
+            k = 0
             for i in range(n):
                 v = row[i]
                 xs[k] = (np.float64(v) - m64) * c
@@ -846,7 +857,7 @@ def _exact_pow(d, e):
 
 
 @njit(nogil=True, cache=True, fastmath=FAST)
-def _series(z, out, r, xs, idx, k, tau0, beta, rt, scr, s32, vmath, tiny, tol):
+def _series(z, out, r, xs, idx, k, tau0, beta, rt, scr, s32, vmath, tiny, reach):
     """Row r's τ and output from one float64 pass of powers at τ0 (near τ*: after the far steps):
     τ by Halley's step, the support's values by Taylor's series about τ0, certified by a Newton
     step on them.
@@ -855,13 +866,15 @@ def _series(z, out, r, xs, idx, k, tau0, beta, rt, scr, s32, vmath, tiny, tol):
     ``Σ y^β``, ``Σ y^(β−1)`` and ``Σ y^(β−2)``: H_β, −H_β′/β and H_β″/(β(β−1)) at τ0, hence
     Halley's step e to τ1 (cubic: from the far steps' ~1e-8, to float64 rounding). Each value at
     τ1 is then ``(y − e)^β = y^β − β e y^(β−1) + C2 e² y^(β−2)``, whose next term is C3 (e / y)³
-    relative: below ``SERIES_TOL`` wherever ``y ≥ K |e|``; the others (within K|e| of τ0, or
-    between τ1 and τ0) are computed exactly. The values are written to ``out`` as they are made;
-    their sum s and ``Σ (y − e)^(β−1)`` give the Newton step δ = (s − 1) / (β Σ (y − e)^(β−1))
-    that certifies τ1: |δ| above ``SERIES_CHECK`` (1 + |τ|) means the pass cannot stand in for
-    Newton's loop, and NaN is returned (the caller runs that loop and rewrites the row).
-    Otherwise τ = τ1 + δ is returned: its support is {x > τ} (entries between τ1 and τ are
-    redone; the values elsewhere move by β |δ| y^(β−1) ≤ β |δ|, float64 rounding)."""
+    relative: below ``SERIES_TOL`` (``SERIES_TOL32`` for float32 rows) wherever
+    ``y ≥ reach |e|`` (``reach = (|C3| / tol)^(1/3)``, from the caller); the others (within
+    reach |e| of τ0, or between τ1 and τ0) are computed exactly. Their sum s and
+    ``Σ (y − e)^(β−1)`` give the Newton step δ = (s − 1) / (β Σ (y − e)^(β−1)) that certifies
+    τ1: |δ| above ``SERIES_CHECK`` (1 + |τ|) means the pass cannot stand in for Newton's loop,
+    and NaN is returned (the caller runs that loop and rewrites the row). Otherwise the values,
+    moved by δ to first order where |δ| is above float64 rounding, are written to row r of
+    ``out`` (zeroed by the caller) and τ = τ1 + δ is returned: its support is {x > τ} (entries
+    between τ1 and τ, if any, are redone exactly)."""
     m2, m1, m0 = _series_powers(xs, k, tau0, beta, rt, scr, s32, vmath)
     if not (m1 > 0.0 and m0 < np.inf and m2 < np.inf):
         return np.nan
@@ -874,8 +887,7 @@ def _series(z, out, r, xs, idx, k, tau0, beta, rt, scr, s32, vmath, tiny, tol):
     c1 = beta * e
     c2 = 0.5 * beta * (beta - 1.0) * e * e
     f1 = (beta - 1.0) * e
-    c3 = abs(beta * (beta - 1.0) * (beta - 2.0) / 6.0)
-    lim = abs(e) * (c3 / tol) ** (1.0 / 3.0)
+    lim = abs(e) * reach
     s = 0.0
     s1 = 0.0
     bad = 0
@@ -957,7 +969,9 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath):
             rt = 4
     far = beta_int < 0 and vmath[2] != 0 and (vmath[0] != 0 or rt != 0)
     series_ok = far and beta > 2.0 + 1e-9
-    stol = SERIES_TOL32 if z.itemsize == 4 else SERIES_TOL
+    # the series' reach: y ≥ reach |e| keeps its dropped term C3 (e / y)³ under the tolerance
+    c3 = abs(beta * (beta - 1.0) * (beta - 2.0) / 6.0)
+    reach = (c3 / (SERIES_TOL32 if z.itemsize == 4 else SERIES_TOL)) ** (1.0 / 3.0)
     sub = np.empty(max(1, n // GROUPS), dtype=z.dtype)
     xsub = np.empty(max(1, n // GROUPS), dtype=np.float64)
     cols = np.empty(max(1, n // GROUPS), dtype=np.int32)
@@ -984,7 +998,7 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath):
             elif series_ok and k >= VEC_MIN:
                 tau = _far_halleys(xs, k, floor, beta, rt, s32, vmath)
                 out[r, :] = 0.0
-                tau2 = _series(z, out, r, xs, idx, k, tau, beta, rt, scr, s32, vmath, tiny, stol)
+                tau2 = _series(z, out, r, xs, idx, k, tau, beta, rt, scr, s32, vmath, tiny, reach)
                 if tau2 == tau2:
                     tau, ok, written = tau2, True, True
                 else:

@@ -366,14 +366,29 @@ def test_the_series_from_near_and_far_starts(alpha: float) -> None:
     idx = order.astype(np.int32)
     rt = 4 if alpha == 1.15 else 0
     vm = entmax_cpu._vmath()
+    reach = (abs(beta * (beta - 1) * (beta - 2) / 6) / 1e-14) ** (1 / 3)
     for off in (1e-8, -1e-8, 1e-6, -1e-6, 1e-4, -1e-4):
         out = np.zeros((1, n))
         scr = np.empty((3, n + 8))
         s32 = np.empty((2, n + 8), np.float32)
-        tau = k._series(z, out, 0, xs, idx, n, tau_star + off, beta, rt, scr, s32, vm, 0.0, 1e-14)
+        tau = k._series(z, out, 0, xs, idx, n, tau_star + off, beta, rt, scr, s32, vm, 0.0, reach)
         assert abs(tau - tau_star) <= 1e-14, off
         assert np.array_equal(out[0] > 0, ref > 0)
         np.testing.assert_allclose(out[0], ref, rtol=1e-11, atol=1e-15)
     out = np.zeros((1, n))
-    tau = k._series(z, out, 0, xs, idx, n, tau_star - 0.05, beta, rt, scr, s32, vm, 0.0, 1e-14)
+    tau = k._series(z, out, 0, xs, idx, n, tau_star - 0.05, beta, rt, scr, s32, vm, 0.0, reach)
     assert tau != tau
+
+
+@pytest.mark.parametrize("alpha", [1.05, 1.1, 1.15])
+def test_dense_rows_with_masked_scores(alpha: float) -> None:
+    """Rows whose candidates are nearly all scores (α near 1, a flat row) are taken whole,
+    uncompacted: masked (−inf) scores among them stay exact zeros, and the rest is exact."""
+    g = torch.Generator().manual_seed(11)
+    z = torch.randn(40, 600, generator=g) * 0.05
+    z[torch.rand(40, 600, generator=g) < 0.08] = -torch.inf
+    z[5, :] = z[5, :].clamp(min=0.0)  # ties at the top, no mask
+    p = entmax(z, alpha)
+    assert not p[torch.isinf(z)].any()
+    assert (p[~torch.isinf(z)] > 0).float().mean() > 0.9  # really the dense case
+    assert_exact(p, z, alpha)
