@@ -3,8 +3,8 @@
 For each row of ``z (R, n)`` (float32 or float64; ``c = α − 1``, ``β = 1/c``, ``x = c (z − max)``):
 
 1. One pass: the row maximum m and the maxima of 8 strided groups (``z_j, z_{j+w}, …, z_{j+7w}``,
-   ``w = n // 8``, by ``np.maximum`` over the row's eighths, so a NaN reaches its group's
-   maximum; rows under 128 scores: no groups); NaN and +inf flagged.
+   ``w = n // 8``, one vectorised loop per eighth of the row; rows under 128 scores: no
+   groups); NaN (counted over the whole row) and +inf flagged.
 2. A lower bound of τ*: Newton on ``H_q(τ) = ‖[x − τ]_+‖_q − 1`` over the group maxima in
    float64, ``q = max(1, ⌈β⌉)`` an integer ≥ β (so no exp/log), from τ = −1 until a step is
    below 1e-2 (1 + |τ|) (every iterate is a bound; a tighter one only trims a few candidates:
@@ -548,14 +548,22 @@ def _bound(z, r, sub, xsub, c, q):
             bad |= not v < np.inf  # NaN or +inf
         return (np.nan if bad else m), -1.0 - 1e-9
     w = n // GROUPS
-    sub[:] = row[:w]
+    nan = 0  # explicit loops (each vectorises), not np.maximum's calls: ~30 ns a row less
+    for j in range(w):
+        v = row[j]
+        sub[j] = v
+        nan += v != v
     for g in range(1, GROUPS):
-        np.maximum(sub, row[g * w : (g + 1) * w], sub)  # NaN propagates
-    bad = False
+        o = g * w
+        for j in range(w):
+            v = row[o + j]
+            s = sub[j]
+            sub[j] = v if v > s else s
+            nan += v != v
+    bad = nan > 0
     for j in range(w):
         v = sub[j]
         m = v if v > m else m
-        bad |= v != v
     for i in range(w * GROUPS, n):
         v = row[i]
         m = v if v > m else m

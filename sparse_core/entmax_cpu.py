@@ -26,8 +26,12 @@ the output are exp(β log y); the kernel takes them four at a time from the vect
 libm's one value at a time (~2–2.5× faster on those α; the support is the same, values agree
 to float64 rounding). Where β's fraction is 1/2 (α 1.4), 1/3 or 2/3 (α 1.15, 1.3, 1.6, 1.75)
 the power is a square root (an instruction) or SLEEF's cube root times products instead.
-``SPARSESCOPE_ENTMAX_SLEEF=0``, a CPU without AVX2, a numba told to compile for another CPU, or
-a torch without the symbols keep libm's.
+Where such a β is above 2 (α 1.15, 1.3, 1.35, 1.4, 1.45, …) the kernel makes one float64 pass
+of powers instead of three: Halley's float32 steps, then Halley's step, Taylor's values and a
+certifying Newton step from that one pass (cube roots inline; docs/architecture.md, "Entmax";
+2.8× on α 1.15's kernel, 1.5× on α 1.3's). ``SPARSESCOPE_ENTMAX_SLEEF=0``, a CPU without AVX2,
+a numba told to compile for another CPU, or a torch without the symbols keep libm's (and
+Newton's loop).
 
 ``SPARSESCOPE_NO_NUMBA=1`` keeps the torch paths (comparisons, bench/bench_entmax.py
 ``--torch-entmax``); without numba installed the torch paths run and a line is logged once.
