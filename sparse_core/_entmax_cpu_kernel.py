@@ -57,6 +57,7 @@ import math
 import numpy as np
 from llvmlite import ir
 from numba import carray, cfunc, njit, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 GROUPS = 8
@@ -591,6 +592,105 @@ def _bound(z, r, sub, xsub, c, q):
     return m, tau - 1e-9 * (1.0 + abs(tau))
 
 
+def _host_avx512() -> bool:
+    """Whether numba compiles for this machine's CPU and it has AVX-512 F and VL: the register
+    form of the compress instruction (:func:`_compress8`). Numba's cache is keyed on the CPU, so
+    code built here is not loaded on a CPU without them."""
+    try:
+        import numba
+        from llvmlite import binding
+
+        if numba.config.CPU_NAME or numba.config.CPU_FEATURES:
+            return False
+        features = binding.get_host_cpu_features()
+        return bool(features.get("avx512f") and features.get("avx512vl"))
+    except (ImportError, RuntimeError, AttributeError):
+        return False
+
+
+AVX512 = _host_avx512()
+
+
+@intrinsic
+def _compress8(typingctx, row, i0, m64, c, tz, xs, idx, k):
+    """Eight scores ``row[i0 : i0 + 8]`` into the candidate buffers at ``k``: those above ``tz``
+    (in the row's dtype) packed, as float64 ``(v − m) c`` into ``xs[k:]`` and their indices
+    into ``idx[k:]``; returns k plus their count. The x are the scalar loop's bit for bit (the
+    same IEEE subtraction and product). With AVX-512 (``AVX512``): the register compress and
+    one full-width store each (8 slots past k are written: the buffers have them); elsewhere
+    LLVM's masked compress-store, which any CPU runs (one lane at a time)."""
+
+    def codegen(context, builder, signature, args):
+        row_v, i0_v, m_v, c_v, tz_v, xs_v, idx_v, k_v = args
+        ra = context.make_array(signature.args[0])(context, builder, row_v)
+        xa = context.make_array(signature.args[5])(context, builder, xs_v)
+        ia = context.make_array(signature.args[6])(context, builder, idx_v)
+        f64, i32 = ir.DoubleType(), ir.IntType(32)
+        src = ir.FloatType() if signature.args[0].dtype == types.float32 else f64
+        vs, vd, vi = ir.VectorType(src, 8), ir.VectorType(f64, 8), ir.VectorType(i32, 8)
+        mask_t = ir.VectorType(ir.IntType(1), 8)
+
+        def splat(value, vt):
+            one = builder.insert_element(ir.Constant(vt, ir.Undefined), value, ir.Constant(i32, 0))
+            return builder.shuffle_vector(one, ir.Constant(vt, ir.Undefined), ir.Constant(vi, None))
+
+        def function(name, fnty):
+            return cgutils.get_or_insert_function(builder.module, fnty, name)
+
+        at = builder.bitcast(builder.gep(ra.data, [i0_v]), vs.as_pointer())
+        v = builder.load(at, align=4)
+        mask = builder.fcmp_ordered(">", v, splat(tz_v, vs))
+        wide = builder.fpext(v, vd) if src is not f64 else v
+        x = builder.fmul(builder.fsub(wide, splat(m_v, vd)), splat(c_v, vd))
+        iv = builder.add(splat(builder.trunc(i0_v, i32), vi), ir.Constant(vi, list(range(8))))
+        xp, ip = builder.gep(xa.data, [k_v]), builder.gep(ia.data, [k_v])
+        if AVX512:
+            for val, vt, ptr, name in ((x, vd, xp, "v8f64"), (iv, vi, ip, "v8i32")):
+                fn = function(
+                    f"llvm.x86.avx512.mask.compress.{name}", ir.FunctionType(vt, [vt, vt, mask_t])
+                )
+                packed = builder.call(fn, [val, ir.Constant(vt, ir.Undefined), mask])
+                builder.store(packed, builder.bitcast(ptr, vt.as_pointer()), align=4)
+        else:
+            for val, vt, ptr, name in ((x, vd, xp, "v8f64"), (iv, vi, ip, "v8i32")):
+                fnty = ir.FunctionType(ir.VoidType(), [vt, vt.element.as_pointer(), mask_t])
+                builder.call(function(f"llvm.masked.compressstore.{name}", fnty), [val, ptr, mask])
+        bits = builder.zext(builder.bitcast(mask, ir.IntType(8)), ir.IntType(64))
+        pop = function("llvm.ctpop.i64", ir.FunctionType(ir.IntType(64), [ir.IntType(64)]))
+        return builder.add(k_v, builder.call(pop, [bits]))
+
+    return types.intp(row, i0, m64, c, tz, xs, idx, k), codegen
+
+
+@njit(nogil=True, cache=True)
+def _compact(row, n, m64, c, tz, xs, idx):
+    """The scores of ``row[:n]`` above ``tz``, in index order: float64 x into ``xs`` and indices
+    into ``idx`` (each with 8 slots to spare); returns their count. Eight at a time
+    (:func:`_compress8`), so no serial chain through the count per score."""
+    k = 0
+    n8 = n & ~7
+    for i0 in range(0, n8, 8):
+        k = _compress8(row, i0, m64, c, tz, xs, idx, k)
+    for i in range(n8, n):
+        v = row[i]
+        xs[k] = (np.float64(v) - m64) * c
+        idx[k] = i
+        k += v > tz
+    return k
+
+
+@njit(nogil=True, cache=True)
+def _compact_scalar(row, n, m64, c, tz, xs, idx):
+    """:func:`_compact` one score at a time (branch-free; the reference its tests compare to)."""
+    k = 0
+    for i in range(n):
+        v = row[i]
+        xs[k] = (np.float64(v) - m64) * c
+        idx[k] = i
+        k += v > tz
+    return k
+
+
 @njit(nogil=True, cache=True)
 def _gather(z, r, sub, m, c, floor, idx, xs, cols):
     """Candidates of row r, in index order: the scores above ``t = m + floor / c`` (for float32
@@ -630,12 +730,7 @@ def _gather(z, r, sub, m, c, floor, idx, xs, cols):
                     xs[i] = (np.float64(row[i]) - m64) * c
                     idx[i] = i
                 return n, (t - m64) * c
-            k = 0
-            for i in range(n):
-                v = row[i]
-                xs[k] = (np.float64(v) - m64) * c
-                idx[k] = i
-                k += v > tz
+            k = _compact(row, n, m64, c, tz, xs, idx)
         else:
             for g in range(GROUPS):  # index g w + j: ascending over g, then j
                 o = g * w
@@ -984,7 +1079,7 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath):
     sub = np.empty(max(1, n // GROUPS), dtype=z.dtype)
     xsub = np.empty(max(1, n // GROUPS), dtype=np.float64)
     cols = np.empty(max(1, n // GROUPS), dtype=np.int32)
-    idx = np.empty(n, dtype=np.int32)
+    idx = np.empty(n + 8, dtype=np.int32)  # 8 to spare: _compact's full-width stores
     xs = np.empty(n + 8, dtype=np.float64)  # k rounded up to 8 lanes
     scr = np.empty((3, n + 8), dtype=np.float64)  # y, its powers, squarings (_moments)
     s32 = np.empty((2, n + 8), dtype=np.float32)  # float32 y and powers (_far_step, _icbrt32)
