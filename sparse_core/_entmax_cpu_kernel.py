@@ -14,8 +14,9 @@ For each row of ``z (R, n)`` (float32 or float64; ``c = α − 1``, ``β = 1/c``
    passes its root (sparse_core/entmax.py, ``_subset_tau``).
 3. The candidates ``{z > t}``, t the bound in score units (for float32 rows rounded down to
    float32: the same set as comparing in float64), read only from the groups whose maximum
-   exceeds t (every score, branch-free, when more than half of the groups do), in index
-   order; their float64 x gathered into per-call buffers (a few percent of the row at α ≥ 1.5).
+   exceeds t (every score when more than half of the groups do: packed eight at a time,
+   ``_compact``; all of them, unpacked, when 4/5 of the row pass), in index order; their
+   float64 x gathered into per-call buffers (a few percent of the row at α ≥ 1.5).
 4. Exact phase on the candidates, float64 (``_exact_phase`` of sparse_core/entmax.py): β ∈ {1, 2}
    (α = 2, 1.5): the closed form on ``S = {x > τ}`` repeated until S is stable (sums in index
    order: the torch compact path's τ bit for bit when both reach the same S); other β: Newton on
