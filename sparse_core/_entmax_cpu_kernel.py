@@ -259,8 +259,11 @@ def _far_halley(xs, k, tau, beta, rt, s32, vmath):
             m0 += b * d
     if not m1 > 0.0:
         return 0.0
-    dn = (m0 - 1.0) / (beta * m1)
-    return dn / (1.0 - dn * (beta - 1.0) * m2 / (2.0 * m1))
+    dn = (m0 - 1.0) / (beta * m1)  # Newton's step: from the left it never passes τ* (convex)
+    kappa = dn * (beta - 1.0) * m2 / (2.0 * m1)
+    if not kappa < 0.5:  # far from τ* Halley's step can pass it by far (1 / (1 − κ) ≥ 2)
+        return dn
+    return dn / (1.0 - kappa)
 
 
 @njit(nogil=True, cache=True, fastmath=FAST)
@@ -1106,8 +1109,10 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath):
                 tau2 = _series(z, out, r, xs, idx, k, tau, beta, rt, scr, s32, vmath, tiny, reach)
                 if tau2 == tau2:
                     tau, ok, written = tau2, True, True
-                else:
-                    tau, ok = _newton_passes(xs, k, tau, beta, beta_int, rt, scr, s32, vmath, False)
+                else:  # Newton's loop as before the series, from the bound (left of τ*)
+                    tau, ok = _newton_passes(
+                        xs, k, floor, beta, beta_int, rt, scr, s32, vmath, True
+                    )
             elif (beta_int > UNROLLED and beta_int != 20) or (
                 beta_int < 0 and (vmath[0] != 0 or rt != 0) and k >= VEC_MIN
             ):
