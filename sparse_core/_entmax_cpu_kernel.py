@@ -30,15 +30,16 @@ For each row of ``z (R, n)`` (float32 or float64; ``c = α − 1``, ``β = 1/c``
 4′. A non-integer β > 2 (α < 1.5 between the integer-β ones: 1.15, 1.3, 1.35, 1.45, …) with the
    vector log and exp at hand: one float64 pass of powers instead of Newton's two and the
    output's one (:func:`_series`; docs/architecture.md, "Entmax", says why it is exact). Halley's
-   steps in float32 powers bring τ within ~1e-8 of τ* (:func:`_far_halleys`); one float64 pass
+   steps in float32 powers (Newton's where Halley's would exceed twice it: far from τ*, where
+   it can pass every score) bring τ within ~1e-8 of τ* (:func:`_far_halleys`); one float64 pass
    of ``y^(β−2)`` at that τ0 gives H_β and its first two derivatives, so Halley's step to τ1
    (cubic: float64 rounding); the values at τ1 are Taylor's series about τ0 to the second
    order (relative error under 1e-14, or 1e-10 for float32 rows; entries too near τ0 for that
    are computed exactly); their sum gives one more Newton step δ, which certifies τ1 (|δ| above
-   1e-10 (1 + |τ|): Newton's loop of step 4 runs instead; measured at most 1.5e-16) and moves
-   it to τ = τ1 + δ. Cube roots (β's fraction 1/3 or 2/3: α 1.15, 1.3) are inline: a float32
-   guess from the bits and Newton (:func:`_icbrt32`), taken to float64 rounding by a series,
-   no library call.
+   1e-10 (1 + |τ|): step 4's Newton loop runs instead, from the bound; measured at most
+   1.5e-16) and moves it to τ = τ1 + δ. Cube roots (β's fraction 1/3 or 2/3: α 1.15, 1.3)
+   are inline: a float32 guess from the bits and Newton (:func:`_icbrt32`), taken to float64
+   rounding by a series, no library call.
 5. Output: zeros, and ``(x − τ)^β`` (float64, repeated multiplication for an integer β,
    exp(β log ·) otherwise — four lanes at a time with ``vmath`` —, then cast; 4′: the series'
    values) on the support; values below the output dtype's smallest normal number flushed to 0.
