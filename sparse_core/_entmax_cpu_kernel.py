@@ -31,7 +31,7 @@ For each row of ``z (R, n)`` (float32 or float64; ``c = α − 1``, ``β = 1/c``
    vector log and exp at hand: one float64 pass of powers instead of Newton's two and the
    output's one (:func:`_series`; docs/architecture.md, "Entmax", says why it is exact). Halley's
    steps in float32 powers (Newton's where Halley's would exceed twice it: far from τ*, where
-   it can pass every score) bring τ within ~1e-8 of τ* (:func:`_far_halleys`); one float64 pass
+   it can pass every score) bring τ within ~1e-8 of τ* (:func:`_far_steps`); one float64 pass
    of ``y^(β−2)`` at that τ0 gives H_β and its first two derivatives, so Halley's step to τ1
    (cubic: float64 rounding); the values at τ1 are Taylor's series about τ0 to the second
    order (relative error under 1e-14, or 1e-10 for float32 rows; entries too near τ0 for that
@@ -80,7 +80,7 @@ FAR = 1e-4
 
 
 FAR_H = 1e-3
-"""Halley's float32 far steps (:func:`_far_halleys`) stop below FAR_H (1 + |τ|): cubic, so τ is
+"""Halley's float32 far steps (:func:`_far_steps`) stop below FAR_H (1 + |τ|): cubic, so τ is
 then within float32's reach of τ* (~1e-8; measured on real rows at α 1.15–1.45: 2.0 steps)."""
 SERIES_TOL = 1e-14
 """The Taylor series' dropped term, relative, where :func:`_series` uses it (float64 rows; else
@@ -676,19 +676,14 @@ def _compact(row, n, m64, c, tz, xs, idx):
     n8 = n & ~7
     for i0 in range(0, n8, 8):
         k = _compress8(row, i0, m64, c, tz, xs, idx, k)
-    for i in range(n8, n):
-        v = row[i]
-        xs[k] = (np.float64(v) - m64) * c
-        idx[k] = i
-        k += v > tz
-    return k
+    return _compact_scalar(row, n8, n, m64, c, tz, xs, idx, k)
 
 
 @njit(nogil=True, cache=True)
-def _compact_scalar(row, n, m64, c, tz, xs, idx):
-    """:func:`_compact` one score at a time (branch-free; the reference its tests compare to)."""
-    k = 0
-    for i in range(n):
+def _compact_scalar(row, lo, hi, m64, c, tz, xs, idx, k):
+    """The scores of ``row[lo:hi]`` above ``tz`` appended at ``k`` one at a time (branch-free: a
+    compare's outcome is unpredictable; x computed as read); returns the new count."""
+    for i in range(lo, hi):
         v = row[i]
         xs[k] = (np.float64(v) - m64) * c
         idx[k] = i
@@ -714,13 +709,9 @@ def _gather(z, r, sub, m, c, floor, idx, xs, cols):
     tz = z.dtype.type(t)
     if np.float64(tz) > t:
         tz = np.nextafter(tz, z.dtype.type(-np.inf))
-    k = 0  # branch-free loops (a compare's outcome is unpredictable); x computed as read
+    k = 0
     if n < BOUND_MIN_N or floor < -1.0:
-        for i in range(n):
-            v = row[i]
-            xs[k] = (np.float64(v) - m64) * c
-            idx[k] = i
-            k += v > tz
+        k = _compact_scalar(row, 0, n, m64, c, tz, xs, idx, k)
     else:
         w = n // GROUPS
         nc = 0
@@ -745,11 +736,7 @@ def _gather(z, r, sub, m, c, floor, idx, xs, cols):
                     xs[k] = (np.float64(v) - m64) * c
                     idx[k] = i
                     k += v > tz
-            for i in range(w * GROUPS, n):
-                v = row[i]
-                xs[k] = (np.float64(v) - m64) * c
-                idx[k] = i
-                k += v > tz
+            k = _compact_scalar(row, w * GROUPS, n, m64, c, tz, xs, idx, k)
     return k, (t - m64) * c
 
 
@@ -917,29 +904,20 @@ def _pass_step(xs, k, tau, beta, beta_int, rt, scr, vmath):
 
 
 @njit(nogil=True, cache=True)
-def _far_steps(xs, k, tau, beta, s32, vmath):
-    """Newton's steps above ``FAR`` in float32 powers (:func:`_far_step`; at most ``MAX_FAR``):
-    they only bring τ near τ*."""
+def _far_steps(xs, k, tau, beta, rt, s32, vmath, halley):
+    """Far steps in float32 powers, at most ``MAX_FAR``: Newton's (:func:`_far_step`) until one is
+    below ``FAR`` (1 + |τ|), or Halley's (:func:`_far_halley`, ``halley``) until one is below
+    ``FAR_H`` (1 + |τ|), from where τ is within ~1e-8 of τ*. They only bring τ near τ*."""
+    stop = FAR_H if halley else FAR
     for _ in range(MAX_FAR):
-        step = _far_step(xs, k, tau, beta, s32, vmath)
+        if halley:
+            step = _far_halley(xs, k, tau, beta, rt, s32, vmath)
+        else:
+            step = _far_step(xs, k, tau, beta, s32, vmath)
         if not step > 0.0:  # also a NaN step
             break
         tau += step
-        if step < FAR * (1.0 + abs(tau)):
-            break
-    return tau
-
-
-@njit(nogil=True, cache=True)
-def _far_halleys(xs, k, tau, beta, rt, s32, vmath):
-    """Halley's steps in float32 powers (:func:`_far_halley`) until one is below ``FAR_H``
-    (1 + |τ|): from there τ is within ~1e-8 of τ*."""
-    for _ in range(MAX_FAR):
-        step = _far_halley(xs, k, tau, beta, rt, s32, vmath)
-        if not step > 0.0:  # also a NaN step
-            break
-        tau += step
-        if step < FAR_H * (1.0 + abs(tau)):
+        if step < stop * (1.0 + abs(tau)):
             break
     return tau
 
@@ -951,7 +929,7 @@ def _newton_passes(xs, k, tau, beta, beta_int, rt, scr, s32, vmath, far):
     the steps above ``FAR`` first in float32 powers (``far``: :func:`_far_steps`). (A separate
     function: the plain one's calls stay lean.)"""
     if far and beta_int < 0 and vmath[2] != 0:
-        tau = _far_steps(xs, k, tau, beta, s32, vmath)
+        tau = _far_steps(xs, k, tau, beta, rt, s32, vmath, False)
     for _ in range(MAX_EXACT):
         step = _pass_step(xs, k, tau, beta, beta_int, rt, scr, vmath)
         tau += step
@@ -1098,14 +1076,13 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath):
             status[r] = 0
             continue
         state = 0
-        written = False
         for _attempt in range(2):
             k, floor = _gather(z, r, sub, m, c, floor, idx, xs, cols)
             written = False
             if closed:
                 tau, ok = _closed(xs, k, floor, beta_int)
             elif series_ok and k >= VEC_MIN:
-                tau = _far_halleys(xs, k, floor, beta, rt, s32, vmath)
+                tau = _far_steps(xs, k, floor, beta, rt, s32, vmath, True)
                 out[r, :] = 0.0
                 tau2 = _series(z, out, r, xs, idx, k, tau, beta, rt, scr, s32, vmath, tiny, reach)
                 if tau2 == tau2:

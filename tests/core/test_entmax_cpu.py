@@ -412,7 +412,7 @@ def test_vector_compaction_equals_the_scalar_one(dtype, n: int) -> None:
         got = [np.full(n + 8, np.nan), np.full(n + 8, -1, np.int32)]
         ref = [np.full(n + 8, np.nan), np.full(n + 8, -1, np.int32)]
         kg = k._compact(row, n, m, c, tz, *got)
-        kr = k._compact_scalar(row, n, m, c, tz, *ref)
+        kr = k._compact_scalar(row, 0, n, m, c, tz, *ref, 0)
         assert kg == kr == int(np.sum(row > tz))
         assert np.array_equal(got[0][:kg], ref[0][:kr])
         assert np.array_equal(got[1][:kg], ref[1][:kr])
@@ -437,7 +437,7 @@ def test_compaction_compiled_for_a_cpu_without_avx512(tmp_path) -> None:
         "a = [np.zeros(525), np.zeros(525, np.int32)]\n"
         "b = [np.zeros(525), np.zeros(525, np.int32)]\n"
         "ka = k._compact(row, 517, 3.0, 0.2, np.float32(0.1), *a)\n"
-        "kb = k._compact_scalar(row, 517, 3.0, 0.2, np.float32(0.1), *b)\n"
+        "kb = k._compact_scalar(row, 0, 517, 3.0, 0.2, np.float32(0.1), *b, 0)\n"
         "assert ka == kb > 0\n"
         "assert np.array_equal(a[0][:ka], b[0][:kb]) and np.array_equal(a[1][:ka], b[1][:kb])\n"
         "print('ok')\n"
