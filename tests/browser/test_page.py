@@ -39,6 +39,30 @@ def wait_ready(page) -> None:
     )
 
 
+def hover_cell(page, right: int, bottom: int) -> dict:
+    """Hover the heatmap ``right`` and ``bottom`` pixels in from its overlay's bottom-right corner
+    (the canvas has 8 px of padding there) until the cell's tooltip shows.
+
+    What the page fetches after its first view (the other methods' summary, the other heads) can
+    move the heatmap under a still pointer; Chromium then sends the overlay a mouseleave, which
+    rightly hides the tooltip. So the pointer is placed once the page is quiet, and placed again
+    (one pixel over, a new mousemove) if a late layout change took the tooltip away."""
+    page.wait_for_load_state("networkidle")
+    overlay = page.locator(".heatmap-overlay")
+    tip = page.locator(".tooltip")
+    for attempt in range(5):
+        box = overlay.bounding_box()  # read when quiet: the layout may have changed
+        at = {"x": box["width"] - right - attempt, "y": box["height"] - bottom}
+        overlay.hover(position=at)
+        try:
+            tip.wait_for(state="visible", timeout=3_000)
+            return at  # where the pointer is, relative to the overlay
+        except Exception:  # playwright's TimeoutError: try again from a quiet page
+            page.wait_for_load_state("networkidle")
+    tip.wait_for(state="visible", timeout=3_000)  # fails with Playwright's own message
+    return at
+
+
 def metric(page, name: str) -> str:
     return page.locator(f".metric-{name} .metric-value").inner_text()
 
@@ -113,12 +137,8 @@ def test_analyze_open_head_and_move_a_slider(page, server_url):
 def test_hover_shows_the_cell_and_click_locks_a_row(page, server_url):
     analyse(page, server_url)
     overlay = page.locator(".heatmap-overlay")
-    box = overlay.bounding_box()
-    # the bottom-right cell: last query, last key (the canvas has 8 px of padding there)
-    corner = {"x": box["width"] - 12, "y": box["height"] - 12}
-    overlay.hover(position=corner)
+    corner = hover_cell(page, right=12, bottom=12)  # the bottom-right cell: last query, last key
     tip = page.locator(".tooltip")
-    tip.wait_for(state="visible")
     text = tip.inner_text()
     assert "query" in text and "key" in text and "[SEP]" in text and "p" in text
     assert "kept" in text or "missed" in text or "predicted" in text
@@ -204,10 +224,7 @@ def test_hostile_text_is_shown_as_text_and_runs_nothing(page, server_url):
     chips = page.locator(".chip").all_inner_texts()
     assert {"<", ">", "&", "script", "/"} <= set(chips)
     # hover a cell: the tooltip shows the token text literally
-    overlay = page.locator(".heatmap-overlay")
-    box = overlay.bounding_box()
-    overlay.hover(position={"x": box["width"] - 12, "y": box["height"] - 30})
-    page.locator(".tooltip").wait_for(state="visible")
+    hover_cell(page, right=12, bottom=30)
     assert page.locator(".tooltip img, .tooltip script").count() == 0
     # a shared link carrying the text restores it as text, too
     page.wait_for_function("() => location.search.includes('text=')")
