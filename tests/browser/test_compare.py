@@ -144,6 +144,7 @@ def test_linked_hover_outlines_the_cell_everywhere_and_says_both_values(page, se
     analyse(page, server_url)
     page.click(".cmp-on")
     counts(page)
+    page.wait_for_load_state("networkidle")  # late fetches can move the panes: read them quiet
     box = page.locator(".cmp-pane[data-pane='B'] canvas").bounding_box()
     n = api(server_url, "/api/analyze", {"text": TEXT})["n"]
     # cell (2, 5) of pane B

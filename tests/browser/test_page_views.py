@@ -170,6 +170,7 @@ def test_heatmap_zooms_pans_and_resets(page, server_url):
     pixels = "() => document.querySelector('.heatmap-cells').toDataURL()"
     zoom = "() => Number(document.getElementById('heatmap').dataset.zoom)"
     before = page.evaluate(pixels)
+    page.wait_for_load_state("networkidle")  # late fetches can move the heatmap: read it quiet
     box = page.locator(".heatmap-overlay").bounding_box()
     cx, cy = box["x"] + box["width"] * 0.6, box["y"] + box["height"] * 0.6
     page.mouse.move(cx, cy)

@@ -145,6 +145,7 @@ def test_zoom_is_kept_in_the_address_and_a_locked_row_opens_legible(page, server
     page.goto(f"{server_url}/?{urllib.parse.urlencode({'text': LONG})}")
     wait_ready(page)
     assert page.evaluate(ZOOM) == 1
+    page.wait_for_load_state("networkidle")  # late fetches can move the heatmap: read it quiet
     box = page.locator(".heatmap-overlay").bounding_box()
     page.mouse.click(box["x"] + box["width"] * 0.6, box["y"] + box["height"] * 0.6)
     page.wait_for_function(f"() => ({ZOOM})() > 3")
