@@ -225,10 +225,20 @@ def entmax_attention(
             state.discover.append((id(module), LayerInfo(h, h_kv, d, float(scaling), softcap)))
     else:
         li = state.layer(module)
+        alpha = state.alphas[li] if state.alphas is not None else DEFAULT_ALPHA
+        if (
+            state.record
+            and b == 1
+            and query.device.type == "cpu"
+            and h * n * m > DENSE_CHUNK_SCORES
+            and _heads_split(alpha)
+        ):
+            return _dense_in_chunks(
+                module, state, li, query, key, value, model_mask, scaling, softcap, alpha
+            )
         allowed = _allowed(state, li, n, m, query.device)
         buf = state.scratch((b, h, n, m), query.device)
         scores = _scores(query, key, scaling, softcap, model_mask, allowed, buf)  # (B, H, n, m)
-        alpha = state.alphas[li] if state.alphas is not None else DEFAULT_ALPHA
         out = state.probs[li] if state.record else None  # (B, H, n, m), contiguous
         probs = entmax(scores, alpha, out=out)
         if state.record:
@@ -238,6 +248,48 @@ def entmax_attention(
                 raise StopForward
     ctx = _per_text(lambda p, v: torch.matmul(p.to(v.dtype), v), probs, value)  # (B, H, n, d)
     return ctx.transpose(1, 2).contiguous(), probs  # (B, n, H, d)
+
+
+#: The dense recorded path of one text on the CPU computes a layer in chunks of whole heads whose
+#: scores take at most this many (4 MiB of float32): each chunk's scores, entmax and P V while
+#: its scores and P are still in cache, instead of the layer's (H, n, n) scores written out, read
+#: back, and P read back again (12.6 MB each at n = 512 on MiniLM). The same numbers bit for bit
+#: (a batched matmul computes each head on its own; entmax is row by row), 4-6 % less time at
+#: n = 512 (docs/benchmarks.md, "Heads in chunks").
+DENSE_CHUNK_SCORES = 1 << 20
+
+
+def _dense_in_chunks(
+    module,
+    state: RunState,
+    li: int,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    model_mask: Tensor | None,
+    scaling: float,
+    softcap: float | None,
+    alpha: float,
+) -> tuple[Tensor, Tensor]:
+    """:func:`entmax_attention`'s dense recorded path for one text (B == 1) on the CPU, in
+    chunks of whole heads (:data:`DENSE_CHUNK_SCORES`): per chunk the same scores, masks,
+    α-entmax into the recording and P V as the whole layer's. Returns what that path returns."""
+    h, n, m = query.shape[1], query.shape[2], key.shape[2]
+    hc = max(1, DENSE_CHUNK_SCORES // (n * m))
+    probs = state.probs[li]  # (1, H, n, m), contiguous: a chunk of heads is too
+    ctx = torch.empty(1, h, n, value.shape[-1], dtype=value.dtype, device=value.device)
+    for h0 in range(0, h, hc):
+        hs = slice(h0, min(h, h0 + hc))
+        allowed = _allowed(state, li, n, m, query.device, heads=hs)
+        buf = state.scratch((1, hs.stop - h0, n, m), query.device)
+        s = _scores(query[:, hs], key[:, hs], scaling, softcap, model_mask, allowed, buf)
+        p = entmax(s, alpha, out=probs[:, hs])
+        torch.matmul(p.to(value.dtype), value[:, hs], out=ctx[:, hs])
+    state.queries[li].copy_(query)  # (1, H, n, d): after rotary, before scaling
+    state.keys[li].copy_(key)  # (1, H, m, d): expanded to one per query head
+    if state.stop_after == li:
+        raise StopForward
+    return ctx.transpose(1, 2).contiguous(), probs
 
 
 def _training_attention(
