@@ -22,6 +22,8 @@ import logging
 import mmap
 import os
 import re
+import sys
+import threading
 import warnings
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor
@@ -472,17 +474,45 @@ class SparseModel:
 
 #: A run's P buffer from this many bytes is mapped with huge pages advised (:func:`host_buffer`).
 HUGE_PAGES_MIN_BYTES = 8 << 20
+#: How many of those mappings are kept for later runs once no tensor views them (two: a loop
+#: ``out = model.run(text)`` still holds the last result while the next run starts).
+KEPT_BUFFERS = 2
+
+_KEPT: list[mmap.mmap] = []  # the mappings host_buffer made last, oldest first
+_KEPT_LOCK = threading.Lock()
+
+
+def _refs(kept: list[mmap.mmap], i: int) -> int:
+    """References to ``kept[i]``: the list's, the call's argument, and one per live storage
+    made from it by ``torch.frombuffer`` (a view of a view keeps that one storage)."""
+    return sys.getrefcount(kept[i])
+
+
+def _idle_refs() -> int:
+    """What :func:`_refs` says of a mapping nothing else holds (measured, not assumed)."""
+    probe = [mmap.mmap(-1, mmap.PAGESIZE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)]
+    try:
+        return _refs(probe, 0)
+    finally:
+        probe[0].close()
+
+
+_IDLE_REFS = _idle_refs()
 
 
 def host_buffer(shape: tuple[int, ...], device: torch.device) -> Tensor:
     """An uninitialised float32 tensor of ``shape`` for a run's recording of P (L, B, H, n, n).
 
     On the CPU, from :data:`HUGE_PAGES_MIN_BYTES` on, it is an anonymous mapping of its own with
-    transparent huge pages advised (``madvise(MADV_HUGEPAGE)``; Linux): a fresh buffer is new
-    memory every run (the analysis keeps it), and the kernel's page faults of its first touch
-    in 4 KiB pages cost 2-3x those in 2 MiB pages (75 MB at n = 512 on the default model, the
-    fastest of 15 on the shared 2-core machine: 111-212 ms against 32-83 ms, docs/benchmarks.md
-    "Through a real server"). The mapping is released with the last tensor that views it.
+    transparent huge pages advised (``madvise(MADV_HUGEPAGE)``; Linux): the kernel's page
+    faults of its first touch in 4 KiB pages cost 2-3x those in 2 MiB pages (75 MB at n = 512
+    on the default model, the fastest of 15 on the shared 2-core machine: 111-212 ms against
+    32-83 ms, docs/benchmarks.md "Through a real server"). The last :data:`KEPT_BUFFERS`
+    mappings are kept: one of the size asked that no tensor views any more (its run's output
+    is gone) is handed out again, its pages already there — no faults at all, and none of the
+    kernel's compaction stalls for fresh huge pages, which after other large allocations made
+    a run up to 2x slower (docs/benchmarks.md, "Heads in chunks"). A mapping still viewed is
+    never handed out; one dropped from the list lives as long as a tensor views it.
     Elsewhere (a GPU, a small run, no madvise) ``torch.empty``."""
     size = 4
     for k in shape:
@@ -490,14 +520,23 @@ def host_buffer(shape: tuple[int, ...], device: torch.device) -> Tensor:
     advise = getattr(mmap, "MADV_HUGEPAGE", None)
     if device.type != "cpu" or size < HUGE_PAGES_MIN_BYTES or advise is None:
         return torch.empty(shape, dtype=torch.float32, device=device)
-    try:
-        mm = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        mm.madvise(advise)
-    except (OSError, ValueError):  # no such advice here: plain pages
-        return torch.empty(shape, dtype=torch.float32, device=device)
-    with warnings.catch_warnings():  # frombuffer warns of a non-writable buffer only
-        warnings.simplefilter("ignore")
-        return torch.frombuffer(mm, dtype=torch.float32).view(shape)
+    with _KEPT_LOCK:  # a mapping is found idle and viewed again before another thread looks
+        mm = None
+        for i in range(len(_KEPT)):
+            if len(_KEPT[i]) == size and _refs(_KEPT, i) <= _IDLE_REFS:
+                mm = _KEPT.pop(i)
+                break
+        if mm is None:
+            try:
+                mm = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+                mm.madvise(advise)
+            except (OSError, ValueError):  # no such advice here: plain pages
+                return torch.empty(shape, dtype=torch.float32, device=device)
+        _KEPT.append(mm)  # newest last
+        del _KEPT[:-KEPT_BUFFERS]
+        with warnings.catch_warnings():  # frombuffer warns of a non-writable buffer only
+            warnings.simplefilter("ignore")
+            return torch.frombuffer(mm, dtype=torch.float32).view(shape)
 
 
 _KERNEL_FLOORS: dict[tuple, int] = {}
