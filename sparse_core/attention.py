@@ -254,8 +254,9 @@ def entmax_attention(
 #: scores take at most this many (4 MiB of float32): each chunk's scores, entmax and P V while
 #: its scores and P are still in cache, instead of the layer's (H, n, n) scores written out, read
 #: back, and P read back again (12.6 MB each at n = 512 on MiniLM). The same numbers bit for bit
-#: (a batched matmul computes each head on its own; entmax is row by row), 4-6 % less time at
-#: n = 512 (docs/benchmarks.md, "Heads in chunks").
+#: (a batched matmul computes each head on its own; entmax is row by row); 2-4 % of a run at
+#: n = 512 whose P buffer is fresh memory (a server's analyses, which its cache keeps), none
+#: once the buffer's pages are warm (docs/benchmarks.md, "Heads in chunks").
 DENSE_CHUNK_SCORES = 1 << 20
 
 
