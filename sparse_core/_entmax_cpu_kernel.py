@@ -150,11 +150,7 @@ def _far_step(xs, k, tau, beta, s32, vmath):
     relative, enough while τ is far from τ* (:func:`_newton_passes`)."""
     ds, ps = s32[0], s32[1]
     kk = (k + 7) & ~7
-    for j in range(k):
-        d = xs[j] - tau
-        ds[j] = np.float32(d if d > 0.0 else 0.0)
-    for j in range(k, kk):
-        ds[j] = np.float32(0.0)
+    _clamped(xs, k, tau, ds, kk)
     _vpow32(ds, ps, kk, beta - 1.0, vmath)
     g1 = 0.0
     g = 0.0
@@ -217,11 +213,7 @@ def _far_halley(xs, k, tau, beta, rt, s32, vmath):
     (:func:`_series` ends it)."""
     ds, ps = s32[0], s32[1]
     kk = (k + 7) & ~7
-    for j in range(k):
-        d = xs[j] - tau
-        ds[j] = np.float32(d if d > 0.0 else 0.0)
-    for j in range(k, kk):
-        ds[j] = np.float32(0.0)
+    _clamped(xs, k, tau, ds, kk)
     em = beta - 2.0
     a = int(math.floor(em))
     one = np.float32(1.0)
@@ -393,7 +385,8 @@ def _root_pow(ds, ps, kk, a, rt, vmath):
 
 @njit(nogil=True, cache=True)
 def _clamped(xs, k, tau, ds, kk):
-    """``ds[:k] ← [xs[:k] − τ]_+`` and ``ds[k:kk] ← 0`` (the lanes past k); ``ds`` may be ``xs``."""
+    """``ds[:k] ← [xs[:k] − τ]_+`` and ``ds[k:kk] ← 0`` (the lanes past k); ``ds`` may be ``xs``,
+    or float32 (the far steps': each y rounded once)."""
     for j in range(k):
         d = xs[j] - tau
         ds[j] = d if d > 0.0 else 0.0

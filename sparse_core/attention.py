@@ -234,7 +234,7 @@ def entmax_attention(
             and _heads_split(alpha)
         ):
             return _dense_in_chunks(
-                module, state, li, query, key, value, model_mask, scaling, softcap, alpha
+                state, li, query, key, value, model_mask, scaling, softcap, alpha
             )
         allowed = _allowed(state, li, n, m, query.device)
         buf = state.scratch((b, h, n, m), query.device)
@@ -242,12 +242,43 @@ def entmax_attention(
         out = state.probs[li] if state.record else None  # (B, H, n, m), contiguous
         probs = entmax(scores, alpha, out=out)
         if state.record:
-            state.queries[li].copy_(query)  # (B, H, n, d): after rotary, before scaling
-            state.keys[li].copy_(key)  # (B, H, m, d): expanded to one per query head
-            if state.stop_after == li:
-                raise StopForward
+            _record(state, li, query, key)
     ctx = _per_text(lambda p, v: torch.matmul(p.to(v.dtype), v), probs, value)  # (B, H, n, d)
     return ctx.transpose(1, 2).contiguous(), probs  # (B, n, H, d)
+
+
+def _heads_attention(
+    state: RunState,
+    li: int,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    model_mask: Tensor | None,
+    scaling: float,
+    softcap: float | None,
+    alpha: float | Tensor,
+    hs: slice,
+) -> Tensor:
+    """The dense path's scores, masks, α-entmax (into the recording, if any) and P V for heads
+    ``hs`` of one text (B == 1): the whole layer's numbers for those heads, bit for bit (a
+    batched matmul computes each head on its own; entmax is row by row exact). Returns the
+    (1, heads, n, d) output."""
+    n, m = query.shape[2], key.shape[2]
+    ok = _allowed(state, li, n, m, query.device, heads=hs)
+    buf = state.scratch((1, hs.stop - hs.start, n, m), query.device)
+    s = _scores(query[:, hs], key[:, hs], scaling, softcap, model_mask, ok, buf)
+    a = alpha[:, hs] if isinstance(alpha, Tensor) else alpha
+    out = state.probs[li][:, hs] if state.record else None  # contiguous (B == 1)
+    p = entmax(s, a, out=out)
+    return torch.matmul(p.to(value.dtype), value[:, hs])
+
+
+def _record(state: RunState, li: int, query: Tensor, key: Tensor) -> None:
+    """A recorded layer's queries and keys; the forward stops here when asked to."""
+    state.queries[li].copy_(query)  # (B, H, n, d): after rotary, before scaling
+    state.keys[li].copy_(key)  # (B, H, m, d): expanded to one per query head
+    if state.stop_after == li:
+        raise StopForward
 
 
 #: The dense recorded path of one text on the CPU computes a layer in chunks of whole heads whose
@@ -261,7 +292,6 @@ DENSE_CHUNK_SCORES = 1 << 20
 
 
 def _dense_in_chunks(
-    module,
     state: RunState,
     li: int,
     query: Tensor,
@@ -277,20 +307,11 @@ def _dense_in_chunks(
     α-entmax into the recording and P V as the whole layer's. Returns what that path returns."""
     h, n, m = query.shape[1], query.shape[2], key.shape[2]
     hc = max(1, DENSE_CHUNK_SCORES // (n * m))
-    probs = state.probs[li]  # (1, H, n, m), contiguous: a chunk of heads is too
-    ctx = torch.empty(1, h, n, value.shape[-1], dtype=value.dtype, device=value.device)
-    for h0 in range(0, h, hc):
-        hs = slice(h0, min(h, h0 + hc))
-        allowed = _allowed(state, li, n, m, query.device, heads=hs)
-        buf = state.scratch((1, hs.stop - h0, n, m), query.device)
-        s = _scores(query[:, hs], key[:, hs], scaling, softcap, model_mask, allowed, buf)
-        p = entmax(s, alpha, out=probs[:, hs])
-        torch.matmul(p.to(value.dtype), value[:, hs], out=ctx[:, hs])
-    state.queries[li].copy_(query)  # (1, H, n, d): after rotary, before scaling
-    state.keys[li].copy_(key)  # (1, H, m, d): expanded to one per query head
-    if state.stop_after == li:
-        raise StopForward
-    return ctx.transpose(1, 2).contiguous(), probs
+    args = (state, li, query, key, value, model_mask, scaling, softcap, alpha)
+    parts = [_heads_attention(*args, slice(h0, min(h, h0 + hc))) for h0 in range(0, h, hc)]
+    ctx = torch.cat(parts, 1)  # (1, H, n, d)
+    _record(state, li, query, key)
+    return ctx.transpose(1, 2).contiguous(), state.probs[li]
 
 
 def _training_attention(
@@ -362,30 +383,22 @@ def _split_heads(
     each half's scores, masks, entmax and P V are those of the whole layer's (a batched matmul
     computes each head on its own; entmax is row by row exact). Returns what
     :func:`entmax_attention` returns."""
-    h, n, m = query.shape[1], query.shape[2], key.shape[2]
+    h, m = query.shape[1], key.shape[2]
     li = state.layer(module)
     alpha = state.alphas[li] if state.alphas is not None else DEFAULT_ALPHA
     model_mask = None if attention_mask is None else attention_mask[..., :m]  # (1, 1, n, m)
 
     def part(h0: int, h1: int) -> Tensor:
         with torch.inference_mode():
-            hs = slice(h0, h1)
-            ok = _allowed(state, li, n, m, query.device, heads=hs)
-            buf = state.scratch((1, h1 - h0, n, m), query.device)
-            s = _scores(query[:, hs], key[:, hs], scaling, softcap, model_mask, ok, buf)
-            a = alpha[:, h0:h1] if isinstance(alpha, Tensor) else alpha
-            out = state.probs[li][:, h0:h1] if state.record else None  # contiguous (B == 1)
-            p = entmax(s, a, out=out)
-            return torch.matmul(p.to(value.dtype), value[:, h0:h1])  # (1, h1 - h0, n, d)
+            return _heads_attention(
+                state, li, query, key, value, model_mask, scaling, softcap, alpha, slice(h0, h1)
+            )  # (1, h1 - h0, n, d)
 
     half = h // 2
     other = state.side.submit(part, half, h)
     ctx = torch.cat([part(0, half), other.result()], 1)  # (1, H, n, d)
     if state.record:
-        state.queries[li].copy_(query)
-        state.keys[li].copy_(key)
-        if state.stop_after == li:
-            raise StopForward
+        _record(state, li, query, key)
     probs = state.probs[li] if state.record else query.new_empty(0)
     return ctx.transpose(1, 2).contiguous(), probs
 
@@ -481,10 +494,7 @@ def _chunked_attention(
                 store.add_rows(h0 * n + r0, p[0, 0])
             del s, p
     store.end_layer()
-    state.queries[li].copy_(query)  # (1, H, n, d): after rotary, before scaling
-    state.keys[li].copy_(key)  # (1, H, m, d): expanded to one per query head
-    if state.stop_after == li:
-        raise StopForward
+    _record(state, li, query, key)
     return ctx.transpose(0, 1).unsqueeze(0).contiguous(), query.new_empty(0)
 
 
