@@ -8,7 +8,7 @@ interleaved repeat by repeat so that load from other processes hits them alike:
 
 - ``softmax (SDPA)``: the same weights loaded with transformers' ``sdpa`` attention (softmax);
 - ``ours alpha=1.5``: our attention (:func:`sparse_core.attention._training_attention`) with
-  :func:`sparse_core.entmax.entmax` and its closed-form backward (SPEC §7);
+  :func:`sparse_core.entmax.entmax` and its closed-form backward (definitions §7);
 - ``ours learned alpha``: the same with a per-head α tensor that requires grad (the first step
   of ``--alpha learned``: every head at 1.5, so the fast closed form; ``--learned-spread`` gives
   the heads distinct α around 1.5, as after a few steps);

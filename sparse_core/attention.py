@@ -1,6 +1,6 @@
 """The entmax attention function that transformers' own model classes call, and its recorder.
 
-SPEC §1. transformers' attention modules compute the queries, keys and values (rotary position
+definitions §1. transformers' attention modules compute the queries, keys and values (rotary position
 embeddings included, where the model has them) and then call the function registered under
 ``config._attn_implementation`` in ``transformers.AttentionInterface``. We register
 :func:`entmax_attention` under the name :data:`IMPLEMENTATION`, so the model code stays the
@@ -329,7 +329,7 @@ def _training_attention(
     batched (no per-text split), out of place so that autograd sees every step, with dropout
     on P where the module is training (``dropout`` is what the model passes: its config's
     attention dropout in train mode, 0 in eval mode). The backward of entmax is the closed
-    form of SPEC §7 (:mod:`sparse_core.entmax_grad`), w.r.t. α too when the layer's α is a
+    form of definitions §7 (:mod:`sparse_core.entmax_grad`), w.r.t. α too when the layer's α is a
     tensor that requires grad. Returns ((B, n, H, d) output, (B, H, n, m) P before dropout).
     """
     n, m = query.shape[2], key.shape[2]
@@ -559,7 +559,7 @@ def _scores(
     allowed: Tensor | None,
     out: Tensor | None = None,
 ) -> Tensor:
-    """The masked scores of SPEC §1 (module docstring), float32 (B, H, n, m), into ``out``.
+    """The masked scores of definitions §1 (module docstring), float32 (B, H, n, m), into ``out``.
 
     ``S = scaling · Q Kᵀ`` in float32 even for bf16 / fp16 weights, one text (batch row) at a
     time so that a text's numbers do not depend on the batch it runs in (bit for bit: the

@@ -1,6 +1,6 @@
 """Row bitsets: the metrics of many predicted masks against one gold graph, every window at once.
 
-The Pareto sweeps (:mod:`sparse_core.pareto`, SPEC §4) evaluate thousands of masks per text;
+The Pareto sweeps (:mod:`sparse_core.pareto`, definitions §4) evaluate thousands of masks per text;
 none is built as an (L, H, n, n) bool tensor. A mask is held as row bitsets ``(…, n, W)`` uint64
 (W = ⌈n / 64⌉; column j is bit j mod 64 of word ⌊j / 64⌋, numpy ``packbits`` little bit order),
 and every window width is derived from one *base* mask M (the method's own mask, globals OR'd
@@ -459,7 +459,7 @@ def column_counts(x: np.ndarray) -> np.ndarray:
 
 
 def finish_bits(gold: Gold, base: np.ndarray, with_globals: bool) -> np.ndarray:
-    """``(M ∪ Glob) ∩ V`` of base bitsets (…, n, W): the finish of SPEC §3 but for the window,
+    """``(M ∪ Glob) ∩ V`` of base bitsets (…, n, W): the finish of definitions §3 but for the window,
     which :func:`count_bits` crosses in for every width at once."""
     if not with_globals:
         return base if gold.v_whole else base & gold.vbits  # (not copied when nothing changes)
@@ -480,7 +480,7 @@ def evaluate_bits(gold: Gold, bits: np.ndarray, windows: Sequence[int]) -> dict[
 
 def to_metrics(gold: Gold, c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Counts (``size`` = |M ∩ V|, ``hit`` = |M ∩ G|, ``covered`` rows, ``mass`` = Σ P over
-    M ∩ G) -> SPEC §4 / §8 metrics (degenerate ratios as in :mod:`sparse_core.metrics`)."""
+    M ∩ G) -> definitions §4 / §8 metrics (degenerate ratios as in :mod:`sparse_core.metrics`)."""
     size, t, g = c["size"], c["hit"], gold.gold
     out = {
         "sparsity": 1.0 - size / gold.n_valid,

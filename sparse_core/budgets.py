@@ -1,4 +1,4 @@
-"""Oracle budgets (SPEC §8; The Sparse Frontier, Nawrot et al. 2025): how many keys, and how
+"""Oracle budgets (definitions §8; The Sparse Frontier, Nawrot et al. 2025): how many keys, and how
 much attention mass, each query needs to recover a share ρ of its true support.
 
 For query i with support G_i (P_ij > 0) and a level ρ (0.9, 0.99), let c_i = the least c with
@@ -27,7 +27,7 @@ import numpy as np
 
 from .methods.context import PredictContext
 
-#: The recall levels of SPEC §8.
+#: The recall levels of definitions §8.
 LEVELS = (0.9, 0.99)
 #: The quantiles reported per distribution.
 QUANTILES = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)

@@ -1,4 +1,4 @@
-"""The gradient of α-entmax: closed form w.r.t. the scores and w.r.t. α (SPEC §7).
+"""The gradient of α-entmax: closed form w.r.t. the scores and w.r.t. α (definitions §7).
 
 :func:`sparse_core.entmax.entmax` calls :func:`entmax_with_grad` when autograd is on and the
 scores, or a tensor α, require a gradient, passing itself as ``forward`` (so this module sits

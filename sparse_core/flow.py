@@ -1,6 +1,6 @@
 """Information flow across layers: which input tokens can reach a token, and with how much mass.
 
-α-entmax gives exact zeros, so a head's graph G = {(i, j) : P_ij > 0} is exact (SPEC §1), and so
+α-entmax gives exact zeros, so a head's graph G = {(i, j) : P_ij > 0} is exact (definitions §1), and so
 is the question "is there a path from input token j to token t through the layers' graphs?".
 With softmax every P_ij > 0, and the answer is always yes.
 
@@ -124,7 +124,7 @@ def step_back(u: Tensor, r: Tensor, heads: Layer) -> tuple[Tensor, Tensor]:
 
 def token_flow(probs: Sequence[Layer], token: int, layer: int | None = None) -> Flow:
     """The inputs reaching ``token`` at the output of ``layer`` (default: the last), and the
-    rollout mass of each; ``probs[l][h]`` is head h's P (n, n) of layer l (SPEC §1)."""
+    rollout mass of each; ``probs[l][h]`` is head h's P (n, n) of layer l (definitions §1)."""
     layer, n = _check(probs, token, layer)
     u = torch.zeros(n, dtype=torch.float64)
     u[token] = 1.0

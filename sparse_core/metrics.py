@@ -1,4 +1,4 @@
-"""Metrics of predicted attention masks against the ground-truth entmax graph (SPEC §4).
+"""Metrics of predicted attention masks against the ground-truth entmax graph (definitions §4).
 
 For one text, layer and head: M the predicted mask, G the gold graph ``{(i, j) : P_ij > 0}``, V the
 valid region (all n² pairs, or the n(n+1)/2 pairs j <= i when causal, diagonal included)::
@@ -7,7 +7,7 @@ valid region (all n² pairs, or the n(n+1)/2 pairs j <= i when causal, diagonal 
     recall(M)    = |M ∩ G| / |G|
     precision(M) = |M ∩ G| / |M ∩ V|
     exact(M)     = |{valid i : G_i ⊆ M_i}| / |{valid i}|
-    mass_recall(M) = Σ_{(i, j) ∈ M} P_ij / n   (SPEC §8: the attention mass kept, per query)
+    mass_recall(M) = Σ_{(i, j) ∈ M} P_ij / n   (definitions §8: the attention mass kept, per query)
     block_sparsity_B(M) = |{counted tiles t : t ∩ M ∩ V = ∅}| / |{counted tiles}|
 
 Block sparsity (issue 15): kernels skip B × B tiles, not single pairs (FlashAttention /
@@ -21,7 +21,7 @@ diagonal, never fill a tile). :data:`BLOCKS` are the tile sizes every metrics pa
 
 Every function takes bool masks with any leading dims ``(..., n, n)`` (typically (L, H, n, n)),
 broadcasts them together and returns a float64 tensor of the leading shape (a 0-d tensor for a
-single (n, n) mask). Degenerate ratios (SPEC leaves them open; project choices):
+single (n, n) mask). Degenerate ratios (the definitions leave them open; project choices):
 
 - recall with |G| = 0 is 1.0 (nothing to find, nothing missed);
 - precision with |M ∩ V| = 0 is 1.0 (an empty prediction makes no false claim);
@@ -75,7 +75,7 @@ def _valid(n: int, causal: bool, valid: Tensor | None, device: torch.device) -> 
 
 
 def sparsity(mask: Tensor, causal: bool = False, valid: Tensor | None = None) -> Tensor:
-    """``1 - |M ∩ V| / |V|`` over the last two dims (SPEC §4).
+    """``1 - |M ∩ V| / |V|`` over the last two dims (definitions §4).
 
     ``valid`` (broadcastable to mask, e.g. a padding-aware region) overrides ``causal``; by default
     V is all pairs, or j <= i when causal. 1.0 where |V| = 0.
@@ -129,7 +129,7 @@ def block_sparsities(
 
 
 def recall(pred: Tensor, gold: Tensor) -> Tensor:
-    """``|M ∩ G| / |G|`` (SPEC §4); 1.0 where |G| = 0 (nothing to find, nothing missed)."""
+    """``|M ∩ G| / |G|`` (definitions §4); 1.0 where |G| = 0 (nothing to find, nothing missed)."""
     _check_mask("pred", pred)
     _check_mask("gold", gold)
     hit, gold = torch.broadcast_tensors(pred & gold, gold)
@@ -137,7 +137,7 @@ def recall(pred: Tensor, gold: Tensor) -> Tensor:
 
 
 def mass_recall(pred: Tensor, probs: Tensor) -> Tensor:
-    """``Σ_{(i, j) ∈ M} P_ij / n`` (SPEC §8): the share of the attention mass the mask keeps,
+    """``Σ_{(i, j) ∈ M} P_ij / n`` (definitions §8): the share of the attention mass the mask keeps,
     averaged over the n queries (each row of P sums to 1). ``probs`` (…, n, n) float, P = 0 off
     the graph (and outside V), so pairs of M outside V add nothing. Summed in float64."""
     _check_mask("pred", pred)
@@ -152,7 +152,7 @@ def mass_recall(pred: Tensor, probs: Tensor) -> Tensor:
 def precision(
     pred: Tensor, gold: Tensor, causal: bool = False, valid: Tensor | None = None
 ) -> Tensor:
-    """``|M ∩ G| / |M ∩ V|`` (SPEC §4); 1.0 where |M ∩ V| = 0 (no prediction, no false claim).
+    """``|M ∩ G| / |M ∩ V|`` (definitions §4); 1.0 where |M ∩ V| = 0 (no prediction, no false claim).
 
     Predicted pairs outside V (e.g. j > i in causal mode) are not counted as false positives.
     """
@@ -164,7 +164,7 @@ def precision(
 
 
 def exact(pred: Tensor, gold: Tensor, valid_rows: Tensor | None = None) -> Tensor:
-    """Share of valid queries i whose whole support lies in the prediction, ``G_i ⊆ M_i`` (SPEC §4).
+    """Share of valid queries i whose whole support lies in the prediction, ``G_i ⊆ M_i`` (definitions §4).
 
     For those rows entmax over the restricted scores returns exactly P_i (sparse-consistency).
     ``valid_rows`` is a bool (..., n) broadcastable to the queries (e.g. non-padding rows); default
@@ -184,7 +184,7 @@ def exact(pred: Tensor, gold: Tensor, valid_rows: Tensor | None = None) -> Tenso
 
 
 def aggregate(per_text: Sequence[Tensor]) -> tuple[Tensor, float]:
-    """Aggregate one (L, H) figure per text (SPEC §4).
+    """Aggregate one (L, H) figure per text (definitions §4).
 
     ``per_head[l, h] = (1 / T) Σ_t x_t[l, h]`` — each text weighted equally, whatever its length —
     and ``overall = (1 / (L H)) Σ_{l, h} per_head[l, h]``, the plain mean over heads.
@@ -203,7 +203,7 @@ def aggregate(per_text: Sequence[Tensor]) -> tuple[Tensor, float]:
 def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
     """Indices of the sparsity-recall Pareto frontier of ``points`` = [(sparsity, recall), ...].
 
-    SPEC §4: sort by sparsity descending, keep a point iff its recall is strictly above every
+    definitions §4: sort by sparsity descending, keep a point iff its recall is strictly above every
     recall kept before it. Ties: among equal sparsity the higher recall comes first, so at most one
     point per sparsity value is kept (the best); exact duplicates keep the lowest original index.
     Points with a NaN coordinate are never kept. Returns the kept indices (into ``points``) in
@@ -230,13 +230,13 @@ def output_fidelity(
     alpha: float = 1.5,
     causal: bool = False,
 ) -> float:
-    """Mean cosine similarity of the final hidden states, restricted vs unrestricted (SPEC §4).
+    """Mean cosine similarity of the final hidden states, restricted vs unrestricted (definitions §4).
 
     ``(1 / n) Σ_i cos(h_i^M, h_i)`` where h is the entmax model's final hidden state and h^M the
     same model re-run with every head's attention restricted to its mask (``model.forward_masked``).
     ``masks`` is a bool mask broadcastable to (L, H, n, n) (an (n, n) mask applies to every head).
     ``text_or_out`` is a text (run here with ``alpha`` and ``causal``) or a RunOutput (its own alpha
-    and causal are used). By sparse-consistency (SPEC §1) masks ⊇ out.graph give 1 up to rounding.
+    and causal are used). By sparse-consistency (definitions §1) masks ⊇ out.graph give 1 up to rounding.
     """
     if isinstance(text_or_out, str):
         out = model.run(text_or_out, alpha=alpha, causal=causal)

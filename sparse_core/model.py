@@ -1,6 +1,6 @@
 """The entmax transformer: any supported Hugging Face model with α-entmax in every head.
 
-SPEC §1. The model is transformers' own model class (``AutoModel``: BertModel, GPT2Model,
+definitions §1. The model is transformers' own model class (``AutoModel``: BertModel, GPT2Model,
 LlamaModel …) loaded with ``attn_implementation`` set to our entmax function
 (:mod:`sparse_core.attention`), so every layer's attention is ``P = α-entmax(S)`` with the
 model's own scores ``S`` (its scaling rule; queries and keys after rotary embeddings), computed
@@ -312,7 +312,7 @@ class SparseModel:
         """Re-run ``out``'s text with each head's attention restricted to ``masks`` (L, H, n, n).
 
         Returns the final hidden states (n, d_model). With masks ⊇ out.graph the result equals
-        ``out.hidden`` (sparse-consistency, SPEC §1) up to float rounding.
+        ``out.hidden`` (sparse-consistency, definitions §1) up to float rounding.
         """
         L, H, n = self.config.num_layers, self.config.num_heads, out.n
         if not isinstance(masks, Tensor) or tuple(masks.shape) != (L, H, n, n):
@@ -578,7 +578,7 @@ def _position_limit(hf, arch: Architecture, max_tokens: int) -> int:
 def own_alpha(src, hf_cfg, layers: int, heads: int) -> AlphaLike | None:
     """The α a checkpoint was trained with, for :attr:`SparseModel.default_alpha` (None: it
     records none, the usual 1.5). First found: ``entmax_alpha`` in its config.json (a number,
-    or a per layer and head table, written by ``sparsescope adapt``; SPEC §7), else a
+    or a per layer and head table, written by ``sparsescope adapt``; definitions §7), else a
     SparseModernBERT's trained α (:func:`sparse_core.modernbert.default_alpha`). A malformed
     ``entmax_alpha`` is a :class:`ModelLoadError`."""
     raw = getattr(hf_cfg, "entmax_alpha", None)

@@ -38,7 +38,7 @@ Hence the trained α of a SparseModernBERT checkpoint (:func:`trained_alpha`) is
 ``config.json``'s ``alpha``; the ``alpha<x>`` at the end of the model's name or directory
 (``SparseModernBERT-alpha1.5``); ``config.json``'s ``initial_alpha``; else 2.0, the reference's
 default. Where we differ from the reference: their kernels (``triton_entmax``, AdaSplash) run 5
-bisection/Halley iterations; we compute α-entmax exactly (SPEC §1).
+bisection/Halley iterations; we compute α-entmax exactly (definitions §1).
 """
 
 from __future__ import annotations

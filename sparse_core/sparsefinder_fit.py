@@ -1,4 +1,4 @@
-"""Fitting Sparsefinder (SPEC §3): graph extraction, the hinge loss, batched training, k-means.
+"""Fitting Sparsefinder (definitions §3): graph extraction, the hinge loss, batched training, k-means.
 
 :func:`fit_artefact` runs the whole fit: extract Q, K, G of every head from the entmax model on the
 inputs (:func:`extract`), train the 72 projections at once as one parameter tensor W (L, H, d, r)
@@ -58,7 +58,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class FitConfig:
-    """Hyper-parameters of a fit (SPEC §3 values by default)."""
+    """Hyper-parameters of a fit (definitions §3 values by default)."""
 
     rank: int = 4
     epochs: int = 3
@@ -157,7 +157,7 @@ def _negative_edges(g: Tensor, counts: Tensor, generator: torch.Generator | None
 
 def sample_negatives(pos: Tensor, generator: torch.Generator | None = None) -> Tensor:
     """Neg_i: min(|Pos_i|, #non-edges) keys drawn uniformly without replacement from the
-    non-edges of each query i (SPEC §3). pos (..., n, n) bool -> (..., n, n) bool, disjoint."""
+    non-edges of each query i (definitions §3). pos (..., n, n) bool -> (..., n, n) bool, disjoint."""
     n = pos.shape[-1]
     rows = pos.reshape(-1, n)
     idx = _negative_edges(rows, rows.sum(-1), generator)
@@ -185,7 +185,7 @@ def edge_hinge_loss(
 
 
 def hinge_loss(qp: Tensor, kp: Tensor, pos: Tensor, neg: Tensor, margin: float = 1.0) -> Tensor:
-    """Σ_i max(0, ω + Σ_{j∈Pos_i} ‖q̃_i − k̃_j‖² − Σ_{j∈Neg_i} ‖q̃_i − k̃_j‖²) / n (SPEC §3).
+    """Σ_i max(0, ω + Σ_{j∈Pos_i} ‖q̃_i − k̃_j‖² − Σ_{j∈Neg_i} ‖q̃_i − k̃_j‖²) / n (definitions §3).
 
     qp, kp (..., n, r) projected queries and keys of one text per leading index; pos, neg
     (..., n, n) bool. Every query of the text is valid. Returns (...) (e.g. (L, H) per head).
@@ -263,7 +263,7 @@ def evaluate(
     data: GraphData, idx: Sequence[int], W: Tensor, thresholds: Sequence[float]
 ) -> tuple[list[dict], float]:
     """sf-distance (no window, no globals) at each t on the inputs ``idx``: recall and sparsity
-    per head averaged over inputs, then over heads (SPEC §4); and the mean gold sparsity."""
+    per head averaged over inputs, then over heads (definitions §4); and the mean gold sparsity."""
     rec: dict[float, list[Tensor]] = {t: [] for t in thresholds}
     spa: dict[float, list[Tensor]] = {t: [] for t in thresholds}
     gold = []
@@ -477,7 +477,7 @@ def fit_artefact(
         },
         "split": {"valid_fraction": cfg.valid_fraction, "valid_inputs": valid_idx},
         "training": {
-            "loss": "hinge, margin omega, |Neg_i| = |Pos_i| uniform valid non-edges (SPEC 3)",
+            "loss": "hinge, margin omega, |Neg_i| = |Pos_i| uniform valid non-edges (definitions §3)",
             "margin": cfg.margin,
             "optimizer": "adam",
             "lr": cfg.lr,

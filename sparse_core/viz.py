@@ -122,7 +122,7 @@ def show_head(
       slider values, missing ones default; ``artefact`` for the sf-* methods): zero cells inside
       the predicted mask M are shaded sand, and each gold edge (i, j) ∈ G = {P_ij > 0} is marked
       ★ when M keeps it (trace "kept") or × when M misses it (trace "missed"). The title gives
-      recall |M∩G| / |G| and sparsity 1 − |M∩V| / |V| (SPEC §4).
+      recall |M∩G| / |G| and sparsity 1 − |M∩V| / |V| (definitions §4).
     - Without a method every gold edge is a ★ (trace "gold edges").
 
     The ★ and × traces hold exactly |G| points between them.
@@ -301,7 +301,7 @@ def pareto_figure(
     heads; call ``sweep.points(layer, head)`` and pass that for one head), the
     ``GET /api/analyses/{id}/pareto`` body (``{"points", "frontiers", "gold_sparsity"}``), or a
     list of point dicts ``{"method", "params", "sparsity", "recall", ...}``. Missing frontiers
-    are computed per method with ``metrics.pareto_front`` (SPEC §4); ``gold_sparsity`` draws a
+    are computed per method with ``metrics.pareto_front`` (definitions §4); ``gold_sparsity`` draws a
     dotted vertical line (the sparsity of the entmax graph itself).
     """
     go = _go()
@@ -492,7 +492,7 @@ def _clusters(breakdown: Any) -> list[tuple[str, dict[str, float], dict[str, flo
 
 
 def pos_figure(breakdown: Any) -> Figure:
-    """The part-of-speech make-up of a head's k-means clusters (paper Figure 6, SPEC §5).
+    """The part-of-speech make-up of a head's k-means clusters (paper Figure 6, definitions §5).
 
     ``breakdown`` holds one record per cluster — ``{"clusters": [{"id": c, "queries": {tag:
     share or count}, "keys": {...}}, ...]}``, the ``sparsescope clusters --json`` shape of

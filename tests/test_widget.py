@@ -78,7 +78,7 @@ def test_metrics_match_the_registry_and_change_with_the_setting(widget):
     narrow = widget.metrics()
     widget.params = {"window": 27, "globals": True}
     wide = widget.metrics()
-    blocks = {f"block_{b}" for b in BLOCKS}  # block sparsity at every tile size (SPEC §4)
+    blocks = {f"block_{b}" for b in BLOCKS}  # block sparsity at every tile size (definitions §4)
     assert set(narrow) == {"recall", "sparsity", "exact", "precision", "mass_recall", *blocks}
     assert all(0 <= narrow[k] <= 1 for k in (*blocks, "mass_recall"))
     assert wide["mass_recall"] >= narrow["mass_recall"]  # the wider window keeps more mass

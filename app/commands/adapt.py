@@ -1,4 +1,4 @@
-"""``sparsescope adapt``: fine-tune a model with entmax attention in every head (SPEC §7).
+"""``sparsescope adapt``: fine-tune a model with entmax attention in every head (definitions §7).
 
 Masked LM for encoders (BERT's recipe; a head tied to the input embeddings is added where the
 checkpoint has none), next-token LM for decoders; α fixed (``--alpha 1.5``) or learned per head
@@ -21,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "adapt",
         help="fine-tune a model with entmax attention (masked LM / next-token LM)",
-        description="Fine-tune a model with alpha-entmax attention in every head (SPEC 7) and "
+        description="Fine-tune a model with alpha-entmax attention in every head (definitions §7) and "
         "write it as a Hugging Face model directory with its alpha recorded. With --evaluate: "
         "print a model's held-out loss and gold sparsity instead.",
     )

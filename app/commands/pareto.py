@@ -10,7 +10,7 @@ most ``--max-tokens`` tokens in corpus order (``corpus.pack``), drops inputs sho
   "points": [{"method", "params", "sparsity", "recall", "exact", "precision", "mass_recall",
   "block_sparsity": {"16", "32", "64", "128"}}], "frontiers": {method: [indices into points]}}``
   (figures: per
-  head the mean over texts, then the mean over heads, SPEC §4; the frontiers are over (x,
+  head the mean over texts, then the mean over heads, definitions §4; the frontiers are over (x,
   recall): token sparsity, or with ``--x block`` the block sparsity at ``--block`` (64); with
   ``--fidelity`` every point of the token-sparsity frontiers gets ``"fidelity"``, others null);
 - ``DIR/pareto.html``: a self-contained Plotly figure (plotly.js inlined, no CDN) of sparsity
@@ -21,7 +21,7 @@ most ``--max-tokens`` tokens in corpus order (``corpus.pack``), drops inputs sho
 - ``DIR/pareto-heads.npz``: per (layer, head) the mean over texts of every point's figures
   (arrays ``"<method>/<metric>"`` of shape (points, L, H), float32) and ``"gold_sparsity"``.
 
-``--task`` (SPEC §9, ``sparse_core.pareto.task``): for a model with an LM/MLM head, the loss
+``--task`` (definitions §9, ``sparse_core.pareto.task``): for a model with an LM/MLM head, the loss
 with every head restricted to each frontier point's graph on the first ``--task-texts`` inputs:
 ``"task_loss"`` per point (null off the frontiers), a ``"task"`` block (objective, unrestricted
 loss, inputs, seed) and a second panel in pareto.html (sparsity against the loss).
@@ -99,7 +99,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--task", action="store_true",
         help="also measure the model's loss (masked-LM on a seeded masking, or next-token) with "
-        "every head restricted to each frontier point's graph (SPEC 9); needs an LM/MLM head",
+        "every head restricted to each frontier point's graph (definitions §9); needs an LM/MLM head",
     )  # fmt: skip
     p.add_argument(
         "--task-texts", type=int, default=4, metavar="N",
@@ -237,7 +237,7 @@ def write_outputs(
     out.mkdir(parents=True, exist_ok=True)
     body = sweep.to_json(x, block)
     fig = None
-    if task is not None:  # the task axis (SPEC 9): loss per frontier point, a second panel
+    if task is not None:  # the task axis (definitions §9): loss per frontier point, a second panel
         from sparse_core.pareto.task import attach, with_task_panel
 
         attach(body, task)

@@ -26,7 +26,7 @@ from typing import Any
 
 from sparse_core.errors import EmptyTextError, SparsescopeError, TextTooLongError
 
-# α of an analysis nobody chose and α's range: defined once (SPEC §1), re-exported here
+# α of an analysis nobody chose and α's range: defined once (definitions §1), re-exported here
 from sparse_core.outputs import ALPHA_MAX, ALPHA_MIN, DEFAULT_ALPHA  # noqa: F401
 
 #: 96 bits of sha256: ids are cache keys, collisions must not happen by chance.

@@ -342,7 +342,7 @@ class HeadPayload(BaseModel):
     reformer: dict[str, list[list[int]]] = Field(default_factory=dict)
     routing: dict[str, RoutingMembers] = Field(default_factory=dict)
     seed: int
-    # the arena (SPEC §8; sparse_core/methods/*: head_payload, docs/methods.md)
+    # the arena (definitions §8; sparse_core/methods/*: head_payload, docs/methods.md)
     topk: TopKOrders | None = Field(None, description="oracle top-k: each query's key order")
     moba: dict[str, Packed] = Field(
         default_factory=dict, description="block size B -> each query's MoBA block order (n x T)"
@@ -409,7 +409,7 @@ class Metrics(BaseModel):
     mass_recall: float | None = Field(
         None,
         description="the attention mass the mask keeps, per query: sum of P over the kept "
-        "edges / n (SPEC §8; null in sums saved before it existed)",
+        "edges / n (definitions §8; null in sums saved before it existed)",
     )
     block_sparsity: dict[Literal["16", "32", "64", "128"], float | None] = Field(
         default_factory=dict,
@@ -481,7 +481,7 @@ class PooledBudgets(BaseModel):
 
 
 class Budgets(BaseModel):
-    """Oracle budgets (SPEC §8, sparse_core.budgets): ``scope`` "head" (one head, every query's
+    """Oracle budgets (definitions §8, sparse_core.budgets): ``scope`` "head" (one head, every query's
     values) or "all" (every head's quantiles and the pooled distribution)."""
 
     scope: Literal["head", "all"]

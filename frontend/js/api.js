@@ -181,7 +181,7 @@ export function getPareto(id, layer = null, head = null, block = null) {
 }
 
 /**
- * `GET /api/analyses/{id}/budgets`: the oracle budgets (SPEC §8) of every head (quantiles, and
+ * `GET /api/analyses/{id}/budgets`: the oracle budgets (definitions §8) of every head (quantiles, and
  * the distribution pooled over all heads' queries), or of one head (every query's values).
  */
 export function getBudgets(id, layer = null, head = null) {

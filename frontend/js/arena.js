@@ -1,5 +1,5 @@
 /**
- * Today's sparse-attention methods (the "arena", SPEC §8, docs/methods.md), recomputed in the
+ * Today's sparse-attention methods (the "arena", definitions §8, docs/methods.md), recomputed in the
  * browser from one head's payload: the JS twin of sparse_core/methods/streaming.py, oracle.py,
  * blocks.py and block_scores.py. Each function returns the method's own mask (n × n, 0/1)
  * before `patterns.finish` (window / globals add-ons, then ∩ V).

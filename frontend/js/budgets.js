@@ -1,5 +1,5 @@
 /**
- * The oracle-budget panel (issue 24 item 3; SPEC §8, sparse_core/budgets.py): how many keys, and
+ * The oracle-budget panel (issue 24 item 3; definitions §8, sparse_core/budgets.py): how many keys, and
  * how much attention mass, each query needs to recover a share ρ (0.9 or 0.99) of its true
  * support G_i. For query i, with c_i = ⌈ρ·|G_i|⌉ gold keys to recover,
  *
@@ -260,7 +260,7 @@ export function initBudgets(root, controls) {
     const what = kind === "k" ? "keys (top-k by score)" : "attention mass (top-p)";
     note.textContent = data.error
       ? `Budgets not shown: ${data.error}`
-      : `Per query: the least ${what} that recovers ${Math.round(Number(level) * 100)} % of its true support (SPEC §8).`;
+      : `Per query: the least ${what} that recovers ${Math.round(Number(level) * 100)} % of its true support (definitions §8).`;
     const h = data.head;
     if (h && `${data.id}:${h.layer}:${h.head}` === data.headKey) {
       const d = h[kind][level];

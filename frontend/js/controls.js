@@ -4,7 +4,7 @@
  * are read through params.js, the twin of ParamSpec.clean):
  * int / float -> a range slider with its value, choice -> a select, bool -> a checkbox. The
  * add-ons every method has (`window`, `globals`) are grouped under "Add-ons". Below it, the
- * current setting's metrics (SPEC §4), computed in the browser, and its block sparsity at the
+ * current setting's metrics (definitions §4), computed in the browser, and its block sparsity at the
  * tile size picked in the metrics panel's header (`store.block`, issue 15: what a block-sparse
  * kernel can skip).
  */
@@ -195,7 +195,7 @@ export function initMethodPanel(root, metricsRoot) {
     const row = el("div", {
       class: `metric metric-${k.replace("_", "-")}`,
       attrs: { "data-metric": k },
-      ...(k === "mass_recall" ? { title: "the share of the attention mass the pattern keeps, averaged over queries (SPEC §8)" } : {}),
+      ...(k === "mass_recall" ? { title: "the share of the attention mass the pattern keeps, averaged over queries (definitions §8)" } : {}),
     }, [el("span", { class: "metric-name", text: k.replace("_", " ") }), value, bar]);
     return { k, row, value, fill: bar.firstChild };
   });

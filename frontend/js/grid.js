@@ -1,6 +1,6 @@
 /**
  * The head grid: every layer × head as a small tile, coloured by the head's gold sparsity
- * (sparsity(G), SPEC §4; scale stretched over this text's range) or by the current method's recall
+ * (sparsity(G), definitions §4; scale stretched over this text's range) or by the current method's recall
  * (absolute scale [0, 1]). Clicking a tile opens that head; the open head is outlined. Arrow keys
  * move between heads.
  *

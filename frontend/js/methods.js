@@ -2,7 +2,7 @@
  * Every method's predicted mask, recomputed in the browser from one head's payload: the JS twin
  * of sparse_core/methods.py (registry), sparse_core/sparsefinder.py (the three Sparsefinder
  * predictors) and sparse_core/baselines.py (Reformer, Routing), built on patterns.js; the
- * arena's methods (SPEC §8) are in arena.js.
+ * arena's methods (definitions §8) are in arena.js.
  *
  * `predict(head, method, params)` returns the finished mask (docs/architecture.md):
  * M' = (M ∪ W_w ∪ Glob) ∩ V, with the add-ons `window` (odd width, 0 = off) and `globals`
@@ -49,7 +49,7 @@ export function projectedDistances(head) {
 }
 
 /**
- * Sparsefinder distance (paper §4.3, SPEC §3): Ĝ = {(i, j) : ‖q̃_i − k̃_j‖² < t} (strict).
+ * Sparsefinder distance (paper §4.3, definitions §3): Ĝ = {(i, j) : ‖q̃_i − k̃_j‖² < t} (strict).
  * @returns {Uint8Array}
  */
 export function sfDistance(head, t) {
@@ -76,7 +76,7 @@ function dimensionRanks(x, n, r) {
 }
 
 /**
- * Sparsefinder quantization with balanced bins (paper §4.4, SPEC §3): per dimension, queries and
+ * Sparsefinder quantization with balanced bins (paper §4.4, definitions §3): per dimension, queries and
  * keys are ranked separately and bucket = rank // b; (i, j) ∈ Ĝ iff they share a bucket in at
  * least one dimension, with b = ⌈n / B⌉ tokens per bin for B = `nBuckets`
  * (methods.quantization_buckets).
@@ -163,7 +163,7 @@ function memberBits(member, n, words) {
 }
 
 /**
- * Sparsefinder k-means (paper §4.5, SPEC §3): each query and key goes to its top-k nearest
+ * Sparsefinder k-means (paper §4.5, definitions §3): each query and key goes to its top-k nearest
  * centroids; (i, j) ∈ Ĝ iff the two top-k sets intersect (a bitwise AND of their cluster sets,
  * so a step costs n² whatever B and k).
  * @returns {Uint8Array}
@@ -260,7 +260,7 @@ export const PREDICTORS = Object.freeze({
   "sf-distance": (h, p) => (needProj(h), sfDistance(h, p.t)),
   "sf-quantization": (h, p) => (needProj(h), sfQuantization(h, p.n_buckets)),
   "sf-kmeans": (h, p) => (needProj(h), sfKmeans(h, p.n_clusters, p.top_k)),
-  // today's sparse-attention methods (SPEC §8): arena.js
+  // today's sparse-attention methods (definitions §8): arena.js
   ...ARENA,
 });
 

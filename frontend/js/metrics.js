@@ -1,13 +1,13 @@
 /**
  * Metrics of a predicted mask against the ground-truth entmax graph: the JS twin of
- * sparse_core/metrics.py (SPEC §4). M the predicted mask, G = {(i, j) : P_ij > 0}, V the valid
+ * sparse_core/metrics.py (definitions §4). M the predicted mask, G = {(i, j) : P_ij > 0}, V the valid
  * region (all n² pairs, or j ≤ i when causal, diagonal in):
  *
  *     sparsity(M)  = 1 − |M ∩ V| / |V|
  *     recall(M)    = |M ∩ G| / |G|           (1 when |G| = 0)
  *     precision(M) = |M ∩ G ∩ V| / |M ∩ V|   (1 when |M ∩ V| = 0)
  *     exact(M)     = |{i : G_i ⊆ M_i}| / n   (share of queries whose entmax row is unchanged)
- *     mass_recall(M) = Σ_{(i,j) ∈ M} P_ij / n (SPEC §8: the attention mass kept, per query)
+ *     mass_recall(M) = Σ_{(i,j) ∈ M} P_ij / n (definitions §8: the attention mass kept, per query)
  *     block_sparsity[B] = |{counted B × B tiles with no pair of M ∩ V}| / |{counted tiles}|
  *
  * Block sparsity (issue 15): the n × n grid cut into T × T tiles, T = ⌈n / B⌉, the last row and

@@ -1,7 +1,7 @@
 /**
  * The live Pareto plot (Plotly, vendored at /static/vendor/plotly.min.js): sparsity (x) against
  * recall (y) for every method's sweep on this text — the open head, or the mean over heads — with
- * each method's frontier (SPEC §4: by sparsity descending, keep a point iff its recall beats every
+ * each method's frontier (definitions §4: by sparsity descending, keep a point iff its recall beats every
  * recall kept before it; indices from the server) and the current setting as a highlighted star
  * that follows the sliders. The x-axis is the token sparsity, or (`store.paretoX === "block"`, the
  * server's `x=block`) the block sparsity at the chosen tile size: the axis is read from the data

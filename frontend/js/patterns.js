@@ -1,5 +1,5 @@
 /**
- * Structured attention patterns: the JS twin of sparse_core/patterns.py (SPEC §2).
+ * Structured attention patterns: the JS twin of sparse_core/patterns.py (definitions §2).
  *
  * A mask is a `Uint8Array` of n × n cells, row-major: `mask[i * n + j] = 1` iff query i may attend
  * to key j (0-based positions). Every function is deterministic; the "random" patterns draw from
@@ -23,7 +23,7 @@ export function emptyMask(n) {
 }
 
 /**
- * The valid region V (SPEC §4): all n² pairs, or {(i, j) : j ≤ i} when causal.
+ * The valid region V (definitions §4): all n² pairs, or {(i, j) : j ≤ i} when causal.
  * @returns {Mask}
  */
 export function validRegion(n, causal) {

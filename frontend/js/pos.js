@@ -1,5 +1,5 @@
 /**
- * The POS panel (paper Figure 6, SPEC §5): for the open head's Sparsefinder k-means clusters, the
+ * The POS panel (paper Figure 6, definitions §5): for the open head's Sparsefinder k-means clusters, the
  * share of each Universal POS tag among the query tokens, and separately among the key tokens,
  * assigned to each cluster. Assignment is the k-means predictor's own: a token belongs to the
  * clusters of its top-k nearest centroids (methods.js `topKCentroids`), with B and k taken from the

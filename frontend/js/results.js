@@ -67,7 +67,7 @@ export function checkPareto(body, methods) {
 }
 
 /**
- * Check the task axis of a pareto.json (`sparsescope pareto --task`, SPEC §9), when it has one:
+ * Check the task axis of a pareto.json (`sparsescope pareto --task`, definitions §9), when it has one:
  * `task.loss_full` a number ≥ 0 and every point's `task_loss` null or a number ≥ 0.
  * @returns {string|null} what is wrong, or null
  */
@@ -90,7 +90,7 @@ export function hasTask(body) {
 
 /**
  * Each method's frontier points that have a task loss, sorted by sparsity (the task axis:
- * `sparsescope pareto --task` scores the frontier points only, SPEC §9).
+ * `sparsescope pareto --task` scores the frontier points only, definitions §9).
  * @returns {Map<string, {sparsity: number, recall: number, task_loss: number, params: object}[]>}
  */
 export function taskLines(body) {

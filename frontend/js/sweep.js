@@ -1,7 +1,7 @@
 /**
  * The current setting on every head, computed in the browser: `headRecall` (L·H recalls, for the
  * head grid's "recall" colouring) and `meanMetrics` (the plain mean over heads of the four metrics
- * and of the block sparsity at every tile size, SPEC §4 "overall", for the Pareto plot's mean
+ * and of the block sparsity at every tile size, definitions §4 "overall", for the Pareto plot's mean
  * scope).
  *
  * Only needed, and only run, while the grid shows recall, the Pareto plot shows the mean or the

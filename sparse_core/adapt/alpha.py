@@ -1,4 +1,4 @@
-"""α while adapting: one fixed value, or learned per head (Correia et al. 2019, SPEC §7).
+"""α while adapting: one fixed value, or learned per head (Correia et al. 2019, definitions §7).
 
 Learned: ``α_{l,h} = 1 + sigmoid(a_{l,h})`` with a trained scalar ``a`` per (layer, head), so
 α ∈ (1, 2); ``a`` starts at ``logit(α₀ − 1)`` (0 for α₀ = 1.5: every head starts at 1.5). This is

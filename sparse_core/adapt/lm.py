@@ -1,4 +1,4 @@
-"""A model with its language-model head, run as an entmax transformer (SPEC §7, §9).
+"""A model with its language-model head, run as an entmax transformer (definitions §7, §9).
 
 :func:`load_lm` loads a supported checkpoint with transformers' masked-LM class (encoders:
 ``AutoModelForMaskedLM``) or causal-LM class (decoders: ``AutoModelForCausalLM``) and our entmax
@@ -85,7 +85,7 @@ class LanguageModel:
 
         ``alphas``: α per layer (floats or (1, H, 1, 1) tensors); ``train``: the training
         attention (autograd through entmax, dropout where the modules train); ``restrict``:
-        (L, B, H, n, n) bool masks each head's attention is restricted to (SPEC §9);
+        (L, B, H, n, n) bool masks each head's attention is restricted to (definitions §9);
         ``support``: a list that receives each layer's (|G|, |V|) per head (training only);
         ``body_grad=False``: the base model runs without autograd (a head on a frozen body).
         """

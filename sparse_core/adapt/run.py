@@ -1,4 +1,4 @@
-"""``adapt``: fine-tune a model with entmax attention in every head (SPEC §7), end to end.
+"""``adapt``: fine-tune a model with entmax attention in every head (definitions §7), end to end.
 
 :func:`adapt` checks everything it can before any work (α, steps, the out-dir, the corpus size,
 memory), splits the corpus by article (:func:`data.split_corpus`), loads the model with its LM

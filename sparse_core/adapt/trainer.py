@@ -1,4 +1,4 @@
-"""The training step and its state: AdamW, warm-up and decay, clipping, learned α (SPEC §7).
+"""The training step and its state: AdamW, warm-up and decay, clipping, learned α (definitions §7).
 
 One step s (0-based) of :class:`Trainer`:
 

@@ -1,13 +1,13 @@
-"""THE registry of sparse-attention methods (docs/architecture.md, SPEC §2–§4).
+"""THE registry of sparse-attention methods (docs/architecture.md, definitions §2–§4).
 
 Every consumer (CLI, JSON, web API, the Pareto sweeps, the page's JS twin) reads methods from
 :data:`METHODS`, in this order: ``window``, ``fixed``, ``strided``, ``bigbird``, ``longformer``,
 ``reformer``, ``routing``, ``sf-distance``, ``sf-quantization``, ``sf-kmeans``, then today's
-arena (SPEC §8, docs/methods.md): ``streaming``, ``topk``, ``topp``, ``h2o``, ``moba``,
+arena (definitions §8, docs/methods.md): ``streaming``, ``topk``, ``topp``, ``h2o``, ``moba``,
 ``quest``, ``xattention``, ``vertical-slash``, ``sparge``. A
 :class:`Method` (``methods.base``, where its hooks are listed) gives slider specs, defaults,
 validation, the Pareto sweep grid, the engine's fast path, the page's per-head data and
-``predict(ctx, **params) -> (L, H, n, n) bool``, always *finished* (SPEC §3):
+``predict(ctx, **params) -> (L, H, n, n) bool``, always *finished* (definitions §3):
 ``M' = (M ∪ W_w ∪ Glob) ∩ V`` — the method's own mask M, OR the common add-ons ``window`` (width w,
 |i − j| ≤ ⌊w/2⌋; 0 = off; an even w acts as w + 1, as in ``patterns.window``) and ``globals``
 (full rows and columns for the first and last token), then AND the valid region (causal: j ≤ i).
@@ -145,7 +145,7 @@ def available(artefact: Artefact | None, names: Sequence[str] | None = None) -> 
 
 
 def evaluate(ctx: PredictContext, method: Method | str, params: dict) -> dict[str, Tensor]:
-    """Per-head metrics of one setting (SPEC §4, §8): recall, sparsity, exact, precision, mass
+    """Per-head metrics of one setting (definitions §4, §8): recall, sparsity, exact, precision, mass
     recall and the block sparsity ``block_B`` of each tile size B of ``metrics.BLOCKS``, each
     (L, H) float64, for the finished mask ``method.predict(ctx, **params)`` against the gold
     graph."""

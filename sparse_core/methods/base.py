@@ -13,7 +13,7 @@ Definition hooks (what a method must or may define):
 - ``check(n, p)``: cross-parameter checks after each value was range-checked;
 - ``base(ctx, own) -> Tensor``: its own mask M, unfinished, broadcastable to (L, H, n, n).
 
-Engine hooks (the Pareto sweep, SPEC §4; defaults work for any method, override for speed):
+Engine hooks (the Pareto sweep, definitions §4; defaults work for any method, override for speed):
 
 - ``base_bits(ctx, own) -> (A, n, W) uint64``: M as row bitsets (:mod:`sparse_core.bitsets`),
   A = 1 (every head alike) or L·H; the default packs ``base()`` (memoised per text when
@@ -52,7 +52,7 @@ from .spec import ParamSpec, check_n, globals_spec, window_spec
 if TYPE_CHECKING:
     from ..sparsefinder import Artefact
 
-#: The add-on parameters every method has (SPEC §3), after its own ones.
+#: The add-on parameters every method has (definitions §3), after its own ones.
 ADDONS = ("window", "globals")
 
 
@@ -211,7 +211,7 @@ class Method:
 
 
 class ArenaMethod(Method):
-    """A method of today's sparse-attention arena (SPEC §8, docs/methods.md): swept as its
+    """A method of today's sparse-attention arena (definitions §8, docs/methods.md): swept as its
     authors publish it, without the add-ons (every grid point has window 0 and globals off;
     both stay sliders). Its own grid is ``own_grid``.
 

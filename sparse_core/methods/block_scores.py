@@ -1,4 +1,4 @@
-"""Per-query-block selection by estimated block mass (SPEC §8): XAttention and SpargeAttn.
+"""Per-query-block selection by estimated block mass (definitions §8): XAttention and SpargeAttn.
 
 Queries and keys are cut into T = ⌈n / B⌉ blocks (B one of ``metrics.BLOCKS``); every query
 block a keeps a set of key blocks, the smallest that carries a share τ of an estimate of its
@@ -24,7 +24,7 @@ computing them all; the selection is a cumulative sum in float64 over blocks sor
   descending, whose sum reaches τ · Σ_eligible u (at least one). Dissimilar key blocks are kept
   for every query block, dissimilar query blocks keep every block. (Project choices against
   the reference, docs/methods.md: one block size for queries and keys; sim ≥ θ where the
-  reference has >; the TopCdf set includes the block that reaches τ, as SPEC §8 says, where the
+  reference has >; the TopCdf set includes the block that reaches τ, as definitions §8 says, where the
   reference stops before it.)
 
 Defaults: xattention B = 32, S = 8, τ = 0.9 (the reference's); sparge B = 32, θ = 0.3, τ = 0.9.

@@ -1,4 +1,4 @@
-"""Per-query block routing (SPEC §8): MoBA and Quest choose, for every query, the top-k key
+"""Per-query block routing (definitions §8): MoBA and Quest choose, for every query, the top-k key
 blocks of size B by a cheap estimate of the block's scores, and attend to those blocks only.
 
 Keys are cut into T = ⌈n / B⌉ blocks (the last one ragged); B is one of ``metrics.BLOCKS``, so

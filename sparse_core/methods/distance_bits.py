@@ -1,6 +1,6 @@
 """sf-distance for many thresholds at once, as row bitsets (the Pareto engine's fast path).
 
-Sparsefinder's distance predictor (SPEC §3, paper §3.2) keeps edge (i, j) iff the squared
+Sparsefinder's distance predictor (definitions §3, paper §3.2) keeps edge (i, j) iff the squared
 projected distance ``D_ij = ‖q̃_i − k̃_j‖²`` is below t. A sweep asks for ten thresholds: rather
 than ten float64 distance tensors, :func:`distance_bits` computes D once in float32 and bins it,
 and recomputes exactly (float64, dims added in order, as ``sparsefinder.sq_distances``) only the

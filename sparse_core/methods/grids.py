@@ -1,4 +1,4 @@
-"""The paper's sweep grids, default strides and per-head seeds (SPEC §2–§4; paper §5–§6).
+"""The paper's sweep grids, default strides and per-head seeds (definitions §2–§4; paper §5–§6).
 
 Every method's sweep grid (``Method.grid``) crosses its own grid with the window widths
 :func:`sweep_windows` = {0, 1, 3, 5, 7, 9, 11, 15, 19, 23, 27} (paper §5, MT), plus for n ≥ 256

@@ -1,8 +1,8 @@
-"""Shared machinery of the arena methods (SPEC §8): stable per-row orders, top-k by threshold as
+"""Shared machinery of the arena methods (definitions §8): stable per-row orders, top-k by threshold as
 row bitsets, block selections as row bitsets, and the compact payload encodings the page reads.
 
 Every arena method chooses keys (or B × B blocks) by a score and breaks ties toward the lower
-index (SPEC §8). Two equivalent forms of "the first k of a stable descending order" are used:
+index (definitions §8). Two equivalent forms of "the first k of a stable descending order" are used:
 
 - :func:`stable_order` / :func:`first_k_mask` (predict, the page's payload): a stable argsort of
   the negated values, so equal values keep index order;
@@ -42,7 +42,7 @@ from ..bitsets import (
 from ..metrics import BLOCKS
 
 #: The block sizes a block method's slider offers: the tile sizes of block sparsity, so a
-#: method's own B always has its block sparsity reported (SPEC §4, §8).
+#: method's own B always has its block sparsity reported (definitions §4, §8).
 BLOCK_CHOICES = list(BLOCKS)
 
 

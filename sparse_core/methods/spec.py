@@ -126,7 +126,7 @@ def kind_words(spec: ParamSpec) -> str:
 
 
 def window_spec(n: int, default: int) -> ParamSpec:
-    """The window add-on every method has (SPEC §3): width w in [0, 2n − 1], 0 = off."""
+    """The window add-on every method has (definitions §3): width w in [0, 2n − 1], 0 = off."""
     return ParamSpec(
         "window", "window width", "int", min(default, 2 * n - 1), 0, 2 * n - 1, 1,
         help="local window add-on: keys with |i − j| ≤ ⌊w/2⌋ (odd w; 0 = off)",
@@ -134,7 +134,7 @@ def window_spec(n: int, default: int) -> ParamSpec:
 
 
 def globals_spec(default: bool) -> ParamSpec:
-    """The global add-on every method has (SPEC §3): first and last token global."""
+    """The global add-on every method has (definitions §3): first and last token global."""
     return ParamSpec(
         "globals", "global first/last", "bool", default,
         help="global add-on: the first and last token attend to and are attended by all",

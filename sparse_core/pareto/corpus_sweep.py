@@ -1,4 +1,4 @@
-"""The corpus sweep (``sparsescope pareto``; SPEC §4, paper §5–§6, Figures 2 and 4).
+"""The corpus sweep (``sparsescope pareto``; definitions §4, paper §5–§6, Figures 2 and 4).
 
 Every method's grid is evaluated on every text (:func:`sweep_points` per text and method) and the
 per-head figures are summed in :class:`Totals`; the figure of a point is then, per head, the mean
@@ -51,7 +51,7 @@ def corpus_grids(
 
 @dataclass
 class Totals:
-    """Per-head sums over texts of every point's figures (add texts, then divide: SPEC §4)."""
+    """Per-head sums over texts of every point's figures (add texts, then divide: definitions §4)."""
 
     grids: dict[str, list[dict]]
     sums: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # (P, L, H) float64
@@ -198,7 +198,7 @@ def sweep_corpus(
     progress: bool = True,
     pool: Workers | None = None,
 ) -> CorpusSweep:
-    """Sweep every method's grid over ``texts`` (model inputs) and aggregate (SPEC §4).
+    """Sweep every method's grid over ``texts`` (model inputs) and aggregate (definitions §4).
 
     Grids: :func:`corpus_grids` with n_ref / n_min the longest / shortest input. ``workers`` > 1
     splits the texts over that many processes (``spawn``; each loads the model from

@@ -1,6 +1,6 @@
 """One method at many settings on one text, and the JSON of sweep points with their frontiers.
 
-:func:`sweep_points` is the engine's per-text entry point: the (L, H) metrics of SPEC §4 for
+:func:`sweep_points` is the engine's per-text entry point: the (L, H) metrics of definitions §4 for
 every point, computed by the method's ``measure`` hook (``sparse_core.methods.base``: every
 window width crossed into one bitset base, ``sparse_core.bitsets``) and equal to
 ``methods.evaluate`` on the explicit masks (tests/core/test_pareto.py). Each method's frontier

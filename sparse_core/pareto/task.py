@@ -1,4 +1,4 @@
-"""The task axis of a corpus sweep (SPEC §9; the paper's Fig. 2 and 4, right panels).
+"""The task axis of a corpus sweep (definitions §9; the paper's Fig. 2 and 4, right panels).
 
 For a model with an LM or MLM head, each method's predicted graph M replaces the full attention
 of every head (entmax over the scores inside M, :attr:`RunState.restrict`) and the model's loss
@@ -10,7 +10,7 @@ Per input: the input is masked once (seed, input index); the model runs on the m
 records its queries, keys and graph (:func:`sparse_core.adapt.evaluate.run_ids`); every method
 predicts M from that run (as it would in deployment, from the model's actual input); the loss is
 measured unrestricted and under each M. A mask M ⊇ G gives the unrestricted loss exactly
-(sparse-consistency, SPEC §1). The figure of a point is the token-weighted mean loss over the
+(sparse-consistency, definitions §1). The figure of a point is the token-weighted mean loss over the
 inputs (sum of token losses / scored tokens).
 
 Affordable subset (one restricted forward per point and input): the points of each method's

@@ -1,4 +1,4 @@
-"""The per-text sweep (the page's live Pareto plot) and the analyze summary (SPEC §4).
+"""The per-text sweep (the page's live Pareto plot) and the analyze summary (definitions §4).
 
 :func:`sweep_text` evaluates every available method at every point of its grid
 (``Method.grid(n)``) on one text, per head; :meth:`TextSweep.points` gives one head's points or
@@ -38,7 +38,7 @@ class TextSweep:
         block: int | None = None,
     ) -> dict:  # fmt: skip
         """``{"scope", "gold_sparsity", "x", "block", "points", "frontiers"}`` for one head, or
-        (both None) for the mean over heads (SPEC §4: the plain mean of the per-head figures).
+        (both None) for the mean over heads (definitions §4: the plain mean of the per-head figures).
         Frontier entries index ``points``; they are computed on the rounded figures that are
         returned, over (x, recall): token sparsity, or block sparsity at ``block``
         (``points.check_axis``)."""

@@ -140,7 +140,7 @@ def test_fit_and_pareto_task_accept_the_out_dir(adapted: Path, corpus, tmp_path,
 
 
 def test_restricted_loss_is_sparse_consistent(adapted: Path) -> None:
-    """SPEC §9 on one masked input: M = G gives the unrestricted loss (Proposition 1), the
+    """definitions §9 on one masked input: M = G gives the unrestricted loss (Proposition 1), the
     diagonal alone does not."""
     from sparse_core.adapt import load_lm
     from sparse_core.adapt.evaluate import masked_input, restricted_loss, run_ids

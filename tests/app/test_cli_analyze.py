@@ -29,7 +29,7 @@ def test_analyze_json_on_the_real_model(capsys, sentence):
                                 "mass_recall"}  # fmt: skip
             assert 0.0 <= pat["recall"] <= 1.0 and 0.0 <= pat["sparsity"] <= 1.0
             assert 0.0 <= pat["mass_recall"] <= 1.0 + 1e-6
-    # the oracle budgets (SPEC §8): every head, and pooled over all heads' queries
+    # the oracle budgets (definitions §8): every head, and pooled over all heads' queries
     b = report["budgets"]
     assert b["levels"] == [0.9, 0.99] and len(b["heads"]) == 72
     assert b["pooled"]["k"]["0.99"]["q"][0] >= 1 and b["pooled"]["p"]["0.9"]["q"][-1] <= 1 + 1e-6

@@ -1,4 +1,4 @@
-"""POS tags of the tokens and the k-means cluster breakdown of one head (SPEC §5)."""
+"""POS tags of the tokens and the k-means cluster breakdown of one head (definitions §5)."""
 
 from __future__ import annotations
 

@@ -289,7 +289,7 @@ PARITY_CASES = [
     ("sf-distance", {"t": 2.5, "window": 0, "globals": False}),
     ("sf-quantization", {"n_buckets": 4, "window": 0, "globals": True}),
     ("sf-kmeans", {"n_clusters": 4, "top_k": 2, "window": 0, "globals": False}),
-    # the arena (SPEC §8): arena.js against the server, in the browser
+    # the arena (definitions §8): arena.js against the server, in the browser
     ("streaming", {"sinks": 2, "recent": 3, "window": 0, "globals": False}),
     ("topk", {"k": 3, "window": 0, "globals": True}),
     ("topp", {"p": 0.7, "window": 0, "globals": False}),

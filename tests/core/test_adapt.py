@@ -1,4 +1,4 @@
-"""``sparse_core.adapt``: training with entmax attention on tiny random models (SPEC §7).
+"""``sparse_core.adapt``: training with entmax attention on tiny random models (definitions §7).
 
 Exact resume (an interrupted run continued with --resume gives the same losses, bit for bit, as
 one never interrupted), the out-dir's model loads with its α as the default, learned α moves and

@@ -1,4 +1,4 @@
-"""The arena methods (SPEC §8, docs/methods.md) against literal, slow references written here from
+"""The arena methods (definitions §8, docs/methods.md) against literal, slow references written here from
 the definitions: plain loops over queries and keys, numbers in float64 unless the definition
 fixes another precision (H2O's float32 masses; the float32 rounding of XAttention's and
 SpargeAttn's estimates). Then hand cases whose answer is known, the causal guarantee, and the
@@ -34,7 +34,7 @@ def ctx(request, tiny_model):
 
 
 def stable_desc(values) -> list[int]:
-    """Indices by value descending, ties by index (SPEC §8: ties go to the lower index)."""
+    """Indices by value descending, ties by index (definitions §8: ties go to the lower index)."""
     return sorted(range(len(values)), key=lambda j: (-values[j], j))
 
 
@@ -284,7 +284,7 @@ SETTINGS = {
 @pytest.mark.parametrize("name", ARENA)
 def test_predict_equals_the_literal_reference(name, ctx):
     """Every arena method's own mask (add-ons off) equals a loop over queries and keys that
-    follows SPEC §8 / docs/methods.md to the letter, on every head, causal and not."""
+    follows definitions §8 / docs/methods.md to the letter, on every head, causal and not."""
     method = M.METHODS[name]
     v = torch.from_numpy(np.tri(ctx.n, dtype=bool) if ctx.causal else np.ones((ctx.n,) * 2, bool))
     for p in SETTINGS[name]:

@@ -1,4 +1,4 @@
-"""Reformer and Routing baselines against their definitions (SPEC §3) on hand-made cases."""
+"""Reformer and Routing baselines against their definitions (definitions §3) on hand-made cases."""
 
 from __future__ import annotations
 

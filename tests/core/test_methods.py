@@ -1,4 +1,4 @@
-"""The method registry (SPEC §2–§4, docs/architecture.md): specs, validation, grids, predict."""
+"""The method registry (definitions §2–§4, docs/architecture.md): specs, validation, grids, predict."""
 
 from __future__ import annotations
 
@@ -121,7 +121,7 @@ def test_documented_defaults():
             "n_buckets",
             r"n_buckets must be in \[1, 128\], got 129",
         ),
-        # the arena's parameters (SPEC §8)
+        # the arena's parameters (definitions §8)
         ("streaming", {"recent": 128}, "recent", r"recent must be in \[0, 127\], got 128"),
         ("streaming", {"sinks": -1}, "sinks", r"sinks must be in \[0, 128\], got -1"),
         ("topk", {"k": 65}, "k", r"k must be in \[1, 64\], got 65"),
@@ -321,7 +321,7 @@ def test_needs_artefact(tiny_model):
 
 def test_reformer_and_routing_group_the_models_own_vectors_without_an_artefact(tiny_model, ctx):
     """No training needed: without an artefact they hash/cluster the raw queries and keys;
-    with one, the projected ones (SPEC §3), which gives other groups."""
+    with one, the projected ones (definitions §3), which gives other groups."""
     raw = M.PredictContext.from_run(tiny_model.run(TEXT), None)
     q, k = raw.hash_space()
     assert torch.equal(q, raw.out.queries.float()) and torch.equal(k, raw.out.keys.float())

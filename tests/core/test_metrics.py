@@ -1,4 +1,4 @@
-"""Metrics against hand-computed figures and their set definitions (SPEC §4)."""
+"""Metrics against hand-computed figures and their set definitions (definitions §4)."""
 
 from __future__ import annotations
 

@@ -90,7 +90,7 @@ def test_causal_never_attends_forward(tiny_model, sentence, alpha):
 
 @pytest.mark.parametrize("alpha", [1.25, 1.5, 2.0])
 def test_sparse_consistency(tiny_model, sentence, alpha):
-    """SPEC §1 / Prop. 1: entmax over scores restricted to any superset of G reproduces P."""
+    """definitions §1 / Prop. 1: entmax over scores restricted to any superset of G reproduces P."""
     out = tiny_model.run(sentence, alpha=alpha)
     d = out.queries.shape[-1]
     scores = out.queries @ out.keys.transpose(-1, -2) / math.sqrt(d)  # (L, H, n, n)

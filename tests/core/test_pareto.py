@@ -1,4 +1,4 @@
-"""The Pareto sweeps (SPEC §4): the bitset / window-crossing fast path equals explicit masks, the
+"""The Pareto sweeps (definitions §4): the bitset / window-crossing fast path equals explicit masks, the
 per-text and corpus outputs have the documented shapes, pareto.json and its frontiers."""
 
 from __future__ import annotations
@@ -321,7 +321,7 @@ def test_corpus_sweep_json_and_html(tiny_model, tmp_path):
             f = pts[k]["fidelity"]
             assert (f is not None) == (k in front)
             assert f is None or -1.0 <= f <= 1.0 + 1e-9
-    # per head, the mean over texts (each text weighted equally), then over heads (SPEC §4)
+    # per head, the mean over texts (each text weighted equally), then over heads (definitions §4)
     per_text = []
     for t in TEXTS:
         ctx = M.PredictContext.from_run(tiny_model.run(t), art)

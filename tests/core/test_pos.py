@@ -1,4 +1,4 @@
-"""POS tags aligned to sub-words and the k-means cluster POS breakdown (SPEC §5)."""
+"""POS tags aligned to sub-words and the k-means cluster POS breakdown (definitions §5)."""
 
 from __future__ import annotations
 

@@ -112,7 +112,7 @@ def test_pareto_figure_from_a_sweep_and_from_the_api_body(tiny_model):
     assert any(s.x0 == body["gold_sparsity"] for s in fig.layout.shapes)
     mean = viz.pareto_figure(sweep)  # a TextSweep: the mean over heads
     assert len(mean.data) == len(fig.data)
-    # y-axis buttons: recall, or mass recall with its own frontiers (SPEC §8)
+    # y-axis buttons: recall, or mass recall with its own frontiers (definitions §8)
     recall_b, mass_b = fig.layout.updatemenus[0].buttons
     assert (recall_b.label, mass_b.label) == ("recall", "mass recall")
     ys = mass_b.args[0]["y"]

@@ -182,7 +182,7 @@ def get_budgets(
     layer: Annotated[int | None, QueryLayer("with head: one head; omit both: all")] = None,
     head: Annotated[int | None, QueryHead("with layer: one head")] = None,
 ) -> Response:
-    """Oracle budgets (SPEC §8): per query, the least top-k and the least top-p mass that
+    """Oracle budgets (definitions §8): per query, the least top-k and the least top-p mass that
     recover 90 % / 99 % of its true support — every query of one head, or every head's
     quantiles and the distribution pooled over all heads."""
     return json_bytes(service.budgets(analysis_id, layer, head))

@@ -1,6 +1,6 @@
 /**
  * Step 9: the sparsity–recall trade-off of every method on this text and head, with each method's
- * Pareto frontier (SPEC §4), from GET /api/analyses/{id}/pareto: the same sweep, points and
+ * Pareto frontier (definitions §4), from GET /api/analyses/{id}/pareto: the same sweep, points and
  * frontiers as the explorer's Pareto plot (sparse_core.pareto). When the server cannot give them,
  * the slide says so and why; it never draws a different sweep.
  * @module lecture/step-pareto
