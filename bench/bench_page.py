@@ -27,7 +27,7 @@ loaded it before Plotly became lazy). Written under "## First paint".
 ``--compare``: side by side (frontend/js/compare.js) — every available method's first slider moved
 with side by side off, with pane B on another head, and with pane B another method, the three
 interleaved per method in one page and one run (slider-update includes B's mask, the difference
-and the three panes' repaint); printed as a table (docs/benchmarks.md "## Side by side").
+and the three panes' repaint); printed as a table (docs/benchmarks.md, "Page").
 ``--pointer`` drags the range slider with the mouse instead (CDP mouse events: Chromium delivers
 them aligned to the frame, before its animation-frame callbacks, as it does a user's drag; the
 synthetic events are dispatched from inside an animation frame, so each waits one whole frame

@@ -1,6 +1,7 @@
 """The entmax attention function that transformers' own model classes call, and its recorder.
 
-definitions §1. transformers' attention modules compute the queries, keys and values (rotary position
+definitions §1. transformers' attention modules compute the queries, keys and values (rotary
+position
 embeddings included, where the model has them) and then call the function registered under
 ``config._attn_implementation`` in ``transformers.AttentionInterface``. We register
 :func:`entmax_attention` under the name :data:`IMPLEMENTATION`, so the model code stays the
@@ -287,7 +288,7 @@ def _record(state: RunState, li: int, query: Tensor, key: Tensor) -> None:
 #: back, and P read back again (12.6 MB each at n = 512 on MiniLM). The same numbers bit for bit
 #: (a batched matmul computes each head on its own; entmax is row by row); 2-4 % of a run at
 #: n = 512 whose P buffer is fresh memory (a server's analyses, which its cache keeps), none
-#: once the buffer's pages are warm (docs/benchmarks.md, "Heads in chunks").
+#: once the buffer's pages are warm (measured with bench/bench_entmax.py).
 DENSE_CHUNK_SCORES = 1 << 20
 
 

@@ -1,4 +1,5 @@
-"""Baselines the paper compares Sparsefinder with (definitions §3): Reformer and Routing, plus batched
+"""Baselines the paper compares Sparsefinder with (definitions §3): Reformer and Routing, plus
+batched
 draws of BigBird's random keys and Longformer's random globals for every head at once.
 
 Both work in the same projected space as Sparsefinder (q̃_i, k̃_i ∈ R^r, from the artefact) so
@@ -121,7 +122,8 @@ def buckets_mask(buckets: Tensor) -> Tensor:
 
 
 def reformer(qp: Tensor, kp: Tensor, n_buckets: int, rounds: int = 1, seed: int = 0) -> Tensor:
-    """Reformer's shared-QK LSH pattern (definitions §3): ``(L, H, n, r)`` x 2 -> ``(L, H, n, n)`` bool,
+    """Reformer's shared-QK LSH pattern (definitions §3): ``(L, H, n, r)`` x 2 -> ``(L, H, n, n)``
+    bool,
     ``(i, j) ∈ M`` iff i and j share a bucket in some round (diagonal always in)."""
     return buckets_mask(reformer_buckets(qp, kp, n_buckets, rounds, seed))
 
@@ -277,7 +279,8 @@ def members_mask(queries: Tensor, keys: Tensor) -> Tensor:
 
 
 def routing(qp: Tensor, kp: Tensor, n_clusters: int, iters: int = ROUTING_ITERS) -> Tensor:
-    """Routing Transformer, balanced (definitions §3): ``(..., n, r)`` x 2 -> ``(..., n, n)`` bool."""
+    """Routing Transformer, balanced (definitions §3): ``(..., n, r)`` x 2 -> ``(..., n, n)``
+    bool."""
     return members_mask(*routing_members(qp, kp, n_clusters, iters))
 
 

@@ -152,7 +152,8 @@ def mass_recall(pred: Tensor, probs: Tensor) -> Tensor:
 def precision(
     pred: Tensor, gold: Tensor, causal: bool = False, valid: Tensor | None = None
 ) -> Tensor:
-    """``|M ∩ G| / |M ∩ V|`` (definitions §4); 1.0 where |M ∩ V| = 0 (no prediction, no false claim).
+    """``|M ∩ G| / |M ∩ V|`` (definitions §4); 1.0 where |M ∩ V| = 0 (no prediction, no false
+    claim).
 
     Predicted pairs outside V (e.g. j > i in causal mode) are not counted as false positives.
     """
@@ -164,7 +165,8 @@ def precision(
 
 
 def exact(pred: Tensor, gold: Tensor, valid_rows: Tensor | None = None) -> Tensor:
-    """Share of valid queries i whose whole support lies in the prediction, ``G_i ⊆ M_i`` (definitions §4).
+    """Share of valid queries i whose whole support lies in the prediction, ``G_i ⊆ M_i``
+    (definitions §4).
 
     For those rows entmax over the restricted scores returns exactly P_i (sparse-consistency).
     ``valid_rows`` is a bool (..., n) broadcastable to the queries (e.g. non-padding rows); default
@@ -230,13 +232,15 @@ def output_fidelity(
     alpha: float = 1.5,
     causal: bool = False,
 ) -> float:
-    """Mean cosine similarity of the final hidden states, restricted vs unrestricted (definitions §4).
+    """Mean cosine similarity of the final hidden states, restricted vs unrestricted (definitions
+    §4).
 
     ``(1 / n) Σ_i cos(h_i^M, h_i)`` where h is the entmax model's final hidden state and h^M the
     same model re-run with every head's attention restricted to its mask (``model.forward_masked``).
     ``masks`` is a bool mask broadcastable to (L, H, n, n) (an (n, n) mask applies to every head).
     ``text_or_out`` is a text (run here with ``alpha`` and ``causal``) or a RunOutput (its own alpha
-    and causal are used). By sparse-consistency (definitions §1) masks ⊇ out.graph give 1 up to rounding.
+    and causal are used). By sparse-consistency (definitions §1) masks ⊇ out.graph give 1 up to
+    rounding.
     """
     if isinstance(text_or_out, str):
         out = model.run(text_or_out, alpha=alpha, causal=causal)

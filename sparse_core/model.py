@@ -507,11 +507,11 @@ def host_buffer(shape: tuple[int, ...], device: torch.device) -> Tensor:
     transparent huge pages advised (``madvise(MADV_HUGEPAGE)``; Linux): the kernel's page
     faults of its first touch in 4 KiB pages cost 2-3x those in 2 MiB pages (75 MB at n = 512
     on the default model, the fastest of 15 on the shared 2-core machine: 111-212 ms against
-    32-83 ms, docs/benchmarks.md "Through a real server"). The last :data:`KEPT_BUFFERS`
+    32-83 ms, measured with bench/bench_open.py --server). The last :data:`KEPT_BUFFERS`
     mappings are kept: one of the size asked that no tensor views any more (its run's output
     is gone) is handed out again, its pages already there — no faults at all, and none of the
     kernel's compaction stalls for fresh huge pages, which after other large allocations made
-    a run up to 2x slower (docs/benchmarks.md, "Heads in chunks"). A mapping still viewed is
+    a run up to 2x slower (measured with bench/bench_entmax.py). A mapping still viewed is
     never handed out; one dropped from the list lives as long as a tensor views it.
     Elsewhere (a GPU, a small run, no madvise) ``torch.empty``."""
     size = 4

@@ -1,6 +1,7 @@
 """Structured attention patterns as pure functions returning ``(n, n)`` ``torch.bool`` masks.
 
-definitions §2. Rows are queries i, columns keys j, positions 0-based; ``mask[i, j]`` is True iff query i
+definitions §2. Rows are queries i, columns keys j, positions 0-based; ``mask[i, j]`` is True iff
+query i
 may attend to key j. Every function is deterministic: the "random" patterns (BigBird, Longformer)
 draw from the integer hash of :mod:`sparse_core.rng`, so the browser recomputes identical masks.
 
@@ -82,7 +83,8 @@ def _positions(n: int, positions: Sequence[int], name: str) -> list[int]:
 
 
 def valid_region(n: int, causal: bool) -> Tensor:
-    """The valid region V (definitions §4): all n² pairs, or {(i, j) : j <= i} (n(n+1)/2) when causal."""
+    """The valid region V (definitions §4): all n² pairs, or {(i, j) : j <= i} (n(n+1)/2) when
+    causal."""
     n = _int("n", n, 1)
     full = torch.ones(n, n, dtype=torch.bool)
     return full.tril() if causal else full
@@ -99,7 +101,8 @@ def _band(n: int, width: int) -> Tensor:
 def window(n: int, width: int, *, causal: bool = False) -> Tensor:
     """Local window of width w (definitions §2): ``{(i, j) : |i - j| <= floor(w / 2)}``.
 
-    Odd w is the definition (docs/definitions.md §2): w keys per interior row, centred on the diagonal. ``w = 0``
+    Odd w is the definition (docs/definitions.md §2): w keys per interior row, centred on the
+    diagonal. ``w = 0``
     means "off" (the empty mask). Project choice for even w: the same formula, floor(w / 2), so an
     even width behaves like w + 1 (the mask stays symmetric; no side is privileged). Causal mode
     keeps j <= i, i.e. ``i - floor(w / 2) <= j <= i``.
@@ -111,7 +114,8 @@ def window(n: int, width: int, *, causal: bool = False) -> Tensor:
 
 
 def global_tokens(n: int, positions: Sequence[int]) -> Tensor:
-    """Global tokens (definitions §2): each position p gets a full row (p attends to all) and a full column
+    """Global tokens (definitions §2): each position p gets a full row (p attends to all) and a
+    full column
     (all attend to p). Negative positions count from the end (-1 is the last token); positions must
     lie in [-n, n). The mask is bidirectional; :func:`finish` or the caller applies causality.
     """
@@ -154,7 +158,8 @@ def fixed(
     part: Part = "union",
     head: int | None = None,
 ) -> Tensor:
-    """Fixed factorized attention (Child et al. 2019; definitions §2), block length l, c summary positions.
+    """Fixed factorized attention (Child et al. 2019; definitions §2), block length l, c summary
+    positions.
 
     ``A1 = {j : floor(j / l) = floor(i / l)}`` (the block of i),
     ``A2 = {j : j mod l >= l - c}``: project choice, the last c positions of every block (the
@@ -229,7 +234,8 @@ def bigbird(
     seed: int = 0,
     causal: bool = False,
 ) -> Tensor:
-    """BigBird (definitions §2): window of width ``window`` + global tokens ``globals_`` + r random keys.
+    """BigBird (definitions §2): window of width ``window`` + global tokens ``globals_`` + r random
+    keys.
 
     Row i gets ``B_i = window ∪ globals`` (global positions have full rows and columns), then
     ``r = random_keys`` random keys drawn uniformly *without replacement* among the valid keys not

@@ -1,4 +1,5 @@
-"""Sparsefinder (Treviso et al. 2022; definitions §3): learned projections and three graph predictors.
+"""Sparsefinder (Treviso et al. 2022; definitions §3): learned projections and three graph
+predictors.
 
 Per head (layer l, head h) a linear map ``g(x) = x W + b`` from d_head to r dims (r = 4) is
 shared by queries and keys: ``q̃_i = g(q_i)``, ``k̃_j = g(k_j)``. It is trained
@@ -275,7 +276,8 @@ def sq_distances(qp: Tensor, kp: Tensor) -> Tensor:
 def sf_distance(qp: Tensor, kp: Tensor, t: float) -> Tensor:
     """Sparsefinder distance (paper §4.3, definitions §3): ``Ĝ = {(i, j) : ‖q̃_i − k̃_j‖² < t}``.
 
-    qp (..., n, r), kp (..., m, r) -> (..., n, m) bool. Strictly less than t (docs/definitions.md §3; the paper
+    qp (..., n, r), kp (..., m, r) -> (..., n, m) bool. Strictly less than t (docs/definitions.md
+    §3; the paper
     writes ≤, which differs only on exact ties), with ‖·‖² from :func:`sq_distances`.
     """
     return sq_distances(qp, kp) < float(t)

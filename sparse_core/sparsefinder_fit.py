@@ -1,4 +1,5 @@
-"""Fitting Sparsefinder (definitions §3): graph extraction, the hinge loss, batched training, k-means.
+"""Fitting Sparsefinder (definitions §3): graph extraction, the hinge loss, batched training,
+k-means.
 
 :func:`fit_artefact` runs the whole fit: extract Q, K, G of every head from the entmax model on the
 inputs (:func:`extract`), train the 72 projections at once as one parameter tensor W (L, H, d, r)
@@ -157,7 +158,8 @@ def _negative_edges(g: Tensor, counts: Tensor, generator: torch.Generator | None
 
 def sample_negatives(pos: Tensor, generator: torch.Generator | None = None) -> Tensor:
     """Neg_i: min(|Pos_i|, #non-edges) keys drawn uniformly without replacement from the
-    non-edges of each query i (definitions §3). pos (..., n, n) bool -> (..., n, n) bool, disjoint."""
+    non-edges of each query i (definitions §3). pos (..., n, n) bool -> (..., n, n) bool,
+    disjoint."""
     n = pos.shape[-1]
     rows = pos.reshape(-1, n)
     idx = _negative_edges(rows, rows.sum(-1), generator)
@@ -477,7 +479,8 @@ def fit_artefact(
         },
         "split": {"valid_fraction": cfg.valid_fraction, "valid_inputs": valid_idx},
         "training": {
-            "loss": "hinge, margin omega, |Neg_i| = |Pos_i| uniform valid non-edges (definitions §3)",
+            "loss": "hinge, margin omega, |Neg_i| = |Pos_i| uniform valid non-edges "
+            "(definitions §3)",
             "margin": cfg.margin,
             "optimizer": "adam",
             "lr": cfg.lr,

@@ -301,7 +301,8 @@ def pareto_figure(
     heads; call ``sweep.points(layer, head)`` and pass that for one head), the
     ``GET /api/analyses/{id}/pareto`` body (``{"points", "frontiers", "gold_sparsity"}``), or a
     list of point dicts ``{"method", "params", "sparsity", "recall", ...}``. Missing frontiers
-    are computed per method with ``metrics.pareto_front`` (definitions §4); ``gold_sparsity`` draws a
+    are computed per method with ``metrics.pareto_front`` (definitions §4); ``gold_sparsity`` draws
+    a
     dotted vertical line (the sparsity of the entmax graph itself).
     """
     go = _go()

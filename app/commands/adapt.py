@@ -21,7 +21,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "adapt",
         help="fine-tune a model with entmax attention (masked LM / next-token LM)",
-        description="Fine-tune a model with alpha-entmax attention in every head (definitions §7) and "
+        description="Fine-tune a model with alpha-entmax attention in every head (definitions §7) "
+        "and "
         "write it as a Hugging Face model directory with its alpha recorded. With --evaluate: "
         "print a model's held-out loss and gold sparsity instead.",
     )

@@ -3,7 +3,8 @@
 Reads the corpora (CoNLL-U, WikiText or plain text, detected), packs them into model inputs of at
 most ``--max-tokens`` tokens in corpus order, keeps the first ``--limit`` inputs (the rest of the
 corpus stays unseen by the fit, for evaluation), extracts the entmax graphs, trains, clusters and
-writes ``<out>/sparsefinder-<model>-a<alpha>.safetensors`` + ``.json`` (definitions §3). Deterministic
+writes ``<out>/sparsefinder-<model>-a<alpha>.safetensors`` + ``.json`` (definitions §3).
+Deterministic
 under ``--seed`` on a given machine; set ``SOURCE_DATE_EPOCH`` to also fix the recorded date.
 """
 
@@ -35,7 +36,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "fit",
         help="fit Sparsefinder projections and k-means centroids on a corpus",
         description="Extract the entmax attention graphs of every head on a corpus, train the "
-        "per-head projections (hinge loss, definitions §3), fit k-means centroids and write the artefact "
+        "per-head projections (hinge loss, definitions §3), fit k-means centroids and write the "
+        "artefact "
         "(<out>/sparsefinder-<model>-a<alpha>.safetensors + .json). Prints the validation loss "
         "and sf-distance recall/sparsity at the reference threshold.",
     )

@@ -99,7 +99,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--task", action="store_true",
         help="also measure the model's loss (masked-LM on a seeded masking, or next-token) with "
-        "every head restricted to each frontier point's graph (definitions §9); needs an LM/MLM head",
+        "every head restricted to each frontier point's graph (definitions §9); needs an LM/MLM "
+        "head",
     )  # fmt: skip
     p.add_argument(
         "--task-texts", type=int, default=4, metavar="N",

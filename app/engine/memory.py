@@ -44,7 +44,7 @@ def release_free_memory() -> None:
     cache holds. With bench/bench_load.py on the real model, 8 clients: 664 MiB after the 100th
     request, 907 MiB after the 1,000th without it; 571 and 703 MiB with it (and 2 arenas, see
     :func:`limit_malloc_arenas`), oscillating between 565 and 806 MiB over 2,000 requests without
-    a trend (docs/benchmarks.md, "Load test"). A trim takes a few ms (median 6.6 ms there).
+    a trend (docs/benchmarks.md, "Server load"). A trim takes a few ms (median 6.6 ms there).
     A no-op where libc has no malloc_trim.
     """
     trim = _malloc_trim()
@@ -91,7 +91,7 @@ def limit_malloc_arenas(arenas: int = 2) -> bool:
     """At most ``arenas`` glibc malloc arenas, as ``MALLOC_ARENA_MAX=2`` would (which, when set,
     wins). glibc gives allocating threads up to 8 arenas per core and the routes run in FastAPI's
     thread pool, so memory freed by one request sat in another thread's arena instead of serving
-    the next one (docs/benchmarks.md, "Load test"). Call it before the model and the server start
+    the next one (docs/benchmarks.md, "Server load"). Call it before the model and the server start
     their threads. Best effort: False where libc has no mallopt.
     """
     if "MALLOC_ARENA_MAX" in os.environ:
@@ -107,7 +107,7 @@ def freeze_startup_objects() -> int:
 
     A full collection walks every tracked object; with the start-up objects in it, one took
     ~0.2 s of the GIL, about once every few hundred analyses: a lecture hall's burst that met
-    one waited that long (docs/benchmarks.md, "A lecture hall"). The frozen objects live as long
+    one waited that long (docs/benchmarks.md, "Server load"). The frozen objects live as long
     as the server anyway. Returns how many objects were frozen."""
     gc.collect()
     gc.freeze()

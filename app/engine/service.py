@@ -58,8 +58,8 @@ def one_blas_thread() -> None:
     head's (n, d) x (d, n) in the summaries and sweeps), the engine spreads its work over the
     cores itself (the model worker's split, the lone summary's side worker), and OpenBLAS's own
     threads only spin against those: on a busy 2-core machine a 512-token text's summary took
-    2.5-3x as long, at twice the CPU, with two BLAS threads as with one (docs/benchmarks.md,
-    "Through a real server"). The figures are the same bit for bit (a BLAS thread splits the
+    2.5-3x as long, at twice the CPU, with two BLAS threads as with one (measured with
+    bench/bench_open.py --server). The figures are the same bit for bit (a BLAS thread splits the
     output's rows and columns, never a dot product)."""
     try:
         from threadpoolctl import threadpool_limits

@@ -3,7 +3,7 @@
 A 200 response whose type is text-like (:data:`COMPRESSIBLE`), at least ``minimum`` bytes long,
 not already encoded and not a range, is sent gzipped to a client whose ``Accept-Encoding`` takes
 gzip; every text-like response says ``Vary: Accept-Encoding``. A 512-token analysis' Pareto
-data shrinks about 8×, ``plotly.min.js`` 3.4× (docs/benchmarks.md, "Opening a long text").
+data shrinks about 8×, ``plotly.min.js`` 3.4× (docs/benchmarks.md, "Page").
 
 Files carry an ETag (static assets, the Plotly bundle): their gzipped bytes are kept in a small
 LRU keyed by (path, ETag), so a lecture hall loading the page compresses each file once. Their

@@ -481,7 +481,8 @@ class PooledBudgets(BaseModel):
 
 
 class Budgets(BaseModel):
-    """Oracle budgets (definitions §8, sparse_core.budgets): ``scope`` "head" (one head, every query's
+    """Oracle budgets (definitions §8, sparse_core.budgets): ``scope`` "head" (one head, every
+    query's
     values) or "all" (every head's quantiles and the pooled distribution)."""
 
     scope: Literal["head", "all"]

@@ -13,7 +13,7 @@
  * (`_fullLayout._size`). A slider step only redraws that canvas: no DOM, style or layout change,
  * so the frame needs no repaint or re-layerisation of the page (moving an element with a CSS
  * transform made Chromium re-layerise every paint chunk of the page, ~1,000 of them Plotly's
- * points: docs/benchmarks.md "Side by side"); the canvas' size and the plot's offset in it are
+ * points: measured with bench/bench_page.py --compare); the canvas' size and the plot's offset in it are
  * read only after Plotly drew or the container resized. Clicking a point applies its
  * method and parameters. All hover text is escaped (Plotly renders a subset of HTML in labels).
  *

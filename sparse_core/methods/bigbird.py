@@ -1,4 +1,5 @@
-"""BigBird (Zaheer et al. 2020; definitions §2): window + globals + r random keys per row, and its sweep.
+"""BigBird (Zaheer et al. 2020; definitions §2): window + globals + r random keys per row, and its
+sweep.
 
 Row i holds ``B_i = (W_w ∪ Glob) ∩ V`` plus r keys drawn without replacement among the valid keys
 outside B_i (``patterns.bigbird``; the draws hash the per-head seed ``grids.head_seed``, so the

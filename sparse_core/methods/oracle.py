@@ -1,4 +1,5 @@
-"""The oracles of the arena (definitions §8): top-k by the true scores and top-p by the true attention.
+"""The oracles of the arena (definitions §8): top-k by the true scores and top-p by the true
+attention.
 
 Neither is a practical method (each reads what a sparse kernel would have to compute first);
 they bound what a per-query budget can achieve, and top-p is the budget Twilight targets.

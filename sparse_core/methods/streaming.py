@@ -1,4 +1,5 @@
-"""KV-cache-style token patterns (definitions §8): StreamingLLM, H2O and MInference's vertical-slash.
+"""KV-cache-style token patterns (definitions §8): StreamingLLM, H2O and MInference's
+vertical-slash.
 
 Each keeps, for every query, keys chosen by position or by attention already paid, the way a
 decoder's KV cache would keep them (docs/methods.md gives the exact forms and where they differ

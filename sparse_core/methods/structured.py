@@ -1,4 +1,5 @@
-"""Fixed-pattern methods (definitions §2): window, the Sparse Transformer's fixed and strided, Longformer.
+"""Fixed-pattern methods (definitions §2): window, the Sparse Transformer's fixed and strided,
+Longformer.
 
 None of them looks at the text's queries or keys: the masks are ``sparse_core.patterns``
 functions of n, causality and the parameters (Longformer's random globals also of the per-head

@@ -51,7 +51,8 @@ def corpus_grids(
 
 @dataclass
 class Totals:
-    """Per-head sums over texts of every point's figures (add texts, then divide: definitions §4)."""
+    """Per-head sums over texts of every point's figures (add texts, then divide: definitions
+    §4)."""
 
     grids: dict[str, list[dict]]
     sums: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # (P, L, H) float64

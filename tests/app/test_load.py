@@ -3,7 +3,7 @@ and a real ``sparsescope serve`` process under 8 concurrent clients answers 1,00
 without an error while its resident memory stays flat.
 
 The live test uses the tiny random model and ``bench/bench_load.py`` (the same load as the
-benchmark of the real model, whose figures are in docs/benchmarks.md, "Load test"). It asserts
+benchmark of the real model, whose figures are in docs/benchmarks.md, "Server load"). It asserts
 zero errors and the memory bound, not latency (this machine is shared); p50 / p99 are recorded
 as test properties and printed.
 """

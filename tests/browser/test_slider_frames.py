@@ -1,4 +1,4 @@
-"""What a slider frame does and what it leaves for later (docs/benchmarks.md "Side by side"), in a
+"""What a slider frame does and what it leaves for later (docs/benchmarks.md, "Page"), in a
 real headless Chromium: after a fast drag (bursts of input events, some within one frame) the
 metrics, their bars and the Pareto star show the slider's final value, the server's figures for
 it; the address bar is rewritten only once the view has been still for 200 ms, with the final

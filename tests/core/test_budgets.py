@@ -1,4 +1,5 @@
-"""Oracle budgets (definitions §8, sparse_core.budgets) against a brute-force search per query: the least
+"""Oracle budgets (definitions §8, sparse_core.budgets) against a brute-force search per query: the
+least
 k whose top-k (the oracle ``topk``'s stable order of the scores) recovers ρ of the query's support,
 and the least mass p among the row's own cumulative masses for which ``topp`` does."""
 

@@ -1,4 +1,5 @@
-"""Gradients of sparse_core.entmax (definitions §7) against the ``entmax`` package's autograd, float64.
+"""Gradients of sparse_core.entmax (definitions §7) against the ``entmax`` package's autograd,
+float64.
 
 The package's ``entmax15`` and ``sparsemax`` (sort-based, closed-form backward) and
 ``entmax_bisect`` (its backward w.r.t. the scores and α, Correia et al. 2019) are the references;

@@ -1,4 +1,5 @@
-"""The method registry (definitions §2–§4, docs/architecture.md): specs, validation, grids, predict."""
+"""The method registry (definitions §2–§4, docs/architecture.md): specs, validation, grids,
+predict."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Patterns against their set definitions (definitions §2), the oracle figures, the shared hash PRNG."""
+"""Patterns against their set definitions (definitions §2), the oracle figures, the shared hash
+PRNG."""
 
 from __future__ import annotations
 
