@@ -258,8 +258,7 @@ class AttentionWidget(anywidget.AnyWidget):
     def metrics(self) -> dict[str, float]:
         """Recall, sparsity, exact, precision and block sparsity (``block_16`` … ``block_128``) of
         ``method`` with ``params`` on the open head (definitions §4; sparse_core.methods.evaluate,
-        the
-        figures the view's metrics panel shows)."""
+        the figures the view's metrics panel shows)."""
         from sparse_core.methods import evaluate
 
         m = evaluate(self._entry.ctx, self.method, dict(self.params))

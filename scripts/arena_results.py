@@ -13,8 +13,7 @@ that are dropped, and the first ``--texts`` (200) are swept with every method's 
 (``pareto.sweep_corpus``, the ``sparsescope pareto`` engine) on the default model at α = 1.5.
 
 Budgets (definitions §4, §8): token sparsity ≥ 0.9; block sparsity ≥ 0.5 and ≥ 0.75 at B = 32 and
-64.
-For each budget and method: the best recall and the best mass recall among its grid points
+64. For each budget and method: the best recall and the best mass recall among its grid points
 that meet the budget (mean over heads of the per-head means over texts), the setting of each,
 and a ranking. Per head: how many of the L·H heads each method wins at the token budget (best
 recall among all methods meeting it in that head), and learned (sf-*) against the best

@@ -1,8 +1,7 @@
 """The entmax attention function that transformers' own model classes call, and its recorder.
 
 definitions §1. transformers' attention modules compute the queries, keys and values (rotary
-position
-embeddings included, where the model has them) and then call the function registered under
+position embeddings included, where the model has them) and then call the function registered under
 ``config._attn_implementation`` in ``transformers.AttentionInterface``. We register
 :func:`entmax_attention` under the name :data:`IMPLEMENTATION`, so the model code stays the
 library's and one function serves every architecture. Per head h of a layer it computes

@@ -1,6 +1,5 @@
 """Baselines the paper compares Sparsefinder with (definitions §3): Reformer and Routing, plus
-batched
-draws of BigBird's random keys and Longformer's random globals for every head at once.
+batched draws of BigBird's random keys and Longformer's random globals for every head at once.
 
 Both work in the same projected space as Sparsefinder (q̃_i, k̃_i ∈ R^r, from the artefact) so
 that the comparison is on the same footing (paper §5, App. C.2). Inputs are batched over any
@@ -123,8 +122,7 @@ def buckets_mask(buckets: Tensor) -> Tensor:
 
 def reformer(qp: Tensor, kp: Tensor, n_buckets: int, rounds: int = 1, seed: int = 0) -> Tensor:
     """Reformer's shared-QK LSH pattern (definitions §3): ``(L, H, n, r)`` x 2 -> ``(L, H, n, n)``
-    bool,
-    ``(i, j) ∈ M`` iff i and j share a bucket in some round (diagonal always in)."""
+    bool, ``(i, j) ∈ M`` iff i and j share a bucket in some round (diagonal always in)."""
     return buckets_mask(reformer_buckets(qp, kp, n_buckets, rounds, seed))
 
 

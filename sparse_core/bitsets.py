@@ -460,8 +460,7 @@ def column_counts(x: np.ndarray) -> np.ndarray:
 
 def finish_bits(gold: Gold, base: np.ndarray, with_globals: bool) -> np.ndarray:
     """``(M ∪ Glob) ∩ V`` of base bitsets (…, n, W): the finish of definitions §3 but for the
-    window,
-    which :func:`count_bits` crosses in for every width at once."""
+    window, which :func:`count_bits` crosses in for every width at once."""
     if not with_globals:
         return base if gold.v_whole else base & gold.vbits  # (not copied when nothing changes)
     b = base | gold.gbits

@@ -1,9 +1,8 @@
 """Corpus readers (plain text, WikiText, CoNLL-U) and packing into model inputs.
 
 The learned patterns (definitions §3) are fitted on the attention graphs the entmax model produces
-on a
-corpus; :func:`read_corpus` turns a file into :class:`Document` s and :func:`pack` turns documents
-into model inputs of at most ``max_tokens`` tokens (special tokens included).
+on a corpus; :func:`read_corpus` turns a file into :class:`Document` s and :func:`pack` turns
+documents into model inputs of at most ``max_tokens`` tokens (special tokens included).
 
 Formats, detected from the file's first lines (:func:`detect_format`):
 

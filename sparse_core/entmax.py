@@ -96,14 +96,12 @@ values take the compact path with a per-row α. ``-inf`` scores are masked (exac
 are entirely ``-inf`` give all zeros. NaN or ``+inf`` raise ``ValueError``. float64 input is
 computed and returned in float64; float16 and bfloat16 input is computed and returned in float32
 (half precision flips support decisions, definitions §1). Gradients: when autograd is on and the
-scores
-(or a tensor α) require grad, the same forward runs inside a ``torch.autograd.Function`` whose
-backward is the closed form of definitions §7 w.r.t. the scores and α
-(:mod:`sparse_core.entmax_grad`);
-otherwise (inference, ``torch.inference_mode``) no graph is recorded and the call costs what it
-did before (a local ``torch.no_grad``; nothing global). Only torch ops, device-generic (CUDA
-included): the host waits on the device once per step and chunk (convergence checks), not per
-element.
+scores (or a tensor α) require grad, the same forward runs inside a ``torch.autograd.Function``
+whose backward is the closed form of definitions §7 w.r.t. the scores and α
+(:mod:`sparse_core.entmax_grad`); otherwise (inference, ``torch.inference_mode``) no graph is
+recorded and the call costs what it did before (a local ``torch.no_grad``; nothing global). Only
+torch ops, device-generic (CUDA included): the host waits on the device once per step and chunk
+(convergence checks), not per element.
 Speed, and the approaches tried, are in docs/benchmarks.md (``bench/bench_entmax.py``).
 """
 

@@ -1,8 +1,7 @@
 """Information flow across layers: which input tokens can reach a token, and with how much mass.
 
-α-entmax gives exact zeros, so a head's graph G = {(i, j) : P_ij > 0} is exact (definitions §1),
-and so
-is the question "is there a path from input token j to token t through the layers' graphs?".
+α-entmax gives exact zeros, so a head's graph G = {(i, j) : P_ij > 0} is exact (definitions §1), and
+so is the question "is there a path from input token j to token t through the layers' graphs?".
 With softmax every P_ij > 0, and the answer is always yes.
 
 **Graph of one layer.** Position i of the residual stream after layer l reads position j of the

@@ -1,9 +1,8 @@
 """What a run of the entmax transformer yields, the model's shape, and α's accepted forms.
 
 :class:`RunOutput` carries one analysed text (definitions §1: queries and keys as they enter the
-scores,
-entmax probabilities P in float32 held sparse for long texts (:mod:`sparse_core.sparse_probs`),
-the graph G = P > 0, the final hidden states); its
+scores, entmax probabilities P in float32 held sparse for long texts
+(:mod:`sparse_core.sparse_probs`), the graph G = P > 0, the final hidden states); its
 :meth:`RunOutput.scores` recomputes the model's own scores from them. :class:`ModelConfig` is the
 shape of a loaded model. :func:`normalize_alpha` checks α: one value, one per head, or one per
 (layer, head).
@@ -24,8 +23,7 @@ from .sparse_probs import SparseProbs
 AlphaLike = float | Sequence[float] | Sequence[Sequence[float]] | Tensor
 
 #: α's range (definitions §1: 1 is softmax, 2 sparsemax) and the α of an analysis nobody chose: the
-#: one
-#: definition the app's check (app/engine/request.py) and the page's view (view_schema) read.
+#: one definition the app's check (app/engine/request.py) and the page's view (view_schema) read.
 ALPHA_MIN, ALPHA_MAX = 1, 2
 DEFAULT_ALPHA = 1.5
 

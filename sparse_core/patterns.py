@@ -1,9 +1,9 @@
 """Structured attention patterns as pure functions returning ``(n, n)`` ``torch.bool`` masks.
 
 definitions §2. Rows are queries i, columns keys j, positions 0-based; ``mask[i, j]`` is True iff
-query i
-may attend to key j. Every function is deterministic: the "random" patterns (BigBird, Longformer)
-draw from the integer hash of :mod:`sparse_core.rng`, so the browser recomputes identical masks.
+query i may attend to key j. Every function is deterministic: the "random" patterns (BigBird,
+Longformer) draw from the integer hash of :mod:`sparse_core.rng`, so the browser recomputes
+identical masks.
 
 Sparse Transformer patterns (Child et al. 2019), stride / block length l, c summary positions:
 
@@ -102,10 +102,9 @@ def window(n: int, width: int, *, causal: bool = False) -> Tensor:
     """Local window of width w (definitions §2): ``{(i, j) : |i - j| <= floor(w / 2)}``.
 
     Odd w is the definition (docs/definitions.md §2): w keys per interior row, centred on the
-    diagonal. ``w = 0``
-    means "off" (the empty mask). Project choice for even w: the same formula, floor(w / 2), so an
-    even width behaves like w + 1 (the mask stays symmetric; no side is privileged). Causal mode
-    keeps j <= i, i.e. ``i - floor(w / 2) <= j <= i``.
+    diagonal. ``w = 0`` means "off" (the empty mask). Project choice for even w: the same formula,
+    floor(w / 2), so an even width behaves like w + 1 (the mask stays symmetric; no side is
+    privileged). Causal mode keeps j <= i, i.e. ``i - floor(w / 2) <= j <= i``.
     """
     n = _int("n", n, 1)
     width = _int("width", width, 0)
@@ -114,10 +113,10 @@ def window(n: int, width: int, *, causal: bool = False) -> Tensor:
 
 
 def global_tokens(n: int, positions: Sequence[int]) -> Tensor:
-    """Global tokens (definitions §2): each position p gets a full row (p attends to all) and a
-    full column
-    (all attend to p). Negative positions count from the end (-1 is the last token); positions must
-    lie in [-n, n). The mask is bidirectional; :func:`finish` or the caller applies causality.
+    """Global tokens (definitions §2): each position p gets a full row (p attends to all) and a full
+    column (all attend to p). Negative positions count from the end (-1 is the last token);
+    positions must lie in [-n, n). The mask is bidirectional; :func:`finish` or the caller applies
+    causality.
     """
     n = _int("n", n, 1)
     pos = _positions(n, positions, "positions")

@@ -277,8 +277,7 @@ def sf_distance(qp: Tensor, kp: Tensor, t: float) -> Tensor:
     """Sparsefinder distance (paper §4.3, definitions §3): ``Ĝ = {(i, j) : ‖q̃_i − k̃_j‖² < t}``.
 
     qp (..., n, r), kp (..., m, r) -> (..., n, m) bool. Strictly less than t (docs/definitions.md
-    §3; the paper
-    writes ≤, which differs only on exact ties), with ‖·‖² from :func:`sq_distances`.
+    §3; the paper writes ≤, which differs only on exact ties), with ‖·‖² from :func:`sq_distances`.
     """
     return sq_distances(qp, kp) < float(t)
 

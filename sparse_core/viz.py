@@ -302,8 +302,7 @@ def pareto_figure(
     ``GET /api/analyses/{id}/pareto`` body (``{"points", "frontiers", "gold_sparsity"}``), or a
     list of point dicts ``{"method", "params", "sparsity", "recall", ...}``. Missing frontiers
     are computed per method with ``metrics.pareto_front`` (definitions §4); ``gold_sparsity`` draws
-    a
-    dotted vertical line (the sparsity of the entmax graph itself).
+    a dotted vertical line (the sparsity of the entmax graph itself).
     """
     go = _go()
     body: Mapping[str, Any]

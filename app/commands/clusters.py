@@ -1,9 +1,8 @@
 """``sparsescope clusters --corpus PATH --layer L --head H``: POS make-up of k-means clusters.
 
 The paper's Figure 6 (definitions §5): run the entmax model on the corpus inputs (packed as by
-``fit``
-and ``pareto``, the first ``--limit`` of them), assign every query and key of one head to its
-``--top-k`` nearest of the artefact's ``--clusters`` k-means centroids (top-1 by default: each
+``fit`` and ``pareto``, the first ``--limit`` of them), assign every query and key of one head to
+its ``--top-k`` nearest of the artefact's ``--clusters`` k-means centroids (top-1 by default: each
 token counts once per side), and report per cluster the share of every Universal POS tag among
 its queries and, separately, its keys, with the counts and a few example tokens. CoNLL-U corpora
 use their gold UPOS column; other text is tagged by spaCy (``sparse_core.pos``). Special tokens

@@ -4,8 +4,8 @@ Reads the corpora (CoNLL-U, WikiText or plain text, detected), packs them into m
 most ``--max-tokens`` tokens in corpus order, keeps the first ``--limit`` inputs (the rest of the
 corpus stays unseen by the fit, for evaluation), extracts the entmax graphs, trains, clusters and
 writes ``<out>/sparsefinder-<model>-a<alpha>.safetensors`` + ``.json`` (definitions §3).
-Deterministic
-under ``--seed`` on a given machine; set ``SOURCE_DATE_EPOCH`` to also fix the recorded date.
+Deterministic under ``--seed`` on a given machine; set ``SOURCE_DATE_EPOCH`` to also fix the
+recorded date.
 """
 
 from __future__ import annotations

@@ -157,8 +157,8 @@ class Derived:
 
     def budgets(self, entry: Entry, layer: int | None, head: int | None) -> bytes:
         """Oracle budgets (``sparse_core.budgets``, definitions §8): one head's (every query's
-        values and
-        their quantiles) or, with neither, every head's quantiles and the pooled distribution."""
+        values and their quantiles) or, with neither, every head's quantiles and the pooled
+        distribution."""
 
         def make() -> bytes:
             with torch.inference_mode():

@@ -65,8 +65,7 @@ def _loss(value: Any) -> bool:
 
 def _check_task(body: dict, source: str) -> None:
     """The task axis (``sparsescope pareto --task``, definitions §9), when present:
-    ``task.loss_full`` a
-    number ≥ 0, every point's ``task_loss`` null or a number ≥ 0."""
+    ``task.loss_full`` a number ≥ 0, every point's ``task_loss`` null or a number ≥ 0."""
     task = body.get("task")
     if task is None:
         return

@@ -482,8 +482,7 @@ class PooledBudgets(BaseModel):
 
 class Budgets(BaseModel):
     """Oracle budgets (definitions §8, sparse_core.budgets): ``scope`` "head" (one head, every
-    query's
-    values) or "all" (every head's quantiles and the pooled distribution)."""
+    query's values) or "all" (every head's quantiles and the pooled distribution)."""
 
     scope: Literal["head", "all"]
     levels: list[float] = Field(description="the recall levels (0.9, 0.99)")

@@ -7,7 +7,7 @@
   log, checkpoints and Ctrl-C; :mod:`.run`: the whole run (checks, resume, the held-out loss,
   the figure); :mod:`.store`: the out-dir;
 - :mod:`.evaluate`: held-out loss, gold sparsity, the loss under restricted attention (definitions
-§9);
+  §9);
 - :mod:`.delta`: writing a shipped adapted model's delta (loading: :mod:`sparse_core.shipped`);
 - :mod:`.ray_train`: data-parallel training on Ray Train.
 """

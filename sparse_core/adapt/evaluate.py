@@ -4,12 +4,10 @@
   :func:`data.mask_tokens`; the same positions and replacements for every model compared) or the
   next-token loss, the mean over every scored token of a corpus part (definitions §7).
 - :func:`gold_sparsity`: definitions §4's aggregate of ``sparsity(G)`` over texts packed to at most
-n
-  tokens (per head the mean over texts, then the plain mean over heads).
+  n tokens (per head the mean over texts, then the plain mean over heads).
 - :func:`run_ids` / :func:`restricted_loss`: the task axis (definitions §9): one input's ids (a
-masked
-  text) run and recorded like ``SparseModel.run``, and its loss when every head's attention is
-  restricted to masks M (entmax over the scores inside M, :attr:`RunState.restrict`).
+  masked text) run and recorded like ``SparseModel.run``, and its loss when every head's attention
+  is restricted to masks M (entmax over the scores inside M, :attr:`RunState.restrict`).
 """
 
 from __future__ import annotations

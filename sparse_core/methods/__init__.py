@@ -146,8 +146,7 @@ def available(artefact: Artefact | None, names: Sequence[str] | None = None) -> 
 
 def evaluate(ctx: PredictContext, method: Method | str, params: dict) -> dict[str, Tensor]:
     """Per-head metrics of one setting (definitions §4, §8): recall, sparsity, exact, precision,
-    mass
-    recall and the block sparsity ``block_B`` of each tile size B of ``metrics.BLOCKS``, each
+    mass recall and the block sparsity ``block_B`` of each tile size B of ``metrics.BLOCKS``, each
     (L, H) float64, for the finished mask ``method.predict(ctx, **params)`` against the gold
     graph."""
     m = get_method(method) if isinstance(method, str) else method

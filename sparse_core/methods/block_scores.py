@@ -25,8 +25,7 @@ computing them all; the selection is a cumulative sum in float64 over blocks sor
   for every query block, dissimilar query blocks keep every block. (Project choices against
   the reference, docs/methods.md: one block size for queries and keys; sim ≥ θ where the
   reference has >; the TopCdf set includes the block that reaches τ, as definitions §8 says, where
-  the
-  reference stops before it.)
+  the reference stops before it.)
 
 Defaults: xattention B = 32, S = 8, τ = 0.9 (the reference's); sparge B = 32, θ = 0.3, τ = 0.9.
 Grids (window 0, globals off): xattention B ∈ {16, 32, 64} × S = 8 × τ ∈ {0.1, 0.3, 0.6, 0.9};

@@ -1,11 +1,10 @@
 """The per-text input of every method: one model run plus its projected queries and keys.
 
 Sparsefinder's learned projections (definitions §3) map each head's queries and keys to r
-dimensions,
-``q̃ = q W_h``, ``k̃ = k W_h``; they are computed once per text here and shared by sf-*, Reformer and
-Routing. Whatever a method derives from a text and would recompute for every slider value or
-sweep point (bucket assignments, cluster members, packed text-independent patterns) is memoised
-in :attr:`PredictContext.cache` with :meth:`PredictContext.memo`.
+dimensions, ``q̃ = q W_h``, ``k̃ = k W_h``; they are computed once per text here and shared by sf-*,
+Reformer and Routing. Whatever a method derives from a text and would recompute for every slider
+value or sweep point (bucket assignments, cluster members, packed text-independent patterns) is
+memoised in :attr:`PredictContext.cache` with :meth:`PredictContext.memo`.
 """
 
 from __future__ import annotations
@@ -88,8 +87,7 @@ class PredictContext:
     def hash_space(self) -> tuple[Tensor, Tensor]:
         """(queries, keys) (L, H, n, ·) that Reformer and Routing group: the projected ones
         (definitions §3: the same footing as Sparsefinder) when an artefact fits, else the model's
-        own
-        queries and keys, so that both baselines work for every model without training."""
+        own queries and keys, so that both baselines work for every model without training."""
         if self.proj_q is not None:
             return self.proj_q, self.proj_k
         return self.out.queries.float(), self.out.keys.float()

@@ -1,8 +1,8 @@
 """Content-based baselines (definitions §3; paper §5, App. C.2): Reformer's LSH buckets and the
-Routing
-Transformer's balanced clusters, in Sparsefinder's projected space (``sparse_core.baselines``)
-when an artefact fits the model and alpha, else in the space of the model's own queries and
-keys (``PredictContext.hash_space``): neither needs training, so both work for every model.
+Routing Transformer's balanced clusters, in Sparsefinder's projected space
+(``sparse_core.baselines``) when an artefact fits the model and alpha, else in the space of the
+model's own queries and keys (``PredictContext.hash_space``): neither needs training, so both work
+for every model.
 
 Both assign tokens to groups and predict an edge where a query and a key share a group, so the
 assignments are what the engine and the page work from: :func:`reformer_buckets` and

@@ -1,6 +1,6 @@
 """Sparsefinder's learned predictors (Treviso et al. 2022; definitions §3): sf-distance,
-sf-quantization,
-sf-kmeans, all in the artefact's r-dimensional projected space (``sparse_core.sparsefinder``).
+sf-quantization, sf-kmeans, all in the artefact's r-dimensional projected space
+(``sparse_core.sparsefinder``).
 
 Defaults and own sweep grids (n tokens):
 

@@ -1,6 +1,5 @@
-"""Shared machinery of the arena methods (definitions §8): stable per-row orders, top-k by
-threshold as
-row bitsets, block selections as row bitsets, and the compact payload encodings the page reads.
+"""Shared machinery of the arena methods (definitions §8): stable per-row orders, top-k by threshold
+as row bitsets, block selections as row bitsets, and the compact payload encodings the page reads.
 
 Every arena method chooses keys (or B × B blocks) by a score and breaks ties toward the lower
 index (definitions §8). Two equivalent forms of "the first k of a stable descending order" are used:

@@ -4,8 +4,7 @@ For one text (:func:`sweep_text`, the page's live plot; :func:`summary`, every m
 defaults) or a corpus (:func:`sweep_corpus`, the ``sparsescope pareto`` command) every method of
 the registry is evaluated at every point of its grid (``Method.grid``): sparsity, recall, exact
 and precision per (layer, head), aggregated as definitions §4 says (per head: the mean over texts,
-each
-text weighted equally; overall: the plain mean over heads); each method's frontier is
+each text weighted equally; overall: the plain mean over heads); each method's frontier is
 ``metrics.pareto_front`` of its (sparsity, recall) points.
 
 No (L, H, n, n) mask is built per grid point: :func:`sweep_points` asks each method's ``measure``

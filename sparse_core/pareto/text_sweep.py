@@ -39,9 +39,8 @@ class TextSweep:
     ) -> dict:  # fmt: skip
         """``{"scope", "gold_sparsity", "x", "block", "points", "frontiers"}`` for one head, or
         (both None) for the mean over heads (definitions §4: the plain mean of the per-head
-        figures).
-        Frontier entries index ``points``; they are computed on the rounded figures that are
-        returned, over (x, recall): token sparsity, or block sparsity at ``block``
+        figures). Frontier entries index ``points``; they are computed on the rounded figures that
+        are returned, over (x, recall): token sparsity, or block sparsity at ``block``
         (``points.check_axis``)."""
         if layer is None:
             gold = float(self.gold_sparsity.mean())

@@ -1,6 +1,5 @@
 """The arena through the HTTP contract (definitions §8): parameter checks name the parameter (400),
-the
-metrics carry mass recall, the head payload carries what the page's twins need (HeadPayload),
+the metrics carry mass recall, the head payload carries what the page's twins need (HeadPayload),
 and GET /api/analyses/{id}/budgets."""
 
 from __future__ import annotations

@@ -86,8 +86,7 @@ def test_rows_are_distributions_graph_is_support_decoders_causal(arch, alpha, mo
 @pytest.mark.parametrize("arch", TINY_ARCHITECTURES)
 def test_sparse_consistency(arch, model):
     """definitions §1 / Prop. 1 with the model's own scores: entmax over the scores restricted to
-    any
-    mask ⊇ G reproduces P, and the network restricted to G reproduces the hidden states."""
+    any mask ⊇ G reproduces P, and the network restricted to G reproduces the hidden states."""
     m = model(arch)
     out = m.run(TEXT, alpha=1.5)
     scores = out.scores()  # (L, H, n, n), the model's scaling (and logit cap)

@@ -1,6 +1,5 @@
-"""The arena methods (definitions §8, docs/methods.md) against literal, slow references written
-here from
-the definitions: plain loops over queries and keys, numbers in float64 unless the definition
+"""The arena methods (definitions §8, docs/methods.md) against literal, slow references written here
+from the definitions: plain loops over queries and keys, numbers in float64 unless the definition
 fixes another precision (H2O's float32 masses; the float32 rounding of XAttention's and
 SpargeAttn's estimates). Then hand cases whose answer is known, the causal guarantee, and the
 fast sweep engines against the explicit masks on texts with many ties.

@@ -1,7 +1,6 @@
 """Oracle budgets (definitions §8, sparse_core.budgets) against a brute-force search per query: the
-least
-k whose top-k (the oracle ``topk``'s stable order of the scores) recovers ρ of the query's support,
-and the least mass p among the row's own cumulative masses for which ``topp`` does."""
+least k whose top-k (the oracle ``topk``'s stable order of the scores) recovers ρ of the query's
+support, and the least mass p among the row's own cumulative masses for which ``topp`` does."""
 
 from __future__ import annotations
 

@@ -94,8 +94,7 @@ def _rotary(x: torch.Tensor, theta: float) -> torch.Tensor:
 
 def test_queries_and_keys_are_recorded_after_each_layers_own_rotary(mb):
     """Global layers rotate with θ = 160,000, local ones with θ = 10,000 (definitions §1: q, k as
-    they
-    enter the scores)."""
+    they enter the scores)."""
     seen: dict[int, torch.Tensor] = {}
 
     def keep(li):

@@ -1,6 +1,5 @@
-"""The Pareto sweeps (definitions §4): the bitset / window-crossing fast path equals explicit
-masks, the
-per-text and corpus outputs have the documented shapes, pareto.json and its frontiers."""
+"""The Pareto sweeps (definitions §4): the bitset / window-crossing fast path equals explicit masks,
+the per-text and corpus outputs have the documented shapes, pareto.json and its frontiers."""
 
 from __future__ import annotations
 
