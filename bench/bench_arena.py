@@ -1,4 +1,4 @@
-"""The corpus sweep with the arena's methods against the sweep without them (issue 24's floor: the
+"""The corpus sweep with the arena's methods against the sweep without them (the floor: the
 sweep of 200 × 512-token held-out inputs with every method ≤ 2.5 minutes on 2 cores), side by
 side on the same inputs, so that the ratio holds on a shared, loaded machine.
 
@@ -14,7 +14,7 @@ CPU seconds of each of this checkout's methods on a few inputs (one process, one
 arena's share is seen method by method; ``--same-length`` takes those inputs of one length (as a
 worker of the sweep gets them: BigBird's draws made once), ``--profile`` prints the top functions.
 
-With ``--summary`` (issue 26), the analyze body's summary instead (every method at its defaults
+With ``--summary``, the analyze body's summary instead (every method at its defaults
 on all 72 heads, ``payloads.summary_texts`` of one fresh 512-token WikiText-2 window, one
 thread, as a lone analysis' one-thread summary): the base tree and this checkout each in an
 interpreter of its own, taking turns text by text, ``--rounds`` rounds; per tree the CPU ms of
@@ -363,7 +363,7 @@ def main() -> int:
     p.add_argument(
         "--summary",
         action="store_true",
-        help="time the analyze summary of a 512-token text instead (issue 26)",
+        help="time the analyze summary of a 512-token text instead",
     )
     p.add_argument("--summary-texts", type=int, default=6, help="texts a --summary run")
     p.add_argument(

@@ -1,4 +1,4 @@
-"""A long analysis on a GPU with P kept on the device (issue 25, item 1's CUDA clause).
+"""A long analysis on a GPU with P kept on the device.
 
 For each n (WikiText-2 through the default model, positions tiled to n as in bench_triton.py),
 on one CUDA device, side by side in one process:

@@ -33,7 +33,7 @@ compiled CPU kernel (sparse_core/entmax_cpu.py), in the same process: the kernel
 ``--own-threads`` adds rows for ``model.run`` with the kernel's rows shared out on threads of
 our own instead of torch's OpenMP team (sparse_core/_entmax_cpu_team.py), in the same process.
 
-``--lone`` adds rows for ``model.run`` as the server runs a text alone in its round (issue 26):
+``--lone`` adds rows for ``model.run`` as the server runs a text alone in its round:
 torch on one thread and a second one-thread worker (``SparseModel.run(side=…)``).
 
 Run: ``python bench/bench_entmax.py --threads 2 --repeats 7``
@@ -421,7 +421,7 @@ def main() -> None:
                 other.close()
             print(f"\n[model] n={ids.shape[1]} tokens ({before}; after: {load()})")
             report(med, mins, "BertModel eager softmax", width=44 if args.against else 30)
-            # the floor (issue 25): model.run <= 1.5x the fastest softmax forward, every alpha
+            # the floor: model.run <= 1.5x the fastest softmax forward, every alpha
             for side_name in ("", "against ") if args.against else ("",):
                 refs = [f"{side_name}BertModel {k} softmax" for k in ("eager", "SDPA")]
                 fast = min(refs, key=med.get)

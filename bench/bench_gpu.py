@@ -1,4 +1,4 @@
-"""Benchmark on a CUDA GPU (issue 15, goal 6): the analysis on CUDA, entmax kernels, and
+"""Benchmark on a CUDA GPU: the analysis on CUDA, entmax kernels, and
 executing predicted patterns with FlexAttention block masks.
 
 Four parts, each printing a table (and appending JSON lines to ``--out``/gpu.jsonl):

@@ -17,7 +17,7 @@ default 127.0.0.1; every request goes to 127.0.0.1, each one bounded by ``--time
 ``tests/app/test_load.py`` and ``tests/app/test_slow_clients.py`` use :class:`LiveServer` and
 :func:`run_load` from here.
 
-A lecture hall at once (issue 13; figures in docs/benchmarks.md, "A lecture hall"):
+A lecture hall at once (figures in docs/benchmarks.md, "A lecture hall"):
 
     python -m bench.bench_load hall                # (a), (b) and (c) on the real model
     python -m bench.bench_load hall --only a --rounds 3 --burst 48
@@ -655,8 +655,9 @@ with httpx.Client(base_url=sys.argv[1], timeout=60) as http:
 
 def scenario_health(tiny: bool, burst_size: int, rounds: int) -> None:
     """(h) ``/healthz`` while a burst of ``burst_size`` simultaneous analyses arrives: one prober
-    asks every 50 ms from just before the burst until it is answered (issue 26, finding 8:
-    1.4-3.9 s during a burst of 300). p50/p99/max of the probes, and of probes with no burst."""
+    asks every 50 ms from just before the burst until it is answered (the
+    target: under 1 s during a burst of 300). p50/p99/max of the probes, and of probes with no
+    burst."""
     with tempfile.TemporaryDirectory() as tmp:
         with live_server(Path(tmp), tiny=tiny, start_timeout=600) as server:
             wait_gallery(server.url)
@@ -703,7 +704,7 @@ def scenario_health(tiny: bool, burst_size: int, rounds: int) -> None:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "hall":
-        ap = argparse.ArgumentParser(description="issue 13: a lecture hall at once")
+        ap = argparse.ArgumentParser(description="a lecture hall at once")
         ap.add_argument("hall")
         ap.add_argument("--tiny", action="store_true")
         ap.add_argument(

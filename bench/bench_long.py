@@ -1,4 +1,4 @@
-"""Long texts on the CPU (issue 25): peak RSS of ``model.run`` and of the server's analysis.
+"""Long texts on the CPU: peak RSS of ``model.run`` and of the server's analysis.
 
 MiniLM's real weights with its positions tiled to n (``sparse_core.testing.tiled_positions`` /
 ``write_tiled_checkpoint``), real prose (WikiText-2's validation articles, concatenated, cut to n

@@ -1,4 +1,4 @@
-"""Peak memory of a ModernBERT-base-shaped model run as an entmax transformer (issue 25, item 4).
+"""Peak memory of a ModernBERT-base-shaped model run as an entmax transformer.
 
 A random checkpoint of ModernBERT-base's shape (22 layers x 12 heads, d = 768, GLU 1152, 50,368
 embeddings, every 3rd layer global, local window 128; ModernBertForMaskedLM weights and a

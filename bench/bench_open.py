@@ -1,5 +1,5 @@
 """Benchmark: opening a fresh 512-token text on the server against a plain softmax forward
-(issue 15, goal 2: at most 7×).
+(the target: at most 4×).
 
 "Opening" is what the page asks for when a text is analysed: ``POST /api/analyze``, then the
 first head's payload (``GET /api/analyses/{id}/heads/0/0``) and that head's Pareto data
@@ -17,7 +17,7 @@ the bytes each response sends gzipped and plain, and the load average before and
 
 Two opens per repeat, each of a fresh text: the sequential one above (every method's summary,
 three requests one after the other: the figures of earlier runs), and **the page's own**
-(frontend/js/session.js, issue 26): ``POST /api/analyze`` with ``summary: [<the page's first
+(frontend/js/session.js): ``POST /api/analyze`` with ``summary: [<the page's first
 method>]`` where the server takes it (frontend/js/summary.js), then the head (``?part=graph``
 with the shown method's data where the server takes ``method``: session.js; "first paint": its
 heatmap can be drawn), then its Pareto data (the page asks for them once the head is in: at once,
@@ -28,7 +28,7 @@ summary, ``GET …/summary``), not part of the open.
 Run: ``python bench/bench_open.py --repeats 5`` (figures in docs/benchmarks.md, "Opening a long
 text"). ``--n 128`` for a shorter text.
 
-``--server``: through a real server instead (issue 26): ``sparsescope serve`` in a process of its
+``--server``: through a real server instead: ``sparsescope serve`` in a process of its
 own on 127.0.0.1 (``bench_load.live_server``: the real CLI, uvicorn, its own torch threads; no
 start-up warm-up of the gallery), every request over HTTP with httpx (gzip accepted, as a
 browser does), against the plain forward in this process on ``--ref-threads`` (2) torch threads:
@@ -130,13 +130,13 @@ def main() -> None:
 
 
 def takes_summary(client) -> bool:
-    """Whether the server's analyze request has the ``summary`` field (issue 26)."""
+    """Whether the server's analyze request has the ``summary`` field."""
     schema = client.get("/openapi.json").json()
     return "summary" in schema["components"]["schemas"]["AnalyzeRequest"]["properties"]
 
 
 def takes_head_methods(client) -> bool:
-    """Whether the server's head route has the ``method`` parameter (issue 26, open5)."""
+    """Whether the server's head route has the ``method`` parameter."""
     route = client.get("/openapi.json").json()["paths"]
     params = route["/api/analyses/{analysis_id}/heads/{layer}/{head}"]["get"]["parameters"]
     return any(p["name"] == "method" for p in params)

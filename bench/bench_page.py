@@ -119,7 +119,7 @@ CHOICE_JS = """async ([name, steps]) => {
   return { update: get('slider-update'), work: get('slider-work') };
 }"""
 
-#: The arena's methods (issue 24): ``--arena`` moves every one of their sliders, and the first
+#: The arena's methods: ``--arena`` moves every one of their sliders, and the first
 #: slider of a few of the paper's methods in the same run (a loaded machine: the ratio holds).
 ARENA = ("streaming", "topk", "topp", "h2o", "moba", "quest", "xattention", "vertical-slash",
          "sparge")  # fmt: skip
@@ -480,7 +480,7 @@ def write_section(model_id: str, sub: str) -> Path:
 FIRST_SECTION = "## First paint"
 FIRST_INTRO = (
     "Navigation to the frame that shows the first heatmap (`heatmap-first-paint` mark), warm "
-    "server, headless Chromium; target ≤ 1,500 ms (issue 15, goal 3).\n\n"
+    "server, headless Chromium; target ≤ 1,500 ms.\n\n"
 )
 PAINT_JS = """async () => {
   const t0 = performance.now();
@@ -576,7 +576,7 @@ def main() -> int:
     ap.add_argument(
         "--arena",
         action="store_true",
-        help="every slider of every arena method (issue 24), printed as a table",
+        help="every slider of every arena method, printed as a table",
     )
     ap.add_argument(
         "--compare",

@@ -1,4 +1,4 @@
-"""POS tagging of a truncated window deep in a long text (issue 26, finding 4).
+"""POS tagging of a truncated window deep in a long text.
 
     python -m bench.bench_pos_window                 # tagging alone, before vs after
     python -m bench.bench_pos_window --analysis      # and whole analyses on the real model

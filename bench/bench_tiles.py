@@ -1,4 +1,4 @@
-"""Benchmark: one tile of a long head's level-of-detail pyramid (issue 25 item 3), made from the
+"""Benchmark: one tile of a long head's level-of-detail pyramid, made from the
 edges of the tile's rows (``SparseProbs.row_edges`` + ``lod.tile_from_edges``, what the tile
 endpoint does for a CSR store) against a dense head first (``lod.tile_body`` on
 ``attn.head``, what it did before), side by side on the same run; the two bodies must be equal.

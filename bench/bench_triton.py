@@ -1,4 +1,4 @@
-"""The exact Triton entmax kernel on a GPU (issue 25, item 5): exactness and speed at n = 4k-16k.
+"""The exact Triton entmax kernel on a GPU: exactness and speed at n = 4k-16k.
 
 For each n (tokens of WikiText-2 through the default model with its positions tiled to n,
 :func:`sparse_core.testing.tiled_positions`), on one CUDA device:

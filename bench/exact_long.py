@@ -1,4 +1,4 @@
-"""Exactness at long n (issue 25's third floor): the CPU entmax kernel against float64.
+"""Exactness at long n (the long-text exactness floor): the CPU entmax kernel against float64.
 
 MiniLM's real weights with its positions tiled to n (``sparse_core.testing.tiled_positions``),
 n tokens of WikiText-2's validation prose, one ``model.run`` per α to record Q and K; then, for
@@ -11,7 +11,7 @@ exits 1 if any support entry differs or a value is off by more than 1e-6.
 
     PYTHONPATH=. .venv/bin/python bench/exact_long.py --n 4096 --alphas 1.05 1.15 1.3 1.45 2.0
 
-Figures in docs/benchmarks.md ("One float64 pass for a non-integer β > 2", stop 37). ~80 s an α
+Figures in docs/benchmarks.md ("Entmax", "Exactness"). ~80 s an α
 at n = 4,096 on two cores (the reference dominates).
 """
 

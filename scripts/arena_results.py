@@ -1,4 +1,4 @@
-"""The arena results (issue 24, docs/results.md "The arena"): every method of the registry, old and
+"""The arena results (docs/results.md "The arena"): every method of the registry, old and
 new, on held-out WikiText-2, ranked by the best recall and mass recall it reaches at a budget.
 
     python scripts/arena_results.py --out results-arena            # 200 inputs, 2 workers

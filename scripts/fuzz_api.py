@@ -6,7 +6,7 @@
 The server is started as bench/bench_load.py starts it (the real CLI, uvicorn, its own data
 directory) with the per-client rate limits off (the fuzzer is one client sending thousands of
 requests) and no start-up warm-up; schemathesis reads its ``/openapi.json`` and runs every check
-(``-c all``: ST202 "schema-valid request rejected" included, issue 26, finding 10). Its exit
+(``-c all``: ST202 "schema-valid request rejected" included). Its exit
 status is this script's. Figures: docs/api.md, "The OpenAPI schema".
 """
 

@@ -109,7 +109,7 @@ class RunState:
     #: SparseProbs`, CSR) chunk by chunk instead of ``probs``; the scores of one layer then
     #: never exist at once (:func:`_chunked_attention`)
     store: SparseProbs | None = None
-    #: a lone run on two cores (issue 26): a one-worker executor that computes half of every
+    #: a lone run on two cores: a one-worker executor that computes half of every
     #: linear layer's rows (:func:`split_linear`) and half of every layer's heads (torch on one
     #: thread in each; the results are those of the run without it bit for bit)
     side: Executor | None = None

@@ -1,4 +1,4 @@
-"""Exact α-entmax on the CPU in one compiled pass per row (numba; issue 25, the n = 512 floor).
+"""Exact α-entmax on the CPU in one compiled pass per row (numba; the n = 512 floor).
 
 The same map and guarantee as :func:`sparse_core.entmax.entmax` (the module docstring there):
 the support is ``{i : x_i > τ*}`` for the input scores taken as exact numbers, with τ* correct

@@ -1,4 +1,4 @@
-"""Exact α-entmax on a CUDA GPU in one Triton kernel (issue 25, item 5).
+"""Exact α-entmax on a CUDA GPU in one Triton kernel.
 
 The same map and the same guarantee as :func:`sparse_core.entmax.entmax` (module docstring there):
 the support is ``{i : x_i > τ*}`` for the input scores taken as exact numbers, with τ* correct to

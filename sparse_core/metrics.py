@@ -10,7 +10,7 @@ valid region (all n² pairs, or the n(n+1)/2 pairs j <= i when causal, diagonal 
     mass_recall(M) = Σ_{(i, j) ∈ M} P_ij / n   (definitions §8: the attention mass kept, per query)
     block_sparsity_B(M) = |{counted tiles t : t ∩ M ∩ V = ∅}| / |{counted tiles}|
 
-Block sparsity (issue 15): kernels skip B × B tiles, not single pairs (FlashAttention /
+Block sparsity: kernels skip B × B tiles, not single pairs (FlashAttention /
 FlexAttention tiles are 128 × 128), so a pattern saves time only in the tiles it leaves empty.
 The n × n grid is cut into T × T tiles, T = ⌈n / B⌉, tile (a, b) holding the rows [aB,
 min((a+1)B, n)) and the columns [bB, min((b+1)B, n)); when B does not divide n the last row and

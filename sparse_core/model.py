@@ -201,7 +201,7 @@ class SparseModel:
         output is the same bit for bit (the Pareto sweeps need no hidden states).
         ``side``: a one-worker executor that takes half of every linear layer's rows and half
         of every layer's heads (a lone text on two cores; with torch on one thread the output
-        is that of the run without it, bit for bit: issue 26). Not used for long texts
+        is that of the run without it, bit for bit). Not used for long texts
         recorded sparse (their chunks run in turn).
         """
         a = self._alpha(alpha)

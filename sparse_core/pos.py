@@ -101,7 +101,7 @@ def window_span(
     characters before the first token to ``margin`` after the last, each end moved to a
     whitespace (a whole word) within that margin; the text's own ends when they are nearer.
     A truncated window deep in a long text thus costs its own length, not its end's offset
-    (issue 26, finding 4: tagging ran from character 0)."""
+    (tagging from character 0 would cost the whole offset)."""
     spans = [(a, b) for (a, b), sp in zip(offsets, special, strict=True) if not sp and b > a]
     if not spans:
         return 0, 0

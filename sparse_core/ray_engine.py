@@ -1,4 +1,4 @@
-"""The Ray engine of ``sparsescope fit|pareto --engine ray`` (issue 12): corpus work on Ray Data.
+"""The Ray engine of ``sparsescope fit|pareto --engine ray``: corpus work on Ray Data.
 
 The local engine runs the model on every input in one process (``fit``) or a few processes
 (``pareto --workers``). This engine hands the same work to a Ray cluster — the one named by

@@ -1,4 +1,4 @@
-"""The entmax probabilities P of every head of one run, held sparse (issue 25, definitions §1).
+"""The entmax probabilities P of every head of one run, held sparse (definitions §1).
 
 P is exactly zero off the graph G = {(i, j) : P_ij > 0}, and at α ≥ 1.5 99 % of a long text's
 pairs are zero, so nothing needs a dense (L, H, n, n) tensor: at n = 4,096 it would take 4.8 GB

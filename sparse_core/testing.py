@@ -249,7 +249,7 @@ def tiled_positions(model, positions: int):
     """``model`` (a BERT-family :class:`~sparse_core.model.SparseModel`, e.g. the shipped
     MiniLM) with its learned position embeddings tiled to ``positions`` (row p takes row
     p mod P of the P trained ones) and the token limit raised to match: the real weights and
-    attention at lengths the checkpoint never saw (issue 25's long-text benchmarks; the
+    attention at lengths the checkpoint never saw (the long-text benchmarks; the
     graphs are real entmax graphs of real scores, the positions beyond P repeat).
 
     Returns a new SparseModel sharing every other weight with ``model``."""

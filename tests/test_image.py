@@ -1,4 +1,4 @@
-"""The container image, built and run for real (issue 14).
+"""The container image, built and run for real.
 
 ``scripts/image.sh build`` builds the image: with docker where one answers ``docker info``,
 otherwise with buildah on a Debian bookworm base made by mmdebstrap when no registry is reachable.

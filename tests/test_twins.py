@@ -19,7 +19,7 @@ patterns.js, rng.js), its metrics (metrics.js) and reads parameter values the wa
 
 The golden format is ``"sparsescope-twins/1"``; see tests/js/check_twins.mjs for the checks. A new
 metric is one more key in each case's ``metrics`` and in what ``computeMetrics`` returns (block
-sparsity, issue 15, is ``"block_sparsity": {"16": …, "128": …}``, compared key by key; ``blocks``
+sparsity is ``"block_sparsity": {"16": …, "128": …}``, compared key by key; ``blocks``
 adds random masks at lengths around the tile sizes, ragged tiles included). While editing a
 twin, keep the golden file and rerun only node::
 

@@ -170,7 +170,7 @@ def test_bad_values_are_left_out_alike_with_a_message(tmp_path):
     js, py = run_js(cases, tmp_path), run_py(cases)
     assert js == py
     bad = py[0]
-    # numbers out of their range: clamped to the nearest end, each with a notice (issue 27)
+    # numbers out of their range: clamped to the nearest end, each with a notice
     assert bad["state"] == {"alpha": 2.0, "layer": 0, "head": 1023, "start": 10_000_000,
                             "truncate": True}  # fmt: skip
     assert bad["notices"] == {

@@ -163,7 +163,7 @@ def test_the_real_default_model(real_model):
 
 
 def test_the_causal_trait_says_a_decoder_ran_causally(tmp_path):
-    """Issue 27 item 6: a GPT-2-style decoder is always causal; the trait reads True, not the
+    """A GPT-2-style decoder is always causal; the trait reads True, not the
     False it was built with, and a bidirectional encoder's stays False."""
     from sparse_core import load_model
     from sparse_core.testing import write_tiny_checkpoint

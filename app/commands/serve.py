@@ -55,7 +55,7 @@ def settings_from_args(args: argparse.Namespace):
     models = tuple(args.model) if args.model else None
     if models is None and not any(
         (os.environ.get(ENV_PREFIX + k) or "").strip() for k in ("MODELS", "MODEL_PATH")
-    ):  # nothing configured: the default model and its counterpart (issue 23)
+    ):  # nothing configured: the default model and its counterpart
         models = served_by_default()
     return Settings.from_env(
         host=args.host,
@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         log_level="info" if args.verbose else "warning",
         **uvicorn_options(settings),
     )
-    # SIGTERM: queued analyses answered 503 at once, running ones finished (issue 26, finding 12)
+    # SIGTERM: queued analyses answered 503 at once, running ones finished
     server = DrainingServer(config, on_shutdown=service.begin_shutdown)
     try:
         server.run()

@@ -23,7 +23,7 @@ whose client has disconnected is dropped before it runs.
 When the server begins to shut down (SIGTERM, app/commands/serve.py), :meth:`ModelWorker.close`
 answers every job still queued, and every job submitted afterwards, with :class:`Busy` (503,
 ``Retry-After``): only the forward already running is finished, so each waiting request gets an
-answer well within uvicorn's graceful-shutdown time (issue 26, finding 12).
+answer well within uvicorn's graceful-shutdown time.
 
 While analyses keep arriving, an idle worker keeps gathering: each arrival extends the window by
 ``window_s`` from then, up to ``max_window_s`` after the first (a lecture hall's 48 requests reach
@@ -128,7 +128,7 @@ class ModelWorker:
         #: kernels, so each part takes a core; at most the machine's cores); 1: never split
         self.split = max(1, min(int(split), os.cpu_count() or 1))
         self._side: ThreadPoolExecutor | None = None
-        #: a lone text's second core (issue 26): half its linear rows and heads
+        #: a lone text's second core: half its linear rows and heads
         #: (``SparseModel.run(side=…)``, bit for bit its run without it); its own worker, as the
         #: side pool may be busy with a part of a split forward
         self._lone: ThreadPoolExecutor | None = None

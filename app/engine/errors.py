@@ -24,7 +24,7 @@ class NotInAnalysis(NotFound):
     """A part that an existing analysis does not have: a layer or head past its model's, a
     token past its text, a tile past its pyramid (a 404 naming the index at fault). These
     bounds depend on the analysis, so the OpenAPI schema can only describe them; a value that
-    the schema allows is never a 400 (issue 26, finding 10)."""
+    the schema allows is never a 400."""
 
 
 class Gone(SparsescopeError):

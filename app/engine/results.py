@@ -1,4 +1,4 @@
-"""Corpus results served read-only (``sparsescope serve --results DIR``; issue 27 item 4).
+"""Corpus results served read-only (``sparsescope serve --results DIR``).
 
 ``sparsescope pareto --out DIR`` writes ``DIR/pareto.json`` (every method's sweep points on a
 corpus, the mean over heads, and their frontiers) and ``DIR/pareto-heads.npz`` (the same points

@@ -169,7 +169,7 @@ class AnalysisService:
     def begin_shutdown(self) -> None:
         """The server received SIGTERM (app/commands/serve.py): the analyses still queued on any
         model's worker, and any submitted from now on, are answered 503 with ``Retry-After``; the
-        forwards already running finish (issue 26, finding 12)."""
+        forwards already running finish."""
         self.registry.close()
 
     def slot_for(self, model: str | None) -> ModelSlot:

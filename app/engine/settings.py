@@ -204,7 +204,7 @@ def get_settings() -> Settings:
 def served_by_default() -> tuple[str, ...]:
     """What ``sparsescope serve`` serves when no model is configured: the shipped default
     model first, then its counterpart (the adapted entmax model and the softmax-trained
-    original, whichever is not the default; issue 23), when that one is installed."""
+    original, whichever is not the default), when that one is installed."""
     from sparse_core.shipped import shipped_models
     from sparse_core.sources import DEFAULT_MODEL_ID, ORIGINAL_MODEL_ID
 

@@ -6,7 +6,7 @@ hook (:func:`tie_batch`, installed by the model slot) ties their outputs to one
 summary rows: the first of a batch to ask computes those of every sibling of its length (and
 causality) at once (``payloads.summary_texts``: texts of one length stacked, each head's figures
 exactly its own text's); the others take theirs. A text run alone is summarised alone, on both
-cores (issue 26): half of its layers on a side worker (app/engine/two_cores.py), byte for byte
+cores: half of its layers on a side worker (app/engine/two_cores.py), byte for byte
 the one-thread summary. A request that asks for some methods only (the page's first view,
 app/engine/summary_parts.py) leaves its batch and computes those alone.
 """

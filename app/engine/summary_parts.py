@@ -1,4 +1,4 @@
-"""An analysis' per-head summary, method by method (issue 26: what the first view needs, first).
+"""An analysis' per-head summary, method by method (what the first view needs, first).
 
 The analyze body's ``summary`` holds, per head (layer-major), the gold sparsity and every
 available method's recall and sparsity at its defaults (``sparse_core.pareto.summary_tables``).

@@ -41,7 +41,7 @@ class Tagger:
     def start(self, text: str, enc) -> Future:
         """Start tagging the words of ``text`` that the encoding ``enc`` (offsets, special)
         covers, with ``pos.CONTEXT_CHARS`` of context on each side (``pos.window_span``: a
-        window deep in a long text costs its own length, not its offset; issue 26, finding 4);
+        window deep in a long text costs its own length, not its offset);
         hand the future to :meth:`tags`."""
         future: Future = Future()
         lo, hi = pos.window_span(text, enc.offsets, enc.special)

@@ -1,4 +1,4 @@
-"""A lone analysis' work after the forward on both cores (issue 26), bit for bit one thread's.
+"""A lone analysis' work after the forward on both cores, bit for bit one thread's.
 
 The model worker gives a text alone in its round a second worker for the forward (half of every
 linear layer's rows and of every layer's heads: ``SparseModel.run(side=…)``). What follows on

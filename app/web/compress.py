@@ -1,4 +1,4 @@
-"""gzip for JSON, HTML, scripts and styles (issue 15: "send less"), as pure ASGI middleware.
+"""gzip for JSON, HTML, scripts and styles ("send less"), as pure ASGI middleware.
 
 A 200 response whose type is text-like (:data:`COMPRESSIBLE`), at least ``minimum`` bytes long,
 not already encoded and not a range, is sent gzipped to a client whose ``Accept-Encoding`` takes

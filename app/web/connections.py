@@ -14,8 +14,8 @@ the server (docs/api.md, "Limits").
 - on SIGTERM (or Ctrl-C) every analysis in flight gets an answer before the process exits
   (:class:`DrainingServer`): the model workers answer what they still queue, and anything
   submitted later, 503 with ``Retry-After`` at once, the forwards already running finish, and
-  uvicorn waits up to ``timeout_graceful_shutdown`` seconds for those responses (issue 26,
-  finding 12: with the queue left to run, 16 of 40 analyses were cut off after 10 s).
+  uvicorn waits up to ``timeout_graceful_shutdown`` seconds for those responses (were
+  the queue left to run, analyses still queued would be cut off at that limit).
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def uvicorn_options(settings: Any) -> dict[str, Any]:
         "limit_concurrency": settings.max_connections,
         "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_S,
         # uvicorn trusts X-Forwarded-For from 127.0.0.1 by default: any local client could then
-        # claim any address and escape the per-address rate limits (issue 26, finding 11)
+        # claim any address and escape the per-address rate limits
         **proxy_options(getattr(settings, "trusted_proxies", None)),
     }
 

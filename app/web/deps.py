@@ -16,7 +16,7 @@ from .openapi import bounded, served
 
 # Both are ``async``: FastAPI runs a plain ``def`` dependency in the default thread pool, so
 # /healthz (async itself) queued behind every waiting request for a thread just to read an
-# attribute: 1.4-3.9 s during a burst of 300 analyses (issue 26, finding 8).
+# attribute: 1.4-3.9 s during a burst of 300 analyses.
 
 
 async def get_service(request: Request) -> AnalysisService:

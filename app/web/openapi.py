@@ -1,4 +1,4 @@
-"""The OpenAPI schema states every constraint the server enforces (issue 26, finding 10).
+"""The OpenAPI schema states every constraint the server enforces.
 
 Three kinds of bound, each written once where the value is defined:
 

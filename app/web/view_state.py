@@ -102,7 +102,7 @@ def _flag_type(f: ViewField) -> Any:
 
 def flag_keywords(f: ViewField) -> dict[str, Any]:
     """The JSON Schema keywords of one flag's bounds (its range, length, pattern), so that the
-    OpenAPI schema states what :func:`check_share_value` enforces (issue 26, finding 10: a
+    OpenAPI schema states what :func:`check_share_value` enforces (a
     schema-valid share is never refused)."""
     out: dict[str, Any] = {}
     if f.kind in ("int", "float") and not f.values:

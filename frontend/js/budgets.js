@@ -1,5 +1,5 @@
 /**
- * The oracle-budget panel (issue 24 item 3; definitions §8, sparse_core/budgets.py): how many keys, and
+ * The oracle-budget panel (definitions §8, sparse_core/budgets.py): how many keys, and
  * how much attention mass, each query needs to recover a share ρ (0.9 or 0.99) of its true
  * support G_i. For query i, with c_i = ⌈ρ·|G_i|⌉ gold keys to recover,
  *

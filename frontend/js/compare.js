@@ -1,5 +1,5 @@
 /**
- * Side by side (issue 27 item 1, docs/compare.md): the open head A and a second pane B that
+ * Side by side (docs/compare.md): the open head A and a second pane B that
  * differs from it in ONE thing — another head, another method, another α or another model — next
  * to each other, with their difference A − B: cells only in A, only in B, in both, counted.
  *

@@ -5,7 +5,7 @@
  * int / float -> a range slider with its value, choice -> a select, bool -> a checkbox. The
  * add-ons every method has (`window`, `globals`) are grouped under "Add-ons". Below it, the
  * current setting's metrics (definitions §4), computed in the browser, and its block sparsity at the
- * tile size picked in the metrics panel's header (`store.block`, issue 15: what a block-sparse
+ * tile size picked in the metrics panel's header (`store.block`: what a block-sparse
  * kernel can skip).
  */
 

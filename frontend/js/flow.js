@@ -1,5 +1,5 @@
 /**
- * The information-flow panel (issue 27 item 3; sparse_core/flow.py, docs/api.md "Information
+ * The information-flow panel (sparse_core/flow.py, docs/api.md "Information
  * flow"): pick a target token (a chip, the arrow keys, or a locked heatmap row) and the layer whose
  * output it is; the panel shows which input tokens have a path to it through every layer's
  * entmax graph (union of heads, residual as a self-edge) and with how much attention-rollout

@@ -10,7 +10,7 @@
  *     mass_recall(M) = Σ_{(i,j) ∈ M} P_ij / n (definitions §8: the attention mass kept, per query)
  *     block_sparsity[B] = |{counted B × B tiles with no pair of M ∩ V}| / |{counted tiles}|
  *
- * Block sparsity (issue 15): the n × n grid cut into T × T tiles, T = ⌈n / B⌉, the last row and
+ * Block sparsity: the n × n grid cut into T × T tiles, T = ⌈n / B⌉, the last row and
  * column of tiles ragged when B does not divide n; a tile is counted iff it holds a pair of V
  * (all T² tiles, or the T(T+1)/2 tiles on and below the diagonal when causal). It is what a
  * block-sparse kernel (FlashAttention / FlexAttention tiles: 128) can skip.

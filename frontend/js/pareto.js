@@ -20,7 +20,7 @@
  * The legend is HTML under the plot (not Plotly's: in a one-column panel it took more height than
  * the plot and sat over the x-axis title): one toggle button per method (aria-pressed: shown),
  * and the frontier points as a table, each row's button applying that point (keyboard: Tab to it,
- * Enter), issue 27 items 6 and 8. The mode bar keeps zoom, pan and reset only (no cloud upload).
+ * Enter). The mode bar keeps zoom, pan and reset only (no cloud upload).
  */
 
 import { loadPlotly, plotlyNow } from "./plotly.js";

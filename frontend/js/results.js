@@ -1,5 +1,5 @@
 /**
- * The corpus-results panel (issue 27 item 4): the output of `sparsescope pareto` beside the current
+ * The corpus-results panel: the output of `sparsescope pareto` beside the current
  * text. Its source is the server's `--results DIR` (GET /api/results: the mean over heads, and with
  * pareto-heads.npz GET /api/results/heads/{layer}/{head}), or a pareto.json picked in the page
  * (read in the browser, checked by {@link checkPareto}; the mean over heads only). Nothing is sent

@@ -1,5 +1,5 @@
 /**
- * The analysis' per-head summary, method by method (issue 26). The head grid shows one method's
+ * The analysis' per-head summary, method by method. The head grid shows one method's
  * figures at a time (`analysis.summary[k].methods[<shown>]`), so the page's `POST /api/analyze`
  * asks for the shown method's only (`summary: [method]`: the server computes the rest later);
  * once the first view is on screen (the head and its Pareto data) the page fetches every other

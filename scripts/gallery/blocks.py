@@ -1,4 +1,4 @@
-"""An example of a modern block method (issue 24 item 6, definitions §8): MoBA's gate choosing a few
+"""An example of a modern block method (definitions §8): MoBA's gate choosing a few
 key blocks per query from the mean key of each block, and what that costs the head whose
 long-range edges fall outside the blocks it picks."""
 

@@ -92,10 +92,11 @@ class PredictContext:
             return self.proj_q, self.proj_k
         return self.out.queries.float(), self.out.keys.float()
 
-    # -- P, G and the scores, per head or per layer (the seam of issue 25: docs/architecture.md,
-    # "P and G access"). Method code reads them only through these, never ``out.probs`` /
-    # ``out.graph`` over every head at once. ``layer`` and ``head`` index this context's own
-    # rows (0, 0 in a view); ``head=None`` is every head of the layer (a leading (H,) axis).
+    # -- P, G and the scores, per head or per layer (the seam that lets P be held sparse:
+    # docs/architecture.md, "P and G access"). Method code reads them only through these, never
+    # ``out.probs`` / ``out.graph`` over every head at once. ``layer`` and ``head`` index this
+    # context's own rows (0, 0 in a view); ``head=None`` is every head of the layer (a leading (H,)
+    # axis).
 
     def head_count(self) -> int:
         """L·H: the heads of this context, flat index ``a = layer * H + head``."""

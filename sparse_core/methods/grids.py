@@ -3,8 +3,8 @@
 Every method's sweep grid (``Method.grid``) crosses its own grid with the window widths
 :func:`sweep_windows` = {0, 1, 3, 5, 7, 9, 11, 15, 19, 23, 27} (paper §5, MT), plus for n ≥ 256
 the masked-LM widths {31, 41, 51, 75, 101, 125, 151, 175, 201, 251} (§6); widths above 2n − 1
-(wider than any text of n tokens needs) are dropped. Above ``COARSE_N`` tokens (a long text,
-issue 25) every second width is swept, {0, 3, 7, 11, 19, 27, 41, 75, 125, 175, 251}: about
+(wider than any text of n tokens needs) are dropped. Above ``COARSE_N`` tokens (a long text)
+every second width is swept, {0, 3, 7, 11, 19, 27, 41, 75, 125, 175, 251}: about
 half the points (a one-head sweep at n = 4,096 took 112 s), the same span of widths.
 
 The paper methods' own grids are a few values of the paper's, both ends kept
@@ -26,8 +26,8 @@ COARSE_N = 2048
 #: Bucket / cluster counts the sliders offer (Reformer, Routing; the artefact's k-means fits).
 BUCKET_COUNTS = (2, 4, 6, 8, 10, 12, 16, 20)
 #: The sweeps' own grids (docs/methods.md "Sweep grids"): a few values of the paper's grids
-#: and both ends, chosen for cost (issue 24: the corpus sweep of every method within
-#: 2.5 minutes; issue 26: the page's one-head sweep and summary) — the points these drop were
+#: and both ends, chosen for cost (the corpus sweep of every method within
+#: 2.5 minutes; the page's one-head sweep and summary) — the points these drop were
 #: rarely on a method's frontier over sparsity 0.5–0.98 (≤ 0.015 recall below it on held-out
 #: WikiText-2) and lie between the points kept.
 SWEEP_BUCKETS = (2, 8, 20)  # Reformer B, sf-quantization B, Routing C (8 values, then 5)

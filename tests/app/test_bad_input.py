@@ -65,7 +65,7 @@ TABLE: list[Bad] = [
     # --------------------------------------------------------------------- POST /api/analyze
     Bad("empty text", "post", A, 400, "text", ("text is empty or whitespace only",), {"text": ""}),
     Bad("blank text", "post", A, 400, "text", ("empty or whitespace",), {"text": " \n\t\u3000"}),
-    # all [UNK]: not blank, but nothing the model knows (issue 26, finding 5)
+    # all [UNK]: not blank, but nothing the model knows
     *(
         Bad(f"text of unknown tokens only: {what}", "post", A, 400, "text",
             ("none of this text's tokens is in the model's vocabulary", "[UNK]"), {"text": text})
@@ -78,7 +78,7 @@ TABLE: list[Bad] = [
     # BERT's normaliser drops every character of Unicode category C (private use too): blank
     Bad("private-use characters only", "post", A, 400, "text", ("text is empty or whitespace",),
         {"text": "\ue000\ue001 \U000f0000"}),
-    # JSON numbers Python will not convert (over 4,300 digits) are a 422 (finding 7)
+    # JSON numbers Python will not convert (over 4,300 digits) are a 422
     Bad("alpha of 5,000 digits", "post", A, 422, None, ("more than 4300 digits", "at most"),
         content=b'{"text": "hi", "alpha": 1' + b"0" * 5000 + b"}", headers=JSON),
     Bad("a 5,000-digit number in a share", "post", "/api/share", 422, None,
@@ -277,7 +277,7 @@ TABLE: list[Bad] = [
         ("state must be a valid dictionary",), {"state": "x"}),
     Bad("share: empty text", "post", "/api/share", 422, "state.text", ("at least 1 character",),
         {"state": {"text": ""}}),
-    # blank as the analyser calls it: the same 400 and message as /api/analyze (finding 6)
+    # blank as the analyser calls it: the same 400 and message as /api/analyze
     *(
         Bad(f"share: blank text ({what})", "post", "/api/share", 400, "state.text",
             ("text is empty or whitespace only (invisible and control characters",),

@@ -1,4 +1,4 @@
-"""Issue 27 item 6: a browser gets a styled HTML page for an unknown path, for ``/s/`` and for a
+"""A browser gets a styled HTML page for an unknown path, for ``/s/`` and for a
 share link that cannot be opened; API clients keep the ``{detail, field}`` JSON body."""
 
 from __future__ import annotations

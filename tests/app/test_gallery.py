@@ -58,7 +58,7 @@ def test_the_examples_cover_what_the_gallery_promises(raw):
     assert wiki["state"]["method"] in ("fixed", "strided")
     assert "CC BY-SA" in wiki["credit"] and "Wikipedia" in wiki["credit"]
     assert len(wiki["state"]["text"]) > 1500  # a long passage, copied into the gallery
-    # issue 24 item 6: a modern block method missing a head's far edges, on the same passage
+    # a modern block method missing a head's far edges, on the same passage
     blocks = by["block-misses"]
     assert blocks["state"]["method"] == "moba" and blocks["state"]["text"] == wiki["state"]["text"]
     assert blocks["state"]["token"] is not None  # the locked row holds its heaviest miss

@@ -1,4 +1,4 @@
-"""A lecture hall at once (issue 13): batching, back-pressure, faults as errors, connections.
+"""A lecture hall at once: batching, back-pressure, faults as errors, connections.
 
 No timing assertions: every test waits for a state (a queued job, a dropped one) with a bounded
 poll, and asserts what was answered and what ran.
@@ -127,7 +127,7 @@ def test_a_lone_analysis_on_two_cores_equals_its_batched_and_single_runs(
     tiny_model, one_thread, alpha
 ):
     """A text alone in its round runs on both cores (half of every linear layer's rows and of
-    every layer's heads on a second worker: issue 26), bit for bit its single run on one
+    every layer's heads on a second worker), bit for bit its single run on one
     thread and its run batched with others."""
     text = "The chef who ran to the store was out of food, so he went back. " * 6
     n = len(tiny_model.encode(text).ids)
@@ -417,7 +417,7 @@ def test_healthz_answers_while_every_model_thread_waits(tmp_path, tiny_model):
 
 def test_healthz_needs_no_thread_of_the_default_pool(tmp_path, tiny_model):
     """Every thread of the default pool busy (plain routes, static files): /healthz still
-    answers, its dependencies are async (issue 26, finding 8: a sync dependency queued it
+    answers, its dependencies are async (a sync dependency would queue it
     behind the burst)."""
     import anyio.to_thread
 
@@ -772,7 +772,7 @@ def test_forwarding_headers_of_an_untrusted_client_do_not_escape_the_rate_limit(
     tmp_path, tiny_model, header
 ):
     """A loopback client that names itself another address each time is still one address
-    (issue 26, finding 11: 150 of 150 shares were accepted with X-Forwarded-For)."""
+    (the address a header claims does not make it another client)."""
     server, thread, url = _rate_limited_server(tmp_path, tiny_model)
     try:
         codes = []

@@ -1,4 +1,4 @@
-"""A head payload with only some methods' data (``GET …/heads/{layer}/{head}?method=…``, issue 26):
+"""A head payload with only some methods' data (``GET …/heads/{layer}/{head}?method=…``):
 the page's first request asks for the graph and the shown method's data, the rest after. Each
 method's part is exactly what the whole payload holds for it; without ``method`` the payload is
 today's, byte for byte; an unknown name is a 422 naming it."""

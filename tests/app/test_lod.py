@@ -144,7 +144,7 @@ def test_tile_endpoint_matches_the_head(long_client):
 @pytest.mark.parametrize(
     ("path", "status", "field"),
     [
-        # a tile (or head) this analysis does not have: 404 naming it (issue 26, finding 10)
+        # a tile (or head) this analysis does not have: 404 naming it
         ("heads/0/0/tiles/9/0/0", 404, "level"),
         ("heads/0/0/tiles/0/7/0", 404, "ti"),
         ("heads/0/0/tiles/0/0/-1", 404, "tj"),

@@ -1,4 +1,4 @@
-"""A lone analysis on both cores (issue 26): the forward's second worker (half of every linear
+"""A lone analysis on both cores: the forward's second worker (half of every linear
 layer's rows and of every layer's heads), the summary's and the whole sweep's (half of the
 layers), one head's sweep (the methods shared out), each bit for bit (byte for byte) what one
 thread computes; numpy's BLAS on one thread in the server."""

@@ -1,4 +1,4 @@
-"""Several models in one server (issue 10): an encoder and a decoder served side by side.
+"""Several models in one server: an encoder and a decoder served side by side.
 
 Two tiny random checkpoints (BERT, GPT-2) are written in the Hugging Face layout and served by
 directory, as ``sparsescope serve --model A --model B`` does; nothing is downloaded.

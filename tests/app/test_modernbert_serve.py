@@ -1,4 +1,4 @@
-"""A tiny ModernBERT and a SparseModernBERT-style checkpoint served by directory (issue 25).
+"""A tiny ModernBERT and a SparseModernBERT-style checkpoint served by directory.
 
 ``sparsescope serve --model DIR`` takes any supported model: the analysis, the head endpoint and
 the metrics run through the API like the default model's; a local layer's edges stay inside its

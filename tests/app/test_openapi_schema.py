@@ -1,5 +1,5 @@
-"""The OpenAPI schema states the constraints the server enforces (issue 26, finding 10;
-app/web/openapi.py): static ranges and enums, the served models' bounds filled in when the app has
+"""The OpenAPI schema states the constraints the server enforces
+(app/web/openapi.py): static ranges and enums, the served models' bounds filled in when the app has
 loaded them, a non-blank text pattern that the analyser never contradicts, and 404 (not 400) for a
 part that one analysis lacks. tests/app/test_schemathesis.py fuzzes the same promises."""
 

@@ -1,4 +1,4 @@
-"""``alpha: "own"`` (or null): an analysis at the model's own α (issue 23 item 3)."""
+"""``alpha: "own"`` (or null): an analysis at the model's own α."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""POS tagging bounded to the analysed window (issue 26, finding 4).
+"""POS tagging bounded to the analysed window.
 
 A truncated window deep into a long text is tagged with its own characters plus
 ``pos.CONTEXT_CHARS`` of context on each side, not from character 0; the words wholly inside

@@ -9,7 +9,7 @@ of the metrics route's ``method`` values for real method names, so the fuzzer re
 
 Checks: no 5xx, every status documented, every body (errors included) matching its declared schema,
 content types as declared, schema-violating requests rejected, and schema-valid requests accepted
-(``positive_data_acceptance``, ST202; issue 26, finding 10): the schema states every bound the
+(``positive_data_acceptance``, ST202): the schema states every bound the
 server enforces (app/web/openapi.py), and a part that one analysis lacks (a token past its n, a
 tile past its pyramid) is a 404. Filtered out, as the schema cannot state them (its descriptions
 do): texts blank by Unicode category or of tokens unknown to the model (the analyser's 400), and

@@ -95,6 +95,6 @@ def test_the_query_overrides_the_saved_view_for_the_island(client):
     # values the page leaves out are left out here too: the saved view stays
     pre = islands(client.get(f"/s/{sid}?alpha=x&layer=x&head=2").text)["preload"]
     assert (pre["analysis"]["alpha"], pre["layer"], pre["head"]) == (1.5, 1, 2)
-    # a number out of its range is clamped, as the page clamps it (issue 27 item 6)
+    # a number out of its range is clamped, as the page clamps it
     pre = islands(client.get(f"/s/{sid}?alpha=3&head=2").text)["preload"]
     assert (pre["analysis"]["alpha"], pre["layer"], pre["head"]) == (2, 1, 2)

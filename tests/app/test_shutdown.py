@@ -1,4 +1,4 @@
-"""SIGTERM with analyses in flight (issue 26, finding 12): every analysis gets an answer.
+"""SIGTERM with analyses in flight: every analysis gets an answer.
 
 At shutdown the model workers answer what they still queue, and anything submitted later, 503
 with ``Retry-After`` (app/engine/batching.py ``ModelWorker.close``); the forward already running

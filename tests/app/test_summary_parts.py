@@ -1,4 +1,4 @@
-"""The analyze request's ``summary`` field and ``GET /api/analyses/{id}/summary`` (issue 26: the
+"""The analyze request's ``summary`` field and ``GET /api/analyses/{id}/summary`` (the
 page's first view waits for the shown method's summary only): the methods asked for, computed
 then; the others later, byte for byte what a whole summary computed at once gives."""
 

@@ -26,7 +26,7 @@
   const all = document.body.querySelectorAll('*');
   for (const e of all) {
     if (e.closest('.katex-mathml, script, style, noscript, template')) continue;
-    // a skip link (issue 27 item 8) sits above the viewport by design until it is focused
+    // a skip link sits above the viewport by design until it is focused
     if (e.classList.contains('skip-link') && document.activeElement !== e) continue;
     const own = [...e.childNodes].some((c) => c.nodeType === 3 && c.textContent.replace(/[\s\u200b]/g, ''));
     if (own && visible(e)) {

@@ -1,4 +1,4 @@
-"""Accessibility in real Chromium (issue 27 item 8): axe-core (vendored, tests/browser/axe.py) on
+"""Accessibility in real Chromium: axe-core (vendored, tests/browser/axe.py) on
 every page with zero serious or critical violations; keyboard paths with few tab stops."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def test_axe_on_the_explorer_after_an_analysis(page, server_url):
 
 
 def test_axe_on_the_whole_model(page, server_url):
-    """The model view (issue 27 item 2) open and painted, a head focused by keyboard."""
+    """The model view open and painted, a head focused by keyboard."""
     analyse(page, server_url)
     page.click('button[data-toggle="view"][data-value="model"]')
     page.wait_for_function(

@@ -1,4 +1,4 @@
-"""Block sparsity on the page (issue 15 goal 5), in a real headless Chromium: the metrics panel's
+"""Block sparsity on the page, in a real headless Chromium: the metrics panel's
 block figure is the server's for the tile size picked in its header, follows the picker, lives in
 the address bar, drives the Pareto plot's x-axis on request, and goes into the CSV export."""
 

@@ -1,4 +1,4 @@
-"""The oracle-budget panel (issue 24 item 3, frontend/js/budgets.js) in headless Chromium: it
+"""The oracle-budget panel (frontend/js/budgets.js) in headless Chromium: it
 shows the server's budgets (GET /api/analyses/{id}/budgets) for the open head and every head,
 its toggles and its head strip work from the keyboard, and it follows the open head."""
 

@@ -1,4 +1,4 @@
-"""Side by side (issue 27 item 1, frontend/js/compare.js, docs/compare.md) in real Chromium: the
+"""Side by side (frontend/js/compare.js, docs/compare.md) in real Chromium: the
 toggle, pane B differing by head and by method, the difference's counts against the server's own
 graphs and masks, the address and a share reproducing the view, linked hover, axe with it on."""
 

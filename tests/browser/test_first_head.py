@@ -1,5 +1,5 @@
-"""The page's first head request carries the shown method's data only (issue 26;
-frontend/js/session.js ``loadHead``), in real Chromium: ``?part=graph&method=<shown>`` first, every
+"""The page's first head request carries the shown method's data only
+(frontend/js/session.js ``loadHead``), in real Chromium: ``?part=graph&method=<shown>`` first, every
 other method's data (``?part=methods``) once the head and its Pareto data are in; a method switched
 to before that shows "loading", then exactly the overlay and metrics a whole payload gives; compare
 mode still draws pane B. Screenshots with ``SPARSESCOPE_SHOTS=DIR``."""

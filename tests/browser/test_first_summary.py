@@ -1,4 +1,4 @@
-"""The page's open waits for the shown method's summary only (issue 26; frontend/js/summary.js),
+"""The page's open waits for the shown method's summary only (frontend/js/summary.js),
 in real Chromium: ``POST /api/analyze`` asks for that method, every other method's summary is
 fetched once the head and its Pareto data are in, a method switched to before that is fetched on
 its own, and the grid shows the server's summary figure of the method shown."""

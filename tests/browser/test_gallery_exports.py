@@ -218,7 +218,7 @@ def png_size(data: bytes) -> tuple[int, int]:
 
 
 def test_heatmap_png_at_2x_and_3x_for_papers_and_slides(page, server_url):
-    """Issue 27 item 7: PNGs ≥ 1,800 px wide from the vector figure (it was a 613×748 copy of
+    """PNGs ≥ 1,800 px wide from the vector figure (it was a 613×748 copy of
     the screen), the subtitle wrapped, not clipped; no locked-row dimming unless asked."""
     analyse(
         page,

@@ -1,7 +1,6 @@
-"""The whole model (issue 27 item 2; frontend/js/model-view.js) in real Chromium: every head painted
+"""The whole model (frontend/js/model-view.js) in real Chromium: every head painted
 with the current pattern over it, the overlay following the slider, a click or Enter opening a
-head, the address reproducing the view; and out-of-range address values clamped with a notice
-(item 6)."""
+head, the address reproducing the view; and out-of-range address values clamped with a notice."""
 
 from __future__ import annotations
 

@@ -144,7 +144,7 @@ def test_picker_switches_models_and_a_share_reopens_after_restart(page, tmp_path
 
 
 def test_switching_models_and_back_keeps_the_users_view(page, tmp_path_factory):
-    """Issue 27 item 6: to a decoder (causal forced on; no layer 2 there) and back: causal is
+    """To a decoder (causal forced on; no layer 2 there) and back: causal is
     off again as the user had it, and the layer, head and method come back."""
     root = tmp_path_factory.mktemp("models-view")
     enc = write_tiny_checkpoint(root / "enc3", "bert", seed=1, layers=3)

@@ -1,4 +1,4 @@
-"""The α control's "model's own α" (issue 23 item 3), in a real headless Chromium: a model
+"""The α control's "model's own α", in a real headless Chromium: a model
 trained with entmax opens at its own α per head, a global α overrides it, and back; a
 softmax-trained model opens at 1.5."""
 

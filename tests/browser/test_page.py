@@ -355,7 +355,7 @@ def test_rng_port_reproduces_the_python_test_vectors(page, server_url):
 
 
 def test_a_text_of_unknown_tokens_only_says_so_next_to_the_text(page, server_url, tmp_path):
-    """Emoji only: the true message (not "empty"), next to the text box (issue 26, finding 5)."""
+    """Emoji only: the true message (not "empty"), next to the text box."""
     page.goto(server_url + "/")
     page.fill("#text", "\U0001f642\U0001f680 \U0001f9ea")
     page.click("#analyze")

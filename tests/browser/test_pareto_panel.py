@@ -1,4 +1,4 @@
-"""The Pareto panel's audit findings (issue 27 items 6 and 8) in headless Chromium: a click on
+"""The Pareto panel's audit findings in headless Chromium: a click on
 method X's point applies X's setting (for every method whose frontier has a point clear of the
 others), the legend is HTML under the plot (never over the x-axis title) and toggles a method, and
 every frontier point is reachable by keyboard (a table whose buttons apply with Enter)."""

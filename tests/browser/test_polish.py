@@ -1,4 +1,4 @@
-"""Issue 27 item 6 in real Chromium: what a new user hit in the first minutes (a new text that
+"""In real Chromium, what a new user meets in the first minutes (a new text that
 inherits the example's locked row, a text box without ``dir=auto``, a zoomed heatmap whose ↑ / ↓
 scroll repainted only the labels, the skip link)."""
 
@@ -119,7 +119,7 @@ def test_side_panel_labels_are_not_cut(page, server_url):
 
 
 def test_a_long_texts_heatmap_takes_the_width_it_has(browser, server_url):
-    """Issue 27 item 5: ≥ 700 px square at 1440 × 900 for n ≈ 500 (it was a ~580 px square)."""
+    """≥ 700 px square at 1440 × 900 for n ≈ 500 (it was a ~580 px square)."""
     ctx = browser.new_context(viewport={"width": 1440, "height": 900})
     page = ctx.new_page()
     page.goto(f"{server_url}/?{urllib.parse.urlencode({'text': LONG})}")
@@ -140,7 +140,7 @@ ZOOM = "() => Number(document.getElementById('heatmap').dataset.zoom)"
 
 
 def test_zoom_is_kept_in_the_address_and_a_locked_row_opens_legible(page, server_url):
-    """Issue 27 item 5: the zoom is a view field (address, shares); a click that locks a row of
+    """The zoom is a view field (address, shares); a click that locks a row of
     a long text's unzoomed matrix zooms there (cells ≥ 9 px: ★ / × drawn)."""
     page.goto(f"{server_url}/?{urllib.parse.urlencode({'text': LONG})}")
     wait_ready(page)
@@ -161,7 +161,7 @@ def test_zoom_is_kept_in_the_address_and_a_locked_row_opens_legible(page, server
 
 
 def test_the_embed_offers_an_iframe_and_fits_800_by_600(browser, page, server_url):
-    """Issue 27 item 7: the Share box gives an iframe snippet; the embed fits 800 × 600."""
+    """The Share box gives an iframe snippet; the embed fits 800 × 600."""
     page.goto(f"{server_url}/?{urllib.parse.urlencode({'text': TEXT})}")
     wait_ready(page)
     page.click(".share-button")

@@ -1,4 +1,4 @@
-"""The corpus-results panel's task axis (issue 23 item 5) in headless Chromium: a real
+"""The corpus-results panel's task axis in headless Chromium: a real
 `sparsescope pareto --task` folder (a tiny checkpoint adapted to entmax, so it has a masked-LM
 head) served with --results; the "task loss" toggle plots each method's frontier losses and the
 unrestricted loss, is kept in the address (`ry=task`), and the table gives the lowest loss."""

@@ -1,4 +1,4 @@
-"""The CUDA path (issue 15, goal 6): copies back to the host, chunk sizes, and a run on a GPU
+"""The CUDA path: copies back to the host, chunk sizes, and a run on a GPU
 equal to the same run on the CPU. The GPU tests skip where torch sees no CUDA device (CI); they
 ran on an H100 through bench/bench_gpu.py (docs/benchmarks.md, "GPU")."""
 
@@ -84,7 +84,7 @@ needs_triton = pytest.mark.skipif(
 def test_cuda_entmax_runs_the_triton_kernel_with_the_torch_paths_support(
     alpha: float, monkeypatch
 ) -> None:
-    """On CUDA, float32 scores go to the Triton kernel (issue 25 item 5); its support equals the
+    """On CUDA, float32 scores go to the Triton kernel; its support equals the
     float64 reference and the torch path's, its values the reference's to float32 rounding, at
     n = 1,000 (masked tails included) and on 64 rows of n = 4,096."""
     calls = []
@@ -129,7 +129,7 @@ def test_cuda_run_with_the_kernel_matches_the_cpu_run(tmp_path) -> None:
 
 @needs_cuda
 def test_a_gpu_run_keeps_sparse_p_on_the_device_and_every_consumer_reads_it(tmp_path) -> None:
-    """A long (sparse-recorded) run on CUDA keeps its CSR store on the GPU (issue 25 item 1):
+    """A long (sparse-recorded) run on CUDA keeps its CSR store on the GPU:
     the accessors hand back host tensors, and every figure of the analysis (the summary tables
     and the per-text sweep of every method) equals the same run's store copied to the host."""
     import dataclasses

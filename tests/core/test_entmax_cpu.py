@@ -552,7 +552,7 @@ OVERSHOOT_X = [
 """x = (α − 1)(z − max) of a real row at α 1.45 (MiniLM, positions tiled to 4,096, layer 4): 8
 scores within 3e-5 of the top and 88 just above the bound (here −1, a row under 128 scores).
 From there Halley's first float32 step was 5× Newton's (κ = 0.8), passed every score, and the
-row came out all zeros (found by the n = 4,096 exactness check of stop 37)."""
+row came out all zeros (found by the n = 4,096 exactness check, bench/exact_long.py)."""
 
 
 @pytest.mark.parametrize("alpha", [1.45, 1.35, 1.3, 1.15])

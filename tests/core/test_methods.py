@@ -169,7 +169,7 @@ def test_grids_are_the_papers():
     assert M.sweep_windows(128) == [0, 1, 3, 5, 7, 9, 11, 15, 19, 23, 27]
     assert M.sweep_windows(5) == [0, 1, 3, 5, 7, 9]
     assert M.sweep_windows(2048) == ws
-    # a long text: every second width, the same span (issue 25: the one-head sweep's cost)
+    # a long text: every second width, the same span (the one-head sweep's cost)
     assert M.sweep_windows(4096) == [0, 3, 7, 11, 19, 27, 41, 75, 125, 175, 251]
     assert len(M.METHODS["sf-kmeans"].grid(4096, art)) == 9 * 11
     sizes = {name: len(m.grid(n, art)) for name, m in M.METHODS.items()}
@@ -453,7 +453,7 @@ def test_a_new_method_needs_only_its_class(ctx, monkeypatch):
 
 
 def test_every_help_text_says_more_than_its_label():
-    """Issue 27 item 6: a help text that repeats its label tells the reader nothing."""
+    """A help text that repeats its label tells the reader nothing."""
     for method in M.METHODS.values():
         for s in method.params(64, None):
             assert s.help.strip().lower() != s.label.strip().lower(), (method.name, s.name)

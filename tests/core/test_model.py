@@ -143,7 +143,7 @@ def test_empty_text_is_refused(tiny_model, text):
 
 @pytest.mark.parametrize("text", ["\U0001f642 \U0001f680", "x" * 101, "\U0001f642\u200b"])
 def test_a_text_of_unknown_tokens_only_says_so(tiny_model, text):
-    """Not "empty": every token is [UNK] (issue 26, finding 5)."""
+    """Not "empty": every token is [UNK]."""
     with pytest.raises(UnknownTokensError, match="none of this text's tokens is in the model"):
         tiny_model.run(text)
     assert tiny_model.run("\U0001f642 hello").n == 4  # one unknown token among known ones is fine
@@ -575,7 +575,7 @@ def original_model():
 
 @pytest.mark.real_model
 def test_default_is_the_adapted_minilm(real_model, original_model, sentence):
-    """The default model is all-MiniLM-L6-v2 adapted with 1.5-entmax (issue 23): trained α 1.5
+    """The default model is all-MiniLM-L6-v2 adapted with 1.5-entmax: trained α 1.5
     recorded in its config, the original's shape and tokenizer, other attention weights."""
     from sparse_core.sources import ADAPTED_MODEL_ID, ORIGINAL_MODEL_ID
 
@@ -596,7 +596,7 @@ def test_default_is_the_adapted_minilm(real_model, original_model, sentence):
 
 @pytest.mark.real_model
 def test_the_shipped_learned_alpha_model_runs_each_head_at_its_own_alpha(sentence):
-    """sparsescope/all-MiniLM-L6-v2-entmax-learned (issue 23): rebuilt offline from its delta,
+    """sparsescope/all-MiniLM-L6-v2-entmax-learned: rebuilt offline from its delta,
     an (L, H) table of learned alphas as its default_alpha, used by run() unless overridden."""
     from sparse_core import load_model
     from sparse_core.entmax import entmax

@@ -1,6 +1,6 @@
 """Parameter coercion (sparse_core/methods/spec.py): every value either comes out clean and of the
 spec's kind or is refused with a SparsescopeError naming the parameter (``field``) and what is
-allowed. Never another exception (a 500 in the app), never a silent rounding (issue 13)."""
+allowed. Never another exception (a 500 in the app), never a silent rounding."""
 
 from __future__ import annotations
 

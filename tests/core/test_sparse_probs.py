@@ -231,7 +231,7 @@ def test_a_cap_below_the_models_positions_says_how_to_raise_it():
 
 @pytest.mark.parametrize("alpha", [1.1, 1.25, 1.5, 1.75, 2.0])
 def test_a_long_run_s_support_is_the_float64_reference_s(alpha):
-    """Exactness at n = 4,096 (issue 25): the chunked run's entmax, on rows of 4,096 real-shaped
+    """Exactness at n = 4,096: the chunked run's entmax, on rows of 4,096 real-shaped
     attention scores (a MiniLM-like spread, a few peaked keys), keeps exactly the support of the
     float64 reference computed on the same scores."""
     from sparse_core.entmax import entmax

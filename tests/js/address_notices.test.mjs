@@ -1,7 +1,7 @@
 /**
  * address-notices.js and params.js `coerceParam` under node:test: the address's values that only
  * the analysis bounds (layers, heads, tokens, slider ranges) are clamped to the nearest allowed
- * value, and each change is worded (issue 27 item 6).
+ * value, and each change is worded.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";

@@ -106,7 +106,7 @@ test("labelPlan when zoomed: one label per cell, those off the view have no posi
   assert.deepEqual(shown("col"), Array.from({ length: 28 }, (_, k) => 100 + k));
 });
 
-test("a text too long to fit the height with cells of MIN_FIT_CELL px takes the width (issue 27)", () => {
+test("a text too long to fit the height with cells of MIN_FIT_CELL px takes the width", () => {
   // n = 500 in the centre of a 1440 × 900 window (the wide layout): ~1000 px wide, 600 px high
   const l = lay(500, { width: 1000, fit: 600 });
   assert.ok(500 * MIN_FIT_CELL > 600 - l.left);

@@ -1,4 +1,4 @@
-/** slider-scale.js under node:test: a slider scale that fits n (issue 27 item 6). */
+/** slider-scale.js under node:test: a slider scale that fits n. */
 import assert from "node:assert/strict";
 import { test } from "node:test";
 

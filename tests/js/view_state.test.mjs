@@ -74,7 +74,7 @@ test("shares: the flags that differ from their defaults, read back with bad ones
   assert.equal(VIEW_SCHEMA.fields.length, VIEW_FIELDS.length);
 });
 
-test("the corpus-results y-axis is in the address and shares (issue 23 item 5)", () => {
+test("the corpus-results y-axis is in the address and shares", () => {
   const s = { ...viewDefaults(), text: "t", analysis: { id: "x" }, resultsY: "task" };
   assert.match(encodeState(s), /ry=task/);
   assert.equal(decodeState(encodeState(s)).resultsY, "task");
@@ -83,7 +83,7 @@ test("the corpus-results y-axis is in the address and shares (issue 23 item 5)",
   assert.match(decodeQuery("?ry=loss").errors.ry, /^ry must be one of recall, task/);
 });
 
-test("the heatmap's zoom is in the address and shares (issue 27 item 5)", () => {
+test("the heatmap's zoom is in the address and shares", () => {
   const s = { ...viewDefaults(), text: "t", analysis: { id: "x" }, zoom: "5.11@120.3,98" };
   assert.match(encodeState(s), /zoom=5\.11%40120\.3%2C98/);
   assert.equal(decodeState(encodeState(s)).zoom, "5.11@120.3,98");
@@ -93,7 +93,7 @@ test("the heatmap's zoom is in the address and shares (issue 27 item 5)", () => 
   assert.match(errors.zoom, /^zoom must be z@row,column/);
 });
 
-test("side by side is in the address and shares (issue 27 item 1)", () => {
+test("side by side is in the address and shares", () => {
   const s = { ...viewDefaults(), text: "t", analysis: { id: "x" }, compare: "head", cmpLayer: 3,
     cmpHead: 1 };
   const q = encodeState(s);
@@ -106,10 +106,10 @@ test("side by side is in the address and shares (issue 27 item 1)", () => {
   assert.deepEqual([back.state.compare, back.state.cmpAlpha], ["alpha", 1.25]);
   const { errors, notices } = decodeQuery("?cmp=both&ca=0.5");
   assert.equal(errors.cmp, 'cmp must be one of off, head, method, alpha, model, got "both"');
-  assert.equal(notices.ca, "ca=0.5 is below the minimum 1: using 1"); // clamped (issue 27 item 6)
+  assert.equal(notices.ca, "ca=0.5 is below the minimum 1: using 1"); // clamped
 });
 
-test("numbers out of their range are clamped to it, with a notice (issue 27 item 6)", () => {
+test("numbers out of their range are clamped to it, with a notice", () => {
   const { state, errors, notices } = decodeQuery(
     "?alpha=7&layer=2000&head=-3&start=99999999&row=100001&cluster=-1&hide=yes");
   assert.deepEqual(state, {

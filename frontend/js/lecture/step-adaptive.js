@@ -1,6 +1,6 @@
 /**
- * Step 12: adaptive sparsity. A model trained with a learned α per head (issue 23's
- * `sparsescope adapt --alpha learned`: α_h = 1 + sigmoid(a_h), definitions §7) chooses each head's
+ * Step 12: adaptive sparsity. A model trained with a learned α per head
+ * (`sparsescope adapt --alpha learned`: α_h = 1 + sigmoid(a_h), definitions §7) chooses each head's
  * sparsity itself. The picture is the head grid coloured by each head's own α, with that head's
  * gold sparsity at its own α; the panel gives the slide's head's support (keys per query) at
  * α = 1.25, 1.5 and its own α. Every number is computed: three analyses of the slide's sentence

@@ -1,5 +1,5 @@
 /**
- * Step 10: block selection, the way today's sparse kernels choose what to compute (issue 24; definitions §8
+ * Step 10: block selection, the way today's sparse kernels choose what to compute (definitions §8
  * §8 `moba`, MoonshotAI/MoBA `moba/moba_naive.py`). The keys are cut into blocks of B; query i
  * scores each block by its mean key, g_ib = q_i · k̄_b (unscaled, as MoBA's gate), keeps its own
  * block and the best k − 1 others (ties to the lower block; causal: no block after its own, and
