@@ -1,7 +1,8 @@
 """Take the default model and a benchmark text to the GPU machine, which has neither.
 
-The device tool carries at most 64 MiB with the repository, and the default model (the adapted
-all-MiniLM-L6-v2, sparsescope/all-MiniLM-L6-v2-entmax1.5) in float32 is 90 MB. The pack keeps
+A GPU machine without network access gets the repository and at most 64 MiB with it, and the
+default model (the adapted all-MiniLM-L6-v2, sparsescope/all-MiniLM-L6-v2-entmax1.5) in float32
+is 90 MB. The pack keeps
 every weight in float16 except the word embeddings, of which it keeps only the rows of the tokens
 the benchmark text uses (the other rows are never read for that text): ~25 MB. Unpacked there,
 the checkpoint is the model rounded to float16 (its graphs differ from the shipped model's by

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One prepared session on the GPU machine: what the device tool runs there.
+# One prepared run on a GPU machine: the CUDA tests, then bench/bench_triton.py.
 # Here, first: python bench/gpu_pack.py pack .gpu/pack; the wheels of entmax 1.3 and adasplash
 # 0.2.2 (py3, no deps) in .gpu/whl; .gpu is carried (git-ignored through .git/info/exclude).
 # There: install the wheels, unpack the model, make the default-model package name point at it
