@@ -348,7 +348,7 @@ class SyntaxTally:
         qm, km = word_maps(token_word, W)
         covered = km.sum(0) > 0  # words some token maps to
         self.skipped_words += int((~covered).sum())
-        wmap = np.einsum("wi,lhij,jv->lhwv", qm, probs.astype(np.float64), km)
+        wmap = qm @ probs.astype(np.float64) @ km  # (L, H, W, W)
         idx = np.arange(W)
         wmap[..., idx, idx] = 0.0  # the reference ignores attention to the word itself
         wmap[..., :, ~covered] = -1.0  # never predict a word without tokens
