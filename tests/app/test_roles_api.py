@@ -48,3 +48,14 @@ def test_roles_use_the_parse_kept_from_tagging(client, service, analysis, senten
 def test_roles_of_an_unknown_analysis_is_a_404(client):
     r = client.get("/api/analyses/0123456789abcdef01234567/roles")
     assert_error(r, 404, "id", "no analysis with id", "POST the text to /api/analyze again")
+
+
+def test_the_page_knows_every_role_the_server_sends():
+    """frontend/js/role-words.js colours and names each role of sparse_core.roles, in order."""
+    import re
+    from pathlib import Path
+
+    js = (Path(__file__).resolve().parents[2] / "frontend/js/role-words.js").read_text()
+    block = js.split("export const ROLE_INFO = Object.freeze({", 1)[1].split("});", 1)[0]
+    keys = re.findall(r"^  (\w+): \{", block, re.M)
+    assert tuple(keys) == roles.HEAD_ROLES
