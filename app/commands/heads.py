@@ -120,15 +120,17 @@ def markdown(results: list[dict], min_words: int) -> str:
         cells = [rel, str(row["words"]), f"{100 * row['baseline']:.1f} (k = {row['offset']:+d})"]
         for table in by_model:
             r = table.get(rel)
-            cells.append(
-                "-"
-                if r is None
-                else f"**{100 * r['accuracy']:.1f}** ({r['layer']}-{r['head']} {r['direction']})"
-            )
+            if r is None:
+                cells.append("-")
+                continue
+            acc = f"{100 * r['accuracy']:.1f}"
+            acc = f"**{acc}**" if r["accuracy"] > r["baseline"] else acc  # beats the offsets
+            cells.append(f"{acc} ({r['layer']}-{r['head']} {r['direction']})")
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     lines.append(
-        f"accuracy in %; relations with at least {min_words} words; a head is layer-head "
+        f"accuracy in %, in bold where the head beats the best offset; relations with at least "
+        f"{min_words} words; a head is layer-head "
         "(0-based) and its direction: dep->head (the word attends to its head) or head<-dep "
         "(the head attends to the word)"
     )
