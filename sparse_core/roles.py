@@ -198,56 +198,76 @@ def syntax_of(
     those rows that hit; the best with at least ``min_rows`` rows (ties: more rows, then the
     name), and the best fixed offset on the same rows (``baseline``, ``offset``). None when no
     relation has enough rows, or the best hits none. ``top``: (n,) the head's top keys."""
-    n = len(top)
+    return syntax_all(np.asarray(top)[None], special, syn, min_rows)[0]
+
+
+def syntax_all(
+    tops: np.ndarray, special: Sequence[bool], syn: TextSyntax, min_rows: int = MIN_ROWS
+) -> list[dict | None]:
+    """:func:`syntax_of` of K heads at once, ``tops`` (K, n): the relations' rows and their
+    offset baselines depend on the text alone and are found once."""
+    K, n = tops.shape
     special = np.asarray(special, dtype=bool)
-    rows = np.flatnonzero(~special & (syn.token_word >= 0) & (top >= 0))
+    rows = np.flatnonzero(~special & (syn.token_word >= 0))
     if not len(rows):
-        return None
+        return [None] * K
     w = syn.token_word[rows]
-    wj = syn.token_word[top[rows]]
+    t = tops[:, rows]
+    wj = np.where(t >= 0, syn.token_word[np.maximum(t, 0)], -1)  # (K, R) the top key's word
     rel = np.asarray(syn.rel, dtype=object)
-    shifted = {k: np.where((rows + k >= 0) & (rows + k < n), rows + k, -1) for k in OFFSETS}
-    word_at = {
-        k: np.where(s >= 0, syn.token_word[np.maximum(s, 0)], -1) for k, s in shifted.items()
-    }
-    best = None
+    word_at = []
+    for k in OFFSETS:
+        s = rows + k
+        word_at.append(np.where((s >= 0) & (s < n), syn.token_word[np.clip(s, 0, n - 1)], -1))
+    shifted = np.stack(word_at)  # (len(OFFSETS), R)
+    best_acc = np.full(K, -1.0)
+    best_count = np.zeros(K, dtype=np.int64)
+    best: list[tuple | None] = [None] * K
     for r in sorted(set(syn.rel) - set(SKIP_RELATIONS)):
         is_r = rel == r
         # direction "head": the row's word is attached by r; the hit is its head word
-        dep_rows = is_r[w] & (syn.head[w] >= 0)
+        dep_rows = np.flatnonzero(is_r[w] & (syn.head[w] >= 0))
         # direction "dependent": the row's word has r dependents; the hit is one of them
         has_dep = np.zeros(len(syn.head), dtype=bool)
         has_dep[syn.head[is_r & (syn.head >= 0)]] = True
-        gov_rows = has_dep[w]
-
-        def hit_head(cand, sel):
-            return (cand[sel] >= 0) & (cand[sel] == syn.head[w[sel]])
-
-        def hit_dep(cand, sel, is_r=is_r):
-            c = cand[sel]
-            safe = np.maximum(c, 0)
-            return (c >= 0) & (syn.head[safe] == w[sel]) & is_r[safe]
-
-        for direction, sel, hit in (("head", dep_rows, hit_head), ("dependent", gov_rows, hit_dep)):
-            count = int(sel.sum())
+        gov_rows = np.flatnonzero(has_dep[w])
+        for direction, sel in (("head", dep_rows), ("dependent", gov_rows)):
+            count = len(sel)
             if count < min_rows:
                 continue
-            acc = float(hit(wj, sel).mean())
-            base = max((float(hit(word_at[k], sel).mean()), -abs(k), k) for k in OFFSETS)
-            cand = (acc, count, r, direction, base[0], base[2])
-            if best is None or (acc, count) > (best[0], best[1]):
-                best = cand
-    if best is None or best[0] == 0:
-        return None
-    acc, count, r, direction, base, k = best
-    return {
-        "relation": r,
-        "direction": direction,
-        "accuracy": round(acc, 4),
-        "rows": count,
-        "baseline": round(base, 4),
-        "offset": k,
-    }
+            ws = w[sel]
+
+            def hits(cand, ws=ws, direction=direction, is_r=is_r):  # cand (·, count) words
+                if direction == "head":
+                    return (cand >= 0) & (cand == syn.head[ws])
+                safe = np.maximum(cand, 0)
+                return (cand >= 0) & (syn.head[safe] == ws) & is_r[safe]
+
+            accs = hits(wj[:, sel]).mean(1)  # (K,)
+            base_accs = hits(shifted[:, sel]).mean(1)  # (len(OFFSETS),)
+            b = max(range(len(OFFSETS)), key=lambda k: (base_accs[k], -abs(OFFSETS[k])))
+            better = (accs > best_acc) | ((accs == best_acc) & (count > best_count))
+            for h in np.flatnonzero(better):
+                best[h] = (float(accs[h]), count, r, direction, float(base_accs[b]), OFFSETS[b])
+            best_acc = np.where(better, accs, best_acc)
+            best_count = np.where(better, count, best_count)
+    out: list[dict | None] = []
+    for got in best:
+        if got is None or got[0] == 0:
+            out.append(None)
+            continue
+        acc, count, r, direction, base, k = got
+        out.append(
+            {
+                "relation": r,
+                "direction": direction,
+                "accuracy": round(acc, 4),
+                "rows": count,
+                "baseline": round(base, 4),
+                "offset": k,
+            }  # fmt: skip
+        )
+    return out
 
 
 def head_roles(
@@ -269,6 +289,12 @@ def head_roles(
     punct = [is_punctuation(t.strip()) for t in token_texts]
     codes = row_roles(keys, special, punct, causal, syntax)
     rows = int((~special).sum())
+    L, H, n = keys.top.shape
+    syn_all = (
+        syntax_all(keys.top.reshape(L * H, n), special, syntax)
+        if syntax is not None
+        else [None] * (L * H)
+    )
     out = []
     for li in range(attn.L):
         layer = []
@@ -284,7 +310,7 @@ def head_roles(
                 role = leading
             else:
                 role = "broad" if leading == "broad" else "mixed"
-            syn = syntax_of(keys.top[li, h], special, syntax) if syntax is not None else None
+            syn = syn_all[li * H + h]
             layer.append(
                 {
                     "role": role,
