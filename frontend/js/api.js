@@ -209,6 +209,14 @@ export function getFlow(id, token, layer = null) {
   return request(`/api/analyses/${enc(id)}/flow?${q}`);
 }
 
+/**
+ * `GET /api/analyses/{id}/roles`: every head's role on the text, `roles[layer][head]`
+ * (definitions §11, sparse_core/roles.py).
+ */
+export function getRoles(id) {
+  return request(`/api/analyses/${enc(id)}/roles`);
+}
+
 /** `GET /api/results`: the server's corpus results (`serve --results DIR`; 404 without). */
 export function getResults() {
   return request("/api/results");

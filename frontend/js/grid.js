@@ -12,6 +12,10 @@
  * probabilities (the full 256-step ramp). The tile's frame and label are the chosen metric. Gold sparsity is coloured on this text's
  * range, or on [0, 1] when the heads do not differ (α = 1: every head dense, the lightest colour).
  *
+ * Coloured by role (definitions §11), each tile takes its head's role colour and a short label
+ * (role-words.js; the roles are loaded by roles.js into the store's `roles`) and the legend names
+ * every role's colour.
+ *
  * Recall colours come from `headRecall` in the store (the current setting, computed in the
  * browser for every head, see sweep.js); until a head's value is there, the tile shows the
  * server's summary figure for the method's defaults, marked with a dashed outline.
@@ -20,6 +24,7 @@
 import { recallColour, sparsityColour, textOn } from "./colours.js";
 import { el, fmt } from "./dom.js";
 import { PROB_LUT, ZERO_PX, probIndex } from "./colours.js";
+import { ROLE_INFO, ROLE_ORDER, pct } from "./role-words.js";
 import { nextIndex, setStop } from "./roving.js";
 import { onHeadLoaded } from "./session.js";
 import * as store from "./state.js";
@@ -125,7 +130,7 @@ function drawTile(tile, img, side) {
 }
 
 /** Store keys that change the tiles' colours or marks. */
-const REPAINT = ["gridColour", "headRecall", "method", "layer", "head", "headData", "summaryAt"];
+const REPAINT = ["gridColour", "headRecall", "method", "layer", "head", "headData", "summaryAt", "roles"];
 
 /**
  * Mount the grid in `root` and its colour legend in `legend`.
@@ -202,6 +207,11 @@ export function initGrid(root, legend) {
   function paint(s) {
     const a = s.analysis;
     if (!a) return;
+    if (s.gridColour === "role") {
+      paintRoles(s);
+      return;
+    }
+    root.classList.remove("by-role");
     const gold = a.summary.map((row) => row.gold_sparsity);
     let lo = Math.min(...gold);
     let hi = Math.max(...gold);
@@ -233,6 +243,7 @@ export function initGrid(root, legend) {
         (Number.isFinite(own) ? `\nthe model's own α ${fmt(own, 3)} (trained; ` +
           `${a.alpha === "own" ? "shown at it" : `shown at α = ${a.alpha}`})` : "");
       tile.dataset.ownAlpha = Number.isFinite(own) ? String(own) : "";
+      tile.dataset.role = "";
     });
     // one tab stop: the open head's tile; the arrow keys move between heads (roving tabindex)
     setStop(tiles, s.layer * a.heads + s.head);
@@ -241,6 +252,49 @@ export function initGrid(root, legend) {
       el("span", { class: `grid-ramp ${byRecall ? "recall" : "sparsity"}` }),
       el("span", { text: byRecall ? "1" : fmt(hi, 2) }),
     );
+  }
+
+  /** Tiles coloured by their head's role; the legend names each role's colour. */
+  function paintRoles(s) {
+    const a = s.analysis;
+    const r = s.roles?.id === a.id ? s.roles : null;
+    root.classList.add("by-role"); // the tile is its role's colour (no thumbnail)
+    tiles.forEach((tile, k) => {
+      const row = a.summary[k];
+      const item = r?.roles?.[row.layer]?.[row.head];
+      const info = item ? ROLE_INFO[item.role] : null;
+      const bg = info ? info.colour : "#e5e7eb";
+      tile.style.background = bg;
+      tile.style.color = info ? textOn(bg) : "#6b7280";
+      tile.lastChild.textContent = info ? info.label : "–";
+      const open = row.layer === s.layer && row.head === s.head;
+      tile.classList.toggle("open", open && !!s.headData);
+      tile.setAttribute("aria-pressed", String(open));
+      tile.classList.remove("stale");
+      tile.dataset.role = item ? item.role : "";
+      const said = item
+        ? item.role === "mixed" ? `mixed, mostly ${item.leading} ${pct(item.share)}` : `${item.role} ${pct(item.share)}`
+        : "loading";
+      tile.setAttribute("aria-label", `${tile.lastChild.textContent} (role: ${said}), layer ${row.layer}, head ${row.head}`);
+      tile.title = `layer ${row.layer}, head ${row.head}\nrole: ${said} of rows` +
+        (item?.syntax ? `\ntracks ${item.syntax.relation}: ${pct(item.syntax.accuracy)}` : "");
+    });
+    setStop(tiles, s.layer * a.heads + s.head);
+    if (!r || r.error) {
+      legend.replaceChildren(el("span", { text: r?.error ? `roles: ${r.error}` : "roles: loading…" }));
+      return;
+    }
+    legend.replaceChildren(
+      el("span", { class: "role-legend-title", text: "role:" }),
+      ...ROLE_ORDER.map((role) =>
+        el("span", { class: "role-key" }, [
+          el("span", { class: "role-swatch", attrs: { "aria-hidden": "true" } }),
+          el("span", { text: role }),
+        ])),
+    );
+    legend.querySelectorAll(".role-swatch").forEach((sw, k) => {
+      sw.style.background = ROLE_INFO[ROLE_ORDER[k]].colour;
+    });
   }
 
   root.addEventListener("click", (ev) => {

@@ -14,6 +14,7 @@ import { initCompare } from "./compare.js";
 import { initMethodPanel } from "./controls.js";
 import { byId, readIsland } from "./dom.js";
 import { initGrid } from "./grid.js";
+import { initRoles } from "./roles.js";
 import { initHeatmap } from "./heatmap.js";
 import { BIG_HEAD } from "./heatmap-layout.js";
 import { initInputBar } from "./inputbar.js";
@@ -154,6 +155,7 @@ function main() {
     analyze();
   });
   initGrid(byId("grid"), byId("grid-legend"));
+  initRoles(byId("head-role"));
   initMethodPanel(byId("method-panel"), byId("metrics"));
   initHeatmap(byId("heatmap"), byId("heatmap-legend"));
   initTokenStrip(byId("tokens"));

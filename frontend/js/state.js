@@ -41,7 +41,9 @@ import { viewDefaults } from "./view-state.js";
  *   Pareto x-axis, exports): a key of `metrics.block_sparsity`
  * @property {"sparsity"|"block"} paretoX the Pareto plot's x: token sparsity or block sparsity at `block`
  * @property {boolean} paretoPoints show every sweep point, not only the frontiers
- * @property {"gold"|"recall"} gridColour head grid colouring
+ * @property {"gold"|"recall"|"role"} gridColour head grid colouring
+ * @property {{id: string, roles: object[][]|null, error: string|null}|null} roles every head's
+ *   role on the analysis `id` (GET /api/analyses/{id}/roles, roles.js; null roles: loading)
  * @property {boolean} hideSpecial hide [CLS]/[SEP] rows and columns
  * @property {number|null} lockedRow the query row locked by a click (the selection)
  * @property {number|null} cluster the k-means cluster selected in the POS panel
@@ -80,6 +82,7 @@ const initial = {
   headRecall: null,
   meanMetrics: null,
   summaryAt: 0,
+  roles: null,
 };
 
 let state = { ...initial };

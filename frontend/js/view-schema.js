@@ -24,7 +24,7 @@ export const VIEW_SCHEMA = Object.freeze({
     {"key": "lockedRow", "kind": "int", "default": null, "query": "row", "share": "token", "write": "changed", "lo": 0, "hi": 100000, "nullable": true, "doc": "the locked query row (the selection)"},
     {"key": "cluster", "kind": "int", "default": null, "query": "cluster", "share": "cluster", "write": "changed", "lo": 0, "hi": 100000, "nullable": true, "doc": "the selected k-means cluster (POS panel)"},
     {"key": "scope", "kind": "enum", "default": "head", "query": "scope", "share": "view.scope", "write": "changed", "values": ["head", "mean"], "doc": "the Pareto plot: the open head or the mean of heads"},
-    {"key": "gridColour", "kind": "enum", "default": "gold", "query": "grid", "share": "view.grid", "write": "changed", "values": ["gold", "recall"], "doc": "the head grid's colour: gold sparsity or recall"},
+    {"key": "gridColour", "kind": "enum", "default": "gold", "query": "grid", "share": "view.grid", "write": "changed", "values": ["gold", "recall", "role"], "doc": "the head grid's colour: gold sparsity, recall or the head's role"},
     {"key": "hideSpecial", "kind": "bool", "default": false, "query": "hide", "share": "view.hideSpecial", "write": "changed", "doc": "hide [CLS]/[SEP] rows and columns"},
     {"key": "block", "kind": "enum", "default": "128", "query": "block", "share": "view.block", "write": "changed", "values": ["16", "32", "64", "128"], "doc": "tile size B of the block sparsity shown (sparse_core.metrics.BLOCKS)"},
     {"key": "paretoX", "kind": "enum", "default": "sparsity", "query": "px", "share": "view.paretoX", "write": "changed", "values": ["sparsity", "block"], "doc": "the Pareto plot's x: token sparsity or block sparsity at B"},
