@@ -29,7 +29,9 @@ def test_the_grid_colours_heads_by_role(page, server_url):
     with page.expect_response(lambda r: "/roles" in r.url and r.ok) as resp:
         page.click("#analyze")
     roles = resp.value.json()["roles"]
-    page.wait_for_function("() => document.querySelector('#head-role')?.textContent.includes('rows')")
+    page.wait_for_function(
+        "() => document.querySelector('#head-role')?.textContent.includes('rows')"
+    )
     sentence = page.text_content("#head-role")
     at = page.evaluate(
         "() => { const t = document.querySelector('#grid .tile[aria-pressed=true]');"
