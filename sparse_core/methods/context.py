@@ -124,6 +124,12 @@ class PredictContext:
             return np.stack([a.rows(layer, h, rows).numpy() for h in range(self.heads)])
         return a.rows(layer, head, rows).numpy()
 
+    def head_edges(self, layer: int, head: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One head's gold edges, row-major: query i and key j int64, P float32 (E,) each, read
+        from the sparse store's rows (no (n, n) array for a long text)."""
+        i, j, p = self.out.attn.row_edges(layer, head, slice(0, self.n))
+        return i.numpy(), j.numpy(), p.numpy()
+
     def head_qk(self, layer: int, head: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(queries, keys), (n, d) float32 each (or (H, n, d)), as they enter the scores."""
         q, k = self.out.queries[layer], self.out.keys[layer]
