@@ -89,7 +89,9 @@ def _alone(out: Any, art: Any, names: list[str] | None = None) -> tuple[PredictC
     if names is not None and not long:  # some methods only: cheap, on this thread
         return ctx, SummaryParts.of(ctx, names)
     if side is not None and splits_summary(ctx):  # a long text's few methods too
-        return ctx, SummaryParts(ctx, *summary_tables_on_two_cores(ctx, side, names))
+        got = summary_tables_on_two_cores(ctx, side, names) if names is not None else \
+            summary_tables_on_two_cores(ctx, side)  # fmt: skip
+        return ctx, SummaryParts(ctx, *got)
     return ctx, SummaryParts.of(ctx, names)
 
 

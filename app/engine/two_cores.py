@@ -198,4 +198,5 @@ def layer_part(ctx: PredictContext, first: int, stop: int) -> PredictContext:
         shared,
         ctx.layer_index()[ls],
         ctx.head_index(),
+        ctx.cache if ctx.parent_cache is None else ctx.parent_cache,
     )

@@ -149,8 +149,18 @@ def evaluate(ctx: PredictContext, method: Method | str, params: dict) -> dict[st
     """Per-head metrics of one setting (definitions §4, §8): recall, sparsity, exact, precision, mass
     recall and the block sparsity ``block_B`` of each tile size B of ``metrics.BLOCKS``, each
     (L, H) float64, for the finished mask ``method.predict(ctx, **params)`` against the gold
-    graph."""
+    graph. A run whose P is held sparse (a long text) is measured one head at a time
+    (:func:`evaluate_head`): no (L, H, n, n) mask or P is built."""
     m = get_method(method) if isinstance(method, str) else method
+    if not ctx.out.attn.is_dense:
+        import torch
+
+        per = [[evaluate_head(ctx, li, h, m, params) for h in range(ctx.heads)]
+               for li in range(ctx.layers)]  # fmt: skip
+        return {
+            k: torch.tensor([[d[k] for d in row] for row in per], dtype=torch.float64)
+            for k in per[0][0]
+        }
     pred = m.predict(ctx, **params)
     gold, causal = ctx.out.graph, ctx.causal
     return {
