@@ -94,8 +94,8 @@ def _band(n: int, width: int) -> Tensor:
     """Bidirectional window of width ``width`` (validated): |i - j| <= floor(w/2); w = 0 empty."""
     if width == 0:
         return torch.zeros(n, n, dtype=torch.bool)
-    i, j = _grid(n)
-    return (i - j).abs() <= width // 2
+    h = width // 2  # j − i ≥ −h and j − i ≤ h: two triangle cuts (no (n, n) int64 grid)
+    return torch.ones(n, n, dtype=torch.bool).triu_(-h).tril_(h)
 
 
 def window(n: int, width: int, *, causal: bool = False) -> Tensor:
