@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from sparse_core import entmax as E
-from sparse_core import entmax_cpu
+from sparse_core.entmax import cpu as entmax_cpu
 from sparse_core.entmax import entmax
 from sparse_core.testing import entmax_reference
 
@@ -429,7 +429,7 @@ def test_compaction_compiled_for_a_cpu_without_avx512(tmp_path) -> None:
 
     code = (
         "import numpy as np\n"
-        "from sparse_core import _entmax_cpu_kernel as k\n"
+        "from sparse_core.entmax import _cpu_kernel as k\n"
         "assert not k.AVX512\n"
         "g = np.random.default_rng(0)\n"
         "row = g.standard_normal(517).astype(np.float32)\n"

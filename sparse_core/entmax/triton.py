@@ -134,7 +134,7 @@ def entmax_rows(
 
 
 def _launch(rows, out, params, status, n, block, beta_int, closed, beta, warps) -> None:
-    from ._entmax_kernel import entmax_kernel  # imports triton
+    from ._triton_kernel import entmax_kernel  # imports triton
 
     entmax_kernel[(rows.shape[0],)](
         rows,

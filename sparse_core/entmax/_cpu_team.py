@@ -27,7 +27,7 @@ import ctypes
 
 import numpy as np
 
-from ._entmax_cpu_kernel import _body_f32, _body_f64
+from ._cpu_kernel import _body_f32, _body_f64
 
 CHUNKS_PER_THREAD = 8
 """Rows are taken in ``threads × 8`` chunks: a thread that starts late takes fewer."""

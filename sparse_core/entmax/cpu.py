@@ -85,7 +85,7 @@ def _load():
     with _lock:
         if not _tried:
             try:
-                from . import _entmax_cpu_kernel as k
+                from . import _cpu_kernel as k
 
                 _kernel = k
             except (ImportError, RuntimeError) as e:  # numba missing, or no cache dir it can use
@@ -146,7 +146,7 @@ def _team():
             path = None if os.environ.get("SPARSESCOPE_ENTMAX_TEAM") == "0" else _openmp_library()
             if path is not None:
                 try:
-                    from . import _entmax_cpu_team
+                    from . import _cpu_team as _entmax_cpu_team
 
                     _team_obj = _entmax_cpu_team.Team(path)
                 except (OSError, AttributeError, ImportError, RuntimeError) as e:
