@@ -116,6 +116,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from . import cpu as _cpu
+from . import fast_paths  # noqa: F401  (its switches apply before numba is imported)
 from . import triton as _triton
 from .grad import entmax_with_grad
 
