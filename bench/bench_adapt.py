@@ -23,7 +23,7 @@ hides: the linear layers dominate a MiniLM step at n = 128.
 
 ``--baseline DIR`` (another checkout, e.g. ``git archive main | tar -x -C DIR``) adds its
 ``_training_attention`` and closed-form backward (``sparse_core/attention.py``,
-``sparse_core/entmax_grad.py``; the forward is this tree's) as ``before:`` variants, interleaved
+``sparse_core/entmax/grad.py``; the forward is this tree's) as ``before:`` variants, interleaved
 with the rest, in both figures: before/after in one run.
 
 Prints median and minimum milliseconds (wall), the median process CPU time (all threads: less

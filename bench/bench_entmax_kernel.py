@@ -1,13 +1,13 @@
 """Benchmark: the compiled CPU entmax kernel alone, on a real text's scores, at every α asked.
 
 The scores are the ones ``sparse_core.load_model().run(text, alpha=α)`` hands the kernel (every
-layer's (H·n, n) rows, captured on their way into ``sparse_core.entmax_cpu.entmax_rows``), so
+layer's (H·n, n) rows, captured on their way into ``sparse_core.entmax.cpu.entmax_rows``), so
 each α gets the rows of its own run. The kernel (``_entmax_cpu_kernel.solve_rows``) then runs on
 all of them on one thread, and so, interleaved repeat by repeat, do the candidates:
 
 - ``this tree``: the kernel as ``entmax_cpu`` calls it (SLEEF's vector log / exp where found);
 - ``--libm``: the same kernel without them (libm's log / exp, one value at a time);
-- ``--against DIR``: another checkout's kernel (``DIR/sparse_core/_entmax_cpu_kernel.py``,
+- ``--against DIR``: another checkout's kernel (``DIR/sparse_core/entmax/_cpu_kernel.py``,
   copied to a temporary directory and imported from there under another name, so its numba
   cache is its own and DIR's is untouched), e.g. main before a change.
 

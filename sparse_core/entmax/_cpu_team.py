@@ -1,4 +1,4 @@
-"""The CPU entmax kernel on torch's own OpenMP threads (:mod:`sparse_core.entmax_cpu`).
+"""The CPU entmax kernel on torch's own OpenMP threads (:mod:`sparse_core.entmax.cpu`).
 
 Inside a forward, torch's OpenMP workers keep spinning for a few milliseconds after each of its
 parallel ops (GNU libgomp's wait policy). A kernel's second half on a thread of our own then
@@ -10,9 +10,9 @@ spinning take chunks of rows from a shared atomic counter until none is left. A 
 depends on that row alone, so the rows' order of completion changes no bit.
 
 Used only when torch's parallel backend is OpenMP and exactly one libgomp is loaded in the
-process (the one torch brought); otherwise :mod:`sparse_core.entmax_cpu` keeps its thread pool.
+process (the one torch brought); otherwise :mod:`sparse_core.entmax.cpu` keeps its thread pool.
 The callbacks themselves (``_body_f32`` / ``_body_f64`` and the atomic counter's intrinsics)
-live in :mod:`sparse_core._entmax_cpu_kernel`, beside the kernel they call: numba's cache of a
+live in :mod:`sparse_core.entmax._cpu_kernel`, beside the kernel they call: numba's cache of a
 function is keyed on its own file only, so callbacks cached from another file would keep
 running a changed kernel's old code.
 

@@ -5,14 +5,14 @@ the support is ``{i : x_i > τ*}`` for the input scores taken as exact numbers, 
 to float64 rounding; probabilities under the output dtype's smallest normal number are flushed
 to 0. The torch paths make a dozen or more full passes over a layer's scores (each eager op one
 pass: the group maxima, the candidates' compare and nonzero, the gathers, the zeroing, the
-scatter; ~14 at α 1.25); the kernel (:mod:`sparse_core._entmax_cpu_kernel`) reads each row twice
+scatter; ~14 at α 1.25); the kernel (:mod:`sparse_core.entmax._cpu_kernel`) reads each row twice
 while it is in cache (maxima, then the candidates), works on the few candidates in float64, and
 writes the row once. The algorithm is the torch compact path's, from the group maxima's bound:
 the closed form at α 1.5 and 2 (so exact ties give exact zeros, and τ equals the torch path's bit
 for bit when both reach the same support), Newton on ``H_β`` otherwise.
 
 Rows are shared out over ``torch.get_num_threads()`` threads: on torch's own OpenMP team where
-torch runs on GNU OpenMP (:mod:`sparse_core._entmax_cpu_team`: inside a forward, torch's
+torch runs on GNU OpenMP (:mod:`sparse_core.entmax._cpu_team`: inside a forward, torch's
 workers are still spinning from its last op, and a thread of ours would wait milliseconds for
 that core), else on a pool of ours in contiguous ranges (the kernel releases the GIL). Each
 row's result depends on that row alone, so any split gives the same bits (a lone analysis,
@@ -121,7 +121,7 @@ _openmp_library = openmp_library  # (tests and benches patch this name)
 
 
 def _team():
-    """torch's OpenMP team (:mod:`sparse_core._entmax_cpu_team`), or None: not OpenMP, not
+    """torch's OpenMP team (:mod:`sparse_core.entmax._cpu_team`), or None: not OpenMP, not
     exactly one libgomp loaded, or ``SPARSESCOPE_ENTMAX_TEAM=0`` (then a thread pool of ours)."""
     global _team_obj, _team_tried
     if _team_tried:

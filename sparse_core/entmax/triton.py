@@ -24,7 +24,7 @@ writes the probabilities once:
 
 A row that does not settle within the step limits is flagged and recomputed by the torch path
 (never observed on attention rows); a NaN or +inf score raises ``ValueError`` as on the CPU.
-The reference for the algorithm is this project's own CPU code (sparse_core/entmax.py); the kernel
+The reference for the algorithm is this project's own CPU code (sparse_core/entmax/); the kernel
 layout (a row per program, the row in registers) follows AdaSplash's ``triton_entmax``
 (github.com/deep-spin/adasplash, adasplash/triton_entmax.py), which runs a fixed number of
 bisection/Halley steps in float32 and is therefore not exact (docs/benchmarks.md, "GPU").

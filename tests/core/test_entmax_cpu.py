@@ -1,4 +1,4 @@
-"""The compiled CPU entmax kernel (sparse_core/entmax_cpu.py) on its own: exact supports, the
+"""The compiled CPU entmax kernel (sparse_core/entmax/cpu.py) on its own: exact supports, the
 torch paths' thresholds, ties, masks, errors, thread splits, and real attention rows.
 
 tests/core/test_entmax.py runs every public-map test through both the kernel and the torch

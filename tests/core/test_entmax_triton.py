@@ -1,4 +1,4 @@
-"""The Triton entmax kernel (sparse_core/entmax_triton.py, issue 25 item 5) on the CPU.
+"""The Triton entmax kernel (sparse_core/entmax/triton.py, issue 25 item 5) on the CPU.
 
 Triton's interpreter (``TRITON_INTERPRET=1``, read when triton is first imported) runs the very
 kernel the GPU runs, on CPU tensors, with numpy: each check runs in a fresh interpreter process.
