@@ -12,7 +12,7 @@ Public APIs only, so that it survives a rewrite of the model code:
    ``entmax`` package (``entmax15`` at 1.5, ``sparsemax`` at 2, ``entmax_bisect`` otherwise;
    ``--skip-package`` leaves them out, they cost seconds per call).
 
-``--baseline DIR`` also times another checkout's entmax op (``DIR/sparse_core/entmax.py``, e.g.
+``--baseline DIR`` also times another checkout's entmax op (``DIR/sparse_core/entmax/``, e.g.
 ``git worktree add DIR main``), loaded on its own under another name in the same process and
 swapped into this runtime's attention for the "baseline" rows, side by side: the before/after
 figures of docs/benchmarks.md. Only the op is swapped, never a second model runtime: two
@@ -28,10 +28,10 @@ turns repeat by repeat (one computes while the other waits on a pipe), each timi
 softmax forwards too, so that each side's ratios are to its own reference in the same minutes.
 
 ``--torch-entmax`` adds rows for ``model.run`` with the entmax's torch paths instead of the
-compiled CPU kernel (sparse_core/entmax_cpu.py), in the same process: the kernel's before/after.
+compiled CPU kernel (sparse_core/entmax/cpu.py), in the same process: the kernel's before/after.
 
 ``--own-threads`` adds rows for ``model.run`` with the kernel's rows shared out on threads of
-our own instead of torch's OpenMP team (sparse_core/_entmax_cpu_team.py), in the same process.
+our own instead of torch's OpenMP team (sparse_core/entmax/_cpu_team.py), in the same process.
 
 ``--lone`` adds rows for ``model.run`` as the server runs a text alone in its round:
 torch on one thread and a second one-thread worker (``SparseModel.run(side=…)``).
@@ -162,7 +162,7 @@ def prefix_with_tokens(text: str, n: int, count: Callable[[str], int]) -> str:
 
 
 def import_entmax(folder: str, name: str = "sparse_core_baseline"):
-    """Another checkout's ``sparse_core/entmax.py`` as ``name.entmax``: ``name`` is an empty
+    """Another checkout's ``sparse_core/entmax/`` as ``name.entmax``: ``name`` is an empty
     package over that checkout's ``sparse_core`` folder (its ``__init__`` is not run), so the
     module's relative imports (``.entmax_grad``) come from the same checkout."""
     folder_path = Path(folder).expanduser().resolve() / "sparse_core"
@@ -256,7 +256,7 @@ def model_fns(args, model, t: str, hf, hf_sdpa, side) -> dict[str, Callable[[], 
 def own_threads(fn: Callable[[], object]) -> object:
     """``fn()`` with the CPU kernel's rows on a thread pool of ours, not torch's OpenMP team
     (``SPARSESCOPE_ENTMAX_TEAM=0``'s path)."""
-    from sparse_core import entmax_cpu
+    from sparse_core.entmax import cpu as entmax_cpu
 
     team = entmax_cpu._team
     entmax_cpu._team = lambda: None
@@ -268,7 +268,7 @@ def own_threads(fn: Callable[[], object]) -> object:
 
 def torch_paths(fn: Callable[[], object]) -> object:
     """``fn()`` with the entmax's torch paths instead of its compiled CPU kernel
-    (``SPARSESCOPE_NO_NUMBA``, sparse_core/entmax_cpu.py): the before/after of the kernel in
+    (``SPARSESCOPE_NO_NUMBA``, sparse_core/entmax/cpu.py): the before/after of the kernel in
     one process."""
     os.environ["SPARSESCOPE_NO_NUMBA"] = "1"
     try:

@@ -329,7 +329,7 @@ def _training_attention(
     batched (no per-text split), out of place so that autograd sees every step, with dropout
     on P where the module is training (``dropout`` is what the model passes: its config's
     attention dropout in train mode, 0 in eval mode). The backward of entmax is the closed
-    form of definitions §7 (:mod:`sparse_core.entmax_grad`), w.r.t. α too when the layer's α is a
+    form of definitions §7 (:mod:`sparse_core.entmax.grad`), w.r.t. α too when the layer's α is a
     tensor that requires grad. Returns ((B, n, H, d) output, (B, H, n, m) P before dropout).
     """
     n, m = query.shape[2], key.shape[2]

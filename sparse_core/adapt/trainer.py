@@ -8,7 +8,7 @@ One step s (0-based) of :class:`Trainer`:
 2. the batch of step s (:mod:`sparse_core.adapt.data`: order and masking are functions of
    (seed, s)); dropout draws from torch's generator seeded with (seed, s, rank) for the forward;
 3. loss = (sum of the token losses) / (tokens with a loss in the whole batch); backward (entmax's
-   closed-form backward, :mod:`sparse_core.entmax_grad`); with several data-parallel workers
+   closed-form backward, :mod:`sparse_core.entmax.grad`); with several data-parallel workers
    each computes its share of the batch and the gradients are summed over workers (so W workers
    compute the gradient of the same mean as one);
 4. gradient clipping to a global norm of ``clip``; AdamW (decoupled weight decay, not on biases,

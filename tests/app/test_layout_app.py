@@ -59,6 +59,7 @@ COMMANDS = [
         "commands.clusters",
         "commands.heads",
         "commands.adapt",
+        "commands.prepare",
     ],
     ["commands"],
 ]

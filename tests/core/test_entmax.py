@@ -9,7 +9,7 @@ cumulative sums or bisection) supports may only differ on knife-edge entries who
 paths are checked against the reference and against each other: the dense float32 path with its
 certificate (α near 1) and the compact path with its float64 exact phase (larger α, float64
 scores, many distinct per-row α); every test runs twice, with CPU rows through the compiled
-kernel (sparse_core/entmax_cpu.py, tested on its own in tests/core/test_entmax_cpu.py) and
+kernel (sparse_core/entmax/cpu.py, tested on its own in tests/core/test_entmax_cpu.py) and
 through the torch paths (fixture ``cpu_path``).
 """
 
@@ -43,7 +43,7 @@ TORCH_INTERNALS = {
 
 @pytest.fixture(autouse=True, params=["kernel", "torch"])
 def cpu_path(request):
-    """Every test twice: CPU rows through the compiled kernel (sparse_core/entmax_cpu.py, the
+    """Every test twice: CPU rows through the compiled kernel (sparse_core/entmax/cpu.py, the
     default) and through the torch paths (``SPARSESCOPE_NO_NUMBA``, as on CUDA without triton,
     for per-row α and below α 1.03). Its own MonkeyPatch: a test's ``monkeypatch.undo()`` keeps
     the path."""

@@ -1,4 +1,4 @@
-"""The Triton entmax kernel (sparse_core/entmax_triton.py) on the CPU.
+"""The Triton entmax kernel (sparse_core/entmax/triton.py) on the CPU.
 
 Triton's interpreter (``TRITON_INTERPRET=1``, read when triton is first imported) runs the very
 kernel the GPU runs, on CPU tensors, with numpy: each check runs in a fresh interpreter process.
@@ -25,7 +25,7 @@ pytest.importorskip("triton", reason="triton is not installed (pip install trito
 _PRELUDE = """
 import json, torch
 import sparse_core.entmax as E
-import sparse_core.entmax_triton as T
+import sparse_core.entmax.triton as T
 from sparse_core.testing import entmax_reference
 TINY = torch.finfo(torch.float32).tiny
 

@@ -24,10 +24,10 @@ a few percent of the support (1.8 % of the scores against 1.77 % at α = 1.5, 17
 Two algorithms, no sort, all rows at once in chunks of ``CHUNK_ELEMENTS`` scores (the bounded
 compact path: ``BOUNDED_CHUNK_ELEMENTS``; on a CUDA device with triton installed, float32 rows
 with a scalar α in [1.03, 2] of up to 32,768 scores take one Triton kernel instead,
-:mod:`sparse_core.entmax_triton`: the same map and guarantee, the compact path's float64 exact
+:mod:`sparse_core.entmax.triton`: the same map and guarantee, the compact path's float64 exact
 phase on whole rows held in registers; ``SPARSESCOPE_NO_TRITON=1`` keeps the torch path; on
 the CPU, float32/float64 rows with a scalar α in [1.03, 2] take one compiled numba kernel,
-:mod:`sparse_core.entmax_cpu`: the compact path below from the group maxima's bound, a row at a
+:mod:`sparse_core.entmax.cpu`: the compact path below from the group maxima's bound, a row at a
 time while it is in cache, two reads and one write per row; ``SPARSESCOPE_NO_NUMBA=1`` keeps
 the torch paths, which serve per-row α, α below 1.03 and CUDA without triton):
 
@@ -98,7 +98,7 @@ computed and returned in float64; float16 and bfloat16 input is computed and ret
 (half precision flips support decisions, definitions §1). Gradients: when autograd is on and the
 scores (or a tensor α) require grad, the same forward runs inside a ``torch.autograd.Function``
 whose backward is the closed form of definitions §7 w.r.t. the scores and α
-(:mod:`sparse_core.entmax_grad`); otherwise (inference, ``torch.inference_mode``) no graph is
+(:mod:`sparse_core.entmax.grad`); otherwise (inference, ``torch.inference_mode``) no graph is
 recorded and the call costs what it did before (a local ``torch.no_grad``; nothing global). Only
 torch ops, device-generic (CUDA included): the host waits on the device once per step and chunk
 (convergence checks), not per element.
@@ -115,9 +115,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from . import entmax_cpu as _cpu
-from . import entmax_triton as _triton
-from .entmax_grad import entmax_with_grad
+from . import cpu as _cpu
+from . import fast_paths  # noqa: F401  (its switches apply before numba is imported)
+from . import triton as _triton
+from .grad import entmax_with_grad
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The Triton kernel of :mod:`sparse_core.entmax_triton` (algorithm and guarantee there).
+"""The Triton kernel of :mod:`sparse_core.entmax.triton` (algorithm and guarantee there).
 
 A module of its own, imported on first use: importing it imports triton, an optional dependency.
 """

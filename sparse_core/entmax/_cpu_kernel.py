@@ -1,4 +1,4 @@
-"""The numba kernel behind :mod:`sparse_core.entmax_cpu`: exact α-entmax, one row at a time.
+"""The numba kernel behind :mod:`sparse_core.entmax.cpu`: exact α-entmax, one row at a time.
 
 For each row of ``z (R, n)`` (float32 or float64; ``c = α − 1``, ``β = 1/c``, ``x = c (z − max)``):
 
@@ -11,13 +11,13 @@ For each row of ``z (R, n)`` (float32 or float64; ``c = α − 1``, ``β = 1/c``
    the step after that one would move it ~1e-4), less a
    margin of 1e-9 (1 + |τ|). G only grows when scores are added and ``‖y‖_q ≤ ‖y‖_β`` for
    q ≥ β, so this is at most τ*; H_q is convex and decreasing, so Newton from the left never
-   passes its root (sparse_core/entmax.py, ``_subset_tau``).
+   passes its root (sparse_core/entmax/, ``_subset_tau``).
 3. The candidates ``{z > t}``, t the bound in score units (for float32 rows rounded down to
    float32: the same set as comparing in float64), read only from the groups whose maximum
    exceeds t (every score when more than half of the groups do: packed eight at a time,
    ``_compact``; all of them, unpacked, when 4/5 of the row pass), in index order; their
    float64 x gathered into per-call buffers (a few percent of the row at α ≥ 1.5).
-4. Exact phase on the candidates, float64 (``_exact_phase`` of sparse_core/entmax.py): β ∈ {1, 2}
+4. Exact phase on the candidates, float64 (``_exact_phase`` of sparse_core/entmax/): β ∈ {1, 2}
    (α = 2, 1.5): the closed form on ``S = {x > τ}`` repeated until S is stable (sums in index
    order: the torch compact path's τ bit for bit when both reach the same S); other β: Newton on
    ``H_β`` until a step is below 1e-6, then one more (for a non-integer β the powers of the
@@ -49,7 +49,7 @@ the step-4 redo, 3 did not converge (left unwritten; the caller recomputes it wi
 Conversions to float64 are spelled ``np.float64(v)``: numba's ``float(v)`` of a float32 stays
 float32 (the x of a float32 row would be rounded to float32, and the bound could pass τ*).
 Compiled on first use (``cache=True``: once per machine, under ``__pycache__``); ``nogil``, so
-:mod:`sparse_core.entmax_cpu` runs row ranges on several threads at once.
+:mod:`sparse_core.entmax.cpu` runs row ranges on several threads at once.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def _vector_call(lanes, llvm_item):
     """An intrinsic ``f(fn, src, dst, start)``: ``dst[start : start + lanes] ←
     f(src[start : start + lanes])`` by the vector function at address ``fn``
     (``<lanes x item> f(<lanes x item>)``: SLEEF's ``logd4`` / ``expd4`` / ``logf8`` / ``expf8``
-    that torch links, :mod:`sparse_core.entmax_cpu`). The address is a run-time argument, so
+    that torch links, :mod:`sparse_core.entmax.cpu`). The address is a run-time argument, so
     nothing in the cached machine code names a symbol of another library."""
 
     @intrinsic
@@ -598,6 +598,10 @@ def _host_avx512() -> bool:
         import numba
         from llvmlite import binding
 
+        from . import fast_paths
+
+        if not fast_paths.enabled("avx512"):
+            return False
         if numba.config.CPU_NAME or numba.config.CPU_FEATURES:
             return False
         features = binding.get_host_cpu_features()
@@ -1111,7 +1115,7 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath):
             out[r, idx[j]] = p if p >= tiny else 0.0
 
 
-# -- torch's OpenMP team (sparse_core/_entmax_cpu_team.py): its C callbacks, here beside the
+# -- torch's OpenMP team (sparse_core/entmax/_cpu_team.py): its C callbacks, here beside the
 # kernel so that numba's cache (keyed on a function's own file) never pairs them with a stale one.
 
 

@@ -24,7 +24,7 @@ writes the probabilities once:
 
 A row that does not settle within the step limits is flagged and recomputed by the torch path
 (never observed on attention rows); a NaN or +inf score raises ``ValueError`` as on the CPU.
-The reference for the algorithm is this project's own CPU code (sparse_core/entmax.py); the kernel
+The reference for the algorithm is this project's own CPU code (sparse_core/entmax/); the kernel
 layout (a row per program, the row in registers) follows AdaSplash's ``triton_entmax``
 (github.com/deep-spin/adasplash, adasplash/triton_entmax.py), which runs a fixed number of
 bisection/Halley steps in float32 and is therefore not exact (docs/benchmarks.md, "GPU").
@@ -44,6 +44,8 @@ from collections.abc import Callable
 
 import torch
 from torch import Tensor
+
+from . import fast_paths
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +79,7 @@ def available(rows: Tensor) -> bool:
         rows.device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1"
     ):
         return False
-    if os.environ.get("SPARSESCOPE_NO_TRITON"):
+    if not fast_paths.enabled("triton"):  # SPARSESCOPE_ENTMAX_TRITON=0 (or SPARSESCOPE_NO_TRITON)
         return False
     try:
         import triton  # noqa: F401
@@ -134,7 +136,7 @@ def entmax_rows(
 
 
 def _launch(rows, out, params, status, n, block, beta_int, closed, beta, warps) -> None:
-    from ._entmax_kernel import entmax_kernel  # imports triton
+    from ._triton_kernel import entmax_kernel  # imports triton
 
     entmax_kernel[(rows.shape[0],)](
         rows,

@@ -5,14 +5,14 @@ the support is ``{i : x_i > τ*}`` for the input scores taken as exact numbers, 
 to float64 rounding; probabilities under the output dtype's smallest normal number are flushed
 to 0. The torch paths make a dozen or more full passes over a layer's scores (each eager op one
 pass: the group maxima, the candidates' compare and nonzero, the gathers, the zeroing, the
-scatter; ~14 at α 1.25); the kernel (:mod:`sparse_core._entmax_cpu_kernel`) reads each row twice
+scatter; ~14 at α 1.25); the kernel (:mod:`sparse_core.entmax._cpu_kernel`) reads each row twice
 while it is in cache (maxima, then the candidates), works on the few candidates in float64, and
 writes the row once. The algorithm is the torch compact path's, from the group maxima's bound:
 the closed form at α 1.5 and 2 (so exact ties give exact zeros, and τ equals the torch path's bit
 for bit when both reach the same support), Newton on ``H_β`` otherwise.
 
 Rows are shared out over ``torch.get_num_threads()`` threads: on torch's own OpenMP team where
-torch runs on GNU OpenMP (:mod:`sparse_core._entmax_cpu_team`: inside a forward, torch's
+torch runs on GNU OpenMP (:mod:`sparse_core.entmax._cpu_team`: inside a forward, torch's
 workers are still spinning from its last op, and a thread of ours would wait milliseconds for
 that core), else on a pool of ours in contiguous ranges (the kernel releases the GIL). Each
 row's result depends on that row alone, so any split gives the same bits (a lone analysis,
@@ -48,6 +48,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from . import fast_paths
+from ._cpu_team import openmp_library
+from ._sleef import find_vmath as _find_vmath
+
 log = logging.getLogger(__name__)
 
 __all__ = ["MIN_ALPHA", "available", "entmax_rows", "warm"]
@@ -68,14 +72,6 @@ _team_obj = None
 _team_tried = False
 _vmath_obj: np.ndarray | None = None
 
-_SLEEF = (
-    "Sleef_logd4_u10avx2",
-    "Sleef_expd4_u10avx2",
-    "Sleef_logf8_u10avx2",
-    "Sleef_expf8_u10avx2",
-    "Sleef_cbrtd4_u35avx2",
-)
-
 
 def _load():
     """The compiled kernel module, or None (numba missing or switched off)."""
@@ -85,7 +81,7 @@ def _load():
     with _lock:
         if not _tried:
             try:
-                from . import _entmax_cpu_kernel as k
+                from . import _cpu_kernel as k
 
                 _kernel = k
             except (ImportError, RuntimeError) as e:  # numba missing, or no cache dir it can use
@@ -121,32 +117,21 @@ def available(rows: Tensor, alpha: object) -> bool:
     )
 
 
-def _openmp_library() -> str | None:
-    """The path of the one libgomp loaded in this process when torch's parallel backend is
-    OpenMP (Linux: read from /proc/self/maps), else None."""
-    if "parallel backend: OpenMP" not in torch.__config__.parallel_info():
-        return None
-    try:
-        with open("/proc/self/maps") as f:
-            paths = {ln.split(None, 5)[-1].strip() for ln in f if "libgomp" in ln}
-    except OSError:  # not Linux
-        return None
-    paths = {p for p in paths if os.path.basename(p).startswith("libgomp")}
-    return paths.pop() if len(paths) == 1 else None
+_openmp_library = openmp_library  # (tests and benches patch this name)
 
 
 def _team():
-    """torch's OpenMP team (:mod:`sparse_core._entmax_cpu_team`), or None: not OpenMP, not
+    """torch's OpenMP team (:mod:`sparse_core.entmax._cpu_team`), or None: not OpenMP, not
     exactly one libgomp loaded, or ``SPARSESCOPE_ENTMAX_TEAM=0`` (then a thread pool of ours)."""
     global _team_obj, _team_tried
     if _team_tried:
         return _team_obj
     with _lock:
         if not _team_tried:
-            path = None if os.environ.get("SPARSESCOPE_ENTMAX_TEAM") == "0" else _openmp_library()
+            path = _openmp_library() if fast_paths.enabled("team") else None
             if path is not None:
                 try:
-                    from . import _entmax_cpu_team
+                    from . import _cpu_team as _entmax_cpu_team
 
                     _team_obj = _entmax_cpu_team.Team(path)
                 except (OSError, AttributeError, ImportError, RuntimeError) as e:
@@ -168,34 +153,6 @@ def _vmath() -> np.ndarray:
         if _vmath_obj is None:
             _vmath_obj = _find_vmath()
     return _vmath_obj
-
-
-def _find_vmath() -> np.ndarray:
-    none = np.zeros(len(_SLEEF), np.int64)
-    if os.environ.get("SPARSESCOPE_ENTMAX_SLEEF") == "0":
-        return none
-    try:
-        import ctypes
-
-        import numba
-        from llvmlite import binding
-
-        if torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
-            return none
-        if numba.config.CPU_NAME or numba.config.CPU_FEATURES:
-            return none  # compiled for another CPU: maybe without AVX's vector registers
-        features = binding.get_host_cpu_features()
-        if not (features.get("avx2") and features.get("fma")):
-            return none
-        lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
-        got = np.array(
-            [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value for name in _SLEEF], np.int64
-        )
-    except (OSError, AttributeError, ImportError, RuntimeError) as e:
-        log.debug("entmax: no SLEEF vector log/exp (%s); libm's", e)
-        return none
-    log.debug("entmax: SLEEF's vector log and exp for non-integer β")
-    return got
 
 
 def _threads(r: int) -> int:
