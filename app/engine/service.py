@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import torch
@@ -28,6 +29,7 @@ import torch
 from sparse_core import __version__, pareto
 from sparse_core.errors import SparsescopeError
 
+from .admission import ComputeGate, Costs
 from .cache import Entry, KeyLocks, LruCache, tensor_nbytes
 from .derived import Derived
 from .errors import NotFound, NotInAnalysis
@@ -112,7 +114,17 @@ class AnalysisService:
         self._started = False
         self.cache = LruCache(settings.cache_entries, settings.cache_bytes)
         self.stats = Stats()
-        self.derived = Derived(self.cache, self.stats)
+        #: seconds per token of each kind of work, measured (Retry-After of every 503)
+        self.costs = Costs()
+        #: bounded, memory-accounted admission of derived work (app/engine/admission.py)
+        self.gate = ComputeGate(
+            settings.compute_slots,
+            settings.compute_memory_bytes,
+            settings.compute_queue_jobs,
+            settings.compute_max_wait_s,
+            self.costs,
+        )
+        self.derived = Derived(self.cache, self.stats, self.gate)
         self._method_lists: dict[tuple[int, str | None], list[dict]] = {}
         self._inflight = KeyLocks()
         self.trimmer = Trimmer()
@@ -155,6 +167,8 @@ class AnalysisService:
             if self.settings.results_dir is not None:  # a bad folder: before the slow load
                 self.results = CorpusResults.load(self.settings.results_dir)
             self.registry.load()
+            for slot in self.registry.loaded():  # analyses' 503s quote the measured summaries too
+                slot.worker.summary_seconds_per_token = partial(self.costs.per_token, "summary")
             if self.settings.warmup:
                 t0 = time.perf_counter()
                 self.warmup()
@@ -201,6 +215,7 @@ class AnalysisService:
             "device": self.model.device,
             "artefact": name,
             "version": __version__,
+            "compute": self.gate.info(),
         }
 
     def methods(self, n: int, alpha: float = DEFAULT_ALPHA, model: str | None = None) -> list[dict]:
@@ -253,7 +268,7 @@ class AnalysisService:
         entry = self.get(analysis_id)
         names = None if methods is None else check_methods(methods, "method")
         if names is not None:
-            entry.parts.methods_for(names)
+            self.gate.run("summary", entry.out.n, lambda: entry.parts.methods_for(names))
         return entry.parts.rows_json(names).encode()
 
     def analyze_entry(self, request: AnalysisRequest, names: list[str] | None = None) -> Entry:
@@ -307,6 +322,7 @@ class AnalysisService:
         if together > 1:
             self.stats.summary_batches += 1
         t["summary"] = time.perf_counter() - t0
+        self.costs.observe("summary", out.n, t["summary"])
         t0 = time.perf_counter()
         body = analysis_body(
             key,
