@@ -45,6 +45,7 @@ CHAIN = [
     ["methods"],
     ["pareto.points", "budgets"],
     ["pareto.text_sweep", "pareto.corpus_sweep"],
+    ["pareto.lengths"],
     ["pareto"],
     ["pos", "viz", "ray_engine"],
     ["adapt.alpha", "adapt.report", "adapt.lm", "adapt.store"],
