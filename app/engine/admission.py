@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sparse_core.cancel import Cancelled, cancellable
+from sparse_core.cancel import Cancelled, cancellable, checkpoints
 
 from .errors import Busy, ClientGone
 from .limits import current_job
@@ -297,6 +297,8 @@ class ComputeGate:
                 "refused": s.refused,
                 "cancelled": s.cancelled,
                 "dropped": s.dropped,
+                # heads and row blocks read by every computation so far (sparse_core.cancel)
+                "checkpoints": checkpoints(),
                 "seconds_per_token": {
                     k: round(v, 6) for k, v in sorted(self.costs.snapshot().items())
                 },

@@ -259,7 +259,9 @@ class AnalysisService:
         against the registry, a 400 naming ``summary``; one the analysis lacks is left out,
         as the whole summary leaves it out). Only the methods asked for are computed now."""
         names = None if summary is None else check_methods(summary, "summary")
-        return self.analyze_entry(request, names).body_with(names)
+        entry = self.analyze_entry(request, names)
+        self._summaries(entry, names)  # a cached analysis asked for methods it lacks: gated
+        return entry.body_with(names)
 
     def summary(self, analysis_id: str, methods: list[str] | None) -> bytes:
         """``GET /api/analyses/{id}/summary``: the summary rows of a cached analysis with the
@@ -268,8 +270,27 @@ class AnalysisService:
         entry = self.get(analysis_id)
         names = None if methods is None else check_methods(methods, "method")
         if names is not None:
-            self.gate.run("summary", entry.out.n, lambda: entry.parts.methods_for(names))
+            entry.parts.methods_for(names)
+        self._summaries(entry, names)
         return entry.parts.rows_json(names).encode()
+
+    def _summaries(self, entry: Entry, names: list[str] | None) -> None:
+        """Compute the summaries of ``names`` (None: every method's) that ``entry`` lacks, as
+        derived work through the compute gate (app/engine/admission.py); nothing when all are
+        there."""
+        parts = entry.parts
+        if parts is None or (names is None and entry.whole_json is not None):
+            return
+        want = parts.names if names is None else [nm for nm in names if nm in parts.names]
+        if any(nm not in parts.tables for nm in want):
+            self.gate.run("summary", entry.out.n, lambda: parts.ensure(names))
+
+    def analysis_json(self, analysis_id: str) -> bytes:
+        """``GET /api/analyses/{id}``: the analyze body with every method's summary (those not
+        computed yet computed now, through the gate)."""
+        entry = self.get(analysis_id)
+        self._summaries(entry, None)
+        return entry.body_json
 
     def analyze_entry(self, request: AnalysisRequest, names: list[str] | None = None) -> Entry:
         """The cached :class:`Entry` of ``request``, analysing the text on a cache miss (with

@@ -71,10 +71,10 @@ async def analyze(req: AnalyzeRequest, request: Request, service: ServiceDep) ->
     return json_bytes(body)
 
 
-@router.get("/analyses/{analysis_id}", response_model=Analysis, responses=ERRORS)
-def get_analysis(analysis_id: AnalysisId, service: ServiceDep) -> Response:
+@router.get("/analyses/{analysis_id}", response_model=Analysis, responses=COMPUTE_ERRORS)
+async def get_analysis(analysis_id: AnalysisId, request: Request, service: ServiceDep) -> Response:
     """The analyze body of a cached analysis (404 once evicted: POST the text again)."""
-    return json_bytes(service.get(analysis_id).body_json)
+    return json_bytes(await model_call(request, service.analysis_json, analysis_id))
 
 
 @router.get(
