@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 #: The sparsity levels of ``recall_at_sparsity`` and the recall levels of ``sparsity_at_recall``.
 SPARSITY_LEVELS = (0.5, 0.75, 0.9, 0.95, 0.98)
-RECALL_LEVELS = (0.8, 0.9, 0.95, 0.99)
+RECALL_LEVELS = (0.5, 0.6, 0.7, 0.8, 0.9)
 #: Fewest tokens a length may have (a text of a few tokens has no sparsity to speak of).
 MIN_LENGTH = 16
 
