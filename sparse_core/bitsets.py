@@ -28,6 +28,7 @@ widths) table ``distance > h``.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -148,6 +149,44 @@ def tile_geometry(n: int, block: int, causal: bool) -> tuple[np.ndarray, np.ndar
 
 # ----------------------------------------------------------------------------- per-text gold
 
+_GEOMETRY: dict[tuple[int, bool], dict] = {}
+_GEOMETRY_LOCK = threading.Lock()
+#: Lengths whose geometry is kept (each costs about 3 n² / 8 bytes: 6 MB at n = 4,096).
+_GEOMETRY_KEEP = 4
+
+
+def _text_geometry(n: int, causal: bool) -> dict:
+    """What a :class:`Gold` of length n needs that depends on n and causality alone: the valid
+    region V (n, n) bool, |V|, V and the globals ∩ V as row bitsets, the tiles of every block
+    size; made once per (n, causal) and shared (read-only) by every head and text of that
+    length (a long text's summary builds one ``Gold`` per head view)."""
+    key = (int(n), bool(causal))
+    with _GEOMETRY_LOCK:
+        got = _GEOMETRY.get(key)
+    if got is not None:
+        return got
+    v = np.ones((n, n), dtype=bool)
+    valid = np.tril(v) if causal else v
+    g = np.zeros((n, n), dtype=bool)
+    g[[0, -1], :] = True
+    g[:, [0, -1]] = True
+    tiles = {b: tile_geometry(n, b, causal) for b in BLOCKS}
+    got = {
+        "valid": valid,
+        "n_valid": int(valid.sum()),
+        "vbits": pack(valid),  # (n, W)
+        "gbits": pack(g & valid),  # (n, W) globals ∩ V
+        "tiles": tiles,
+        "n_tiles": {b: int(c.sum()) for b, (c, _) in tiles.items()},
+        "tile_order": {},  # filled by Gold.tile_order (the same for every Gold of this key)
+    }
+    for a in (got["valid"], got["vbits"], got["gbits"]):
+        a.flags.writeable = False
+    with _GEOMETRY_LOCK:
+        while len(_GEOMETRY) >= _GEOMETRY_KEEP:
+            _GEOMETRY.pop(next(iter(_GEOMETRY)))
+        return _GEOMETRY.setdefault(key, got)
+
 
 class Gold:
     """Per text: the gold edges, the valid region and window geometry, shared by all methods."""
@@ -181,24 +220,19 @@ class Gold:
         self.e_p = None if e_p is None else np.asarray(e_p, dtype=np.float64)
         self.e_d = np.abs(self.e_i - self.e_j)
         self.gold = np.bincount(self.e_lh, minlength=L * H).astype(np.int64)  # |G| per head
-        v = np.ones((n, n), dtype=bool)
-        self.valid = np.tril(v) if causal else v
-        self.n_valid = int(self.valid.sum())
-        self.vbits = pack(self.valid)  # (n, W)
+        geo = _text_geometry(n, self.causal)  # the same for every text and head of length n
+        self.valid, self.n_valid, self.vbits, self.gbits = geo["valid"], geo["n_valid"], \
+            geo["vbits"], geo["gbits"]  # fmt: skip
         self.v_whole = not causal and n % 64 == 0  # every bit of vbits set: ∩ V changes nothing
-        g = np.zeros((n, n), dtype=bool)
-        g[[0, -1], :] = True
-        g[:, [0, -1]] = True
-        self.gbits = pack(g & self.valid)  # (n, W) globals ∩ V
         self.shift = (self.e_j & 7).astype(np.uint8)  # the edge's bit in its byte
         self._pos: dict[int, np.ndarray] = {}
         self._geo: dict[tuple, dict] = {}
         self._plans: dict[tuple, dict] = {}
         self._orders: dict[tuple, dict] = {}
         self._row: np.ndarray | None = None
-        self.tiles = {b: tile_geometry(n, b, self.causal) for b in BLOCKS}
-        self.n_tiles = {b: int(c.sum()) for b, (c, _) in self.tiles.items()}
-        self._tile_order: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.tiles = geo["tiles"]
+        self.n_tiles = geo["n_tiles"]
+        self._tile_order: dict[int, tuple[np.ndarray, np.ndarray]] = geo["tile_order"]
         self._bits: np.ndarray | None = None
         self._runs: dict | None = None
         self._edge_idx: dict = {}

@@ -44,25 +44,47 @@ def needed(g: np.ndarray, level: float) -> np.ndarray:
     return np.where(g > 0, np.minimum(c, g), 0)
 
 
+def gold_ranks(scores: np.ndarray, ei: np.ndarray, ej: np.ndarray) -> np.ndarray:
+    """The 0-based score rank of every gold key (ei, ej) (row-major) in its row of ``scores``
+    (n, n): the keys with a higher score, then the equal ones before it (``selection.
+    stable_order``). Only keys scoring at least the row's lowest gold score can rank before a
+    gold key, so those candidates alone are ordered (about |G| of them: entmax keeps the top
+    scores) — O(n²) comparisons and O(|G| log |G|) sorting, no (|G|, n) array."""
+    n = scores.shape[0]
+    if not len(ei):
+        return np.zeros(0, dtype=np.int64)
+    low = np.full(n, np.inf, dtype=np.float32)
+    np.minimum.at(low, ei, scores[ei, ej])
+    ci, cj = np.nonzero(scores >= low[:, None])  # candidates, row-major (every gold key too)
+    cs = scores[ci, cj]
+    order = np.lexsort((cj, -cs, ci))  # per row: score descending, ties to the lower key
+    ci, cj = ci[order], cj[order]
+    starts = np.searchsorted(ci, np.arange(n))
+    pos = np.arange(len(ci)) - starts[ci]  # rank within the row
+    # each gold key's place among the candidates: candidates keyed by (row, key)
+    key = ci * n + cj
+    at = np.argsort(key, kind="stable")
+    found = at[np.searchsorted(key[at], ei * n + ej)]
+    return pos[found]
+
+
 def head_budgets(ctx: PredictContext, layer: int, head: int,
                  levels: Sequence[float] = LEVELS) -> dict:  # fmt: skip
     """Per query of head (layer, head): ``support`` |G_i| (n,) and, for each level,
-    ``k[level]`` (n,) int and ``p[level]`` (n,) float64 (module docstring)."""
+    ``k[level]`` (n,) int and ``p[level]`` (n,) float64 (module docstring). Reads the head's
+    edges from the sparse store and one (n, n) score matrix (:func:`gold_ranks`)."""
     n = ctx.n
-    probs = ctx.head_probs(layer, head)  # (n, n) float32
+    ei, ej, pe32 = ctx.head_edges(layer, head)  # row-major
     scores = ctx.head_scores(layer, head)
     if ctx.causal:
         scores = np.where(np.tri(n, dtype=bool), scores, np.float32(-np.inf))
-    ei, ej = np.nonzero(probs > 0)  # row-major
     support = np.bincount(ei, minlength=n)
     starts = np.concatenate([[0], np.cumsum(support)[:-1]])
-    # score rank of every gold key (0-based): keys with a higher score, then equal ones before it
-    row = scores[ei]  # (E, n)
-    s = scores[ei, ej][:, None]
-    rank = (row > s).sum(axis=1) + ((row == s) & (np.arange(n)[None, :] < ej[:, None])).sum(axis=1)
+    rank = gold_ranks(scores, ei, ej)
+    del scores
     # per row: gold keys by rank, and by P descending (ties to the lower key) with the mass so far
     by_rank = np.lexsort((rank, ei))
-    pe = probs[ei, ej].astype(np.float64)
+    pe = pe32.astype(np.float64)
     by_p = np.lexsort((ej, -pe, ei))
     cum = np.zeros(len(ei))
     pos = np.arange(len(ei)) - np.repeat(starts, support)  # position within the row

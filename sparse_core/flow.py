@@ -140,6 +140,51 @@ def token_flow(probs: Sequence[Layer], token: int, layer: int | None = None) -> 
     return Flow(token=token, layer=layer, mass=u, reachable=r, levels=levels[::-1])
 
 
+def token_flow_sparse(attn, token: int, layer: int | None = None) -> Flow:
+    """:func:`token_flow` read from a sparse store (``sparse_probs.SparseProbs``) one head's
+    edges at a time: ``u Â`` and ``r B`` as sums over the head's edges (i, j, p), O(|G|) per
+    head and no (n, n) array. Equal to :func:`token_flow` on the dense P up to float64
+    summation order (tests/core/test_sparse_metrics.py)."""
+    import numpy as np
+
+    n_layers, n_heads, n = attn.L, attn.H, attn.n
+    if layer is None:
+        layer = n_layers - 1
+    if not 0 <= layer < n_layers:
+        raise SparsescopeError(
+            f"layer must be in [0, {n_layers - 1}] for this model, got {layer}", field="layer"
+        )
+    if not 0 <= token < n:
+        raise SparsescopeError(
+            f"token must be a token index in [0, {n - 1}] for this text, got {token}",
+            field="token",
+        )
+    u = np.zeros(n)
+    u[token] = 1.0
+    r = np.zeros(n, dtype=bool)
+    r[token] = True
+    levels = [torch.from_numpy(r.copy())]
+    for k in range(layer, -1, -1):
+        heads = []
+        rowsum = np.zeros(n)
+        for h in range(n_heads):
+            i, j, p = (x.numpy() for x in attn.row_edges(k, h, slice(0, n)))
+            p = p.astype(np.float64)
+            rowsum += np.bincount(i, weights=p, minlength=n)
+            heads.append((i, j, p))
+        w = u / (1.0 + rowsum / n_heads)
+        mass, reach = w.copy(), r.copy()
+        for i, j, p in heads:
+            mass += np.bincount(j, weights=w[i] * p, minlength=n) / n_heads
+            reach[j[r[i]]] = True
+        u, r = mass, reach
+        levels.append(torch.from_numpy(r.copy()))
+    return Flow(
+        token=token, layer=layer, mass=torch.from_numpy(u), reachable=levels[-1],
+        levels=levels[::-1],
+    )  # fmt: skip
+
+
 def rollout(probs: Tensor) -> Tensor:
     """Abnar & Zuidema's rollout of every layer, R (L, n, n) float64, R[l] = Â_l … Â_0, from
     P (L, H, n, n): the reference's ``compute_joint_attention`` on the mean over heads."""

@@ -80,7 +80,14 @@ def analyze(
     out = model.run(text, alpha=alpha, causal=causal, truncate=truncate)
     ctx = PredictContext.from_run(out, artefact)
     causal = bool(out.causal)  # a decoder is causal whatever was asked
-    gold = sparsity(out.graph, causal=causal)  # (L, H)
+    if out.attn.is_dense:
+        gold = sparsity(out.graph, causal=causal)  # (L, H)
+    else:  # a long text: from the sparse store's edges
+        import torch
+
+        from sparse_core.bitsets import Gold
+
+        gold = torch.from_numpy(Gold.of(ctx).sparsity())
     per_method = {}
     for name in available(artefact, methods):
         method = METHODS[name]

@@ -23,8 +23,8 @@ import torch
 from sparse_core import budgets, pareto, pos
 from sparse_core.bitsets import METRICS, fold_blocks
 from sparse_core.errors import SparsescopeError
-from sparse_core.flow import token_flow
-from sparse_core.methods import METHODS, available, evaluate
+from sparse_core.flow import token_flow, token_flow_sparse
+from sparse_core.methods import METHODS, available, evaluate, evaluate_head
 
 from .admission import ComputeGate
 from .cache import Entry, LruCache
@@ -246,6 +246,14 @@ class Derived:
             )
         clean = m.validate(entry.out.n, params, entry.artefact)
         key = ("metrics", m.name, json.dumps(clean, sort_keys=True))
+        if not entry.out.attn.is_dense:  # a long text: this head alone, from its sparse P
+
+            def one() -> dict[str, float]:
+                with torch.inference_mode():
+                    return evaluate_head(entry.ctx, layer, head, m, clean)
+
+            got = self.cache.derive(entry, (*key, layer, head), one)
+            return fold_blocks({k: got[k] for k in METRICS})
 
         def make() -> dict[str, list]:
             with torch.inference_mode():
@@ -263,7 +271,10 @@ class Derived:
 
         def make() -> bytes:
             with torch.inference_mode():
-                f = token_flow(out.probs, token, layer)
+                if out.attn.is_dense:
+                    f = token_flow(out.probs, token, layer)
+                else:  # a long text: one head's edges at a time
+                    f = token_flow_sparse(out.attn, token, layer)
             return dumps(
                 {
                     "token": f.token,

@@ -22,7 +22,7 @@ from sparse_core.methods import PredictContext
 from sparse_core.pareto import summary_tables
 
 from .summary_parts import SummaryParts
-from .two_cores import side_worker, splits, summary_tables_on_two_cores
+from .two_cores import side_worker, splits_summary, summary_tables_on_two_cores
 
 #: Where a batch ties an output to its siblings (``RunOutput.extra``; popped by summarise).
 BATCH_KEY = "_summary_batch"
@@ -84,12 +84,15 @@ class SummaryBatch:
 def _alone(out: Any, art: Any, names: list[str] | None = None) -> tuple[PredictContext, Any]:
     with torch.inference_mode():
         ctx = PredictContext.from_run(out, art)
-    if names is not None:  # some methods only: cheap, on this thread
-        return ctx, SummaryParts.of(ctx, names)
     side = side_worker()
-    if side is not None and splits(ctx):
-        return ctx, SummaryParts(ctx, *summary_tables_on_two_cores(ctx, side))
-    return ctx, SummaryParts.of(ctx, None)
+    long = not ctx.out.attn.is_dense
+    if names is not None and not long:  # some methods only: cheap, on this thread
+        return ctx, SummaryParts.of(ctx, names)
+    if side is not None and splits_summary(ctx):  # a long text's few methods too
+        got = summary_tables_on_two_cores(ctx, side, names) if names is not None else \
+            summary_tables_on_two_cores(ctx, side)  # fmt: skip
+        return ctx, SummaryParts(ctx, *got)
+    return ctx, SummaryParts.of(ctx, names)
 
 
 def _summary_group(out: Any) -> tuple:

@@ -31,7 +31,7 @@ from sparse_core.pareto.text_sweep import summary_tables
 
 from .errors import NotInAnalysis
 from .payloads import analysis_json, round6, summary_json
-from .two_cores import side_worker, splits, summary_tables_on_two_cores
+from .two_cores import side_worker, splits_summary, summary_tables_on_two_cores
 
 #: Tables of one method: {"recall": (L, H), "sparsity": (L, H)}.
 Table = dict[str, Any]
@@ -68,11 +68,10 @@ class SummaryParts:
 
     @classmethod
     def of(cls, ctx: PredictContext, names: list[str] | None) -> SummaryParts:
-        """Compute ``names`` (None: every available method, as the whole summary) of ``ctx``.
-        A long text held sparse is summarised whole (``summary_tables``, head by head)."""
-        whole = names is None or not ctx.out.attn.is_dense
+        """Compute ``names`` (None: every available method, as the whole summary) of ``ctx``
+        (a long text held sparse: head by head, ``summary_tables``)."""
         with torch.inference_mode():
-            gold, tables = summary_tables([ctx], None if whole else names)[0]
+            gold, tables = summary_tables([ctx], names)[0]
         return cls(ctx, gold, tables)
 
     @property
@@ -94,7 +93,7 @@ class SummaryParts:
             if not todo:
                 return
             side = side_worker()
-            if side is not None and splits(self.ctx):
+            if side is not None and splits_summary(self.ctx):
                 got = summary_tables_on_two_cores(self.ctx, side, todo)[1]
             else:
                 with torch.inference_mode():

@@ -67,6 +67,12 @@ def splits(ctx: PredictContext) -> bool:
     return ctx.out.attn.is_dense and ctx.layers >= 2 and ctx.n >= SPLIT_MIN_TOKENS
 
 
+def splits_summary(ctx: PredictContext) -> bool:
+    """Whether a text's summary is split by layers: :func:`splits`, or a long text held sparse
+    of two layers or more (each half then worked head by head, memory bounded per head)."""
+    return splits(ctx) or (ctx.layers >= 2 and ctx.n >= SPLIT_MIN_TOKENS)
+
+
 def summary_on_two_cores(ctx: PredictContext, side: Executor) -> str:
     """The summary rows (JSON text) of one text, the first half of its layers computed here and
     the second on ``side``, put together: byte for byte ``payloads.summary_texts([ctx])[0]``.
@@ -193,4 +199,5 @@ def layer_part(ctx: PredictContext, first: int, stop: int) -> PredictContext:
         shared,
         ctx.layer_index()[ls],
         ctx.head_index(),
+        ctx.cache if ctx.parent_cache is None else ctx.parent_cache,
     )

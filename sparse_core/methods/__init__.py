@@ -90,6 +90,7 @@ __all__ = [
     "available",
     "cluster_choices",
     "evaluate",
+    "evaluate_head",
     "get_method",
     "head_data",
     "head_seed",
@@ -148,8 +149,18 @@ def evaluate(ctx: PredictContext, method: Method | str, params: dict) -> dict[st
     """Per-head metrics of one setting (definitions §4, §8): recall, sparsity, exact, precision, mass
     recall and the block sparsity ``block_B`` of each tile size B of ``metrics.BLOCKS``, each
     (L, H) float64, for the finished mask ``method.predict(ctx, **params)`` against the gold
-    graph."""
+    graph. A run whose P is held sparse (a long text) is measured one head at a time
+    (:func:`evaluate_head`): no (L, H, n, n) mask or P is built."""
     m = get_method(method) if isinstance(method, str) else method
+    if not ctx.out.attn.is_dense:
+        import torch
+
+        per = [[evaluate_head(ctx, li, h, m, params) for h in range(ctx.heads)]
+               for li in range(ctx.layers)]  # fmt: skip
+        return {
+            k: torch.tensor([[d[k] for d in row] for row in per], dtype=torch.float64)
+            for k in per[0][0]
+        }
     pred = m.predict(ctx, **params)
     gold, causal = ctx.out.graph, ctx.causal
     return {
@@ -160,6 +171,25 @@ def evaluate(ctx: PredictContext, method: Method | str, params: dict) -> dict[st
         "mass_recall": metrics.mass_recall(pred, ctx.out.probs),
         **{f"block_{b}": v for b, v in metrics.block_sparsities(pred, causal=causal).items()},
     }
+
+
+def evaluate_head(
+    ctx: PredictContext, layer: int, head: int, method: Method | str, params: dict
+) -> dict[str, float]:
+    """The metrics of :func:`evaluate` for head (``layer``, ``head``) alone, computed on its
+    :meth:`PredictContext.view` by the method's ``measure`` hook (the Pareto engine's row
+    bitsets, or an arena method's own counts, against the head's gold edges read from the
+    sparse store): memory O(|G| + n²/8) for the head, never a dense (L, H, n, n) mask or P.
+    Equal to ``evaluate(ctx, method, params)[metric][layer, head]`` to 1e-12 (summation order;
+    tests/core/test_sparse_metrics.py). ``params`` are cleaned by ``Method.validate`` here."""
+    from ..bitsets import METRICS, Gold
+
+    m = get_method(method) if isinstance(method, str) else method
+    m.require(ctx)
+    v = ctx.view(layer, head)
+    p = m.validate(v.n, params, v.artefact)
+    got = m.measure(v, Gold.of(v), [p])  # metric -> (1, 1)
+    return {k: float(got[k][0, 0]) for k in METRICS}
 
 
 def head_data(

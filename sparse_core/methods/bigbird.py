@@ -206,12 +206,10 @@ def _seed_draws(
     key = (n, ctx.causal, w, glob, k, tuple(uniq.tolist()))
     got = _SEED_DRAWS.get(key)
     if got is None:
-        empty = torch.zeros(n, n, dtype=torch.bool)
-        base = patterns.finish(empty, window=w, globals_=glob, causal=ctx.causal).numpy()
-        cand, m = free_ranks(base, ctx.causal)
+        base, cand, m, occ = _free_keys(n, ctx.causal, w, glob)
         u = draw_uniforms(torch.from_numpy(uniq), n, k)
         draws = fisher_yates(cand, m, draw_positions(u, m, n))
-        got = (m, draws, draw_tiles(gold, base, draws))
+        got = (m, draws, draw_tiles(gold, base, draws, occ))
         size = draws.nbytes
         # list(): a snapshot (C-level, atomic under the GIL); another thread may add to it
         if sum(g[1].nbytes for g in list(_SEED_DRAWS.values())) + size > _SEED_BYTES:
@@ -223,6 +221,25 @@ def _seed_draws(
         return got  # every seed once, in order (a whole run)
     return m, draws[inv], {b: (free, filled[inv]) for b, (free, filled) in tiles.items()}
 
+
+def _free_keys(n: int, causal: bool, w: int, glob: bool) -> tuple:
+    """(B (n, n) bool, cand, m, B's tile occupancy) of one width: the seed-independent part
+    of the draws (:func:`free_ranks`), kept for the last few widths per process so that the
+    heads of a long text, each on a view of its own (one seed each), share it."""
+    key = (n, bool(causal), w, bool(glob))
+    got = _FREE.get(key)
+    if got is None:
+        empty = torch.zeros(n, n, dtype=torch.bool)
+        base = patterns.finish(empty, window=w, globals_=glob, causal=causal).numpy()
+        cand, m = free_ranks(base, causal)
+        got = (base, cand, m, tile_occupancy(pack(base)[None], n))
+        if len(_FREE) >= 2 or any(kk[0] != n for kk in list(_FREE)):
+            _FREE.clear()  # at most two widths of one length (cand is n² int32)
+        _FREE[key] = got
+    return got
+
+
+_FREE: dict[tuple, tuple] = {}
 
 #: (n, causal, w, globals, k, seeds) -> width_draws(), for one length n at a time and at most
 #: _DRAWS_MAX widths (one-head views of a context have seeds of their own)
@@ -289,7 +306,7 @@ def fisher_yates(cand: np.ndarray, m: np.ndarray, p: np.ndarray) -> np.ndarray:
     return partial_fisher_yates(np.ascontiguousarray(cand, dtype=np.int32), m, p)
 
 
-def draw_tiles(gold: Gold, base: np.ndarray, draws: np.ndarray) -> dict:
+def draw_tiles(gold: Gold, base: np.ndarray, draws: np.ndarray, occ: dict | None = None) -> dict:
     """Per tile size B: (empty counted tiles of ``base``, (S, k) cumulative count of those the
     first t + 1 draws fill), for draws (S, n, k) (−1: none) added to ``base`` (n, n).
 
@@ -297,7 +314,7 @@ def draw_tiles(gold: Gold, base: np.ndarray, draws: np.ndarray) -> dict:
     it (``_method_kernels.first_fill``, a running minimum per tile); a larger tile's is the
     least over its sub-tiles."""
     S, n, k = draws.shape
-    occ = tile_occupancy(pack(base)[None], n)
+    occ = tile_occupancy(pack(base)[None], n) if occ is None else occ
     b0 = BLOCKS[0]
     T = -(-n // b0)
     grid = first_fill(np.ascontiguousarray(draws, dtype=np.int32), b0, T)  # (S, T, T) int16

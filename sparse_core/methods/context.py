@@ -55,6 +55,10 @@ class PredictContext:
     #: so that whatever is drawn per head (seeds, rotations) is that head's own draw
     layer_ids: Tensor | None = field(default=None, repr=False)
     head_ids: Tensor | None = field(default=None, repr=False)
+    #: the memo of the context this one is a view of: what :meth:`memo` makes that holds for
+    #: every head (a packed text-independent pattern, ``_shared``) is kept there too, so the
+    #: next head's view finds it (a long text's summary works one head view at a time)
+    parent_cache: dict | None = field(default=None, repr=False)
 
     @classmethod
     def from_run(cls, out: RunOutput, artefact: Artefact | None = None) -> PredictContext:
@@ -125,6 +129,12 @@ class PredictContext:
                 return a.layer(layer)[:, rows].numpy()
             return np.stack([a.rows(layer, h, rows).numpy() for h in range(self.heads)])
         return a.rows(layer, head, rows).numpy()
+
+    def head_edges(self, layer: int, head: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One head's gold edges, row-major: query i and key j int64, P float32 (E,) each, read
+        from the sparse store's rows (no (n, n) array for a long text)."""
+        i, j, p = self.out.attn.row_edges(layer, head, slice(0, self.n))
+        return i.numpy(), j.numpy(), p.numpy()
 
     def head_qk(self, layer: int, head: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(queries, keys), (n, d) float32 each (or (H, n, d)), as they enter the scores."""
@@ -225,6 +235,7 @@ class PredictContext:
             shared,
             self.layer_index()[ls],
             self.head_index()[hs],
+            self.cache if self.parent_cache is None else self.parent_cache,
         )
 
     @classmethod
@@ -273,7 +284,9 @@ class PredictContext:
     def memo(self, key: tuple, make: Callable[[], Any]) -> Any:
         """``cache[key]``, made once by ``make()``."""
         if key not in self.cache:
-            self.cache[key] = make()
+            value = self.cache[key] = make()
+            if self.parent_cache is not None and _shared(key, value):
+                self.parent_cache.setdefault(key, value)  # for the other heads' views
         return self.cache[key]
 
 

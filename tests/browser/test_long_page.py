@@ -4,14 +4,19 @@ tile pyramid's overview holds every gold edge of the head the page shows."""
 
 from __future__ import annotations
 
+import os
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from .conftest import free_port
 
 N = 4096
+#: Where the long page's screenshot goes (looked at by a person, not compared).
+SHOTS = Path(os.environ.get("SPARSESCOPE_SHOTS", tempfile.gettempdir()))
 
 
 @pytest.fixture(scope="module")
@@ -170,3 +175,60 @@ def test_the_flow_waits_for_the_long_heads_graph(long_page):
         }"""
     )
     assert flow >= graph, (graph, flow)
+
+
+def test_every_method_scores_the_long_head_as_the_server_does(long_page, long_url):
+    """Every method of the picker at n = 4,096: the page's metrics panel shows its figures, the
+    page's JS twins (methods.js + metrics.js, from the head payload) equal the server's
+    GET …/metrics (read from the sparse P), and the summary holds the method for every head;
+    nothing says the text is too long."""
+    pg = long_page
+    names = pg.evaluate(
+        "() => [...document.querySelectorAll('#method option')].filter((o) => !o.disabled).map((o) => o.value)"
+    )
+    assert len(names) >= 16, names
+    got = pg.evaluate(
+        """async (names) => {
+            const { prepareHead } = await import('/js/head.js');
+            const { predict } = await import('/js/methods.js');
+            const { computeMetrics } = await import('/js/metrics.js');
+            const id = new URL(location.href).searchParams.get('id');
+            const get = async (path) => {
+              const r = await fetch(`/api/analyses/${id}/${path}`);
+              return { status: r.status, body: await r.json() };
+            };
+            const h = prepareHead((await get('heads/0/1')).body, false);
+            const summary = (await get('summary')).body;
+            const specs = (await (await fetch(`/api/methods?n=${h.n}`)).json()).methods;
+            const out = [];
+            for (const method of names) {
+              const py = await get(`metrics/0/1?method=${method}`);
+              const ps = {};
+              for (const p of specs.find((x) => x.name === method).params) ps[p.name] = p.default;
+              const js = py.status === 200
+                ? computeMetrics(predict(h, method, ps), h.gold, h.n, h.causal, undefined, h.probs)
+                : null;
+              out.push({ method, status: py.status, py: py.body, js,
+                         inSummary: summary.every((row) => method in row.methods) });
+            }
+            return out;
+        }""",
+        names,
+    )
+    for row in got:
+        assert row["status"] == 200, row
+        assert row["inSummary"], row["method"]
+        for key in ("recall", "sparsity", "exact", "precision"):
+            assert row["js"][key] == row["py"][key], (row["method"], key)
+    for name in names:  # the panel shows each one's figures, with no error note
+        pg.select_option("#method", name)
+        pg.wait_for_function(
+            """() => document.querySelector('.metric-recall .metric-value').textContent !== '–'
+                 && ![...document.querySelectorAll('p.field-error')].some((e) => !e.hidden)""",
+            timeout=120_000,
+        )
+    text = pg.inner_text("body").lower()
+    assert "too long" not in text and "dense p" not in text
+    pg.select_option("#method", "h2o")
+    pg.wait_for_timeout(500)
+    pg.screenshot(path=str(SHOTS / "long-page-4096-h2o.png"))
