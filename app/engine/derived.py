@@ -252,7 +252,7 @@ class Derived:
                 with torch.inference_mode():
                     return evaluate_head(entry.ctx, layer, head, m, clean)
 
-            got = self.cache.derive(entry, (*key, layer, head), one)
+            got = self.cache.derive(entry, (*key, layer, head), self._gated("metrics", entry, one))
             return fold_blocks({k: got[k] for k in METRICS})
 
         def make() -> dict[str, list]:

@@ -108,4 +108,8 @@ def test_sigterm_does_not_wait_for_abandoned_work(tmp_path, model_dir):
             server.proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             pytest.fail(f"the server still runs 60 s after SIGTERM:\n{server.log_tail()}")
-        assert server.proc.returncode == 0, server.log_tail()
+        log = server.log_tail(20000)
+        # it ended on its own: uvicorn did not have to give up on the request after its grace
+        # period (connections.GRACEFUL_SHUTDOWN_S), which is what waiting for the sweep meant
+        assert "graceful shutdown exceeded" not in log, log
+        assert server.proc.returncode in (0, -signal.SIGTERM), log
