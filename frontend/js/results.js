@@ -339,6 +339,7 @@ export function initResults(root, file, scopeGroup) {
       { class: "toggles", attrs: { id: "results-lengths-level", role: "group", "aria-label": "sparsity level" } },
       levels.map((lv) => {
         const b = el("button", {
+          class: lv === lengthLevel ? "on" : undefined,
           text: `sparsity ≥ ${lv}`,
           attrs: { type: "button", "data-level": lv, "aria-pressed": String(lv === lengthLevel) },
         });
