@@ -128,3 +128,37 @@ def test_inputs_shorter_than_the_longest_length_are_refused(model_dir):
     with pytest.raises(SparsescopeError, match="fewer than 256 tokens"):
         PA.lengths.sweep_lengths(model, ["A short text."], None, [32, 256], progress=False)
     assert parse_lengths("128, 32,32", 256) == [32, 128]
+
+
+def test_the_folder_is_served_with_its_lengths_and_a_broken_file_is_refused(run, tmp_path):
+    import shutil
+
+    from fastapi.testclient import TestClient
+
+    from sparsescope.engine.results import CorpusResults, ResultsError
+    from sparsescope.engine.service import AnalysisService
+    from sparsescope.web.main import create_app
+    from tests.app.conftest import make_settings
+
+    body = json.loads((run / "pareto-lengths.json").read_text())
+    got = CorpusResults.load(run).summary()["lengths"]
+    assert got["lengths"] == LENGTHS and got["recall_at_sparsity"] == body["recall_at_sparsity"]
+    assert "per_length" not in got  # each length's points stay in the file
+    settings = make_settings(tmp_path, results_dir=run, warmup=False)
+    from sparse_core.testing import tiny_model
+
+    with TestClient(create_app(settings, AnalysisService(settings, model=tiny_model()))) as c:
+        served = c.get("/api/results").json()["lengths"]
+        assert served["sparsity_at_recall"] == body["sparsity_at_recall"]
+    bad = tmp_path / "bad"
+    shutil.copytree(run, bad)
+    for change, needle in [
+        (lambda b: {**b, "lengths": [64, 32, 128]}, "ascending"),
+        (lambda b: {**b, "gold_sparsity": [0.5]}, "one number per length"),
+        (lambda b: {**b, "recall_at_sparsity": {"nope": {}}}, "known methods"),
+        (lambda b: {k: v for k, v in b.items() if k != "sparsity_at_recall"}, "lacks"),
+    ]:
+        (bad / "pareto-lengths.json").write_text(json.dumps(change(body)))
+        with pytest.raises(ResultsError, match=needle) as info:
+            CorpusResults.load(bad)
+        assert "pareto-lengths.json" in str(info.value)
