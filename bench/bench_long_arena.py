@@ -8,10 +8,12 @@ one token, one head's oracle budgets and one head's Pareto sweep.
 
 ``minilm``: all-MiniLM-L6-v2's weights with positions tiled to n (``testing.tiled_positions``);
 ``modernbert``: a tiny random ModernBERT-style entmax model (``testing_modernbert``: 4 layers
-x 4 heads, every third layer global, the others local with 128 tokens) with n positions. The text is WikiText-2's validation text cut to exactly n tokens. Each round runs
+x 4 heads, every third layer global, the others local with 128 tokens) with n positions. The
+text is WikiText-2's validation text cut to exactly n tokens. Each round runs
 the SDPA forward, then a fresh service's analysis and requests (nothing cached between
-rounds); the figures are medians over ``--rounds`` with the ratio to the same round's SDPA
-forward. Prints one line per figure and the load average (the machine may be shared).
+rounds, after one untimed round on a 300-token text: numba's loops compiled); the figures are
+medians over ``--rounds`` with the ratio to the same round's SDPA forward. Prints each figure as
+it is measured, then the medians, with the load average (the machine may be shared).
 """
 
 from __future__ import annotations
@@ -50,10 +52,17 @@ def build(kind: str, n: int):
     return load_model(str(path), device="cpu", max_tokens=n)
 
 
-def timed(fn):
+#: Print each figure as it is measured (a loaded machine may not let the run finish).
+LIVE = {"on": False, "sdpa": 1.0}
+
+
+def timed(fn, label: str | None = None):
     t = time.perf_counter()
     got = fn()
-    return time.perf_counter() - t, got
+    dt = time.perf_counter() - t
+    if LIVE["on"] and label:
+        print(f"  {label:36s} {dt:8.2f} s  {dt / LIVE['sdpa']:6.1f}x SDPA", flush=True)
+    return dt, got
 
 
 def one_round(model, text: str, sdpa, ids, methods: list[str], layer: int, head: int) -> dict:
@@ -65,27 +74,33 @@ def one_round(model, text: str, sdpa, ids, methods: list[str], layer: int, head:
 
     out: dict[str, float] = {}
     with torch.inference_mode():
-        out["sdpa"] = timed(lambda: sdpa(input_ids=ids))[0]
-    settings = Settings(data_dir=Path(tempfile.mkdtemp()), warmup=False, max_tokens=model.max_tokens)
+        out["sdpa"] = LIVE["sdpa"] = timed(lambda: sdpa(input_ids=ids), "SDPA forward")[0]
+    settings = Settings(
+        data_dir=Path(tempfile.mkdtemp()), warmup=False, max_tokens=model.config.max_positions
+    )
     svc = AnalysisService(settings, model=model)
     svc.start()
     req = AnalysisRequest(text=text, alpha=1.5)
-    out["page analysis (window summary)"] = timed(lambda: svc.analyze_json(req, ["window"]))[0]
+    out["page analysis (window summary)"] = timed(
+        lambda: svc.analyze_json(req, ["window"]), "page analysis (window summary)"
+    )[0]
     aid = svc.key(req)
-    out["every method's summary (more)"] = timed(lambda: svc.summary(aid, None))[0]
-    out["page analysis + every summary"] = out["page analysis (window summary)"] + out[
-        "every method's summary (more)"
-    ]
+    out["every method's summary (more)"] = timed(
+        lambda: svc.summary(aid, None), "every method's summary (more)"
+    )[0]
+    out["page analysis + every summary"] = (
+        out["page analysis (window summary)"] + out["every method's summary (more)"]
+    )
     worst = 0.0
     for nm in methods:
-        dt = timed(lambda nm=nm: svc.metrics(aid, layer, head, nm, {}))[0]
+        dt = timed(lambda nm=nm: svc.metrics(aid, layer, head, nm, {}), f"metrics {nm}")[0]
         out[f"metrics {nm}"] = dt
         worst = max(worst, dt)
     out["metrics, slowest method"] = worst
     n = svc.get(aid).out.n
-    out["flow of one token"] = timed(lambda: svc.flow(aid, n // 2))[0]
-    out["budgets of one head"] = timed(lambda: svc.budgets(aid, layer, head))[0]
-    out["Pareto sweep of one head"] = timed(lambda: svc.pareto(aid, layer, head))[0]
+    out["flow of one token"] = timed(lambda: svc.flow(aid, n // 2), "flow")[0]
+    out["budgets of one head"] = timed(lambda: svc.budgets(aid, layer, head), "budgets")[0]
+    out["Pareto sweep of one head"] = timed(lambda: svc.pareto(aid, layer, head), "pareto")[0]
     out["n"] = n
     return out
 
@@ -99,9 +114,9 @@ def main() -> int:
     ap.add_argument("--head", type=int, default=3)
     args = ap.parse_args()
 
+    import api_latency
     import torch
 
-    import api_latency
     from sparse_core.methods import available
 
     api_latency.CORPUS = CORPUS
@@ -114,6 +129,12 @@ def main() -> int:
     layer = min(args.layer, model.config.num_layers - 1)
     head = min(args.head, model.config.num_heads - 1)
     methods = available(None)
+    # warm-up (numba's compiled loops, the tagger): one untimed round on a short text
+    short = api_latency.texts_of_n_tokens(model, 300, 1)[0]
+    short_ids = torch.tensor([model.encode(short).ids])
+    one_round(model, short, sdpa, short_ids, methods, layer, head)
+    LIVE["on"] = True
+    print(f"model {model.model_id}, n = {args.n}; each round's figures as measured:", flush=True)
     rounds = [one_round(model, text, sdpa, ids, methods, layer, head) for _ in range(args.rounds)]
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"model {model.model_id}, n = {rounds[0]['n']}, {args.rounds} rounds, load {load}")

@@ -61,8 +61,10 @@ def sweep_text(
     ``per_head`` keeps the (P, L, H) figures (the page asks for single heads); otherwise only the
     mean over heads is kept (arrays of shape (P, 1, 1)).
     """
-    gold = Gold.of(ctx)
     names = available(ctx.artefact, None if methods is None else list(methods))
+    if not ctx.out.attn.is_dense and ctx.layers * ctx.heads > 1:
+        return _per_head_sweep(ctx, names, per_head)
+    gold = Gold.of(ctx)
     grids, values = {}, {}
     for name in names:
         grid = METHODS[name].grid(ctx.n, ctx.artefact)
@@ -72,6 +74,30 @@ def sweep_text(
         grids[name], values[name] = grid, got
     gs = gold.sparsity()
     return TextSweep(gs if per_head else gs.mean(keepdims=True).reshape(1, 1), grids, values)
+
+
+def _per_head_sweep(ctx: PredictContext, names: list[str], per_head: bool) -> TextSweep:
+    """:func:`sweep_text` of a long text (P held sparse), one head at a time on its
+    ``PredictContext.view`` (each head's figures are exactly its own there), so that what a
+    method builds per layer is built for one head only (memory bounded per head)."""
+    L, H = ctx.layers, ctx.heads
+    parts = [[sweep_text(ctx.view(li, h), names) for h in range(H)] for li in range(L)]
+    first = parts[0][0]
+    gold = np.array([[p.gold_sparsity[0, 0] for p in row] for row in parts])
+    values = {
+        nm: {
+            k: np.stack(
+                [np.stack([p.values[nm][k][:, 0, 0] for p in row], axis=1) for row in parts], axis=1
+            )  # fmt: skip
+            for k in METRICS
+        }
+        for nm in first.values
+    }  # (P, L, H)
+    if not per_head:
+        values = {nm: {k: v.mean(axis=(1, 2), keepdims=True) for k, v in d.items()}
+                  for nm, d in values.items()}  # fmt: skip
+        gold = gold.mean(keepdims=True).reshape(1, 1)
+    return TextSweep(gold, first.grids, values)
 
 
 def summary(out: RunOutput, artefact: Artefact | None = None) -> dict[str, dict[str, Tensor]]:

@@ -58,7 +58,7 @@ def long_page(browser, long_url):
     pg = ctx.new_page()
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.goto(long_url + "/")
+    pg.goto(long_url + "/", timeout=180_000)
     body = pg.evaluate(
         """async (text) => (await fetch('/api/analyze', {method: 'POST',
              headers: {'Content-Type': 'application/json'},
@@ -66,7 +66,7 @@ def long_page(browser, long_url):
         long_text(),
     )
     assert body["n"] == N, body
-    pg.goto(f"{long_url}/?id={body['id']}&layer=0&head=1")
+    pg.goto(f"{long_url}/?id={body['id']}&layer=0&head=1", timeout=180_000)
     pg.wait_for_function(
         "() => performance.getEntriesByName('heatmap-head-paint').length > 0", timeout=240_000
     )
@@ -184,7 +184,8 @@ def test_every_method_scores_the_long_head_as_the_server_does(long_page, long_ur
     nothing says the text is too long."""
     pg = long_page
     names = pg.evaluate(
-        "() => [...document.querySelectorAll('#method option')].filter((o) => !o.disabled).map((o) => o.value)"
+        """() => [...document.querySelectorAll('#method option')]
+             .filter((o) => !o.disabled).map((o) => o.value)"""
     )
     assert len(names) >= 16, names
     got = pg.evaluate(

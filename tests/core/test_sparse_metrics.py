@@ -10,8 +10,8 @@ import torch
 
 from sparse_core import budgets as BU
 from sparse_core import flow as F
-from sparse_core import metrics as MT
 from sparse_core import methods as M
+from sparse_core import metrics as MT
 from sparse_core import sparse_probs
 from sparse_core.testing import tiny_model
 
@@ -141,3 +141,23 @@ def test_budgets_from_the_sparse_store_equal_a_dense_search(runs, no_densify):
             assert np.allclose(got["p"][lv], want["p"][lv], rtol=0, atol=1e-12)
             assert np.array_equal(got["k"][lv], same["k"][lv])
             assert np.array_equal(got["p"][lv], same["p"][lv])
+
+
+def test_a_long_text_s_sweep_of_every_head_equals_the_dense_one(runs, no_densify):
+    """``pareto.sweep_text`` of a run held sparse goes head by head; its points (one head and
+    the mean over heads) are the dense run's."""
+    from sparse_core.pareto import sweep_text
+
+    dense, sparse = runs
+    names = ["window", "strided", "bigbird", "topk", "h2o"]
+    got, want = sweep_text(sparse, names), sweep_text(dense, names)
+    for scope in ((None, None), (1, 0)):
+        a, b = got.points(*scope), want.points(*scope)
+        assert a["frontiers"] == b["frontiers"]
+        for pa, pb in zip(a["points"], b["points"], strict=True):
+            assert pa.keys() == pb.keys()
+            for k, v in pa.items():
+                if isinstance(v, float):
+                    assert v == pytest.approx(pb[k], rel=0, abs=1e-6), (scope, k)
+                else:
+                    assert v == pb[k], (scope, k)
