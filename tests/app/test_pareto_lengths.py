@@ -162,3 +162,31 @@ def test_the_folder_is_served_with_its_lengths_and_a_broken_file_is_refused(run,
         with pytest.raises(ResultsError, match=needle) as info:
             CorpusResults.load(bad)
         assert "pareto-lengths.json" in str(info.value)
+
+
+def test_a_long_texts_corpus_sweep_goes_head_by_head_with_the_same_figures():
+    """A run recorded sparse (a long text) is swept one head at a time (bounded memory); its
+    figures are those of the same run kept dense, swept every head at once."""
+    import numpy as np
+
+    from sparse_core.methods import PredictContext
+    from sparse_core.pareto.corpus_sweep import Totals
+    from sparse_core.testing import tiny_model
+
+    model = tiny_model(seed=2, layers=2, heads=2, hidden=32, max_positions=256)
+    text = " ".join(["the river rose and the old bank went over the bridge at night"] * 20)
+    dense = model.run(text, alpha=1.5, truncate=True)
+    model.dense_max_bytes = 0
+    try:
+        sparse = model.run(text, alpha=1.5, truncate=True)
+    finally:
+        model.dense_max_bytes = None
+    assert dense.attn.is_dense and not sparse.attn.is_dense
+    grids = PA.corpus_grids(METHODS, dense.n, dense.n)
+    a, b = Totals(grids), Totals(grids)
+    a.add_text(PredictContext.from_run(dense))
+    b.add_text(PredictContext.from_run(sparse))
+    np.testing.assert_allclose(b.gold, a.gold, rtol=1e-12)
+    for name in METHODS:
+        for m, v in a.sums[name].items():
+            np.testing.assert_allclose(b.sums[name][m], v, rtol=1e-9, atol=1e-12, err_msg=m)
