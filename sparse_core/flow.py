@@ -51,6 +51,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .cancel import checkpoint
 from .errors import SparsescopeError
 
 #: One layer's probabilities, indexable by head: a (H, n, n) tensor, or a list of (n, n) ones
@@ -108,6 +109,7 @@ def step_back(u: Tensor, r: Tensor, heads: Layer) -> tuple[Tensor, Tensor]:
     n_heads = len(heads)
     rowsum = torch.zeros_like(u)  # (n,)  Σ_j Ā_ij
     for h in range(n_heads):
+        checkpoint()  # between heads: a cancelled computation stops here (sparse_core.cancel)
         rowsum += _dense(heads[h]).sum(-1, dtype=torch.float64)
     w = u / (1.0 + rowsum / n_heads)  # (n,)  u / d
     mass = w.clone()  # the residual: + (u / d) I
@@ -116,6 +118,7 @@ def step_back(u: Tensor, r: Tensor, heads: Layer) -> tuple[Tensor, Tensor]:
     # of float32 positives never rounds to 0 in float64)
     rows = torch.stack([w, r.to(torch.float64)])  # (2, n)
     for h in range(n_heads):
+        checkpoint()
         prod = rows @ _dense(heads[h]).to(torch.float64)  # (2, n)
         mass += prod[0] / n_heads
         reach |= prod[1] > 0

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .cancel import checkpoint
 from .errors import SparsescopeError
 
 #: Scores per chunk of (heads x query rows) of a run recorded into a sparse store (64 MB;
@@ -144,6 +145,7 @@ class SparseProbs:
 
     def head(self, layer: int, head: int) -> Tensor:
         """(n, n) float32 P of one head (a view of the dense store; else a new tensor)."""
+        checkpoint()  # between heads: a cancelled computation stops here (sparse_core.cancel)
         if self._dense is not None:
             return self._dense[layer, head]
         if self.host_reads:
@@ -191,6 +193,7 @@ class SparseProbs:
 
     def rows(self, layer: int, head: int, rows: slice) -> Tensor:
         """(len(rows), n) float32: rows ``rows`` (a step-1 slice) of one head's P."""
+        checkpoint()  # between row blocks (sparse_core.cancel)
         lo, hi = self._row_range(rows)
         if self._dense is not None:
             return self._dense[layer, head, lo:hi]
@@ -204,6 +207,7 @@ class SparseProbs:
         """The edges of rows ``rows`` (a step-1 slice) of one head, on the host: row (from the
         slice's start) and key int64 and p float32 (E,), row-major. Reads the rows' CSR span
         alone (no dense (rows, n) block: what a tile of a long head needs)."""
+        checkpoint()  # between row blocks (sparse_core.cancel)
         lo, hi = self._row_range(rows)
         if self._dense is not None:
             block = self._dense[layer, head, lo:hi].cpu()

@@ -21,6 +21,16 @@ most ``--max-tokens`` tokens in corpus order (``corpus.pack``), drops inputs sho
 - ``DIR/pareto-heads.npz``: per (layer, head) the mean over texts of every point's figures
   (arrays ``"<method>/<metric>"`` of shape (points, L, H), float32) and ``"gold_sparsity"``.
 
+``--lengths 512,1024,2048,4096`` (``sparse_core.pareto.lengths``): sparsity against length. The
+corpus is packed into inputs of at most twice the longest length and those shorter than the
+longest are dropped; each input is then cut to its first n tokens for every length n and every method's grid is swept at each length on the same
+inputs. Writes ``DIR/pareto-lengths.json`` (``lengths``, ``gold_sparsity`` per length,
+``recall_at_sparsity`` and ``sparsity_at_recall``: method -> level -> one value per length, and
+``per_length``: each length's pareto.json body) and ``DIR/pareto-lengths.csv`` (``method, length,
+measure, level, value``), besides the four files above for the longest length (so ``serve
+--results DIR`` shows them, with a panel of recall at fixed sparsity against length). One
+process; not with ``--task``, ``--fidelity``, ``--x block`` or the ray engine.
+
 ``--task`` (definitions §9, ``sparse_core.pareto.task``): for a model with an LM/MLM head, the loss
 with every head restricted to each frontier point's graph on the first ``--task-texts`` inputs:
 ``"task_loss"`` per point (null off the frontiers), a ``"task"`` block (objective, unrestricted
@@ -112,6 +122,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "sparsity (the share of B x B tiles with no predicted pair; what a kernel can skip)",
     )  # fmt: skip
     add_block(p, axis=True)
+    p.add_argument(
+        "--lengths", default=None, metavar="N,N,...",
+        help="sweep at each of these lengths (tokens, specials included, e.g. 512,1024,2048,4096) "
+        "on the same inputs cut to each length: every method's frontier against length, written "
+        "to DIR/pareto-lengths.json and .csv (--max-tokens defaults to the longest)",
+    )  # fmt: skip
     add_out(
         p, default="pareto-out", why="default: pareto-out; it gets four files of fixed names, "
         "pareto.json, pareto.html, pareto-run.json and pareto-heads.npz, so a folder of its own",
@@ -194,6 +210,36 @@ def _check(args) -> None:
         check_axis(args.x, args.block)
     except SparsescopeError as exc:
         raise SparsescopeError(f"--{exc.field}: {exc}") from None
+    if args.lengths is not None:
+        from sparse_core.pareto.lengths import parse_lengths
+
+        try:
+            lengths = parse_lengths(args.lengths, 1 << 16)
+        except SparsescopeError as exc:
+            raise SparsescopeError(f"--lengths: {exc}") from None
+        flags = (
+            ("--task", args.task),
+            ("--fidelity", args.fidelity),
+            ("--x block", args.x != "sparsity"),
+            ("--engine ray", args.engine == "ray"),
+            ("--workers > 1", (args.workers or 1) > 1),
+        )
+        clash = [flag for flag, on in flags if on]
+        if clash:
+            raise SparsescopeError(
+                f"--lengths runs one sweep per length in one process, with token sparsity; "
+                f"leave out {', '.join(clash)}"
+            )
+        args.lengths = lengths
+        if args.max_tokens is None or args.max_tokens < lengths[-1]:
+            args.max_tokens = lengths[-1]
+        if args.min_tokens is None:
+            args.min_tokens = lengths[-1]
+        elif args.min_tokens < lengths[-1]:
+            raise SparsescopeError(
+                f"--min-tokens must be at least the longest length ({lengths[-1]}) with "
+                f"--lengths: every length sees the same inputs, got {args.min_tokens}"
+            )
     check_out(args)
 
 
@@ -324,6 +370,56 @@ def run(args: argparse.Namespace) -> int:
             pool.shutdown()
 
 
+def length_table(body: dict, level: float = 0.9) -> str:
+    """Best recall at sparsity >= ``level`` of each method, one column per length."""
+    key = f"{level:g}"
+    lines = [f"{'method':16s} " + " ".join(f"{n:>7d}" for n in body["lengths"])]
+    lines.append(f"{'gold sparsity':16s} " + " ".join(f"{g:7.3f}" for g in body["gold_sparsity"]))
+    for name, by_level in body["recall_at_sparsity"].items():
+        row = [f"{v:7.3f}" if v is not None else f"{'-':>7}" for v in by_level[key]]
+        lines.append(f"{name:16s} " + " ".join(row))
+    return "\n".join(lines)
+
+
+def _run_lengths(args, model, artefact, names, texts, corpora) -> int:
+    """``--lengths``: one sweep per length on the same inputs (sparse_core.pareto.lengths)."""
+    import csv
+
+    from sparse_core.pareto.lengths import sweep_lengths
+
+    t0 = time.perf_counter()
+    sweep = sweep_lengths(model, texts, artefact, args.lengths, alpha=args.alpha,
+                          causal=args.causal, methods=names)  # fmt: skip
+    elapsed = time.perf_counter() - t0
+    out = Path(args.out)
+    extra = {
+        "corpus": corpora,
+        "max_tokens": args.max_tokens,
+        "lengths": args.lengths,
+        "workers": 1,
+        "threads": args.threads,
+        "engine": "local",
+        "seconds": round(elapsed, 1),
+        "seconds_per_length": sweep.meta["seconds"],
+        "artefact": None if artefact is None else (artefact.meta or {}).get("created"),
+    }
+    write_outputs(sweep.sweeps[-1], out, extra)  # the longest length: `serve --results DIR`
+    body = sweep.to_json()
+    js = out / "pareto-lengths.json"
+    js.write_text(json.dumps(body, indent=1, ensure_ascii=False) + "\n")
+    with open(out / "pareto-lengths.csv", "w", newline="") as fh:
+        csv.writer(fh).writerows(sweep.csv_rows())
+    print(
+        f"{body['texts']} inputs at lengths {', '.join(map(str, body['lengths']))} in "
+        f"{elapsed:.0f} s"
+    )
+    print("best frontier recall at sparsity >= 0.9, per length:")
+    print(length_table(body))
+    print(f"wrote {js}, {out / 'pareto-lengths.csv'} (and the longest length's pareto.json, "
+          "pareto.html, pareto-run.json, pareto-heads.npz)")  # fmt: skip
+    return 0
+
+
 def _run(args: argparse.Namespace, pool) -> int:
     from sparse_core.errors import ArtefactError, SparsescopeError
     from sparse_core.pareto import sweep_corpus
@@ -346,11 +442,17 @@ def _run(args: argparse.Namespace, pool) -> int:
         )
         artefact = None
     names = method_names(args.methods, artefact)
-    texts, corpora = select_inputs(args, model.tokenizer, artefact)
+    if args.lengths is not None:  # inputs of at least the longest length, each cut per length
+        packing = argparse.Namespace(**{**vars(args), "max_tokens": 2 * args.lengths[-1]})
+        texts, corpora = select_inputs(packing, model.tokenizer, artefact)
+    else:
+        texts, corpora = select_inputs(args, model.tokenizer, artefact)
     if not texts:
         raise SparsescopeError(
             "no inputs left to sweep (check --skip / --held-out / --limit / --min-tokens)"
         )
+    if args.lengths is not None:
+        return _run_lengths(args, model, artefact, names, texts, corpora)
     workers = args.workers or (2 if (os.cpu_count() or 1) >= 2 and len(texts) >= 8 else 1)
     if args.engine == "ray":  # the same sweep on Ray actors (None: one per GPU or CPU)
         from functools import partial

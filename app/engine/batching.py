@@ -13,12 +13,13 @@ forward per round where it fits: fewer forwards and larger summary stacks
 (app/engine/summaries.py) cost less CPU than cutting a round to overlap summaries with the next
 forward (measured; on this 2-core machine the CPU, not the overlap, bounds a burst).
 
-The queue is bounded (app/engine/limits.py): at most ``queue_tokens`` tokens and ``queue_jobs``
-jobs of user requests wait; beyond that :class:`~sparsescope.engine.errors.Busy` (503) with a
-``Retry-After`` estimated from the measured throughput (tokens a second). A single job is always
-accepted by an empty queue, however long. Low-priority work (share warm-ups, the gallery) runs only
-when no user request waits, is bounded by its own job count, and is dropped at shutdown. A job
-whose client has disconnected is dropped before it runs.
+The queue is bounded (app/engine/limits.py): at most ``queue_tokens`` tokens and ``queue_jobs`` jobs
+of user requests wait; beyond that :class:`~sparsescope.engine.errors.Busy` (503) with a ``Retry-
+After`` estimated from the measured costs: the forwards' throughput (tokens a second) plus the
+summary that follows each forward, per token at that length (app/engine/admission.py). A single job
+is always accepted by an empty queue, however long. Low-priority work (share warm-ups, the gallery)
+runs only when no user request waits, is bounded by its own job count, and is dropped at shutdown. A
+job whose client has disconnected is dropped before it runs.
 
 When the server begins to shut down (SIGTERM, app/commands/serve.py), :meth:`ModelWorker.close`
 answers every job still queued, and every job submitted afterwards, with :class:`Busy` (503,
@@ -147,6 +148,9 @@ class ModelWorker:
         #: before the requests get their outputs (the model slot ties them together to compute
         #: their summaries at once, app/engine/summaries.py); it must be quick and not raise
         self.after_batch = after_batch
+        #: seconds per token of the summary that follows each forward, measured by the service
+        #: (app/engine/admission.py ``Costs``); None: the forward's own rate alone
+        self.summary_seconds_per_token: Callable[[int], float] | None = None
 
     # -- asking --------------------------------------------------------------------------------
 
@@ -189,13 +193,25 @@ class ModelWorker:
             return  # an idle worker takes any one job, however long
         if self._tokens + n > self.queue_tokens or waiting + 1 > self.queue_jobs:
             self.stats.refused += 1
-            wait = (self._tokens + n) / max(self._rate, 1.0)
+            queued = sum(j.n for j in self._normal)
+            running = max(0, self._tokens - queued)  # tokens of forwards and summaries under way
+            wait = sum(j.n * self.seconds_per_token(j.n) for j in self._normal)
+            wait += (running + n) * self.seconds_per_token(n)
             raise Busy(
                 f"the server is busy: {waiting} analyses ({self._tokens} tokens) are waiting for "
                 f"the model, the most it queues (SPARSESCOPE_QUEUE_TOKENS); retry in "
                 f"{max(1, round(wait))} s",
                 retry_after=wait,
             )
+
+    def seconds_per_token(self, n: int) -> float:
+        """What one token of an analysis of ``n`` tokens costs, as measured: its share of the
+        forwards (the worker's rate) plus, where the service measures it, its summary's (per
+        length class, app/engine/admission.py ``Costs``)."""
+        cost = 1.0 / max(self._rate, 1.0)
+        if self.summary_seconds_per_token is not None:
+            cost += self.summary_seconds_per_token(n)
+        return cost
 
     @property
     def waiting_tokens(self) -> int:

@@ -2,12 +2,14 @@
 
 One head's payload (edges and what the page needs to recompute every mask), the lecture's raw
 vectors, the Pareto sweep of every method's grid (per head, or every head for the mean), the POS
-make-up of the k-means clusters, the metrics of one method setting, and the information flow
-into one token (reachability and attention rollout, sparse_core/flow.py). Each is computed the
-first time it is asked for and kept in the entry (``LruCache.derive``: one lock per result, its
-bytes counted against the cache's bound). The service (app/engine/service.py) finds the entry
-and checks the layer and head; the bodies are JSON bytes (app/engine/payloads.py).
-"""
+make-up of the k-means clusters, the metrics of one method setting, and the information flow into
+one token (reachability and attention rollout, sparse_core/flow.py). Each is computed the first time
+it is asked for and kept in the entry (``LruCache.derive``: one lock per result, its bytes counted
+against the cache's bound). Each computation (not a cached answer) runs through the service's
+bounded, memory-accounted :class:`~sparsescope.engine.admission.ComputeGate`: queued or refused with
+503 and Retry-After under load, and cancelled between heads when its client leaves. The service
+(app/engine/service.py) finds the entry and checks the layer and head; the bodies are JSON bytes
+(app/engine/payloads.py)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from sparse_core.errors import SparsescopeError
 from sparse_core.flow import token_flow, token_flow_sparse
 from sparse_core.methods import METHODS, available, evaluate, evaluate_head
 
+from .admission import ComputeGate
 from .cache import Entry, LruCache
 from .errors import NotInAnalysis
 from .lod import check_tile, head_probs, lod_info, tile_body, tile_from_edges, tile_span
@@ -54,9 +57,15 @@ log = logging.getLogger(__name__)
 class Derived:
     """The results derived from the entries of ``cache``; ``stats`` counts the sweeps."""
 
-    def __init__(self, cache: LruCache, stats: Stats) -> None:
+    def __init__(self, cache: LruCache, stats: Stats, gate: ComputeGate | None = None) -> None:
         self.cache = cache
         self.stats = stats
+        self.gate = gate or ComputeGate()
+
+    def _gated(self, kind: str, entry: Entry, make: Any) -> Any:
+        """``make`` run through the gate as ``kind`` work on ``entry``'s tokens (app/engine/
+        admission.py); only the innermost computation of a result is gated (never two nested)."""
+        return lambda: self.gate.run(kind, entry.out.n, make)
 
     def head(
         self, entry: Entry, layer: int, head: int, part: str = "all",
@@ -75,7 +84,7 @@ class Derived:
 
         key = ("head", layer, head, part) if methods is None else \
             ("head", layer, head, part, tuple(methods))  # fmt: skip
-        return self.cache.derive(entry, key, make)
+        return self.cache.derive(entry, key, self._gated("head", entry, make))
 
     def tile(self, entry: Entry, layer: int, head: int, level: int, ti: int, tj: int) -> bytes:
         """Tile (ti, tj) of ``level`` of one head's max-pooled pyramid (app/engine/lod.py) as
@@ -118,11 +127,15 @@ class Derived:
         def make() -> bytes:
             whole = self.cache.peek(entry, ("sweep",))
             if layer is None or whole is not None:  # the mean needs every head's sweep
-                sweep = self.cache.derive(entry, ("sweep",), lambda: self._sweep(entry))
+                sweep = self.cache.derive(
+                    entry, ("sweep",), self._gated("pareto", entry, lambda: self._sweep(entry))
+                )
                 body = sweep.points(layer, head, x, block)
             else:  # one head: swept alone (PredictContext.view), 1/(L·H) of the work
                 sweep = self.cache.derive(
-                    entry, ("sweep", layer, head), lambda: self._sweep(entry, layer, head)
+                    entry,
+                    ("sweep", layer, head),
+                    self._gated("pareto", entry, lambda: self._sweep(entry, layer, head)),
                 )
                 body = sweep.points(0, 0, x, block)
             return dumps({**body, "layer": layer, "head": head})
@@ -169,7 +182,9 @@ class Derived:
                 return dumps({"scope": "head", "levels": list(budgets.LEVELS),
                               "quantiles": list(budgets.QUANTILES), **body})  # fmt: skip
 
-        return self.cache.derive(entry, ("budgets", layer, head), make)
+        return self.cache.derive(
+            entry, ("budgets", layer, head), self._gated("budgets", entry, make)
+        )
 
     def roles(self, entry: Entry) -> bytes:
         """Every head's role on this text (``sparse_core.roles.run_roles``, definitions §11):
@@ -215,7 +230,8 @@ class Derived:
                 )
             return dumps(body)
 
-        return self.cache.derive(entry, ("clusters", layer, head, clusters, top_k), make)
+        key = ("clusters", layer, head, clusters, top_k)
+        return self.cache.derive(entry, key, self._gated("clusters", entry, make))
 
     def metrics(
         self, entry: Entry, layer: int, head: int, method: str, params: dict[str, str]
@@ -247,7 +263,7 @@ class Derived:
                 with torch.inference_mode():
                     return evaluate_head(entry.ctx, layer, head, m, clean)
 
-            got = self.cache.derive(entry, (*key, layer, head), one)
+            got = self.cache.derive(entry, (*key, layer, head), self._gated("metrics", entry, one))
             return fold_blocks({k: got[k] for k in METRICS})
 
         def make() -> dict[str, list]:
@@ -255,7 +271,7 @@ class Derived:
                 got = evaluate(entry.ctx, m, clean)
             return {k: v.tolist() for k, v in got.items()}
 
-        table = self.cache.derive(entry, key, make)
+        table = self.cache.derive(entry, key, self._gated("metrics", entry, make))
         return fold_blocks({k: table[k][layer][head] for k in METRICS})
 
     def flow(self, entry: Entry, token: int, layer: int | None) -> bytes:
@@ -287,5 +303,7 @@ class Derived:
 
         key_layer = out.layers - 1 if layer is None else layer
         if 0 <= key_layer < out.layers and 0 <= token < out.n:
-            return self.cache.derive(entry, ("flow", token, key_layer), make)
+            return self.cache.derive(
+                entry, ("flow", token, key_layer), self._gated("flow", entry, make)
+            )
         return make()  # raises the field's error (token_flow checks both)

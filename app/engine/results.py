@@ -11,6 +11,11 @@ per (layer, head): arrays ``"<method>/<metric>"`` of shape (points, L, H) and ``
   ``GET /api/analyses/{id}/pareto?layer=&head=`` (``sparse_core.pareto.points_json``, frontiers
   over token sparsity), so that the page draws it beside the current text's.
 
+With ``DIR/pareto-lengths.json`` (``sparsescope pareto --lengths``, sparse_core/pareto/lengths.py)
+``summary()`` also carries ``lengths``: the lengths, the gold sparsity at each, and each method's
+best recall at fixed sparsity and highest sparsity at fixed recall per length (the page's panel of
+recall against length); each length's own points stay in the file.
+
 Nothing is ever written to DIR. A file that is not what ``sparsescope pareto`` writes (another
 program's JSON, a truncated file, a method this version does not know, points and per-head
 arrays that disagree) is a :class:`ResultsError` naming the file and what is wrong; ``serve``
@@ -125,6 +130,61 @@ def check_pareto(body: Any, source: str = "pareto.json") -> dict:
     return body
 
 
+def check_lengths(body: Any, source: str = "pareto-lengths.json") -> dict:
+    """The ``pareto --lengths`` body, checked and cut to what the page draws: ``lengths``
+    (ascending whole numbers), ``gold_sparsity`` (one share per length), ``sparsity_levels``,
+    ``recall_levels``, ``recall_at_sparsity`` and ``sparsity_at_recall`` (method -> level ->
+    one share or null per length, methods this version knows)."""
+    if not isinstance(body, dict):
+        raise ResultsError(f"{source} must hold a JSON object (what `sparsescope pareto "
+                           "--lengths` writes)")  # fmt: skip
+    need = ("lengths", "gold_sparsity", "sparsity_levels", "recall_levels",
+            "recall_at_sparsity", "sparsity_at_recall")  # fmt: skip
+    missing = [k for k in need if k not in body]
+    if missing:
+        raise ResultsError(f"{source} is not a `sparsescope pareto --lengths` result: it lacks "
+                           f"{', '.join(missing)}")  # fmt: skip
+    lengths = body["lengths"]
+    ok = (
+        isinstance(lengths, list)
+        and lengths
+        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in lengths)
+    )
+    if not ok or lengths != sorted(set(lengths)):
+        raise ResultsError(f"{source}: lengths must be ascending whole numbers ≥ 1")
+    gold = body["gold_sparsity"]
+    if not isinstance(gold, list) or len(gold) != len(lengths):
+        raise ResultsError(f"{source}: gold_sparsity must hold one number per length")
+    for g in gold:
+        _share(g, f"{source}: gold_sparsity")
+    for table, levels in (("recall_at_sparsity", "sparsity_levels"),
+                          ("sparsity_at_recall", "recall_levels")):  # fmt: skip
+        lv = body[levels]
+        if not isinstance(lv, list) or not lv:
+            raise ResultsError(f"{source}: {levels} must be a non-empty list")
+        for v in lv:
+            _share(v, f"{source}: {levels}")
+        rows = body[table]
+        if not isinstance(rows, dict):
+            raise ResultsError(f"{source}: {table} must be an object of method -> level -> values")
+        for name, by_level in rows.items():
+            if name not in METHODS:
+                raise ResultsError(f"{source}: {table} has method {str(name)[:40]!r}; known "
+                                   f"methods: {', '.join(METHODS)}")  # fmt: skip
+            want = {f"{v:g}" for v in lv}
+            if not isinstance(by_level, dict) or set(by_level) != want:
+                raise ResultsError(f"{source}: {table}[{name!r}] must have one entry per level "
+                                   f"of {levels}")  # fmt: skip
+            for values in by_level.values():
+                if not isinstance(values, list) or len(values) != len(lengths):
+                    raise ResultsError(f"{source}: {table}[{name!r}] must hold one value per "
+                                       "length")  # fmt: skip
+                for v in values:
+                    if v is not None:
+                        _share(v, f"{source}: {table}[{name!r}]")
+    return {k: body[k] for k in need}
+
+
 def _read_json(path: Path) -> Any:
     if path.stat().st_size > MAX_JSON_BYTES:
         raise ResultsError(f"{path.name} is over {MAX_JSON_BYTES >> 20} MB: not a pareto.json")
@@ -171,6 +231,7 @@ class CorpusResults:
     name: str
     body: dict
     heads: dict[str, np.ndarray] | None  # None: no pareto-heads.npz
+    lengths: dict | None = None  # pareto-lengths.json's tables (check_lengths), or None
 
     @classmethod
     def load(cls, folder: Path | str) -> CorpusResults:
@@ -186,7 +247,9 @@ class CorpusResults:
         body = check_pareto(_read_json(js))
         npz = folder / "pareto-heads.npz"
         heads = _read_heads(npz, body) if npz.is_file() else None
-        return cls(folder.resolve().name, body, heads)
+        lj = folder / "pareto-lengths.json"
+        lengths = check_lengths(_read_json(lj)) if lj.is_file() else None
+        return cls(folder.resolve().name, body, heads, lengths)
 
     @property
     def shape(self) -> tuple[int, int] | None:
@@ -198,6 +261,7 @@ class CorpusResults:
             **self.body,
             "name": self.name,
             "heads": None if shape is None else {"layers": shape[0], "heads": shape[1]},
+            "lengths": self.lengths,
         }
 
     def head(self, layer: int, head: int) -> dict:

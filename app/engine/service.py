@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import torch
@@ -28,6 +29,7 @@ import torch
 from sparse_core import __version__, pareto
 from sparse_core.errors import SparsescopeError
 
+from .admission import ComputeGate, Costs
 from .cache import Entry, KeyLocks, LruCache, tensor_nbytes
 from .derived import Derived
 from .errors import NotFound, NotInAnalysis
@@ -112,7 +114,17 @@ class AnalysisService:
         self._started = False
         self.cache = LruCache(settings.cache_entries, settings.cache_bytes)
         self.stats = Stats()
-        self.derived = Derived(self.cache, self.stats)
+        #: seconds per token of each kind of work, measured (Retry-After of every 503)
+        self.costs = Costs()
+        #: bounded, memory-accounted admission of derived work (app/engine/admission.py)
+        self.gate = ComputeGate(
+            settings.compute_slots,
+            settings.compute_memory_bytes,
+            settings.compute_queue_jobs,
+            settings.compute_max_wait_s,
+            self.costs,
+        )
+        self.derived = Derived(self.cache, self.stats, self.gate)
         self._method_lists: dict[tuple[int, str | None], list[dict]] = {}
         self._inflight = KeyLocks()
         self.trimmer = Trimmer()
@@ -161,6 +173,8 @@ class AnalysisService:
             say("loading the models")
             self.registry.load()
             say(f"models loaded in {time.perf_counter() - t0:.1f} s")
+            for slot in self.registry.loaded():  # analyses' 503s quote the measured summaries too
+                slot.worker.summary_seconds_per_token = partial(self.costs.per_token, "summary")
             if self.settings.warmup:
                 t0 = time.perf_counter()
                 say("warming up: one analysis (the kernels' first calls, the tagger)")
@@ -208,6 +222,7 @@ class AnalysisService:
             "device": self.model.device,
             "artefact": name,
             "version": __version__,
+            "compute": self.gate.info(),
         }
 
     def methods(self, n: int, alpha: float = DEFAULT_ALPHA, model: str | None = None) -> list[dict]:
@@ -251,7 +266,9 @@ class AnalysisService:
         against the registry, a 400 naming ``summary``; one the analysis lacks is left out,
         as the whole summary leaves it out). Only the methods asked for are computed now."""
         names = None if summary is None else check_methods(summary, "summary")
-        return self.analyze_entry(request, names).body_with(names)
+        entry = self.analyze_entry(request, names)
+        self._summaries(entry, names)  # a cached analysis asked for methods it lacks: gated
+        return entry.body_with(names)
 
     def summary(self, analysis_id: str, methods: list[str] | None) -> bytes:
         """``GET /api/analyses/{id}/summary``: the summary rows of a cached analysis with the
@@ -261,7 +278,26 @@ class AnalysisService:
         names = None if methods is None else check_methods(methods, "method")
         if names is not None:
             entry.parts.methods_for(names)
+        self._summaries(entry, names)
         return entry.parts.rows_json(names).encode()
+
+    def _summaries(self, entry: Entry, names: list[str] | None) -> None:
+        """Compute the summaries of ``names`` (None: every method's) that ``entry`` lacks, as
+        derived work through the compute gate (app/engine/admission.py); nothing when all are
+        there."""
+        parts = entry.parts
+        if parts is None or (names is None and entry.whole_json is not None):
+            return
+        want = parts.names if names is None else [nm for nm in names if nm in parts.names]
+        if any(nm not in parts.tables for nm in want):
+            self.gate.run("summary", entry.out.n, lambda: parts.ensure(names))
+
+    def analysis_json(self, analysis_id: str) -> bytes:
+        """``GET /api/analyses/{id}``: the analyze body with every method's summary (those not
+        computed yet computed now, through the gate)."""
+        entry = self.get(analysis_id)
+        self._summaries(entry, None)
+        return entry.body_json
 
     def analyze_entry(self, request: AnalysisRequest, names: list[str] | None = None) -> Entry:
         """The cached :class:`Entry` of ``request``, analysing the text on a cache miss (with
@@ -314,6 +350,7 @@ class AnalysisService:
         if together > 1:
             self.stats.summary_batches += 1
         t["summary"] = time.perf_counter() - t0
+        self.costs.observe("summary", out.n, t["summary"])
         t0 = time.perf_counter()
         body = analysis_body(
             key,

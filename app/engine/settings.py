@@ -91,6 +91,28 @@ class Settings(BaseModel):
         16384, ge=1, description="tokens of analyses that may wait for the model; then 503"
     )
     queue_jobs: int = Field(512, ge=1, description="analyses that may wait for the model; then 503")
+    compute_slots: int = Field(
+        2,
+        ge=1,
+        le=64,
+        description="computations derived from analyses (metrics, flow, budgets, Pareto, head "
+        "payloads) running at once; the others wait (app/engine/admission.py)",
+    )
+    compute_memory_bytes: int = Field(
+        1 << 30,
+        ge=1 << 20,
+        description="estimated working memory of the derived computations running at once; one "
+        "alone always runs",
+    )
+    compute_queue_jobs: int = Field(
+        32, ge=0, description="derived computations that may wait their turn; then 503"
+    )
+    compute_max_wait_s: float = Field(
+        120.0,
+        ge=0,
+        description="a derived computation whose estimated wait is longer is refused (503 with "
+        "Retry-After) rather than queued",
+    )
     rate_per_s: float = Field(
         10.0, ge=0, description="analyses a second per client address, after the burst; 0: off"
     )

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from sparse_core.bitsets import Gold
+from sparse_core.cancel import carry
 from sparse_core.methods import METHODS, PredictContext, available
 from sparse_core.methods.context import _shared
 from sparse_core.pareto import TextSweep
@@ -127,7 +128,7 @@ def sweep_head_on_two_cores(ctx: PredictContext, layer: int, head: int, side: Ex
                 pts = sweep_points(view, nm, grid, gold)
                 got[nm] = (grid, {k: v.numpy() for k, v in pts.items()})
 
-    other = side.submit(work)
+    other = side.submit(carry(work))  # with this request's cancellation token
     gs = work()
     if not other.cancel():  # not started (the side worker busy elsewhere): nothing left for it
         other.result()
@@ -153,7 +154,7 @@ def halves(ctx: PredictContext, side: Executor, fn) -> tuple[Any, Any]:
         with torch.inference_mode():
             return fn(part)
 
-    other = side.submit(run, high)
+    other = side.submit(carry(run), high)  # with this request's cancellation token
     first = run(low)
     # the side worker busy with another request's part and ours not started: do it here
     second = run(high) if other.cancel() else other.result()

@@ -54,16 +54,17 @@ def preload(
         entry = service.analyze_entry(
             AnalysisRequest(text, alpha, causal, truncate, model=model, start=start)
         )
+        whole = service.analysis_json(entry.id)  # every summary, through the compute gate
         body = entry.body
         # the nearest layer and head the model has, as the page clamps them (session.js adopt)
         layer = min(max(layer, 0), body["layers"] - 1) if layer is not None else 0
         head = min(max(head, 0), body["heads"] - 1) if head is not None else 0
         head_json = service.head(body["id"], layer, head)
-        if len(head_json) + len(entry.body_json) > MAX_PRELOAD_BYTES:
+        if len(head_json) + len(whole) > MAX_PRELOAD_BYTES:
             return None
         parts = [
             b'{"analysis":',
-            entry.body_json,
+            whole,
             b',"layer":%d,"head":%d,"payload":' % (layer, head),
             head_json,
         ]

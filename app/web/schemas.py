@@ -63,6 +63,24 @@ class ErrorOut(BaseModel):
     field: str | None = Field(None, examples=["alpha"])
 
 
+class ComputeLoad(BaseModel):
+    """The compute gate now: what runs and waits, what it admitted, refused and cancelled, and
+    the seconds per token it measured (per kind of work and length class)."""
+
+    running: int
+    waiting: int
+    slots: int
+    memory_bytes: int
+    running_bytes: int
+    admitted: int
+    completed: int
+    refused: int
+    cancelled: int = Field(description="stopped while running: the client went away")
+    dropped: int = Field(description="dropped while waiting: the client went away")
+    checkpoints: int = Field(description="heads and row blocks read by every computation so far")
+    seconds_per_token: dict[str, float] = Field(description='"kind@length class" -> seconds')
+
+
 class Health(BaseModel):
     status: Literal["ok"] = "ok"
     model: str = Field(description="the default model's id")
@@ -70,6 +88,9 @@ class Health(BaseModel):
     device: Literal["cpu", "cuda"]
     artefact: str | None = Field(None, description="the Sparsefinder artefact in use at alpha 1.5")
     version: str
+    compute: ComputeLoad | None = Field(
+        None, description="the derived work's admission (app/engine/admission.py): load, counters"
+    )
 
 
 # ----------------------------------------------------------------------------- methods
@@ -460,6 +481,22 @@ class ResultsHeads(BaseModel):
     heads: int
 
 
+class ResultsLengths(BaseModel):
+    """Each method's frontier read at fixed levels, one value per length (null: no point of
+    the method reaches the level at that length)."""
+
+    lengths: list[int] = Field(description="the lengths swept (tokens, specials included)")
+    gold_sparsity: list[float] = Field(description="the gold sparsity at each length")
+    sparsity_levels: list[float]
+    recall_levels: list[float]
+    recall_at_sparsity: dict[str, dict[str, list[float | None]]] = Field(
+        description="method -> sparsity level -> the best recall at sparsity ≥ it, per length"
+    )
+    sparsity_at_recall: dict[str, dict[str, list[float | None]]] = Field(
+        description="method -> recall level -> the highest sparsity at recall ≥ it, per length"
+    )
+
+
 class CorpusResults(BaseModel):
     """A `sparsescope pareto --out DIR` folder (pareto.json), served read only (--results)."""
 
@@ -475,6 +512,11 @@ class CorpusResults(BaseModel):
     frontiers: dict[str, list[int]] = Field(description="per method, indices into points")
     heads: ResultsHeads | None = Field(
         description="(layers, heads) of the per-head figures (pareto-heads.npz), null without"
+    )
+    lengths: ResultsLengths | None = Field(
+        None,
+        description="sparsity against length (pareto-lengths.json of `sparsescope pareto "
+        "--lengths`), null without",
     )
 
 

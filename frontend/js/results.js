@@ -9,6 +9,11 @@
  * (sparsity, recall), the corpus and text gold sparsity, and the current setting as a star; the
  * table: each method's best recall at sparsity ≥ 0.8 and ≥ 0.9, corpus beside this text. A
  * foreign or broken file gets a message saying what is wrong, never a half-drawn plot.
+ *
+ * Served results of `sparsescope pareto --lengths` (pareto-lengths.json) add a second chart:
+ * each method's best recall at a fixed sparsity (buttons: the levels of the file) against the
+ * text length, one line per method, the gold sparsity at each length under its tick. It is of
+ * the corpus alone, so it is drawn with or without an analysed text.
  */
 
 import { ApiError, getPareto, getResults, getResultsHead } from "./api.js";
@@ -137,7 +142,11 @@ export function initResults(root, file, scopeGroup) {
   const warn = el("p", { class: "results-warn", attrs: { id: "results-warn" } });
   const plot = el("div", { class: "results-plot", attrs: { id: "results-plot" } });
   const table = el("div", { class: "results-table", attrs: { id: "results-table" } });
-  root.append(source, message, warn, el("div", { class: "results-body" }, [plot, table]));
+  const lengthsBox = el("div", { class: "results-lengths", attrs: { id: "results-lengths" } });
+  lengthsBox.hidden = true;
+  root.append(source, message, warn, el("div", { class: "results-body" }, [plot, table]), lengthsBox);
+  /** The sparsity level of the lengths chart (one of the file's levels). */
+  let lengthLevel = null;
   /** @type {{name: string, body: any, heads: {layers: number, heads: number}|null, served: boolean}|null} */
   let src = null;
   let scope = "head";
@@ -314,10 +323,45 @@ export function initResults(root, file, scopeGroup) {
     );
   };
 
+  const drawLengths = () => {
+    const lb = src?.body?.lengths;
+    lengthsBox.hidden = !lb;
+    if (!lb) return lengthsBox.replaceChildren();
+    const levels = lb.sparsity_levels.map((v) => String(v));
+    if (!levels.includes(lengthLevel)) lengthLevel = levels.includes("0.9") ? "0.9" : levels[levels.length - 1];
+    const a = store.get().analysis;
+    // colours of this chart's own methods (few: each its own colour), labels from the page
+    const order = Object.keys(lb.recall_at_sparsity);
+    const label = a ? Object.fromEntries(a.methods.map((m) => [m.name, m.label])) : {};
+    const colour = (m) => PALETTE[Math.max(0, order.indexOf(m)) % PALETTE.length];
+    const pick = el(
+      "div",
+      { class: "toggles", attrs: { id: "results-lengths-level", role: "group", "aria-label": "sparsity level" } },
+      levels.map((lv) => {
+        const b = el("button", {
+          class: lv === lengthLevel ? "on" : undefined,
+          text: `sparsity ≥ ${lv}`,
+          attrs: { type: "button", "data-level": lv, "aria-pressed": String(lv === lengthLevel) },
+        });
+        b.addEventListener("click", () => {
+          lengthLevel = lv;
+          drawLengths();
+        });
+        return b;
+      }),
+    );
+    lengthsBox.replaceChildren(
+      el("h3", { text: "Sparsity against length" }),
+      pick,
+      lengthsChart(lb, lengthLevel, colour, (m) => label[m] ?? m),
+    );
+  };
+
   const adopt = (next) => {
     src = next;
     memo.clear();
     say("");
+    drawLengths();
     draw();
   };
 
@@ -350,9 +394,88 @@ export function initResults(root, file, scopeGroup) {
     });
 
   store.subscribe((s, changed) => {
+    if (changed.has("analysis")) drawLengths(); // the page's method labels and colours
     if (["analysis", "layer", "head", "resultsY"].some((k) => changed.has(k))) draw();
     else if (src && (changed.has("result") || changed.has("meanMetrics"))) draw();
   });
+}
+
+/**
+ * Recall at a fixed sparsity against length (`sparsescope pareto --lengths`): one line per method
+ * through its best recall at sparsity ≥ `level` at each length (a gap where no point of the method
+ * reaches the level), lengths evenly spaced (they double), the gold sparsity under each length.
+ */
+export function lengthsChart(lb, level, colour, label) {
+  const W = 760;
+  const H = 330;
+  const m = { l: 56, r: 250, t: 14, b: 58 };
+  const n = lb.lengths.length;
+  const sx = (k) => m.l + (n === 1 ? 0.5 : k / (n - 1)) * (W - m.l - m.r);
+  const sy = (y) => H - m.b - y * (H - m.t - m.b);
+  const root = svg("svg", {
+    class: "results-chart results-lengths-chart",
+    attrs: { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": `recall at sparsity ≥ ${level} against length, per method` },
+  });
+  for (const t of [0, 0.2, 0.4, 0.6, 0.8, 1])
+    root.append(
+      svg("line", { class: "grid", attrs: { x1: sx(0), x2: sx(n - 1), y1: sy(t), y2: sy(t) } }),
+      svg("text", { text: t.toFixed(1), attrs: { x: m.l - 6, y: sy(t) + 4, "text-anchor": "end" } }),
+    );
+  lb.lengths.forEach((len, k) => {
+    root.append(
+      svg("line", { class: "grid", attrs: { x1: sx(k), x2: sx(k), y1: sy(0), y2: sy(1) } }),
+      svg("text", { text: String(len), attrs: { x: sx(k), y: H - m.b + 15, "text-anchor": "middle" } }),
+      svg("text", {
+        class: "gold-note",
+        text: `gold ${lb.gold_sparsity[k].toFixed(3)}`,
+        attrs: { x: sx(k), y: H - m.b + 29, "text-anchor": "middle" },
+      }),
+    );
+  });
+  root.append(
+    svg("text", { class: "axis", text: "text length (tokens) →", attrs: { x: (sx(0) + sx(n - 1)) / 2, y: H - 8, "text-anchor": "middle" } }),
+    svg("text", {
+      class: "axis",
+      text: `best recall at sparsity ≥ ${level}`,
+      attrs: { x: 12, y: sy(0.5), "text-anchor": "middle", transform: `rotate(-90 12 ${sy(0.5)})` },
+    }),
+  );
+  const rows = Object.entries(lb.recall_at_sparsity);
+  rows.forEach(([name, byLevel], r) => {
+    const values = byLevel[level] ?? [];
+    let d = "";
+    let pen = false;
+    values.forEach((v, k) => {
+      if (v === null || v === undefined) return void (pen = false);
+      d += `${pen ? "L" : "M"}${sx(k).toFixed(1)},${sy(v).toFixed(1)}`;
+      pen = true;
+    });
+    if (d) root.append(svg("path", { class: "front-corpus", attrs: { d, stroke: colour(name), "data-method": name } }));
+    values.forEach((v, k) => {
+      if (v === null || v === undefined) return;
+      const dot = svg("circle", {
+        class: "dot-length",
+        attrs: { cx: sx(k), cy: sy(v), r: 3.5, fill: colour(name), "data-method": name, "data-length": lb.lengths[k], "data-recall": v },
+      });
+      dot.append(svg("title", { text: `${label(name)} at ${lb.lengths[k]} tokens: recall ${v.toFixed(3)} at sparsity ≥ ${level}` }));
+      root.append(dot);
+    });
+    const y = m.t + 6 + r * 16;
+    const name_ = label(name);
+    const shown = name_.length > 34 ? `${name_.slice(0, 33)}…` : name_;
+    root.append(
+      svg("line", { attrs: { x1: W - m.r + 12, x2: W - m.r + 30, y1: y, y2: y, stroke: colour(name), "stroke-width": 2.5 } }),
+      svg("text", {
+        class: "legend",
+        text: values.some((v) => v !== null && v !== undefined) ? shown : `${shown} (never ≥ ${level})`,
+        attrs: { x: W - m.r + 35, y: y + 4 },
+      }),
+    );
+  });
+  const key = el("p", { class: "results-key muted" }, [
+    `the same texts cut to each length · each method's best recall among its sweep points at sparsity ≥ ${level}`,
+  ]);
+  return el("div", {}, [root, key]);
 }
 
 /** The SVG chart: corpus frontiers solid, this text's dashed, gold lines, the current star. */

@@ -59,6 +59,7 @@ from torch import Tensor
 
 from .. import patterns
 from ..bitsets import METRICS, Gold, count_bits, finish_bits, pack, to_metrics, words
+from ..cancel import checkpoint
 from ..errors import SparsescopeError
 from .context import PredictContext
 from .grids import sweep_windows
@@ -141,6 +142,7 @@ class Method:
         res = {k: np.zeros((len(points), ctx.layers * ctx.heads)) for k in METRICS}
         owns = [dict(own) for own, _ in groups]
         for (key, idxs), base in zip(groups.items(), self.bases_bits(ctx, owns), strict=True):
+            checkpoint()  # between base masks: a cancelled sweep stops here (sparse_core.cancel)
             bits = finish_bits(gold, base, key[1])[None]  # (1, A, n, W)
             widths = [self.crossed_width(points[i]) for i in idxs]
             got = to_metrics(gold, count_bits(gold, bits, widths))

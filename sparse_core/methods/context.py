@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..cancel import checkpoint
 from ..sparse_probs import SparseProbs
 
 if TYPE_CHECKING:
@@ -109,6 +110,7 @@ class PredictContext:
     def head_probs(self, layer: int, head: int | None = None) -> np.ndarray:
         """(n, n) float32 (or (H, n, n)): the entmax probabilities P (0 off the graph); a
         read-only view of a run kept dense (small n), a new array from a sparse one."""
+        checkpoint()  # between heads: a cancelled computation stops here (sparse_core.cancel)
         a = self.out.attn
         return (a.layer(layer) if head is None else a.head(layer, head)).numpy()
 
@@ -137,6 +139,7 @@ class PredictContext:
 
     def head_qk(self, layer: int, head: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(queries, keys), (n, d) float32 each (or (H, n, d)), as they enter the scores."""
+        checkpoint()  # between heads (sparse_core.cancel)
         q, k = self.out.queries[layer], self.out.keys[layer]
         if head is not None:
             q, k = q[head], k[head]

@@ -65,23 +65,54 @@ class Totals:
         default_factory=dict, repr=False, compare=False
     )
 
+    def _points(self, name: str, ctx: PredictContext) -> list[dict]:
+        pts = self.clean.get((name, ctx.n))
+        if pts is None:
+            method = METHODS[name]
+            pts = [method.validate(ctx.n, p, ctx.artefact) for p in self.grids[name]]
+            self.clean[(name, ctx.n)] = pts
+        return pts
+
     def add_text(self, ctx: PredictContext) -> None:
+        if not ctx.out.attn.is_dense and ctx.layers * ctx.heads > 1:
+            return self._add_by_head(ctx)
         gold = Gold.of(ctx)
-        for name, grid in self.grids.items():
-            pts = self.clean.get((name, ctx.n))
-            if pts is None:
-                method = METHODS[name]
-                pts = [method.validate(ctx.n, p, ctx.artefact) for p in grid]
-                self.clean[(name, ctx.n)] = pts
-            got = sweep_points(ctx, name, pts, gold, clean=True)
-            acc = self.sums.setdefault(name, {})
-            for m in METRICS:
-                v = got[m].numpy()
-                acc[m] = v if m not in acc else acc[m] + v
-        g = gold.sparsity()  # (L, H), from the edge list: cheaper than a pass over the graph
+        for name in self.grids:
+            got = sweep_points(ctx, name, self._points(name, ctx), gold, clean=True)
+            self._add(name, {m: got[m].numpy() for m in METRICS})
+        self._add_gold(gold.sparsity(), ctx.n)  # (L, H), from the edge list
+
+    def _add_by_head(self, ctx: PredictContext) -> None:
+        """:meth:`add_text` of a long text (P held sparse): each head swept alone on its
+        ``PredictContext.view`` (its figures are exactly its own there, as the page's sweep of a
+        long text, ``text_sweep._per_head_sweep``), so that what a method builds for a layer
+        is built for one head only: memory bounded by a head, not by every head of a layer."""
+        L, H = ctx.layers, ctx.heads
+        got = {nm: {m: np.zeros((len(self._points(nm, ctx)), L, H)) for m in METRICS}
+               for nm in self.grids}  # fmt: skip
+        gold = np.zeros((L, H))
+        for li in range(L):
+            for h in range(H):
+                view = ctx.view(li, h)
+                g = Gold.of(view)
+                for name in self.grids:
+                    one = sweep_points(view, name, self._points(name, ctx), g, clean=True)
+                    for m in METRICS:
+                        got[name][m][:, li, h] = one[m].numpy()[:, 0, 0]
+                gold[li, h] = g.sparsity()[0, 0]
+        for name, v in got.items():
+            self._add(name, v)
+        self._add_gold(gold, ctx.n)
+
+    def _add(self, name: str, values: dict[str, np.ndarray]) -> None:
+        acc = self.sums.setdefault(name, {})
+        for m, v in values.items():
+            acc[m] = v if m not in acc else acc[m] + v
+
+    def _add_gold(self, g: np.ndarray, n: int) -> None:
         self.gold = g if self.gold is None else self.gold + g
         self.texts += 1
-        self.tokens += ctx.n
+        self.tokens += n
 
     def merge(self, other: Totals) -> None:
         for name, acc in other.sums.items():

@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from ..bitsets import BLOCK_METRICS, METRICS, Gold, fold_blocks
+from ..cancel import checkpoint
 from ..errors import SparsescopeError
 from ..methods import Method, PredictContext, get_method
 from ..metrics import BLOCKS, pareto_front
@@ -42,6 +43,7 @@ def sweep_points(
     ``clean``: the points are ``Method.validate``'s output for this n and artefact already."""
     method = get_method(method) if isinstance(method, str) else method
     method.require(ctx)
+    checkpoint()  # between methods: a cancelled sweep stops here (sparse_core.cancel)
     gold = gold or Gold.of(ctx)
     pts = list(points) if clean else [method.validate(ctx.n, p, ctx.artefact) for p in points]
     L, H = ctx.layers, ctx.heads

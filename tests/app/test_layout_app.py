@@ -28,7 +28,7 @@ ENGINE = [
     ["engine.errors", "engine.memory", "engine.thumbs", "engine.settings", "engine.request",
      "engine.cache", "engine.store", "engine.tagging", "engine.results"],
     ["engine.limits", "engine.payloads"],
-    ["engine.lod", "engine.two_cores"],
+    ["engine.lod", "engine.two_cores", "engine.admission"],
     ["engine.summary_parts"],
     ["engine.batching", "engine.summaries", "engine.derived"],
     ["engine.slot"],

@@ -2,6 +2,10 @@
 
 Plain ``def`` routes: the torch work runs in FastAPI's thread pool, off the event loop. Heavy
 bodies are serialised once by the service and sent as bytes (their schema is still declared).
+The routes that compute (summary, head payloads, Pareto, budgets, clusters, flow, metrics) run
+through :func:`~sparsescope.web.calls.model_call` instead: as a user's request, admitted by the
+service's bounded compute gate (app/engine/admission.py: 503 with Retry-After when full), and
+cancelled between heads when the client hangs up.
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ MIN1 = bounded(minimum=1)
 IN_PYRAMID = "below the level's tiles (the head payload's lod.levels; 404 beyond)"
 #: The analyze route may also be refused for now (app/engine/limits.py).
 ANALYZE_ERRORS = {**ERRORS, **documented(429, 503)}
+#: The computing routes may be refused for now too (app/engine/admission.py).
+COMPUTE_ERRORS = {**ERRORS, **documented(503)}
 
 
 def json_bytes(body: bytes) -> Response:
@@ -66,15 +72,18 @@ async def analyze(req: AnalyzeRequest, request: Request, service: ServiceDep) ->
     return json_bytes(body)
 
 
-@router.get("/analyses/{analysis_id}", response_model=Analysis, responses=ERRORS)
-def get_analysis(analysis_id: AnalysisId, service: ServiceDep) -> Response:
+@router.get("/analyses/{analysis_id}", response_model=Analysis, responses=COMPUTE_ERRORS)
+async def get_analysis(analysis_id: AnalysisId, request: Request, service: ServiceDep) -> Response:
     """The analyze body of a cached analysis (404 once evicted: POST the text again)."""
-    return json_bytes(service.get(analysis_id).body_json)
+    return json_bytes(await model_call(request, service.analysis_json, analysis_id))
 
 
-@router.get("/analyses/{analysis_id}/summary", response_model=list[HeadSummary], responses=ERRORS)
-def get_summary(
+@router.get(
+    "/analyses/{analysis_id}/summary", response_model=list[HeadSummary], responses=COMPUTE_ERRORS
+)
+async def get_summary(
     analysis_id: AnalysisId,
+    request: Request,
     service: ServiceDep,
     method: Annotated[
         list[MethodName],
@@ -89,16 +98,19 @@ def get_summary(
     """Per head (layer-major), the gold sparsity and the named methods' recall and sparsity at
     their defaults: the analyze body's ``summary`` rows for those methods (what an analysis
     asked with ``summary`` left out), computed once and kept with the analysis."""
-    return json_bytes(service.summary(analysis_id, method or None))
+    return json_bytes(await model_call(request, service.summary, analysis_id, method or None))
 
 
 @router.get(
-    "/analyses/{analysis_id}/heads/{layer}/{head}", response_model=HeadPayload, responses=ERRORS
+    "/analyses/{analysis_id}/heads/{layer}/{head}",
+    response_model=HeadPayload,
+    responses=COMPUTE_ERRORS,
 )
-def get_head(
+async def get_head(
     analysis_id: AnalysisId,
     layer: Layer,
     head: Head,
+    request: Request,
     service: ServiceDep,
     part: Annotated[
         Literal["all", "graph", "methods"],
@@ -121,7 +133,8 @@ def get_head(
 ) -> Response:
     """One head: its entmax edges and what the page needs to recompute every method's mask
     (the page asks for the graph and the shown method's data first, then the methods' part)."""
-    return json_bytes(service.head(analysis_id, layer, head, part, method or None))
+    body = await model_call(request, service.head, analysis_id, layer, head, part, method or None)
+    return json_bytes(body)
 
 
 @router.get(
@@ -152,9 +165,10 @@ def get_tile(
     return json_bytes(service.tile(analysis_id, layer, head, level, ti, tj))
 
 
-@router.get("/analyses/{analysis_id}/pareto", response_model=Pareto, responses=ERRORS)
-def get_pareto(
+@router.get("/analyses/{analysis_id}/pareto", response_model=Pareto, responses=COMPUTE_ERRORS)
+async def get_pareto(
     analysis_id: AnalysisId,
+    request: Request,
     service: ServiceDep,
     layer: Annotated[int | None, QueryLayer("with head: one head; omit both: mean")] = None,
     head: Annotated[int | None, QueryHead("with layer: one head")] = None,
@@ -173,12 +187,13 @@ def get_pareto(
 ) -> Response:
     """Sparsity-recall points of every method's sweep grid on this text, and their frontiers
     (over token sparsity, or with ``x=block`` the block sparsity at ``block``)."""
-    return json_bytes(service.pareto(analysis_id, layer, head, x, block))
+    return json_bytes(await model_call(request, service.pareto, analysis_id, layer, head, x, block))
 
 
-@router.get("/analyses/{analysis_id}/budgets", response_model=Budgets, responses=ERRORS)
-def get_budgets(
+@router.get("/analyses/{analysis_id}/budgets", response_model=Budgets, responses=COMPUTE_ERRORS)
+async def get_budgets(
     analysis_id: AnalysisId,
+    request: Request,
     service: ServiceDep,
     layer: Annotated[int | None, QueryLayer("with head: one head; omit both: all")] = None,
     head: Annotated[int | None, QueryHead("with layer: one head")] = None,
@@ -186,7 +201,7 @@ def get_budgets(
     """Oracle budgets (definitions §8): per query, the least top-k and the least top-p mass that
     recover 90 % / 99 % of its true support — every query of one head, or every head's
     quantiles and the distribution pooled over all heads."""
-    return json_bytes(service.budgets(analysis_id, layer, head))
+    return json_bytes(await model_call(request, service.budgets, analysis_id, layer, head))
 
 
 @router.get("/analyses/{analysis_id}/roles", response_model=Roles, responses=ERRORS)
@@ -199,12 +214,15 @@ def get_roles(analysis_id: AnalysisId, service: ServiceDep) -> Response:
 
 
 @router.get(
-    "/analyses/{analysis_id}/clusters/{layer}/{head}", response_model=Clusters, responses=ERRORS
+    "/analyses/{analysis_id}/clusters/{layer}/{head}",
+    response_model=Clusters,
+    responses=COMPUTE_ERRORS,
 )
-def get_clusters(
+async def get_clusters(
     analysis_id: AnalysisId,
     layer: Layer,
     head: Head,
+    request: Request,
     service: ServiceDep,
     clusters: Annotated[
         int | None,
@@ -224,12 +242,14 @@ def get_clusters(
     ] = 1,
 ) -> Response:
     """POS breakdown of the queries and keys in each Sparsefinder k-means cluster of a head."""
-    return json_bytes(service.clusters(analysis_id, layer, head, clusters, top_k))
+    body = await model_call(request, service.clusters, analysis_id, layer, head, clusters, top_k)
+    return json_bytes(body)
 
 
-@router.get("/analyses/{analysis_id}/flow", response_model=Flow, responses=ERRORS)
-def get_flow(
+@router.get("/analyses/{analysis_id}/flow", response_model=Flow, responses=COMPUTE_ERRORS)
+async def get_flow(
     analysis_id: AnalysisId,
+    request: Request,
     service: ServiceDep,
     token: Annotated[
         int,
@@ -244,14 +264,16 @@ def get_flow(
 ) -> Response:
     """Information flow: which input tokens reach ``token`` through the layers' entmax graphs
     (exact: entmax's zeros are exact), and with how much attention-rollout mass."""
-    return json_bytes(service.flow(analysis_id, token, layer))
+    return json_bytes(await model_call(request, service.flow, analysis_id, token, layer))
 
 
 @router.get(
-    "/analyses/{analysis_id}/metrics/{layer}/{head}", response_model=Metrics, responses=ERRORS
+    "/analyses/{analysis_id}/metrics/{layer}/{head}",
+    response_model=Metrics,
+    responses=COMPUTE_ERRORS,
 )
 @free_query  # the method's parameters are the rest of the query string
-def get_metrics(
+async def get_metrics(
     analysis_id: AnalysisId,
     layer: Layer,
     head: Head,
@@ -270,4 +292,4 @@ def get_metrics(
     the given parameters (query string, e.g. ``&window=3&globals=true``; missing ones take
     their defaults)."""
     params = {k: v for k, v in request.query_params.items() if k != "method"}
-    return service.metrics(analysis_id, layer, head, method, params)
+    return await model_call(request, service.metrics, analysis_id, layer, head, method, params)
