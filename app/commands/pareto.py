@@ -24,7 +24,8 @@ most ``--max-tokens`` tokens in corpus order (``corpus.pack``), drops inputs sho
 ``--lengths 512,1024,2048,4096`` (``sparse_core.pareto.lengths``): sparsity against length. The
 corpus is packed into inputs of at most twice the longest length and those shorter than the
 longest are dropped; each input is then cut to its first n tokens for every length n and
-every method's grid is swept at each length on the same inputs. Writes ``DIR/pareto-lengths.json`` (``lengths``, ``gold_sparsity`` per length,
+every method's grid is swept at each length on the same inputs. Writes
+``DIR/pareto-lengths.json`` (``lengths``, ``gold_sparsity`` per length,
 ``recall_at_sparsity`` and ``sparsity_at_recall``: method -> level -> one value per length, and
 ``per_length``: each length's pareto.json body) and ``DIR/pareto-lengths.csv`` (``method, length,
 measure, level, value``), besides the four files above for the longest length (so ``serve
