@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ from sparse_core.bitsets import METRICS, fold_blocks
 from sparse_core.errors import SparsescopeError
 from sparse_core.flow import token_flow
 from sparse_core.methods import METHODS, available, evaluate
+from sparse_core.metrics import output_error
 
 from .cache import Entry, LruCache
 from .errors import NotInAnalysis
@@ -209,8 +211,8 @@ class Derived:
     def metrics(
         self, entry: Entry, layer: int, head: int, method: str, params: dict[str, str]
     ) -> dict:
-        """Recall, sparsity, exact, precision and block sparsity (``{"16": …, "128": …}``) of
-        one method setting on one head.
+        """Recall, sparsity, exact, precision, mass recall, block sparsity (``{"16": …, "128":
+        …}``) and output error of one method setting on one head.
 
         ``params`` come from the query string (strings; missing ones take their defaults) and
         are checked by ``Method.validate``, whose error names the parameter at fault. The (L, H)
@@ -237,7 +239,25 @@ class Derived:
             return {k: v.tolist() for k, v in got.items()}
 
         table = self.cache.derive(entry, key, make)
-        return fold_blocks({k: table[k][layer][head] for k in METRICS})
+        got = fold_blocks({k: table[k][layer][head] for k in METRICS})
+        got["output_error"] = self.output_error(entry, m, clean, layer, head)
+        return got
+
+    def output_error(self, entry: Entry, m, clean: dict, layer: int, head: int) -> float | None:
+        """What the setting's misses cost this head (``metrics.output_error``: entmax over the
+        kept pairs only against the head's P, through its values), kept per head; None when
+        the run recorded no values."""
+        if entry.out.values is None:
+            return None
+
+        def make() -> dict:
+            with torch.inference_mode():
+                mask = m.predict(entry.ctx.view(layer, head), **clean)
+                err = output_error(entry.out, layer, head, mask)
+            return {"v": err if math.isfinite(err) else None}
+
+        key = ("output_error", m.name, json.dumps(clean, sort_keys=True), layer, head)
+        return self.cache.derive(entry, key, make)["v"]
 
     def flow(self, entry: Entry, token: int, layer: int | None) -> bytes:
         """The inputs reaching ``token`` at the output of ``layer`` (default: the last) and their

@@ -473,6 +473,15 @@ class Metrics(BaseModel):
     )
 
 
+class HeadMetrics(Metrics):
+    output_error: float | None = Field(
+        None,
+        description="what the mask's misses cost this head: ||(P~ - P) V||_F / ||P V||_F, P~ "
+        "the head's entmax over the kept pairs only (a row with none: zeros); exactly 0 for "
+        "a mask that keeps every pair of the graph (sparse_core.metrics.output_error)",
+    )
+
+
 class ParetoPoint(Metrics):
     method: str
     params: dict[str, Any]

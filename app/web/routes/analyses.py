@@ -28,7 +28,7 @@ from ..schemas import (
     HeadPayload,
     HeadSummary,
     MethodName,
-    Metrics,
+    HeadMetrics,
     Pareto,
     Tile,
 )
@@ -238,7 +238,7 @@ def get_flow(
 
 
 @router.get(
-    "/analyses/{analysis_id}/metrics/{layer}/{head}", response_model=Metrics, responses=ERRORS
+    "/analyses/{analysis_id}/metrics/{layer}/{head}", response_model=HeadMetrics, responses=ERRORS
 )
 @free_query  # the method's parameters are the rest of the query string
 def get_metrics(
@@ -256,8 +256,8 @@ def get_metrics(
         ),
     ],
 ) -> dict:
-    """Recall, sparsity, exact, precision and block sparsity (per tile size) of one method at
-    the given parameters (query string, e.g. ``&window=3&globals=true``; missing ones take
-    their defaults)."""
+    """Recall, sparsity, exact, precision, mass recall, block sparsity (per tile size) and
+    output error (what the misses cost this head) of one method at the given parameters (query
+    string, e.g. ``&window=3&globals=true``; missing ones take their defaults)."""
     params = {k: v for k, v in request.query_params.items() if k != "method"}
     return service.metrics(analysis_id, layer, head, method, params)
