@@ -161,13 +161,15 @@ def check_max_tokens(args: argparse.Namespace, model: Any) -> int:
     return args.max_tokens
 
 
-def add_corpus(p: argparse.ArgumentParser, *, several: bool = True, what: str = "") -> None:
-    """``--corpus PATH [PATH ...]`` (required; ``several``: one or more files, read in order)
-    and ``--format``."""
+def add_corpus(
+    p: argparse.ArgumentParser, *, several: bool = True, what: str = "", required: bool = True
+) -> None:
+    """``--corpus PATH [PATH ...]`` (``required`` unless the command checks it itself;
+    ``several``: one or more files, read in order) and ``--format``."""
     p.add_argument(
         "--corpus",
         nargs="+" if several else None,
-        required=True,
+        required=required,
         metavar="PATH",
         help=("corpus files, read in order" if several else "a corpus file") + what,
     )
