@@ -117,6 +117,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="STS files for --task sts (score<TAB>sentence A<TAB>sentence B, or SICK's tsv)",
     )  # fmt: skip
     p.add_argument(
+        "--task-sparsity", type=float, default=0.0, metavar="S",
+        help="--task sts: measure only the frontier points with sparsity >= S (default 0: all)",
+    )  # fmt: skip
+    p.add_argument(
         "--task-texts", type=int, default=None, metavar="N",
         help="inputs used for --task: mlm, the first N texts (default 4); sts, the first N "
         "pairs of each set whose sentences both have --min-tokens tokens (default 100)",
@@ -231,6 +235,8 @@ def _check(args) -> None:
         raise SparsescopeError(f"--threads must be in [1, 64], got {args.threads}")
     if args.task_texts is not None and args.task_texts < 1:
         raise SparsescopeError(f"--task-texts must be >= 1, got {args.task_texts}")
+    if not 0 <= args.task_sparsity < 1:
+        raise SparsescopeError(f"--task-sparsity must be in [0, 1), got {args.task_sparsity}")
     if args.task == "sts":
         if not args.sts:
             raise SparsescopeError("--task sts needs --sts FILE [FILE ...] (STS pairs with gold scores)")
@@ -454,7 +460,8 @@ def _run(args: argparse.Namespace, pool) -> int:
         from sparse_core.pareto.task import sts_task
 
         t1 = time.perf_counter()
-        task = sts_task(model, sts_sets, artefact, sweep.grids, sweep.to_json(), alpha=args.alpha)
+        task = sts_task(model, sts_sets, artefact, sweep.grids, sweep.to_json(), alpha=args.alpha,
+                        min_sparsity=args.task_sparsity)  # fmt: skip
         sweep.meta["task_seconds"] = time.perf_counter() - t1
     elapsed = time.perf_counter() - t0
     extra = {

@@ -107,8 +107,9 @@ class Derived:
         return dumps(raw_body(entry.out, layer, head, d_model=d_model))
 
     def pareto(
-        self, entry: Entry, layer: int | None, head: int | None, x: str, block: int | None
-    ) -> bytes:
+        self, entry: Entry, layer: int | None, head: int | None, x: str, block: int | None,
+        errors: bool = False,
+    ) -> bytes:  # fmt: skip
         """Per-text Pareto data for one head, or (both None) the mean over heads, as JSON bytes;
         frontiers over (x, recall), x the token or the block sparsity (checked by the caller,
         ``pareto.check_axis``).
@@ -127,9 +128,31 @@ class Derived:
                     entry, ("sweep", layer, head), lambda: self._sweep(entry, layer, head)
                 )
                 body = sweep.points(0, 0, x, block)
+            if errors and layer is not None:  # what each point's misses cost this head
+                for pt, err in zip(body["points"], self._point_errors(entry, layer, head, body),
+                                   strict=True):  # fmt: skip
+                    pt["output_error"] = err
             return dumps({**body, "layer": layer, "head": head})
 
-        return self.cache.derive(entry, ("pareto", layer, head, x, block), make)
+        return self.cache.derive(entry, ("pareto", layer, head, x, block, errors), make)
+
+    def _point_errors(self, entry: Entry, layer: int, head: int, body: dict) -> list:
+        """The output error (``metrics.output_error``) of every sweep point on one head, in
+        the order of ``body["points"]`` (kept per head: the x-axis does not change them)."""
+
+        def make() -> dict:
+            ctx = entry.ctx.view(layer, head)
+            got = []
+            with torch.inference_mode():
+                for pt in body["points"]:
+                    mask = METHODS[pt["method"]].predict(ctx, **pt["params"])
+                    err = output_error(entry.out, layer, head, mask)
+                    got.append(round(err, 6) if math.isfinite(err) else None)
+            return {"v": got}
+
+        if entry.out.values is None:
+            return [None] * len(body["points"])
+        return self.cache.derive(entry, ("pareto_errors", layer, head), make)["v"]
 
     def _sweep(self, entry: Entry, layer: int | None = None, head: int | None = None) -> Any:
         """Every method's grid on this text: every head, or (``layer``, ``head``) alone."""

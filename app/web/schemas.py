@@ -485,6 +485,9 @@ class HeadMetrics(Metrics):
 class ParetoPoint(Metrics):
     method: str
     params: dict[str, Any]
+    output_error: float | None = Field(
+        None, description="with output_error=true: what the point's misses cost the head"
+    )
 
 
 class Pareto(BaseModel):

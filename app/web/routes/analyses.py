@@ -169,10 +169,15 @@ def get_pareto(
             json_schema_extra=bounded(enum=list(BLOCKS)),
         ),
     ] = None,
+    output_error: Annotated[
+        bool,
+        Query(description="also each point's output error on the head (needs layer and head)"),
+    ] = False,
 ) -> Response:
     """Sparsity-recall points of every method's sweep grid on this text, and their frontiers
-    (over token sparsity, or with ``x=block`` the block sparsity at ``block``)."""
-    return json_bytes(service.pareto(analysis_id, layer, head, x, block))
+    (over token sparsity, or with ``x=block`` the block sparsity at ``block``); with
+    ``output_error=true`` (one head) each point's output error too."""
+    return json_bytes(service.pareto(analysis_id, layer, head, x, block, output_error))
 
 
 @router.get("/analyses/{analysis_id}/budgets", response_model=Budgets, responses=ERRORS)
