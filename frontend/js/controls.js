@@ -265,6 +265,8 @@ export function initMethodPanel(root, metricsRoot) {
         const v = key && errors.has(key) ? errors.get(key) : NaN;
         say(r.value, key && !errors.has(key) ? "…" : fmt(v));
         fillBar(r.fill, Math.min(1, v));
+        const now = Number.isFinite(v) ? v : null; // the Pareto plot's star, on output error
+        if (store.get().outputError !== now) store.set({ outputError: now });
         if (key && !errors.has(key)) askError(s);
         continue;
       }

@@ -71,6 +71,8 @@ const initial = {
   headData: null,
   result: null,
   paretoPoints: false,
+  paretoY: "recall",
+  outputError: null,
   hoverToken: null,
   clusterMembers: null,
   posClusters: null,
