@@ -38,8 +38,10 @@ function show(spec, v) {
  * Mount the method panel in `root` and the metrics in `metricsRoot`.
  * @param {HTMLElement} root
  * @param {HTMLElement} metricsRoot
+ * @param {{serverMetrics?: boolean}} [opts] serverMetrics: show the server's output error (the
+ *   page; a notebook widget has no server)
  */
-export function initMethodPanel(root, metricsRoot) {
+export function initMethodPanel(root, metricsRoot, { serverMetrics = true } = {}) {
   const picker = el("select", { attrs: { id: "method", "aria-label": "method" } });
   // where a model has no Sparsefinder artefact at this α: one line on how to make one
   const hint = el("p", { class: "help artefact-hint", attrs: { id: "artefact-hint" } });
@@ -210,7 +212,8 @@ export function initMethodPanel(root, metricsRoot) {
     title: "what the pattern's misses cost this head: ‖(P̃ − P)V‖ / ‖PV‖, P̃ the head's entmax " +
       "over the kept pairs only (0: the head's output is unchanged; lower is better)",
   }, [el("span", { class: "metric-name", text: "output error" }), errValue, errBar]);
-  rows.splice(1, 0, { k: "output_error", row: errRow, value: errValue, fill: errBar.firstChild, server: true });
+  // (a notebook widget has no server to ask: no row)
+  if (serverMetrics) rows.splice(1, 0, { k: "output_error", row: errRow, value: errValue, fill: errBar.firstChild, server: true });
   const errors = new Map(); // setting key -> output error (or NaN: failed)
   let errTimer = 0;
   function settingKey(s) {
