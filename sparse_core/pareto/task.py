@@ -104,16 +104,17 @@ def _restricted_means(model, out, masks: torch.Tensor) -> torch.Tensor:
     return res["hidden"].double().mean(1).float().cpu()
 
 
-def sts_task(model, sets, artefact, grids: dict, body: dict, *, alpha, progress: bool = True
-             ) -> dict:  # fmt: skip
+def sts_task(model, sets, artefact, grids: dict, body: dict, *, alpha, min_sparsity: float = 0.0,
+             progress: bool = True) -> dict:  # fmt: skip
     """The STS Spearman (mean over ``sets``, :class:`sparse_core.card.StsSet`) of every
-    frontier point of ``body`` with every head restricted to the point's masks, and of the
-    unrestricted model. One run per unique sentence; per point one restricted forward."""
+    frontier point of ``body`` with sparsity >= ``min_sparsity``, with every head restricted
+    to the point's masks, and of the unrestricted model. One run per unique sentence; per
+    point one restricted forward (batched by :data:`STS_BATCH` points)."""
     from tqdm.auto import tqdm
 
     from ..card import spearman
 
-    todo = frontier_points(body)
+    todo = [t for t in frontier_points(body) if body["points"][t[2]]["sparsity"] >= min_sparsity]
     uniq = list(dict.fromkeys(t for s in sets for t in (*s.a, *s.b)))
     pos = {t: i for i, t in enumerate(uniq)}
     d = model.config.hidden_size
@@ -155,7 +156,8 @@ def sts_task(model, sets, artefact, grids: dict, body: dict, *, alpha, progress:
         "per_set": per_point,
         "sets": [{"name": s.name, "pairs": len(s), "sha256": s.sha256} for s in sets],
         "sentences": len(uniq),
-        "subset": "the points of each method's token-sparsity frontier",
+        "subset": "the points of each method's token-sparsity frontier"
+        + (f" with sparsity >= {min_sparsity:g}" if min_sparsity > 0 else ""),
     }
 
 

@@ -73,6 +73,15 @@ def test_pareto_task_sts_end_to_end(tiny_dir, sts_file, tmp_path, capsys) -> Non
             # every pair of the graph kept in every head and text: the unrestricted model
             assert pt["task_spearman"] == pytest.approx(task["spearman_full"], abs=1e-6)
     assert "STS Spearman" in (out / "pareto.html").read_text()
+    # --task-sparsity S: only the frontier points at least that sparse are measured
+    capsys.readouterr()
+    assert main(["pareto", "--model", str(tiny_dir), "--task", "sts", "--sts", str(sts_file),
+                 "--task-texts", "6", "--min-tokens", "8", "--methods", "window,topk",
+                 "--task-sparsity", "0.5", "--workers", "1", "--out", str(tmp_path / "q")]) == 0
+    again = json.loads((tmp_path / "q" / "pareto.json").read_text())
+    for pt, was in zip(again["points"], body["points"], strict=True):
+        want = was["task_spearman"] if pt["sparsity"] >= 0.5 else None
+        assert pt["task_spearman"] == (None if want is None else pytest.approx(want, abs=1e-9))
 
 
 @pytest.mark.parametrize(
@@ -83,6 +92,7 @@ def test_pareto_task_sts_end_to_end(tiny_dir, sts_file, tmp_path, capsys) -> Non
         (("--sts", "{sts}"), "--sts goes with --task sts"),
         (("--task", "sts", "--sts", "{missing}"), "does not exist"),
         ((), "--corpus PATH [PATH ...] is required"),
+        (("--task", "sts", "--sts", "{sts}", "--task-sparsity", "1.5"), "--task-sparsity must be in"),
     ],
 )
 def test_pareto_task_sts_bad_input(tiny_dir, sts_file, tmp_path, capsys, extra, message) -> None:
