@@ -87,6 +87,9 @@ class RunState:
     record: bool = False
     queries: Tensor | None = None  # (L, B, H, n, d) float32
     keys: Tensor | None = None  # (L, B, H, n, d) float32, one per query head
+    #: (L, B, H, n, d) float32, one per query head (what P multiplies: a miss's cost,
+    #: ``metrics.output_error``); None: not recorded
+    values: Tensor | None = None
     probs: Tensor | None = None  # (L, B, H, n, n) float32
     discover: list[tuple[int, LayerInfo]] | None = None  # filled by the discovery forward
     #: several texts packed one after the other in one row (B = 1): each text's (start,
@@ -242,7 +245,7 @@ def entmax_attention(
         out = state.probs[li] if state.record else None  # (B, H, n, m), contiguous
         probs = entmax(scores, alpha, out=out)
         if state.record:
-            _record(state, li, query, key)
+            _record(state, li, query, key, value)
     ctx = _per_text(lambda p, v: torch.matmul(p.to(v.dtype), v), probs, value)  # (B, H, n, d)
     return ctx.transpose(1, 2).contiguous(), probs  # (B, n, H, d)
 
@@ -273,10 +276,12 @@ def _heads_attention(
     return torch.matmul(p.to(value.dtype), value[:, hs])
 
 
-def _record(state: RunState, li: int, query: Tensor, key: Tensor) -> None:
-    """A recorded layer's queries and keys; the forward stops here when asked to."""
+def _record(state: RunState, li: int, query: Tensor, key: Tensor, value: Tensor) -> None:
+    """A recorded layer's queries, keys and values; the forward stops here when asked to."""
     state.queries[li].copy_(query)  # (B, H, n, d): after rotary, before scaling
     state.keys[li].copy_(key)  # (B, H, m, d): expanded to one per query head
+    if state.values is not None:
+        state.values[li].copy_(value)  # (B, H, m, d): expanded to one per query head
     if state.stop_after == li:
         raise StopForward
 
@@ -310,7 +315,7 @@ def _dense_in_chunks(
     args = (state, li, query, key, value, model_mask, scaling, softcap, alpha)
     parts = [_heads_attention(*args, slice(h0, min(h, h0 + hc))) for h0 in range(0, h, hc)]
     ctx = torch.cat(parts, 1)  # (1, H, n, d)
-    _record(state, li, query, key)
+    _record(state, li, query, key, value)
     return ctx.transpose(1, 2).contiguous(), state.probs[li]
 
 
@@ -398,7 +403,7 @@ def _split_heads(
     other = state.side.submit(part, half, h)
     ctx = torch.cat([part(0, half), other.result()], 1)  # (1, H, n, d)
     if state.record:
-        _record(state, li, query, key)
+        _record(state, li, query, key, value)
     probs = state.probs[li] if state.record else query.new_empty(0)
     return ctx.transpose(1, 2).contiguous(), probs
 
@@ -494,7 +499,7 @@ def _chunked_attention(
                 store.add_rows(h0 * n + r0, p[0, 0])
             del s, p
     store.end_layer()
-    _record(state, li, query, key)
+    _record(state, li, query, key, value)
     return ctx.transpose(0, 1).unsqueeze(0).contiguous(), query.new_empty(0)
 
 
@@ -547,6 +552,8 @@ def _packed_attention(
     if state.record:
         state.queries[li].copy_(query)  # (1, H, N, d)
         state.keys[li].copy_(key)
+        if state.values is not None:
+            state.values[li].copy_(value)
     return ctx.transpose(0, 1).unsqueeze(0).contiguous(), query.new_empty(0)
 
 

@@ -8,6 +8,7 @@ valid region (all n² pairs, or the n(n+1)/2 pairs j <= i when causal, diagonal 
     precision(M) = |M ∩ G| / |M ∩ V|
     exact(M)     = |{valid i : G_i ⊆ M_i}| / |{valid i}|
     mass_recall(M) = Σ_{(i, j) ∈ M} P_ij / n   (definitions §8: the attention mass kept, per query)
+    output_error(M) = ‖(P̃ − P) V‖_F / ‖P V‖_F   (P̃: entmax over M ∩ V only; what the misses cost)
     block_sparsity_B(M) = |{counted tiles t : t ∩ M ∩ V = ∅}| / |{counted tiles}|
 
 Block sparsity: kernels skip B × B tiles, not single pairs (FlashAttention /
@@ -257,3 +258,57 @@ def output_fidelity(
     restricted = model.forward_masked(out, full.contiguous())  # (n, d_model)
     cos = F.cosine_similarity(restricted.double(), out.hidden.double(), dim=-1)  # (n,)
     return float(cos.mean())
+
+
+#: Query rows per block of :func:`output_error` (one head's scores are never all held at once).
+OUTPUT_ERROR_ROWS = 256
+
+
+def output_error(out: RunOutput, layer: int, head: int, mask: Tensor, *,
+                 rows: int = OUTPUT_ERROR_ROWS) -> float:  # fmt: skip
+    """What a mask's misses cost one head: ``‖(P̃ − P) V‖_F / ‖P V‖_F`` (definitions §4).
+
+    P is the head's recorded entmax attention and V its values; P̃ is α-entmax of the head's
+    own scores (``out.scores``: its scaling rule and logit cap) over the pairs of ``mask`` (an
+    (n, n) bool, or any shape that squeezes to it) inside the valid region only, −∞ elsewhere,
+    at the head's α; a row with no kept key is zeros. A row whose mask keeps every pair of its
+    P's support has P̃ = P exactly (entmax restricted to a superset of its support is itself:
+    sparse-consistency, definitions §1), so the gold mask G = P > 0 gives exactly 0. Computed
+    in blocks of ``rows`` query rows of the one head (no (n, n) scores held; P read per block
+    from the run's store, dense or CSR), summed in float64. Needs the run's values
+    (``out.values``; a :class:`ValueError` when it has none).
+    """
+    from .entmax import entmax
+
+    if out.values is None:
+        raise ValueError("this run recorded no values (RunOutput.values): no output error")
+    n = out.n
+    m = mask.reshape(-1, n, n) if isinstance(mask, Tensor) else None
+    if m is None or m.dtype != torch.bool or m.shape[0] != 1:
+        raise ValueError(f"mask must be one head's (n, n) bool mask, n = {n}")
+    m = m[0]
+    q = out.queries[layer, head].float()  # (n, d)
+    k = out.keys[layer, head].float()
+    v = out.values[layer, head].double()
+    d = q.shape[-1]
+    scale = float(out.scaling[layer]) if out.scaling is not None else d**-0.5
+    alpha = float(out.alpha_table()[layer, head])
+    num = den = 0.0
+    for r0 in range(0, n, rows):
+        r1 = min(n, r0 + rows)
+        s = (q[r0:r1] @ k.T) * scale  # (r, n)
+        if out.softcap is not None:
+            s = torch.tanh(s / out.softcap) * out.softcap
+        kept = m[r0:r1].to(s.device)
+        if out.causal:
+            kept = kept & torch.ones(r1 - r0, n, dtype=torch.bool).tril(r0)
+        p = out.attn.rows(layer, head, slice(r0, r1)).to("cpu", torch.float32)  # (r, n)
+        pt = entmax(s.masked_fill(~kept, -math.inf), alpha)
+        whole = ~((p > 0) & ~kept).any(dim=1)  # the row's support is all kept: P̃ = P
+        pt[whole] = p[whole]
+        pv = p.double() @ v
+        num += float(((pt.double() - p.double()) @ v).pow(2).sum())
+        den += float(pv.pow(2).sum())
+    if den == 0.0:
+        return 0.0 if num == 0.0 else math.inf
+    return math.sqrt(num / den)

@@ -277,6 +277,7 @@ class SparseModel:
         shape = (c.num_layers, 1, c.num_heads, total, c.head_dim)
         state.queries = torch.empty(shape, dtype=f32, device=dev)
         state.keys = torch.empty(shape, dtype=f32, device=dev)
+        state.values = torch.empty(shape, dtype=f32, device=dev)
         state.segment_probs = [
             torch.empty(c.num_layers, c.num_heads, k, k, dtype=f32, device=dev) for k in lengths
         ]
@@ -289,6 +290,7 @@ class SparseModel:
             {
                 "queries": state.queries[:, 0, :, s : s + k],
                 "keys": state.keys[:, 0, :, s : s + k],
+                "values": state.values[:, 0, :, s : s + k],
                 "probs": p,
                 "hidden": hidden[0, s : s + k],
             }
@@ -353,6 +355,7 @@ class SparseModel:
             shape = (c.num_layers, b, c.num_heads, n)
             state.queries = torch.empty(*shape, c.head_dim, dtype=f32, device=dev)
             state.keys = torch.empty(*shape, c.head_dim, dtype=f32, device=dev)
+            state.values = torch.empty(*shape, c.head_dim, dtype=f32, device=dev)
             if b == 1 and not dense_fits(c.num_layers, c.num_heads, n, self.dense_max_bytes):
                 state.store = SparseProbs(c.num_layers, c.num_heads, n)
             else:
@@ -367,7 +370,9 @@ class SparseModel:
                 last = torch.empty(b, 0, c.hidden_size, device=self._device)
         res = {"hidden": last}  # (B, n, D)
         if record:
-            res.update(queries=state.queries, keys=state.keys, probs=state.probs)
+            res.update(
+                queries=state.queries, keys=state.keys, values=state.values, probs=state.probs
+            )
             res["store"] = state.store
         return res
 
@@ -397,6 +402,7 @@ class SparseModel:
         own = {
             "queries": res["queries"][:, b, :, :m],
             "keys": res["keys"][:, b, :, :m],
+            "values": res["values"][:, b, :, :m],
             "hidden": res["hidden"][b, :m],
         }
         if res.get("store") is not None:
@@ -409,16 +415,16 @@ class SparseModel:
         self, text: str, enc: Encoding, own: dict, a: float | Tensor, causal: bool
     ) -> RunOutput:
         """The RunOutput of one text from its recordings (L, H, n, ·) and hidden states."""
-        rest = (own["queries"], own["keys"], own["hidden"].float())
+        rest = (own["queries"], own["keys"], own["values"], own["hidden"].float())
         if own.get("store") is not None:  # sparse: P stays on a GPU, or its CSR goes to the host
-            queries, keys, hidden = _to_host(*rest)
+            queries, keys, values, hidden = _to_host(*rest)
             attn = own["store"]
             if attn.device.type == "cpu" or not self.probs_on_device:
                 attn = attn.to("cpu")
             else:
                 attn.host_reads = True
         else:
-            probs, queries, keys, hidden = _to_host(own["probs"], *rest)
+            probs, queries, keys, values, hidden = _to_host(own["probs"], *rest)
             attn = SparseProbs.from_dense(probs)
         return RunOutput(
             text=text,
@@ -428,6 +434,7 @@ class SparseModel:
             input_ids=enc.ids,
             queries=queries,
             keys=keys,
+            values=values,
             attn=attn,
             hidden=hidden,
             alpha=a,

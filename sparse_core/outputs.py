@@ -1,7 +1,7 @@
 """What a run of the entmax transformer yields, the model's shape, and α's accepted forms.
 
 :class:`RunOutput` carries one analysed text (definitions §1: queries and keys as they enter the
-scores, entmax probabilities P in float32 held sparse for long texts
+scores, the values, entmax probabilities P in float32 held sparse for long texts
 (:mod:`sparse_core.sparse_probs`), the graph G = P > 0, the final hidden states); its
 :meth:`RunOutput.scores` recomputes the model's own scores from them. :class:`ModelConfig` is the
 shape of a loaded model. :func:`normalize_alpha` checks α: one value, one per head, or one per
@@ -79,6 +79,9 @@ class RunOutput:
     model_id: str = ""
     scaling: Tensor | None = None  # (L,) the score factor of each layer (default 1/√d_head)
     softcap: float | None = None  # logit cap c of S = c·tanh(S/c) (Gemma-2), else None
+    #: (L, H, n, d_head) the values P multiplies, one per query head (GQA: expanded); None
+    #: where a run did not record them (what a miss costs: ``metrics.output_error``)
+    values: Tensor | None = None
 
     @property
     def n(self) -> int:

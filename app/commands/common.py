@@ -174,14 +174,20 @@ def check_max_tokens(args: argparse.Namespace, model: Any) -> int:
 
 
 def add_corpus(
-    p: argparse.ArgumentParser, *, several: bool = True, what: str = "", formats: bool = True
+    p: argparse.ArgumentParser,
+    *,
+    several: bool = True,
+    what: str = "",
+    formats: bool = True,
+    required: bool = True,
 ) -> None:
-    """``--corpus PATH [PATH ...]`` (required; ``several``: one or more files, read in order)
-    and ``--format`` (``formats=False``: none, the command reads its file its own way)."""
+    """``--corpus PATH [PATH ...]`` (``required`` unless the command checks it itself;
+    ``several``: one or more files, read in order) and ``--format`` (``formats=False``: none, the
+    command reads its file its own way)."""
     p.add_argument(
         "--corpus",
         nargs="+" if several else None,
-        required=True,
+        required=required,
         metavar="PATH",
         help=("corpus files, read in order" if several else "a corpus file") + what,
     )

@@ -32,10 +32,18 @@ measure, level, value``), besides the four files above for the longest length (s
 --results DIR`` shows them, with a panel of recall at fixed sparsity against length). One
 process; not with ``--task``, ``--fidelity``, ``--x block`` or the ray engine.
 
-``--task`` (definitions §9, ``sparse_core.pareto.task``): for a model with an LM/MLM head, the loss
-with every head restricted to each frontier point's graph on the first ``--task-texts`` inputs:
-``"task_loss"`` per point (null off the frontiers), a ``"task"`` block (objective, unrestricted
-loss, inputs, seed) and a second panel in pareto.html (sparsity against the loss).
+``--task`` / ``--task mlm`` (definitions §9, ``sparse_core.pareto.task``): for a model with an
+LM/MLM head, the loss with every head restricted to each frontier point's graph on the first
+``--task-texts`` inputs: ``"task_loss"`` per point (null off the frontiers), a ``"task"`` block
+(objective, unrestricted loss, inputs, seed) and a second panel in pareto.html (sparsity against
+the loss).
+
+``--task sts --sts FILE …``: the model's own task for a sentence embedder. The inputs are the
+sentences of the first ``--task-texts`` pairs (default 100) of each STS set whose two sentences
+have at least ``--min-tokens`` tokens (default 8), so the sweep's sparsity is that of the masks
+imposed on them (no ``--corpus``); each frontier point's masks restrict every head and the
+figure is the STS Spearman of the restricted model, mean over the sets: ``"task_spearman"`` per
+point, a ``"task"`` block (unrestricted Spearman, sets, sentences) and the second panel.
 """
 
 from __future__ import annotations
@@ -80,7 +88,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "gold sparsity and each method's Pareto frontier. Writes DIR/pareto.json and "
         "DIR/pareto.html.",
     )
-    add_corpus(p)
+    add_corpus(
+        p,
+        required=False,
+        what=" (required, except with --task sts: the sweep then runs "
+        "on the STS sentences themselves)",
+    )
     add_limit(p)
     p.add_argument("--skip", type=int, default=0, metavar="N", help="skip the first N inputs")
     p.add_argument(
@@ -108,14 +121,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="inputs used for --fidelity (default 4: one masked forward pass per point and input)",
     )  # fmt: skip
     p.add_argument(
-        "--task", action="store_true",
-        help="also measure the model's loss (masked-LM on a seeded masking, or next-token) with "
-        "every head restricted to each frontier point's graph (definitions §9); needs an LM/MLM "
-        "head",
+        "--task", nargs="?", const="mlm", default=None, choices=("mlm", "sts"),
+        help="also measure the model's task with every head restricted to each frontier "
+        "point's graph (definitions §9): mlm (the default; the masked-LM or next-token loss on a "
+        "seeded masking; needs an LM/MLM head) or sts (STS Spearman of mean-pooled states; give "
+        "--sts; the sweep then runs on the STS sentences)",
     )  # fmt: skip
     p.add_argument(
-        "--task-texts", type=int, default=4, metavar="N",
-        help="inputs used for --task (default 4: one restricted forward per point and input)",
+        "--sts", nargs="+", default=None, metavar="FILE",
+        help="STS files for --task sts (score<TAB>sentence A<TAB>sentence B, or SICK's tsv)",
+    )  # fmt: skip
+    p.add_argument(
+        "--task-sparsity", type=float, default=0.0, metavar="S",
+        help="--task sts: measure only the frontier points with sparsity >= S (default 0: all)",
+    )  # fmt: skip
+    p.add_argument(
+        "--task-texts", type=int, default=None, metavar="N",
+        help="inputs used for --task: mlm, the first N texts (default 4); sts, the first N "
+        "pairs of each set whose sentences both have --min-tokens tokens (default 100)",
     )  # fmt: skip
     p.add_argument(
         "--x", default="sparsity", choices=("sparsity", "block"),
@@ -189,6 +212,39 @@ def select_inputs(args, tokenizer, artefact) -> tuple[list[str], list[dict]]:
     return texts, described
 
 
+def sts_inputs(args, model, sets) -> tuple[list, list[str], list[dict]]:
+    """--task sts: the first --task-texts pairs (default 100) of each set whose two sentences
+    have at least --min-tokens tokens (default 8), and their unique sentences (the sweep's
+    inputs)."""
+    from sparse_core.card import StsSet
+    from sparse_core.errors import SparsescopeError
+
+    want = args.task_texts or 100
+    floor = args.min_tokens if args.min_tokens is not None else 8
+    tok = model.tokenizer
+    kept, described = [], []
+    for s in sets:
+        idx = []
+        for i, (a, b) in enumerate(zip(s.a, s.b, strict=True)):
+            if min(len(tok.encode(a).ids), len(tok.encode(b).ids)) >= floor:
+                idx.append(i)
+            if len(idx) == want:
+                break
+        if len(idx) < 3:
+            raise SparsescopeError(
+                f"{s.name} has {len(idx)} pairs whose sentences both have >= {floor} tokens; "
+                "lower --min-tokens"
+            )
+        kept.append(StsSet(s.name, [s.a[i] for i in idx], [s.b[i] for i in idx],
+                           [s.gold[i] for i in idx], s.sha256))  # fmt: skip
+        described.append({"name": s.name, "sha256": s.sha256, "pairs_total": len(s),
+                          "pairs_kept": len(idx),
+                          "rule": f"the first {want} pairs with both sentences >= {floor} "
+                                  "tokens"})  # fmt: skip
+    texts = list(dict.fromkeys(t for s in kept for t in (*s.a, *s.b)))
+    return kept, texts, described
+
+
 def _check(args) -> None:
     from sparse_core.errors import SparsescopeError
 
@@ -199,8 +255,27 @@ def _check(args) -> None:
         raise SparsescopeError(f"--workers must be in [1, 64], got {args.workers}")
     if not 1 <= args.threads <= 64:
         raise SparsescopeError(f"--threads must be in [1, 64], got {args.threads}")
-    if args.task_texts < 1:
+    if args.task_texts is not None and args.task_texts < 1:
         raise SparsescopeError(f"--task-texts must be >= 1, got {args.task_texts}")
+    if not 0 <= args.task_sparsity < 1:
+        raise SparsescopeError(f"--task-sparsity must be in [0, 1), got {args.task_sparsity}")
+    if args.task == "sts":
+        if not args.sts:
+            raise SparsescopeError(
+                "--task sts needs --sts FILE [FILE ...] (STS pairs with gold scores)"
+            )
+        if args.corpus:
+            raise SparsescopeError(
+                "--task sts sweeps the STS sentences themselves (the x-axis is the sparsity of "
+                "the masks imposed on them); drop --corpus"
+            )
+        if args.x != "sparsity":
+            raise SparsescopeError("--task sts takes the token-sparsity axis (drop --x block)")
+    else:
+        if args.sts:
+            raise SparsescopeError("--sts goes with --task sts")
+        if not args.corpus:
+            raise SparsescopeError("--corpus PATH [PATH ...] is required (except with --task sts)")
     if args.fidelity_texts < 1:
         raise SparsescopeError(f"--fidelity-texts must be >= 1, got {args.fidelity_texts}")
     from sparse_core.pareto import check_axis
@@ -329,20 +404,27 @@ def frontier_table(body: dict, levels=LEVELS, y: str = "recall") -> str:
 
 
 def task_table(body: dict, levels=LEVELS) -> str:
-    """Lowest task loss among each method's frontier points with sparsity >= each level."""
+    """The best task figure (lowest loss, or highest STS Spearman) among each method's frontier
+    points with sparsity >= each level."""
     t = body["task"]
     pts = body["points"]
+    sts = t.get("key") == "task_spearman"
+    key, best = ("task_spearman", max) if sts else ("task_loss", min)
+    head = (
+        f"(unrestricted: {t['spearman_full']:.4f}, mean over {len(t['sets'])} STS sets, "
+        f"{t['sentences']} sentences)" if sts else
+        f"(unrestricted: {t['loss_full']:.4f}, {t['texts']} inputs, {t['tokens']} scored tokens)"
+    )  # fmt: skip
     lines = [
-        f"{t['metric']} with every head restricted (unrestricted: {t['loss_full']:.4f}, "
-        f"{t['texts']} inputs, {t['tokens']} scored tokens):",
+        f"{t['metric']} with every head restricted {head}:",
         "method           " + " ".join(f"{'>=' + format(lv, 'g'):>7}" for lv in levels),
     ]
     for name, front in body["frontiers"].items():
         row = []
         for lv in levels:
-            got = [pts[k]["task_loss"] for k in front
-                   if pts[k]["sparsity"] >= lv and pts[k]["task_loss"] is not None]  # fmt: skip
-            row.append(f"{min(got):7.3f}" if got else f"{'-':>7}")
+            got = [pts[k][key] for k in front
+                   if pts[k]["sparsity"] >= lv and pts[k].get(key) is not None]  # fmt: skip
+            row.append(f"{best(got):7.3f}" if got else f"{'-':>7}")
         lines.append(f"{name:16s} " + " ".join(row))
     return "\n".join(lines)
 
@@ -427,10 +509,15 @@ def _run(args: argparse.Namespace, pool) -> int:
     from sparse_core.sparsefinder import load_artefact
 
     lm = None
-    if args.task:  # the model with its LM head (a one-line error when it has none)
+    if args.task == "mlm":  # the model with its LM head (a one-line error when it has none)
         from sparse_core.pareto.task import check_lm
 
         lm = check_lm(args.model)
+    sts_sets = None
+    if args.task == "sts":  # read before the model: a bad file is a one-line error at once
+        from sparse_core.card import read_sts
+
+        sts_sets = [read_sts(f) for f in args.sts]
     model = load_for(args, device="cpu")
     try:
         artefact = load_artefact(args.artefact, model_id=model.model_id, alpha=args.alpha)
@@ -446,6 +533,8 @@ def _run(args: argparse.Namespace, pool) -> int:
     if args.lengths is not None:  # inputs of at least the longest length, each cut per length
         packing = argparse.Namespace(**{**vars(args), "max_tokens": 2 * args.lengths[-1]})
         texts, corpora = select_inputs(packing, model.tokenizer, artefact)
+    elif sts_sets is not None:
+        sts_sets, texts, corpora = sts_inputs(args, model, sts_sets)
     else:
         texts, corpora = select_inputs(args, model.tokenizer, artefact)
     if not texts:
@@ -473,8 +562,15 @@ def _run(args: argparse.Namespace, pool) -> int:
         from sparse_core.pareto.task import task_losses
 
         t1 = time.perf_counter()
-        task = task_losses(lm, texts[: args.task_texts], artefact, sweep.grids,
+        task = task_losses(lm, texts[: args.task_texts or 4], artefact, sweep.grids,
                            sweep.to_json(), alpha=args.alpha)  # fmt: skip
+        sweep.meta["task_seconds"] = time.perf_counter() - t1
+    if sts_sets is not None:
+        from sparse_core.pareto.task import sts_task
+
+        t1 = time.perf_counter()
+        task = sts_task(model, sts_sets, artefact, sweep.grids, sweep.to_json(), alpha=args.alpha,
+                        min_sparsity=args.task_sparsity)  # fmt: skip
         sweep.meta["task_seconds"] = time.perf_counter() - t1
     elapsed = time.perf_counter() - t0
     extra = {

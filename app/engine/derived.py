@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ from sparse_core.bitsets import METRICS, fold_blocks
 from sparse_core.errors import SparsescopeError
 from sparse_core.flow import token_flow, token_flow_sparse
 from sparse_core.methods import METHODS, available, evaluate, evaluate_head
+from sparse_core.metrics import output_error
 
 from .admission import ComputeGate
 from .cache import Entry, LruCache
@@ -114,8 +116,9 @@ class Derived:
         return dumps(raw_body(entry.out, layer, head, d_model=d_model))
 
     def pareto(
-        self, entry: Entry, layer: int | None, head: int | None, x: str, block: int | None
-    ) -> bytes:
+        self, entry: Entry, layer: int | None, head: int | None, x: str, block: int | None,
+        errors: bool = False,
+    ) -> bytes:  # fmt: skip
         """Per-text Pareto data for one head, or (both None) the mean over heads, as JSON bytes;
         frontiers over (x, recall), x the token or the block sparsity (checked by the caller,
         ``pareto.check_axis``).
@@ -138,9 +141,33 @@ class Derived:
                     self._gated("pareto", entry, lambda: self._sweep(entry, layer, head)),
                 )
                 body = sweep.points(0, 0, x, block)
+            if errors and layer is not None:  # what each point's misses cost this head
+                for pt, err in zip(body["points"], self._point_errors(entry, layer, head, body),
+                                   strict=True):  # fmt: skip
+                    pt["output_error"] = err
             return dumps({**body, "layer": layer, "head": head})
 
-        return self.cache.derive(entry, ("pareto", layer, head, x, block), make)
+        return self.cache.derive(entry, ("pareto", layer, head, x, block, errors), make)
+
+    def _point_errors(self, entry: Entry, layer: int, head: int, body: dict) -> list:
+        """The output error (``metrics.output_error``) of every sweep point on one head, in
+        the order of ``body["points"]`` (kept per head: the x-axis does not change them)."""
+
+        def make() -> dict:
+            ctx = entry.ctx.view(layer, head)
+            got = []
+            with torch.inference_mode():
+                for pt in body["points"]:
+                    mask = METHODS[pt["method"]].predict(ctx, **pt["params"])
+                    err = output_error(entry.out, layer, head, mask)
+                    got.append(round(err, 6) if math.isfinite(err) else None)
+            return {"v": got}
+
+        if entry.out.values is None:
+            return [None] * len(body["points"])
+        return self.cache.derive(
+            entry, ("pareto_errors", layer, head), self._gated("pareto", entry, make)
+        )["v"]
 
     def _sweep(self, entry: Entry, layer: int | None = None, head: int | None = None) -> Any:
         """Every method's grid on this text: every head, or (``layer``, ``head``) alone."""
@@ -236,8 +263,8 @@ class Derived:
     def metrics(
         self, entry: Entry, layer: int, head: int, method: str, params: dict[str, str]
     ) -> dict:
-        """Recall, sparsity, exact, precision and block sparsity (``{"16": …, "128": …}``) of
-        one method setting on one head.
+        """Recall, sparsity, exact, precision, mass recall, block sparsity (``{"16": …, "128":
+        …}``) and output error of one method setting on one head.
 
         ``params`` come from the query string (strings; missing ones take their defaults) and
         are checked by ``Method.validate``, whose error names the parameter at fault. The (L, H)
@@ -264,7 +291,9 @@ class Derived:
                     return evaluate_head(entry.ctx, layer, head, m, clean)
 
             got = self.cache.derive(entry, (*key, layer, head), self._gated("metrics", entry, one))
-            return fold_blocks({k: got[k] for k in METRICS})
+            got = fold_blocks({k: got[k] for k in METRICS})
+            got["output_error"] = self.output_error(entry, m, clean, layer, head)
+            return got
 
         def make() -> dict[str, list]:
             with torch.inference_mode():
@@ -272,7 +301,25 @@ class Derived:
             return {k: v.tolist() for k, v in got.items()}
 
         table = self.cache.derive(entry, key, self._gated("metrics", entry, make))
-        return fold_blocks({k: table[k][layer][head] for k in METRICS})
+        got = fold_blocks({k: table[k][layer][head] for k in METRICS})
+        got["output_error"] = self.output_error(entry, m, clean, layer, head)
+        return got
+
+    def output_error(self, entry: Entry, m, clean: dict, layer: int, head: int) -> float | None:
+        """What the setting's misses cost this head (``metrics.output_error``: entmax over the
+        kept pairs only against the head's P, through its values), kept per head; None when
+        the run recorded no values."""
+        if entry.out.values is None:
+            return None
+
+        def make() -> dict:
+            with torch.inference_mode():
+                mask = m.predict(entry.ctx.view(layer, head), **clean)
+                err = output_error(entry.out, layer, head, mask)
+            return {"v": err if math.isfinite(err) else None}
+
+        key = ("output_error", m.name, json.dumps(clean, sort_keys=True), layer, head)
+        return self.cache.derive(entry, key, self._gated("metrics", entry, make))["v"]
 
     def flow(self, entry: Entry, token: int, layer: int | None) -> bytes:
         """The inputs reaching ``token`` at the output of ``layer`` (default: the last) and their

@@ -68,11 +68,37 @@ def _loss(value: Any) -> bool:
     )
 
 
+def _spearman(value: Any) -> bool:
+    """An STS Spearman: a finite number in [-1, 1] (not a bool)."""
+    return (
+        not isinstance(value, bool)
+        and isinstance(value, (int, float))
+        and math.isfinite(value)
+        and -1.0 <= value <= 1.0
+    )
+
+
+def _check_sts(body: dict, task: dict, source: str) -> None:
+    """``pareto --task sts``: ``task.spearman_full`` and every point's ``task_spearman`` (null
+    or) a number in [-1, 1]. The page's task axis plots losses only; the block is kept as is."""
+    if not _spearman(task.get("spearman_full")):
+        raise ResultsError(f"{source}: an STS task's spearman_full must be a number in [-1, 1]")
+    for k, p in enumerate(body["points"]):
+        v = p.get("task_spearman")
+        if v is not None and not _spearman(v):
+            raise ResultsError(
+                f"{source}: point {k}'s task_spearman must be a number in [-1, 1] or null"
+            )
+
+
 def _check_task(body: dict, source: str) -> None:
     """The task axis (``sparsescope pareto --task``, definitions §9), when present:
     ``task.loss_full`` a number ≥ 0, every point's ``task_loss`` null or a number ≥ 0."""
     task = body.get("task")
     if task is None:
+        return
+    if isinstance(task, dict) and task.get("objective") == "sts":  # ``--task sts``: Spearman
+        _check_sts(body, task, source)
         return
     if not isinstance(task, dict) or not _loss(task.get("loss_full")):
         raise ResultsError(f"{source}: task must be an object whose loss_full is a number ≥ 0 "

@@ -456,14 +456,21 @@ class AnalysisService:
 
     def pareto(
         self, analysis_id: str, layer: int | None, head: int | None, x: str = "sparsity",
-        block: int | None = None,
+        block: int | None = None, output_error: bool = False,
     ) -> bytes:  # fmt: skip
-        """Pareto data of one head, or (both None) the mean over heads (``Derived.pareto``)."""
+        """Pareto data of one head, or (both None) the mean over heads (``Derived.pareto``);
+        ``output_error``: each point's output error too (one head only)."""
         x, block = pareto.check_axis(x, block)
         entry = self._head_or_all(
             analysis_id, layer, head, "one head's Pareto data", "the mean over heads"
         )
-        return self.derived.pareto(entry, layer, head, x, block)
+        if output_error and layer is None:
+            raise SparsescopeError(
+                "output_error is measured per head: give layer and head (the mean over heads "
+                "has recall and mass recall only)",
+                field="output_error",
+            )
+        return self.derived.pareto(entry, layer, head, x, block, output_error)
 
     def budgets(self, analysis_id: str, layer: int | None, head: int | None) -> bytes:
         """Oracle budgets of one head, or (both None) of every head (``Derived.budgets``)."""

@@ -177,6 +177,7 @@ def layer_part(ctx: PredictContext, first: int, stop: int) -> PredictContext:
         out,
         queries=out.queries[ls],
         keys=out.keys[ls],
+        values=None if out.values is None else out.values[ls],
         attn=out.attn.select_layers(first, stop),
         scaling=None if out.scaling is None else out.scaling[ls],
         alpha=alpha,

@@ -164,13 +164,15 @@ export function getRaw(id, layer, head) {
 
 /**
  * `GET /api/analyses/{id}/pareto` for one head, or the mean over heads when `layer` is null;
- * `block` (a tile size) asks for the frontiers over block sparsity at that size (`x=block`).
+ * `block` (a tile size) asks for the frontiers over block sparsity at that size (`x=block`);
+ * `outputError` (one head) each point's output error too.
  */
-export function getPareto(id, layer = null, head = null, block = null) {
+export function getPareto(id, layer = null, head = null, block = null, outputError = false) {
   const q = new URLSearchParams();
   if (layer !== null) {
     q.set("layer", String(layer));
     q.set("head", String(head));
+    if (outputError) q.set("output_error", "true");
   }
   if (block !== null) {
     q.set("x", "block");

@@ -9,6 +9,7 @@
  * kernel can skip).
  */
 
+import { getMetrics } from "./api.js";
 import { el, fmt } from "./dom.js";
 import { markInput } from "./live.js";
 import { coerceParam, resolveParams } from "./params.js";
@@ -37,8 +38,10 @@ function show(spec, v) {
  * Mount the method panel in `root` and the metrics in `metricsRoot`.
  * @param {HTMLElement} root
  * @param {HTMLElement} metricsRoot
+ * @param {{serverMetrics?: boolean}} [opts] serverMetrics: show the server's output error (the
+ *   page; a notebook widget has no server)
  */
-export function initMethodPanel(root, metricsRoot) {
+export function initMethodPanel(root, metricsRoot, { serverMetrics = true } = {}) {
   const picker = el("select", { attrs: { id: "method", "aria-label": "method" } });
   // where a model has no Sparsefinder artefact at this α: one line on how to make one
   const hint = el("p", { class: "help artefact-hint", attrs: { id: "artefact-hint" } });
@@ -199,6 +202,40 @@ export function initMethodPanel(root, metricsRoot) {
     }, [el("span", { class: "metric-name", text: k.replace("_", " ") }), value, bar]);
     return { k, row, value, fill: bar.firstChild };
   });
+  // what the misses cost this head: the server's figure (it needs the head's values and entmax
+  // over the kept pairs), asked for once the sliders rest, beside recall
+  const errValue = el("span", { class: "metric-value", text: "–" });
+  const errBar = el("span", { class: "metric-bar metric-bar-cost" }, [el("span")]);
+  const errRow = el("div", {
+    class: "metric metric-output-error",
+    attrs: { "data-metric": "output_error" },
+    title: "what the pattern's misses cost this head: ‖(P̃ − P)V‖ / ‖PV‖, P̃ the head's entmax " +
+      "over the kept pairs only (0: the head's output is unchanged; lower is better)",
+  }, [el("span", { class: "metric-name", text: "output error" }), errValue, errBar]);
+  // (a notebook widget has no server to ask: no row)
+  if (serverMetrics) rows.splice(1, 0, { k: "output_error", row: errRow, value: errValue, fill: errBar.firstChild, server: true });
+  const errors = new Map(); // setting key -> output error (or NaN: failed)
+  let errTimer = 0;
+  function settingKey(s) {
+    const h = s.headData;
+    return h && s.analysis ? `${s.analysis.id}/${h.layer}/${h.head}/${s.method}/${JSON.stringify(s.params ?? {})}` : null;
+  }
+  function askError(s) {
+    clearTimeout(errTimer);
+    const key = settingKey(s);
+    if (!key || errors.has(key)) return;
+    errTimer = setTimeout(async () => {
+      const h = s.headData;
+      try {
+        const m = await getMetrics(s.analysis.id, h.layer, h.head, s.method, s.params ?? {});
+        errors.set(key, typeof m.output_error === "number" ? m.output_error : NaN);
+      } catch {
+        errors.set(key, NaN);
+      }
+      if (errors.size > 500) errors.delete(errors.keys().next().value);
+      if (settingKey(store.get()) === key) showMetrics(store.get());
+    }, 250);
+  }
   const blockName = el("span", { class: "metric-name" });
   const blockValue = el("span", { class: "metric-value", text: "–" });
   const blockBar = el("span", { class: "metric-bar" }, [el("span")]);
@@ -226,6 +263,16 @@ export function initMethodPanel(root, metricsRoot) {
     say(problem, s.result?.error ?? "");
     problem.hidden = !s.result?.error;
     for (const r of rows) {
+      if (r.server) {
+        const key = settingKey(s);
+        const v = key && errors.has(key) ? errors.get(key) : NaN;
+        say(r.value, key && !errors.has(key) ? "…" : fmt(v));
+        fillBar(r.fill, Math.min(1, v));
+        const now = Number.isFinite(v) ? v : null; // the Pareto plot's star, on output error
+        if (store.get().outputError !== now) store.set({ outputError: now });
+        if (key && !errors.has(key)) askError(s);
+        continue;
+      }
       const v = m ? m[r.k] : NaN;
       say(r.value, fmt(v));
       fillBar(r.fill, v);
@@ -263,7 +310,8 @@ export function initMethodPanel(root, metricsRoot) {
       build(s);
     }
     if (changed.has("params") || changed.has("method") || changed.has("analysis")) sync(s);
-    if (changed.has("result") || changed.has("headData") || changed.has("block")) showMetrics(s);
+    if (changed.has("result") || changed.has("headData") || changed.has("block") ||
+        changed.has("params") || changed.has("method")) showMetrics(s);
   });
 }
 

@@ -39,7 +39,7 @@ const FONT = {
   size: 13,
 };
 /** Store keys that change the line under the plot. */
-const NOTE_KEYS = ["pareto", "paretoStatus", "scope", "meanMetrics", "layer", "head"];
+const NOTE_KEYS = ["pareto", "paretoStatus", "scope", "meanMetrics", "layer", "head", "paretoY"];
 
 /**
  * The x coordinate of a point (or of the current metrics) on the axis of Pareto data `data`: its
@@ -49,6 +49,53 @@ export function xOf(data, m) {
   if (data?.x !== "block") return m.sparsity;
   const v = m.block_sparsity?.[String(data.block)];
   return typeof v === "number" ? v : NaN;
+}
+
+/** The y-axes the plot offers: recall and mass recall (higher is better), output error (lower). */
+export const Y_AXES = {
+  recall: { title: "recall", higher: true },
+  mass_recall: { title: "mass recall", higher: true },
+  output_error: { title: "output error ‖(P̃ − P)V‖ / ‖PV‖", higher: false },
+};
+
+/** The plot's y: the store's `paretoY` when the data carry it, else recall. */
+export function yKey(s, data) {
+  const y = s.paretoY ?? "recall";
+  if (y === "output_error" && !data?.points?.some((p) => typeof p.output_error === "number")) {
+    return "recall";
+  }
+  return Y_AXES[y] ? y : "recall";
+}
+
+/**
+ * Each method's frontier over (x, y) (definitions §4's rule: by x descending, keep a point iff
+ * its y beats every y kept before it; for output error lower beats): the server's frontiers for
+ * recall, computed here for the other axes.
+ */
+export function frontiersOf(data, y) {
+  if (y === "recall") return data.frontiers ?? {};
+  const better = Y_AXES[y].higher ? (a, b) => a > b : (a, b) => a < b;
+  const by = {};
+  data.points.forEach((p, k) => {
+    if (!Number.isFinite(xOf(data, p)) || typeof p[y] !== "number") return;
+    (by[p.method] ??= []).push(k);
+  });
+  const out = {};
+  for (const [m, ks] of Object.entries(by)) {
+    ks.sort((a, b) => xOf(data, data.points[b]) - xOf(data, data.points[a]) ||
+      (better(data.points[a][y], data.points[b][y]) ? -1 : 1) || a - b);
+    const kept = [];
+    let best = null;
+    for (const k of ks) {
+      const v = data.points[k][y];
+      if (best === null || better(v, best)) {
+        kept.push(k);
+        best = v;
+      }
+    }
+    out[m] = kept;
+  }
+  return out;
 }
 
 /** The x-axis title of Pareto data. */
@@ -141,6 +188,14 @@ export function initPareto(root, note) {
     return Math.round(Math.min(440, Math.max(340, window.innerHeight - top - 40)));
   }
 
+  /** The y range: [0, 1] for the recalls; from 0 to the largest error shown for output error. */
+  function yRange(s, data) {
+    const y = yKey(s, data);
+    if (y !== "output_error") return [-0.02, 1.04];
+    const top = Math.max(0.05, ...data.points.map((p) => p.output_error).filter(Number.isFinite));
+    return [-0.02 * top, 1.04 * top];
+  }
+
   function layout(s, data) {
     return {
       font: FONT,
@@ -154,8 +209,8 @@ export function initPareto(root, note) {
         gridcolor: "#eef0f3",
       },
       yaxis: {
-        title: { text: "recall" },
-        range: [-0.02, 1.04],
+        title: { text: Y_AXES[yKey(s, data)].title },
+        range: yRange(s, data),
         zeroline: false,
         gridcolor: "#eef0f3",
       },
@@ -193,19 +248,23 @@ export function initPareto(root, note) {
       if (!byMethod.has(p.method)) byMethod.set(p.method, []);
       byMethod.get(p.method).push(k);
     });
+    const y = yKey(s, data);
+    const fronts = frontiersOf(data, y);
     const hover = (p) =>
       `<b>${escapeHtml(labels.get(p.method) ?? p.method)}</b><br>${escapeHtml(paramText(p.params))}` +
       `<br>sparsity ${fmt(p.sparsity)} · recall ${fmt(p.recall)}` +
+      ` · mass recall ${fmt(p.mass_recall)}` +
+      (typeof p.output_error === "number" ? `<br>output error ${fmt(p.output_error)}` : "") +
       (data.x === "block" ? `<br>block sparsity (${data.block}) ${fmt(xOf(data, p))}` : "") +
       `<br>exact ${fmt(p.exact)} · precision ${fmt(p.precision)}`;
     const out = [];
     for (const [method, idx] of byMethod) {
       const colour = colourOf.get(method) ?? "#888";
       const label = escapeHtml(labels.get(method) ?? method);
-      const front = data.frontiers?.[method] ?? [];
+      const front = fronts[method] ?? [];
       const trace = (ks, extra) => ({
         type: "scatter", name: label, legendgroup: method, hoverinfo: "text", customdata: ks,
-        x: ks.map((k) => xOf(data, data.points[k])), y: ks.map((k) => data.points[k].recall),
+        x: ks.map((k) => xOf(data, data.points[k])), y: ks.map((k) => data.points[k][y] ?? NaN),
         text: ks.map((k) => hover(data.points[k])), ...extra,
       });
       out.push(trace(idx, {
@@ -254,7 +313,10 @@ export function initPareto(root, note) {
     box = null;
     drawLegend(s, data);
     if (list.open) fillList();
-    if (heading) heading.textContent = data.x === "block" ? "Block sparsity – recall" : "Sparsity – recall";
+    if (heading) {
+      heading.textContent = `${data.x === "block" ? "Block sparsity" : "Sparsity"} – ` +
+        Y_AXES[yKey(s, data)].title.split(" ‖")[0];
+    }
     moveCurrent(s);
   }
 
@@ -273,8 +335,10 @@ export function initPareto(root, note) {
     const [x0, x1] = root.layout.xaxis.range;
     const [y0, y1] = root.layout.yaxis.range;
     const fx = (xOf(drawn, m) - x0) / (x1 - x0);
-    const fy = (m.recall - y0) / (y1 - y0);
-    if (!Number.isFinite(fx)) {
+    const y = yKey(s, drawn);
+    const my = y === "output_error" ? (s.scope === "mean" ? NaN : s.outputError ?? NaN) : m[y];
+    const fy = (my - y0) / (y1 - y0);
+    if (!Number.isFinite(fx) || !Number.isFinite(fy)) {
       showStar(null);
       return;
     }
@@ -369,8 +433,11 @@ export function initPareto(root, note) {
     }
     const table = document.createElement("table");
     table.id = "pareto-table";
+    const y = yKey(s, data);
+    const yName = Y_AXES[y].title.split(" ‖")[0];
+    const fronts = frontiersOf(data, y);
     const head = table.createTHead().insertRow();
-    for (const t of ["method · setting", data.x === "block" ? "block sp." : "sparsity", "recall", ""]) {
+    for (const t of ["method · setting", data.x === "block" ? "block sp." : "sparsity", yName, ""]) {
       const th = document.createElement("th");
       th.scope = "col";
       th.textContent = t;
@@ -378,7 +445,7 @@ export function initPareto(root, note) {
     }
     const body = table.createTBody();
     for (const m of methodsOf(s, data)) {
-      for (const k of data.frontiers?.[m.name] ?? []) {
+      for (const k of fronts[m.name] ?? []) {
         const p = data.points[k];
         const row = body.insertRow();
         row.dataset.method = m.name;
@@ -389,12 +456,12 @@ export function initPareto(root, note) {
         setting.className = "pareto-setting";
         setting.textContent = paramText(p.params);
         what.append(document.createTextNode(m.label), document.createElement("br"), setting);
-        for (const t of [fmt(x), fmt(p.recall)]) row.insertCell().textContent = t;
+        for (const t of [fmt(x), fmt(p[y])]) row.insertCell().textContent = t;
         const b = document.createElement("button");
         b.type = "button";
         b.className = "pareto-apply";
         b.textContent = "apply";
-        b.setAttribute("aria-label", `apply ${m.label} ${paramText(p.params)}: sparsity ${fmt(x)}, recall ${fmt(p.recall)}`);
+        b.setAttribute("aria-label", `apply ${m.label} ${paramText(p.params)}: sparsity ${fmt(x)}, ${yName} ${fmt(p[y])}`);
         b.addEventListener("click", () => apply(k));
         row.insertCell().append(b);
       }
@@ -416,6 +483,9 @@ export function initPareto(root, note) {
     if (s.paretoStatus === "loading") note.textContent = `Computing the sweep (${where})…`;
     else if (s.paretoStatus && s.paretoStatus !== "ready") note.textContent = s.paretoStatus;
     else if (!s.pareto) note.textContent = "";
+    else if (s.paretoY === "output_error" && s.scope === "mean") {
+      note.textContent = `${where} · output error is measured per head: pick "this head" to plot it (recall shown)`;
+    }
     else if (s.scope === "mean" && !s.meanMetrics) {
       note.textContent = `${where} · ★ current setting: computing over every head…`;
     }
@@ -454,9 +524,9 @@ export function initPareto(root, note) {
     if (changed.has("pareto") || changed.has("analysis")) {
       draw(s);
       bindEvents();
-    } else if (changed.has("paretoPoints") && drawn) {
+    } else if ((changed.has("paretoPoints") || changed.has("paretoY")) && drawn) {
       draw(s);
-    } else if (["result", "meanMetrics", "scope", "method"].some((k) => changed.has(k))) {
+    } else if (["result", "meanMetrics", "scope", "method", "outputError"].some((k) => changed.has(k))) {
       moveCurrent(s);
     }
     if (NOTE_KEYS.some((k) => changed.has(k))) showNote(s);

@@ -78,6 +78,15 @@ export function checkPareto(body, methods) {
  */
 export function checkTask(body) {
   if (body.task === undefined || body.task === null) return null;
+  if (typeof body.task === "object" && body.task.objective === "sts") { // pareto --task sts
+    const r = (v) => typeof v === "number" && Number.isFinite(v) && v >= -1 && v <= 1;
+    if (!r(body.task.spearman_full)) return "an STS task's spearman_full must be a number in [-1, 1]";
+    for (let k = 0; k < body.points.length; k++) {
+      const v = body.points[k].task_spearman;
+      if (v !== undefined && v !== null && !r(v)) return `point ${k}'s task_spearman must be a number in [-1, 1] or null`;
+    }
+    return null;
+  }
   const ok = (v) => typeof v === "number" && Number.isFinite(v) && v >= 0;
   if (typeof body.task !== "object" || !ok(body.task.loss_full))
     return "task must be an object whose loss_full is a number ≥ 0 (what `sparsescope pareto --task` writes)";

@@ -191,7 +191,8 @@ async function openHead() {
 /** Which Pareto data the state asks for: the scope, and the x-axis when it is block sparsity. */
 function paretoKeyOf(s) {
   const where = s.scope === "mean" ? "mean" : `${s.layer}/${s.head}`;
-  return s.paretoX === "block" ? `${where}/block${s.block}` : where;
+  const err = s.scope !== "mean" && s.paretoY === "output_error" ? "/err" : "";
+  return (s.paretoX === "block" ? `${where}/block${s.block}` : where) + err;
 }
 
 /**
@@ -209,7 +210,7 @@ async function loadPareto() {
     const data = await withAnalysis((a) =>
       scope === "mean"
         ? api.getPareto(a.id, null, null, block)
-        : api.getPareto(a.id, s.layer, s.head, block),
+        : api.getPareto(a.id, s.layer, s.head, block, s.paretoY === "output_error"),
     );
     if (store.get().paretoKey === want) store.set({ pareto: data, paretoStatus: "ready" });
   } catch (err) {
@@ -465,7 +466,9 @@ export function initSession() {
       if (s.scope === "head") loadPareto();
     }
     const axis = changed.has("paretoX") || (changed.has("block") && s.paretoX === "block");
-    if ((changed.has("scope") || axis) && !changed.has("analysis")) loadPareto();
+    // output error is computed on the server per head, on the first ask
+    const errs = changed.has("paretoY") && s.scope !== "mean" && paretoKeyOf(s) !== s.paretoKey;
+    if ((changed.has("scope") || axis || errs) && !changed.has("analysis")) loadPareto();
     if (changed.has("method") && !changed.has("analysis")) {
       ensureMethod(s.analysis, s.method);
       // the open head drawn without this method's data: fetch it (addMethods publishes it)

@@ -73,6 +73,8 @@ const initial = {
   headData: null,
   result: null,
   paretoPoints: false,
+  paretoY: "recall",
+  outputError: null,
   hoverToken: null,
   clusterMembers: null,
   posClusters: null,

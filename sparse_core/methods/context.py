@@ -215,6 +215,7 @@ class PredictContext:
             out,
             queries=out.queries[ls, hs],
             keys=out.keys[ls, hs],
+            values=None if out.values is None else out.values[ls, hs],
             attn=out.attn.select(layer, head),
             scaling=None if out.scaling is None else out.scaling[ls],
         )

@@ -17,6 +17,16 @@ Affordable subset (one restricted forward per point and input): the points of ea
 token-sparsity frontier (the points the figure's frontier lines join), on the first
 ``texts`` inputs of the sweep (default 4 in ``sparsescope pareto --task``). Points off the
 frontiers get ``"task_loss": null``.
+
+**The model's own task: STS** (:func:`sts_task`, ``sparsescope pareto --task sts``). For a
+sentence embedder (all-MiniLM-L6-v2 and its adaptations) the task it was trained for is
+semantic similarity. Each sentence of the STS pairs runs once; every frontier point's method
+predicts its masks from that run and the model re-runs with every head restricted to them
+(entmax over the kept pairs only); the sentence's embedding is the mean of the restricted final
+hidden states, a pair's score the cosine, and the point's figure the mean over the STS sets of
+Spearman's correlation with the gold scores (:mod:`sparse_core.card`). The sweep then runs on
+those very sentences, so the x-axis is the sparsity of the masks that were imposed. Points off
+the frontiers get ``"task_spearman": null``.
 """
 
 from __future__ import annotations
@@ -79,8 +89,100 @@ def task_losses(
     }
 
 
+#: frontier points restricted in one batched forward of a sentence (:func:`sts_task`)
+STS_BATCH = 32
+
+
+@torch.inference_mode()
+def _restricted_means(model, out, masks: torch.Tensor) -> torch.Tensor:
+    """(B, d_model) float32: the mean final hidden state of ``out``'s text re-run once per
+    mask set, every head restricted to ``masks`` (L, B, H, n, n) bool; one forward of B copies
+    (row b is ``model.forward_masked(out, masks[:, b])``)."""
+    b = masks.shape[1]
+    ids = torch.tensor([out.input_ids] * b, device=model._device)
+    res = model._forward(ids, None, out.alpha, out.causal, masks.to(model._device), record=False)
+    return res["hidden"].double().mean(1).float().cpu()
+
+
+def sts_task(model, sets, artefact, grids: dict, body: dict, *, alpha, min_sparsity: float = 0.0,
+             progress: bool = True) -> dict:  # fmt: skip
+    """The STS Spearman (mean over ``sets``, :class:`sparse_core.card.StsSet`) of every
+    frontier point of ``body`` with sparsity >= ``min_sparsity``, with every head restricted
+    to the point's masks, and of the unrestricted model. One run per unique sentence; per
+    point one restricted forward (batched by :data:`STS_BATCH` points)."""
+    from tqdm.auto import tqdm
+
+    from ..card import spearman
+
+    todo = [t for t in frontier_points(body) if body["points"][t[2]]["sparsity"] >= min_sparsity]
+    uniq = list(dict.fromkeys(t for s in sets for t in (*s.a, *s.b)))
+    pos = {t: i for i, t in enumerate(uniq)}
+    d = model.config.hidden_size
+    full = torch.empty(len(uniq), d, dtype=torch.float64)
+    emb = torch.empty(len(todo), len(uniq), d, dtype=torch.float32)
+    bar = tqdm(total=len(uniq), desc="sts", unit="sentence", disable=not progress)
+    with torch.inference_mode():
+        for i, text in enumerate(uniq):
+            out = model.run(text, alpha=alpha, truncate=True)
+            full[i] = out.hidden.double().mean(0)
+            ctx = PredictContext.from_run(out, artefact)
+            shape = (out.layers, out.heads, out.n, out.n)
+            for p0 in range(0, len(todo), STS_BATCH):  # points in one batched forward
+                part = todo[p0 : p0 + STS_BATCH]
+                masks = torch.stack([METHODS[name].predict(ctx, **grids[name][j]).expand(shape)
+                                     for name, j, _ in part], 1)  # (L, B, H, n, n)  # fmt: skip
+                emb[p0 : p0 + len(part), i] = _restricted_means(model, out, masks)
+            bar.update(1)
+    bar.close()
+
+    def figure(e: torch.Tensor) -> tuple[float, dict]:
+        e = torch.nn.functional.normalize(e.double(), dim=-1)
+        per = {}
+        for s in sets:
+            ia = torch.tensor([pos[t] for t in s.a])
+            ib = torch.tensor([pos[t] for t in s.b])
+            per[s.name] = spearman((e[ia] * e[ib]).sum(-1), s.gold)
+        return sum(per.values()) / len(per), per
+
+    whole, whole_per = figure(full)
+    points, per_point = {}, {}
+    for p, (_, _, key) in enumerate(todo):
+        points[key], per_point[key] = figure(emb[p])
+    return {
+        "objective": "sts",
+        "spearman_full": whole,
+        "per_set_full": whole_per,
+        "points": points,
+        "per_set": per_point,
+        "sets": [{"name": s.name, "pairs": len(s), "sha256": s.sha256} for s in sets],
+        "sentences": len(uniq),
+        "subset": "the points of each method's token-sparsity frontier"
+        + (f" with sparsity >= {min_sparsity:g}" if min_sparsity > 0 else ""),
+    }
+
+
+def attach_sts(body: dict, task: dict) -> dict:
+    """Add the STS figures to a pareto.json body (``task_spearman`` per point, ``task``)."""
+    for k, pt in enumerate(body["points"]):
+        v = task["points"].get(k)
+        pt["task_spearman"] = None if v is None else round(float(v), 6)
+    body["task"] = {
+        "objective": "sts",
+        "metric": "STS Spearman",
+        "key": "task_spearman",
+        "spearman_full": round(float(task["spearman_full"]), 6),
+        "per_set_full": {k: round(v, 6) for k, v in task["per_set_full"].items()},
+        "sets": task["sets"],
+        "sentences": task["sentences"],
+        "subset": task["subset"],
+    }
+    return body
+
+
 def attach(body: dict, task: dict) -> dict:
     """Add the task figures to a pareto.json body (``task_loss`` per point, ``task`` block)."""
+    if task.get("objective") == "sts":
+        return attach_sts(body, task)
     for k, pt in enumerate(body["points"]):
         v = task["points"].get(k)
         pt["task_loss"] = None if v is None else round(float(v), 6)
@@ -102,6 +204,8 @@ def with_task_panel(fig, body: dict):
     from plotly.subplots import make_subplots
 
     task = body["task"]
+    key = task.get("key", "task_loss")
+    full = task["spearman_full"] if key == "task_spearman" else task["loss_full"]
     two = make_subplots(
         rows=1, cols=2, horizontal_spacing=0.08,
         subplot_titles=("sparsity vs recall", f"sparsity vs {task['metric']}"),
@@ -113,18 +217,18 @@ def with_task_panel(fig, body: dict):
     colours = {tr.name: getattr(tr.line, "color", None) for tr in fig.data if tr.name}
     by_method: dict[str, list[dict]] = {}
     for pt in body["points"]:
-        if pt.get("task_loss") is not None:
+        if pt.get(key) is not None:
             by_method.setdefault(pt["method"], []).append(pt)
     for name, pts in by_method.items():
         pts = sorted(pts, key=lambda p: p["sparsity"])
         colour = next((c for n, c in colours.items() if n and name in n.lower()), None)
         two.add_scatter(
-            x=[p["sparsity"] for p in pts], y=[p["task_loss"] for p in pts],
-            mode="lines+markers", name=f"{name} (loss)", legendgroup=name,
+            x=[p["sparsity"] for p in pts], y=[p[key] for p in pts],
+            mode="lines+markers", name=f"{name} ({task['metric']})", legendgroup=name,
             line={"color": colour}, row=1, col=2,
         )  # fmt: skip
-    two.add_hline(y=task["loss_full"], line_dash="dash", line_color="#555", row=1, col=2,
-                  annotation_text=f"unrestricted {task['loss_full']:.3f}")  # fmt: skip
+    two.add_hline(y=full, line_dash="dash", line_color="#555", row=1, col=2,
+                  annotation_text=f"unrestricted {full:.3f}")  # fmt: skip
     lay = fig.layout
     two.update_layout(title=lay.title, template=lay.template, legend=lay.legend)
     two.update_xaxes(title_text=lay.xaxis.title.text, range=lay.xaxis.range, row=1, col=1)

@@ -175,6 +175,10 @@ TABLE: list[Bad] = [
         ("head must be a valid integer",)),
     Bad("pareto: unknown id", "get", f"/api/analyses/{UNKNOWN_ID}/pareto", 404, "id",
         ("no analysis",)),
+    Bad("pareto: output error of the mean", "get", AN + "/pareto?output_error=true", 400,
+        "output_error", ("output_error is measured per head", "give layer and head")),
+    Bad("pareto: output error not a bool", "get", AN + "/pareto?layer=0&head=0&output_error=2",
+        422, "output_error", ("output_error",)),
     Bad("tiles: level too big", "get", AN + "/heads/0/0/tiles/9/0/0", 404,
         "level", ("level",),
         route="/api/analyses/{analysis_id}/heads/{layer}/{head}/tiles/{level}/{ti}/{tj}"),
@@ -438,4 +442,5 @@ def test_a_bad_request_leaves_the_app_serving(art_app, ids) -> None:
         "precision",
         "mass_recall",
         "block_sparsity",
+        "output_error",
     }

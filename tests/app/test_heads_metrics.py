@@ -10,6 +10,7 @@ import torch
 import sparsescope.engine.derived
 from sparse_core import methods as M
 from sparse_core.methods import METHODS, PredictContext, evaluate
+from sparse_core.metrics import output_error
 from sparsescope.web.schemas import Analysis, HeadPayload, Metrics
 
 LAYER, HEAD = 1, 2
@@ -111,6 +112,18 @@ def test_metrics_match_sparse_core(art_client, art_analysis, ctx, method, params
     want = evaluate(ctx, method, clean)
     for k in ("recall", "sparsity", "exact", "precision"):
         assert getattr(got, k) == float(want[k][LAYER, HEAD]), k
+    # what the misses cost this head: sparse_core's figure for the method's own mask
+    mask = METHODS[method].predict(ctx, **clean)[LAYER, HEAD]
+    err = r.json()["output_error"]
+    assert err == pytest.approx(output_error(ctx.out, LAYER, HEAD, mask), rel=1e-9)
+    assert (err == 0.0) == bool(float(want["exact"][LAYER, HEAD]) == 1.0)
+
+
+def test_metrics_output_error_of_the_gold_graph_is_zero(art_client, art_analysis):
+    """top-p at p = 1 keeps every pair of the graph: its misses cost nothing, exactly."""
+    r = _metrics(art_client, art_analysis["id"], "topp", p=1.0)
+    assert r.status_code == 200, r.text
+    assert r.json()["recall"] == 1.0 and r.json()["output_error"] == 0.0
 
 
 def test_metrics_are_computed_once_per_setting(art_client, art_analysis, monkeypatch):

@@ -60,6 +60,7 @@ COMMANDS = [
         "commands.heads",
         "commands.adapt",
         "commands.prepare",
+        "commands.card",
     ],
     ["commands"],
 ]

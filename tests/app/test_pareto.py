@@ -57,6 +57,8 @@ def test_sweep_runs_once_per_analysis(art_client, art_service, aid):
         ("?x=tiles", 422, "x", "x must be"),
         ("?x=block&block=48", 400, "block", "block must be one of 16, 32, 64, 128"),
         ("?x=block&block=big", 422, "block", "block must be a valid integer"),
+        ("?output_error=true", 400, "output_error", "output_error is measured per head"),
+        ("?layer=0&head=0&output_error=maybe", 422, "output_error", "output_error"),
     ],
 )
 def test_pareto_bad_scope(art_client, aid, query, status, field, needle):
@@ -88,3 +90,22 @@ def test_pareto_over_block_sparsity(art_client, aid, block):
         ), name
     default = art_client.get(f"{url}&x=block").json()
     assert default["block"] == P.DEFAULT_BLOCK
+
+
+def test_pareto_points_carry_their_output_error(art_client, aid, tiny_model, tiny_artefact,
+                                                 sentence):  # fmt: skip
+    """``output_error=true`` on one head: every point's output error is sparse_core's for the
+    point's own mask; a point that keeps every pair of the graph costs exactly 0."""
+    from sparse_core.methods import METHODS, PredictContext
+    from sparse_core.metrics import output_error
+
+    body = art_client.get(f"/api/analyses/{aid}/pareto?layer=1&head=2&output_error=true").json()
+    plain = art_client.get(f"/api/analyses/{aid}/pareto?layer=1&head=2").json()
+    assert [p["recall"] for p in body["points"]] == [p["recall"] for p in plain["points"]]
+    assert all(p.get("output_error") is None for p in plain["points"])
+    ctx = PredictContext.from_run(tiny_model.run(sentence), tiny_artefact)
+    for pt in body["points"][::7]:
+        mask = METHODS[pt["method"]].predict(ctx, **pt["params"])[1, 2]
+        assert pt["output_error"] == pytest.approx(output_error(ctx.out, 1, 2, mask), abs=2e-6)
+    full = [p for p in body["points"] if p["exact"] == 1.0]
+    assert full and all(p["output_error"] == 0.0 for p in full)

@@ -142,6 +142,23 @@ def _rewrite(path, fn):
             ),
             "point 0's task_loss must be a number ≥ 0 or null",
         ),
+        (
+            lambda d: _rewrite(
+                d / "pareto.json", lambda b: {**b, "task": {"objective": "sts", "spearman_full": 2}}
+            ),
+            "spearman_full must be a number in [-1, 1]",
+        ),
+        (
+            lambda d: _rewrite(
+                d / "pareto.json",
+                lambda b: {
+                    **b,
+                    "task": {"objective": "sts", "spearman_full": 0.6},
+                    "points": [{**b["points"][0], "task_spearman": -3}, *b["points"][1:]],
+                },
+            ),
+            "point 0's task_spearman must be a number in [-1, 1] or null",
+        ),
         (lambda d: (d / "pareto-heads.npz").write_bytes(b"PK\x03\x04junk"), "not a readable .npz"),
         (
             lambda d: np.savez(d / "pareto-heads.npz", gold_sparsity=np.zeros((2, 4))),
@@ -170,3 +187,12 @@ def test_serve_with_a_bad_results_folder_is_one_line_and_exit_2(tmp_path, capsys
     code = main(["serve", "--results", str(d), *flags])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "not valid JSON" in err
+
+
+def test_an_sts_task_folder_is_served(tmp_path, results_dir):
+    """``pareto --task sts`` writes a task block of Spearman figures: it loads."""
+    _rewrite(results_dir / "pareto.json", lambda b: {
+        **b, "task": {"objective": "sts", "metric": "STS Spearman", "spearman_full": 0.6},
+        "points": [{**b["points"][0], "task_spearman": 0.55}, *b["points"][1:]],
+    })  # fmt: skip
+    CorpusResults.load(results_dir)

@@ -29,10 +29,10 @@ from ..schemas import (
     Budgets,
     Clusters,
     Flow,
+    HeadMetrics,
     HeadPayload,
     HeadSummary,
     MethodName,
-    Metrics,
     Pareto,
     Roles,
     Tile,
@@ -184,10 +184,17 @@ async def get_pareto(
             json_schema_extra=bounded(enum=list(BLOCKS)),
         ),
     ] = None,
+    output_error: Annotated[
+        bool,
+        Query(description="also each point's output error on the head (needs layer and head)"),
+    ] = False,
 ) -> Response:
     """Sparsity-recall points of every method's sweep grid on this text, and their frontiers
-    (over token sparsity, or with ``x=block`` the block sparsity at ``block``)."""
-    return json_bytes(await model_call(request, service.pareto, analysis_id, layer, head, x, block))
+    (over token sparsity, or with ``x=block`` the block sparsity at ``block``); with
+    ``output_error=true`` (one head) each point's output error too."""
+    return json_bytes(
+        await model_call(request, service.pareto, analysis_id, layer, head, x, block, output_error)
+    )
 
 
 @router.get("/analyses/{analysis_id}/budgets", response_model=Budgets, responses=COMPUTE_ERRORS)
@@ -269,7 +276,7 @@ async def get_flow(
 
 @router.get(
     "/analyses/{analysis_id}/metrics/{layer}/{head}",
-    response_model=Metrics,
+    response_model=HeadMetrics,
     responses=COMPUTE_ERRORS,
 )
 @free_query  # the method's parameters are the rest of the query string
@@ -288,8 +295,8 @@ async def get_metrics(
         ),
     ],
 ) -> dict:
-    """Recall, sparsity, exact, precision and block sparsity (per tile size) of one method at
-    the given parameters (query string, e.g. ``&window=3&globals=true``; missing ones take
-    their defaults)."""
+    """Recall, sparsity, exact, precision, mass recall, block sparsity (per tile size) and
+    output error (what the misses cost this head) of one method at the given parameters (query
+    string, e.g. ``&window=3&globals=true``; missing ones take their defaults)."""
     params = {k: v for k, v in request.query_params.items() if k != "method"}
     return await model_call(request, service.metrics, analysis_id, layer, head, method, params)

@@ -62,7 +62,7 @@ export function render({ model, el: host }) {
   host.replaceChildren(root);
 
   initGrid(grid, gridLegend);
-  initMethodPanel(methodPanel, metrics);
+  initMethodPanel(methodPanel, metrics, { serverMetrics: false });
   initHeatmap(heatmap, heatmapLegend);
   initLive();
 
