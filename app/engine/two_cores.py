@@ -131,7 +131,7 @@ def sweep_head_on_two_cores(ctx: PredictContext, layer: int, head: int, side: Ex
 #: The methods by the CPU one head's sweep of them took at n = 512 (the real model, its
 #: artefact; costliest first), so that the last method left is a cheap one.
 COST_ORDER = [
-    "sf-kmeans", "routing", "reformer", "bigbird", "sf-distance", "longformer",
+    "sf-kmeans", "routing", "reformer", "bigbird", "sf-distance", "longformer", "seer", "indexer",
     "sf-quantization", "fixed", "strided", "h2o", "quest", "sparge", "xattention", "moba",
     "vertical-slash", "topk", "streaming", "topp", "window",
 ]  # fmt: skip
@@ -192,4 +192,5 @@ def layer_part(ctx: PredictContext, first: int, stop: int) -> PredictContext:
         shared,
         ctx.layer_index()[ls],
         ctx.head_index(),
+        {k: v.select(ls, slice(None)) for k, v in ctx.learned.items()},
     )

@@ -54,14 +54,21 @@ class PredictContext:
     #: so that whatever is drawn per head (seeds, rotations) is that head's own draw
     layer_ids: Tensor | None = field(default=None, repr=False)
     head_ids: Tensor | None = field(default=None, repr=False)
+    #: the inputs of the learned selectors the artefact carries (definitions §12,
+    #: ``sparse_core.selectors``): kind -> IndexerInput / SeerInput, each with ``select(ls, hs)``
+    #: (a view's rows) and ``cat(parts)`` (a stack of texts)
+    learned: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_run(cls, out: RunOutput, artefact: Artefact | None = None) -> PredictContext:
         if artefact is None:
             return cls(out, None, None, None)
+        from ..selectors import inputs_for
+
         artefact.check_model(out.layers, out.heads, out.queries.shape[-1])
         with torch.inference_mode():
-            return cls(out, artefact, artefact.project(out.queries), artefact.project(out.keys))
+            pq, pk = artefact.project(out.queries), artefact.project(out.keys)
+        return cls(out, artefact, pq, pk, learned=inputs_for(artefact, out.queries, out.keys))
 
     @property
     def n(self) -> int:
@@ -222,6 +229,7 @@ class PredictContext:
             shared,
             self.layer_index()[ls],
             self.head_index()[hs],
+            {k: v.select(ls, hs) for k, v in self.learned.items()},
         )
 
     @classmethod
@@ -265,6 +273,7 @@ class PredictContext:
             {k: v for k, v in dict(first.cache).items() if _shared(k, v)},
             torch.cat([c.layer_index() for c in ctxs]),
             first.head_index(),
+            {k: type(v).cat([c.learned[k] for c in ctxs]) for k, v in first.learned.items()},
         )
 
     def memo(self, key: tuple, make: Callable[[], Any]) -> Any:
