@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -95,11 +96,18 @@ class Selector:
             )
 
 
-def selector_name(kind: str, model_id: str, alpha: float) -> str:
-    """``<kind>-<model>-a<alpha>``: the Sparsefinder artefact's name with its prefix swapped."""
-    from .sparsefinder import artefact_name
+def model_slug(model_id: str) -> str:
+    """The model's part of an artefact's file name: ``minilm`` for the default model, else the
+    id's last part, lower case, other characters than ``a-z0-9._-`` as ``-``."""
+    from .sources import DEFAULT_MODEL_ID
 
-    return kind + artefact_name(model_id, alpha)[len("sparsefinder") :]
+    slug = "minilm" if model_id == DEFAULT_MODEL_ID else model_id.rstrip("/").split("/")[-1]
+    return re.sub(r"[^a-z0-9._-]+", "-", slug.lower()).strip("-") or "model"
+
+
+def selector_name(kind: str, model_id: str, alpha: float) -> str:
+    """``<kind>-<model>-a<alpha>``: named as the Sparsefinder artefact, with the kind's prefix."""
+    return f"{kind}-{model_slug(model_id)}-a{float(alpha):g}"
 
 
 def is_selector_file(name: str) -> bool:
@@ -159,6 +167,37 @@ def find_selectors(folder, model_id: str, alpha: float) -> dict[str, Selector]:
             if sel.model_id == model_id and abs(sel.alpha - float(alpha)) <= 1e-9:
                 found[kind] = sel
     return found
+
+
+# ----------------------------------------------------------------------------- initial weights
+
+
+def init_indexer(layers: int, width: int, heads: int = 2, dim: int = 16, seed: int = 0) -> dict:
+    """An indexer's initial weights, as ``nn.Linear`` (U(±1/√fan_in), biases 0) and the
+    LayerNorm (gain 1, bias 0): ``width`` = H·d inputs, ``heads`` = H_I, ``dim`` = d_I."""
+    gen = torch.Generator().manual_seed(seed)
+
+    def lin(*shape):
+        return (torch.rand(*shape, generator=gen) * 2 - 1) / math.sqrt(width)
+
+    L = layers
+    return {
+        "wq": lin(L, width, heads * dim), "bq": torch.zeros(L, heads * dim),
+        "wk": lin(L, width, dim), "bk": torch.zeros(L, dim),
+        "k_gain": torch.ones(L, dim), "k_bias": torch.zeros(L, dim),
+        "ww": lin(L, width, heads), "bw": torch.zeros(L, heads),
+    }  # fmt: skip
+
+
+def init_seer(layers: int, heads: int, head_dim: int, dim: int = 16, seed: int = 0) -> dict:
+    """An AttnGate's initial weights: per head wq, wk (2·d -> h), U(±1/√(2d)) as ``nn.Linear``."""
+    gen = torch.Generator().manual_seed(seed)
+
+    def lin():
+        shape = (layers, heads, 2 * head_dim, dim)
+        return (torch.rand(*shape, generator=gen) * 2 - 1) / math.sqrt(2 * head_dim)
+
+    return {"wq": lin(), "wk": lin()}
 
 
 # ----------------------------------------------------------------------------- the indexer

@@ -37,7 +37,14 @@ from . import __version__
 from .corpus import split_indices
 from .errors import SparsescopeError
 from .metrics import aggregate, recall, sparsity
-from .selectors import Selector, gate_logits, index_logits, indexer_project
+from .selectors import (
+    Selector,
+    gate_logits,
+    index_logits,
+    indexer_project,
+    init_indexer,
+    init_seer,
+)
 from .sparsefinder_fit import _created, _r
 
 log = logging.getLogger(__name__)
@@ -136,28 +143,11 @@ def kl_rows(target: Tensor, logits: Tensor, valid: Tensor | None) -> Tensor:
 # ----------------------------------------------------------------------------- weights
 
 
-def init_indexer(L: int, D: int, cfg: SelectorConfig) -> dict[str, Tensor]:
-    gen = torch.Generator().manual_seed(cfg.seed)
-    hi, di = cfg.index_heads, cfg.index_dim
-
-    def lin(*shape):
-        return (torch.rand(*shape, generator=gen) * 2 - 1) / math.sqrt(D)
-
-    return {
-        "wq": lin(L, D, hi * di), "bq": torch.zeros(L, hi * di),
-        "wk": lin(L, D, di), "bk": torch.zeros(L, di),
-        "k_gain": torch.ones(L, di), "k_bias": torch.zeros(L, di),
-        "ww": lin(L, D, hi), "bw": torch.zeros(L, hi),
-    }  # fmt: skip
-
-
-def init_seer(L: int, H: int, d: int, cfg: SelectorConfig) -> dict[str, Tensor]:
-    gen = torch.Generator().manual_seed(cfg.seed)
-
-    def lin():
-        return (torch.rand(L, H, 2 * d, cfg.gate_dim, generator=gen) * 2 - 1) / math.sqrt(2 * d)
-
-    return {"wq": lin(), "wk": lin()}
+def initial(cfg: SelectorConfig, L: int, H: int, d: int) -> dict[str, Tensor]:
+    """The initial weights of ``cfg.kind`` for a model of L layers x H heads of dim d."""
+    if cfg.kind == "indexer":
+        return init_indexer(L, H * d, cfg.index_heads, cfg.index_dim, cfg.seed)
+    return init_seer(L, H, d, cfg.gate_dim, cfg.seed)
 
 
 # ----------------------------------------------------------------------------- losses
@@ -292,7 +282,7 @@ def fit_selector(
     train_idx, valid_idx = split_indices(len(texts), cfg.valid_fraction, cfg.seed)
     data = extract(model, texts, alpha, keep_graph=valid_idx, blocks=cfg.blocks, progress=progress)
     L, H, _, d = data.queries[0].shape
-    t0 = init_indexer(L, H * d, cfg) if cfg.kind == "indexer" else init_seer(L, H, d, cfg)
+    t0 = initial(cfg, L, H, d)
     weights, history = train(data, train_idx, t0, cfg, progress=progress)
     # what ships is float16: the held-out figures are those of the rounded weights
     weights = {k: v.half().float() for k, v in weights.items()}

@@ -36,7 +36,6 @@ import importlib.resources
 import json
 import logging
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -109,11 +108,9 @@ class Artefact:
 
 def artefact_name(model_id: str, alpha: float) -> str:
     """File base name of an artefact: ``sparsefinder-<model>-a<alpha>`` (the default: minilm)."""
-    from .model import DEFAULT_MODEL_ID
+    from .selectors import model_slug
 
-    slug = "minilm" if model_id == DEFAULT_MODEL_ID else model_id.rstrip("/").split("/")[-1]
-    slug = re.sub(r"[^a-z0-9._-]+", "-", slug.lower()).strip("-") or "model"
-    return f"sparsefinder-{slug}-a{float(alpha):g}"
+    return f"sparsefinder-{model_slug(model_id)}-a{float(alpha):g}"
 
 
 def _base(path: str | Path) -> Path:

@@ -215,11 +215,11 @@ def data(tiny_model):
 
 @pytest.mark.parametrize("kind", ["indexer", "seer"])
 def test_a_few_steps_lower_the_kl_deterministically(tiny_model, data, kind):
-    from sparse_core.selectors_fit import init_indexer, init_seer
+    from sparse_core.selectors_fit import initial
 
     cfg = SelectorConfig(kind=kind, epochs=4, lr=1e-2, seed=3)
     L, H, _, d = data.queries[0].shape
-    t0 = init_indexer(L, H * d, cfg) if kind == "indexer" else init_seer(L, H, d, cfg)
+    t0 = initial(cfg, L, H, d)
     before = mean_loss(data, [0, 1], t0, cfg)
     t1, hist = train(data, [0, 1], t0, cfg)
     after = mean_loss(data, [0, 1], t1, cfg)
