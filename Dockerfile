@@ -55,7 +55,7 @@ COPY . /src/
 # the compiled kernels (entmax, methods) built once here (numba's cache), not at every container start
 RUN pip install /src && rm -rf /src \
     && mkdir -p /home/sparsescope/.numba \
-    && python -c "import sys, sparse_core._method_kernels as m, sparse_core.entmax_cpu as k; sys.exit(0 if k.warm() and m.warm() else 1)" \
+    && python -c "import sys, sparse_core._method_kernels as m, sparse_core.entmax.cpu as k; sys.exit(0 if k.warm() and m.warm() else 1)" \
     && chown -R sparsescope:sparsescope /home/sparsescope/.numba
 
 # by uid: the runtime (and runAsNonRoot) can check it is not root without /etc/passwd

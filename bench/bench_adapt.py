@@ -67,8 +67,14 @@ def load_baseline(root: Path) -> dict:
     """The baseline tree's training attention and entmax backward, as modules of this package
     (their relative imports resolve here: the forward and the helpers are this tree's)."""
     mods = {}
-    for name in ("entmax_grad", "attention"):
-        path = root / "sparse_core" / f"{name}.py"
+    places = {"entmax_grad": ("entmax/grad.py", "entmax_grad.py"), "attention": ("attention.py",)}
+    for name, files in places.items():
+        # the first that exists: a tree from before the entmax modules became a package has
+        # entmax_grad.py beside attention.py
+        path = next(
+            (root / "sparse_core" / f for f in files if (root / "sparse_core" / f).is_file()),
+            root / "sparse_core" / files[0],
+        )
         if not path.is_file():
             sys.exit(f"bench_adapt: --baseline {root} has no {path.relative_to(root)}")
         spec = importlib.util.spec_from_file_location(f"sparse_core._baseline_{name}", path)

@@ -256,7 +256,7 @@ def model_fns(args, model, t: str, hf, hf_sdpa, side) -> dict[str, Callable[[], 
 def own_threads(fn: Callable[[], object]) -> object:
     """``fn()`` with the CPU kernel's rows on a thread pool of ours, not torch's OpenMP team
     (``SPARSESCOPE_ENTMAX_TEAM=0``'s path)."""
-    from sparse_core import entmax_cpu
+    from sparse_core.entmax import cpu as entmax_cpu
 
     team = entmax_cpu._team
     entmax_cpu._team = lambda: None

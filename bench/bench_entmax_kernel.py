@@ -38,7 +38,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sparse_core import entmax_cpu  # noqa: E402
+from sparse_core.entmax import cpu as entmax_cpu  # noqa: E402
 from sparse_core.model import load_model  # noqa: E402
 
 SLIDER = [round(1.0 + 0.05 * i, 2) for i in range(1, 21)]
@@ -67,7 +67,9 @@ def load_kernel(tree: Path):
     """The other tree's kernel module, imported from a copy in a temporary directory under a
     name of its own: numba caches it there, never in the other tree (a cache written under
     another module name breaks that tree's own later imports)."""
-    src = tree / "sparse_core" / "_entmax_cpu_kernel.py"
+    src = tree / "sparse_core" / "entmax" / "_cpu_kernel.py"
+    if not src.is_file():  # a tree from before the entmax modules became a package
+        src = tree / "sparse_core" / "_entmax_cpu_kernel.py"
     tmp = Path(tempfile.mkdtemp(prefix="bench-kernel-"))
     shutil.copy(src, tmp / "other_entmax_cpu_kernel.py")
     sys.path.insert(0, str(tmp))

@@ -42,7 +42,7 @@ from bench_gpu import free as empty  # noqa: E402
 from bench_gpu import support_mismatch as mismatches  # noqa: E402
 
 import sparse_core  # noqa: E402
-import sparse_core.entmax_triton as T  # noqa: E402
+import sparse_core.entmax.triton as T  # noqa: E402
 from sparse_core.entmax import entmax  # noqa: E402
 from sparse_core.testing import entmax_reference, tiled_positions  # noqa: E402
 

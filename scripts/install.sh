@@ -18,4 +18,6 @@ if ! command -v chromium >/dev/null 2>&1; then
     echo "note: chromium not found; browser tests will be skipped (apt-get install chromium)" >&2
   fi
 fi
+echo "==> compiled kernels and shipped models, built now rather than at the first start"
+"$PY" -m sparsescope.cli prepare
 echo "==> done: run 'sparsescope' to start the app, 'python3 -m pytest' to run the tests"

@@ -14,7 +14,17 @@ import argparse
 import json
 import sys
 
-from .common import add_device, add_engine, add_model, add_seed, add_threads, add_workers
+from .common import (
+    add_alpha,
+    add_corpus,
+    add_device,
+    add_engine,
+    add_model,
+    add_out,
+    add_seed,
+    add_threads,
+    add_workers,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -26,18 +36,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "print a model's held-out loss and gold sparsity instead.",
     )
     add_model(p)
-    p.add_argument(
-        "--corpus", required=True, metavar="FILE", help="WikiText, plain text or CoNLL-U"
-    )
-    p.add_argument(
-        "--alpha", default=None,
+    add_corpus(
+        p, several=False, formats=False,
+        what=": WikiText, plain text or CoNLL-U (split by article, every --eval-every-th held out)",
+    )  # fmt: skip
+    add_alpha(
+        p, words=("learned", "own"), default=None,
         help="entmax alpha in (1, 2], or 'learned' (per head, 1 + sigmoid(a), from --alpha-start); "
         "1 only with --train head (the softmax model's head); default 1.5. --evaluate: a number in "
         "[1, 2] or 'own' (the model's recorded alpha; default)",
     )  # fmt: skip
     p.add_argument("--alpha-start", type=float, default=1.5, help="learned alpha's start (1.5)")
     p.add_argument("--steps", type=int, default=None, help="optimizer steps (required to train)")
-    p.add_argument("--out", default=None, metavar="DIR", help="output directory (new or empty)")
+    add_out(p, default=None, why="new or empty; no default: required to train")
     p.add_argument("--seq-len", type=int, default=128, help="tokens per sequence (128)")
     p.add_argument("--batch", type=int, default=16, help="sequences per step (16)")
     p.add_argument("--lr", type=float, default=1e-4, help="peak learning rate (1e-4)")

@@ -17,7 +17,7 @@ flag                commands                          default
 ``--max-tokens``    serve, analyze, fit, pareto,      512 (``settings.DEFAULT_MAX_TOKENS``;
                     clusters                          serve: SPARSESCOPE_MAX_TOKENS first;
                                                       up to the model's positions)
-``--corpus``        fit, pareto, clusters             required
+``--corpus``        fit, pareto, clusters, adapt      required (adapt: one file, no --format)
 ``--format``        fit, pareto, clusters             auto (detected per file)
 ``--limit``         fit, pareto, clusters             all inputs; clusters 50 (see its help)
 ``--causal``        analyze, pareto                   off
@@ -29,8 +29,9 @@ flag                commands                          default
 ``--threads``       pareto, adapt                     pareto: 1 per process; adapt: torch's
 ``--alpha`` (adapt) adapt                             None: 1.5 to train, the model's own with
                                                       --evaluate; also 'learned' / 'own'
-``--out``           fit, pareto                       fit: ``.``; pareto: ``pareto-out`` (see
-                                                      their help)
+                                                      (``add_alpha(words=...)``)
+``--out``           fit, pareto, adapt                fit: ``.``; pareto: ``pareto-out``;
+                                                      adapt: none (see their help)
 ==================  ================================  =========================================
 
 ``serve``'s flags default to None so that the ``SPARSESCOPE_*`` environment (app/engine/
@@ -76,13 +77,24 @@ def add_model(p: argparse.ArgumentParser, *, several: bool = False) -> None:
     )
 
 
-def add_alpha(p: argparse.ArgumentParser) -> None:
-    """``--alpha A``: entmax's alpha, checked by :func:`alpha_of`."""
+def add_alpha(
+    p: argparse.ArgumentParser,
+    *,
+    words: tuple[str, ...] = (),
+    default: float | None = DEFAULT_ALPHA,
+    help: str | None = None,
+) -> None:
+    """``--alpha A``: entmax's alpha, checked by :func:`alpha_of`.
+
+    ``words``: names accepted besides a number (adapt: ``learned``, ``own``); the value is then
+    kept as typed (a string, or ``default``) and the command reads it itself; ``help`` says
+    what the words mean and why the default differs."""
     p.add_argument(
         "--alpha",
-        type=float,
-        default=DEFAULT_ALPHA,
-        help=f"entmax alpha in [1, 2] (default {DEFAULT_ALPHA:g})",
+        type=str if words else float,
+        default=default,
+        metavar="A|" + "|".join(words) if words else None,
+        help=help or f"entmax alpha in [1, 2] (default {DEFAULT_ALPHA:g})",
     )
 
 
@@ -161,9 +173,11 @@ def check_max_tokens(args: argparse.Namespace, model: Any) -> int:
     return args.max_tokens
 
 
-def add_corpus(p: argparse.ArgumentParser, *, several: bool = True, what: str = "") -> None:
+def add_corpus(
+    p: argparse.ArgumentParser, *, several: bool = True, what: str = "", formats: bool = True
+) -> None:
     """``--corpus PATH [PATH ...]`` (required; ``several``: one or more files, read in order)
-    and ``--format``."""
+    and ``--format`` (``formats=False``: none, the command reads its file its own way)."""
     p.add_argument(
         "--corpus",
         nargs="+" if several else None,
@@ -171,6 +185,8 @@ def add_corpus(p: argparse.ArgumentParser, *, several: bool = True, what: str = 
         metavar="PATH",
         help=("corpus files, read in order" if several else "a corpus file") + what,
     )
+    if not formats:
+        return
     p.add_argument(
         "--format",
         default="auto",
@@ -254,7 +270,7 @@ def add_engine(p: argparse.ArgumentParser, *, what: str) -> None:
     )
 
 
-def add_out(p: argparse.ArgumentParser, *, default: str, why: str) -> None:
+def add_out(p: argparse.ArgumentParser, *, default: str | None, why: str) -> None:
     """``--out DIR``: the output folder (``default`` per command: ``why`` says why)."""
     p.add_argument("--out", default=default, metavar="DIR", help=f"output directory ({why})")
 

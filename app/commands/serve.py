@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     service = AnalysisService(settings)
     # load errors surface here; the lifespan's start then finds the service started and does
     # nothing (one warm-up)
-    service.start()
+    service.start(step=lambda message: print(f"sparsescope: {message}", flush=True))
     # the models and everything imported stay for the server's life: out of the collector's
     # walks (a full collection took ~0.2 s of the GIL with them; app/engine/memory.py)
     frozen = freeze_startup_objects()

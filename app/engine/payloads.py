@@ -70,6 +70,7 @@ def methods_json(n: int, artefact: Any = None) -> list[dict]:
             "name": name,
             "label": method.label,
             "needs_artefact": bool(method.needs_artefact),
+            "payload": method.payload,
             "params": [param_json(p) for p in method.params(n, artefact)],
         }
         for name, method in METHODS.items()

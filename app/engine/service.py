@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -139,12 +139,15 @@ class AnalysisService:
     def model(self):
         return self.slot.model
 
-    def start(self) -> None:
+    def start(self, step: Callable[[str], None] | None = None) -> None:
         """Load the models (and the ``--artefact`` one), then warm up with one short text.
 
         Once: ``sparsescope serve`` starts the service before the server (so that a load error
         is one line on stderr) and the app's lifespan starts it again, which does nothing.
+        ``step(message)`` hears each step as it begins and ends (``serve`` prints them; the
+        default logs them).
         """
+        say = step or (lambda message: log.info("%s", message))
         with self._start_lock:
             if self._started:
                 return
@@ -154,11 +157,15 @@ class AnalysisService:
                 one_blas_thread()
             if self.settings.results_dir is not None:  # a bad folder: before the slow load
                 self.results = CorpusResults.load(self.settings.results_dir)
+            t0 = time.perf_counter()
+            say("loading the models")
             self.registry.load()
+            say(f"models loaded in {time.perf_counter() - t0:.1f} s")
             if self.settings.warmup:
                 t0 = time.perf_counter()
+                say("warming up: one analysis (the kernels' first calls, the tagger)")
                 self.warmup()
-                log.info("warm-up done in %.1f s", time.perf_counter() - t0)
+                say(f"warm-up done in {time.perf_counter() - t0:.1f} s")
             self._started = True
 
     def drop_background_work(self) -> None:

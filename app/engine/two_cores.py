@@ -101,9 +101,9 @@ def sweep_on_two_cores(ctx: PredictContext, side: Executor) -> TextSweep:
 def sweep_head_on_two_cores(ctx: PredictContext, layer: int, head: int, side: Executor):
     """``pareto.sweep_text(ctx.view(layer, head), per_head=True)`` with the methods shared out
     between this thread and ``side``: each takes the next method (costliest first, as listed
-    by :data:`COST_ORDER`) until none is left, on a view and gold edges of its own."""
+    by :func:`cost_order`) until none is left, on a view and gold edges of its own."""
     names = available(ctx.artefact)
-    order = sorted(names, key=lambda nm: COST_ORDER.index(nm) if nm in COST_ORDER else -1)
+    order = cost_order(names)
     todo = iter(order)
     lock = threading.Lock()
     got: dict[str, tuple[list[dict], dict]] = {}
@@ -128,13 +128,13 @@ def sweep_head_on_two_cores(ctx: PredictContext, layer: int, head: int, side: Ex
     return TextSweep(gs, {nm: got[nm][0] for nm in names}, {nm: got[nm][1] for nm in names})
 
 
-#: The methods by the CPU one head's sweep of them took at n = 512 (the real model, its
-#: artefact; costliest first), so that the last method left is a cheap one.
-COST_ORDER = [
-    "sf-kmeans", "routing", "reformer", "bigbird", "sf-distance", "longformer", "seer", "indexer",
-    "sf-quantization", "fixed", "strided", "h2o", "quest", "sparge", "xattention", "moba",
-    "vertical-slash", "topk", "streaming", "topp", "window",
-]  # fmt: skip
+def cost_order(names: list[str]) -> list[str]:
+    """``names`` costliest first by each method's ``cost_rank`` (sparse_core.methods.base: the
+    CPU one head's sweep of it took at n = 512), so that the last method left is a cheap one; a
+    method without a rank (unmeasured) comes first, ties keep the given order."""
+    ranks = [METHODS[nm].cost_rank for nm in names]
+    keyed = [(r is not None, -(r or 0.0), k) for k, r in enumerate(ranks)]
+    return [names[k] for *_, k in sorted(keyed)]
 
 
 def halves(ctx: PredictContext, side: Executor, fn) -> tuple[Any, Any]:

@@ -93,6 +93,10 @@ class MethodOut(BaseModel):
     name: str
     label: str
     needs_artefact: bool
+    payload: bool = Field(
+        description="the page needs the head's methods' part (GET …/heads/{layer}/{head}"
+        "?part=methods or ?method=) to draw this method: projections, buckets, orders, estimates"
+    )
     params: list[ParamSpecOut]
 
 
@@ -325,7 +329,13 @@ class HeadCsr(BaseModel):
 
 
 class HeadPayload(BaseModel):
-    """``GET /api/analyses/{id}/heads/{layer}/{head}``: all the page needs to redraw one head."""
+    """``GET /api/analyses/{id}/heads/{layer}/{head}``: all the page needs to redraw one head.
+
+    The methods' fields below are typed one by one; a method whose ``payload_empty`` names a
+    key not typed here (sparse_core.methods.base) has it carried as any JSON, and only such
+    keys: another unknown key is refused."""
+
+    model_config = ConfigDict(extra="allow")
 
     layer: int
     head: int
@@ -366,6 +376,14 @@ class HeadPayload(BaseModel):
         None, description="each token's part of speech (absent with part=methods)"
     )
     lod: Lod | None = Field(None, description="the head's tile pyramid (see /tiles)")
+
+    @model_validator(mode="after")
+    def _only_method_keys(self) -> HeadPayload:
+        keys = {k for m in METHODS.values() for k in m.payload_empty}
+        unknown = sorted(set(self.model_extra or {}) - keys)
+        if unknown:
+            raise ValueError(f"no method's payload has the keys {unknown}")
+        return self
 
 
 class LodLevel(BaseModel):

@@ -269,12 +269,21 @@ export const PREDICTORS = Object.freeze({
 
 /**
  * Methods whose mask needs the head's methods' part (projections, buckets, orders, estimates):
- * a long text's head is drawn from its graph first (session.js), these wait for the rest.
+ * a long text's head is drawn from its graph first (session.js), these wait for the rest. Not a
+ * list of its own: `learnMethods` fills it from the API's method list (each entry's `payload`,
+ * from its Method class in sparse_core/methods), whenever an analysis arrives.
+ * @type {Set<string>}
  */
-export const PAYLOAD_METHODS = new Set([
-  "reformer", "routing", "sf-distance", "sf-quantization", "sf-kmeans", "indexer", "seer",
-  "topk", "moba", "quest", "xattention", "sparge",
-]);
+export const PAYLOAD_METHODS = new Set();
+
+/**
+ * Take the payload flags of the API's method list (`analysis.methods`, GET /api/methods).
+ * @param {{name: string, payload?: boolean}[]} specs
+ */
+export function learnMethods(specs) {
+  PAYLOAD_METHODS.clear();
+  for (const m of specs ?? []) if (m.payload) PAYLOAD_METHODS.add(m.name);
+}
 
 /**
  * Whether `head` lacks `method`'s data: drawn from its graph with only some methods' data

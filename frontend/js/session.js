@@ -14,7 +14,7 @@ import * as api from "./api.js";
 import { availableMethods } from "./controls.js";
 import { prepareHead, withMethods } from "./head.js";
 import { markHeadStart } from "./live.js";
-import { PAYLOAD_METHODS, lacksData } from "./methods.js";
+import { PAYLOAD_METHODS, lacksData, learnMethods } from "./methods.js";
 import { resolveParams } from "./params.js";
 import { LOD_MIN } from "./heatmap-lod.js";
 import * as store from "./state.js";
@@ -66,6 +66,7 @@ async function withAnalysis(fn) {
     if (!(err instanceof api.ApiError) || err.status !== 404 || err.field !== "id") throw err;
     const s = store.get();
     const again = await api.analyze({ ...requestOf(s), truncate: Boolean(a.truncated) || !!s.start });
+    learnMethods(again.methods);
     store.set({ analysis: again });
     return fn(again);
   }
@@ -246,6 +247,7 @@ function adopt(a, keep, seed = null) {
   const sameMethod = spec !== null && spec.name === want.method;
   heads.clear();
   whole.clear();
+  learnMethods(a.methods);
   if (seed) {
     heads.set(`${a.id}/${seed.layer}/${seed.head}`, Promise.resolve(seed.data));
     queueMicrotask(() => told(a.id, seed.layer, seed.head)(seed.data));

@@ -13,8 +13,10 @@ validation, the Pareto sweep grid, the engine's fast path, the page's per-head d
 |i − j| ≤ ⌊w/2⌋; 0 = off; an even w acts as w + 1, as in ``patterns.window``) and ``globals``
 (full rows and columns for the first and last token), then AND the valid region (causal: j ≤ i).
 
-Adding a method: write its class (in the module of its family, or a new one), add an instance
-to :data:`METHODS`, and write its JS twin in ``frontend/js``. Nothing else tests method names.
+Adding a method: write its class (in the module of its family, or a new one; its class
+attributes, ``methods.base``, carry its label, payload keys and cost rank), add an instance to
+:data:`METHODS`, and write its JS twin in ``frontend/js`` (docs/architecture.md, "Adding a
+method"). Nothing else tests method names.
 
 Modules: ``spec`` (ParamSpec, coercion), ``grids`` (the paper's grids, default strides, seeds),
 ``context`` (PredictContext and its per-head accessors of P, G and the scores), ``base`` (Method

@@ -31,6 +31,21 @@ Engine hooks (the Pareto sweep, definitions §4; defaults work for any method, o
 Page hook: ``head_payload(ctx, layer, head) -> dict``: what the page needs to recompute the mask
 for any slider value (merged over the registry by ``methods.head_data``); ``payload_empty`` is
 the same keys' value when the method cannot run (no artefact).
+
+Class attributes (plain values; everything outside sparse_core reads them from here or from
+``GET /api/methods``, never from a list of names of its own):
+
+- ``name`` (the registry key, the API's and the page's name) and ``label`` (the page's);
+- ``needs_artefact``: runs only with a Sparsefinder artefact (projected queries and keys);
+- ``window_default`` / ``globals_default``: the add-ons' slider defaults;
+- ``text_independent``: the own mask depends only on n, causality and the parameters;
+- ``payload_empty``: the keys ``head_payload`` gives (empty values); non-empty means the page
+  needs the head's methods' part (``?part=methods``) before it can draw this method, served as
+  ``payload`` in ``/api/methods``; the API's head schema accepts these keys;
+- ``cost_rank``: how costly one head's Pareto sweep of the method is on the CPU (larger =
+  costlier; measured at n = 512 on the real model with its artefact). The engine's
+  two-core sweep of one head starts with the costliest so that the last left is cheap; None
+  (a new, unmeasured method) is swept first. Any number orders: 6.5 goes between 6 and 7.
 """
 
 from __future__ import annotations
@@ -73,6 +88,13 @@ class Method:
     text_independent = False
     #: ``head_payload``'s keys with their value when the method cannot run (no artefact)
     payload_empty: dict[str, Any] = {}
+    #: one head's sweep's CPU cost rank (larger = costlier; None: unmeasured, swept first)
+    cost_rank: float | None = None
+
+    @property
+    def payload(self) -> bool:
+        """Whether the page needs the head's methods' part to draw this method."""
+        return bool(self.payload_empty)
 
     # -- definition hooks
     def own_params(self, n: int, artefact: Artefact | None = None) -> list[ParamSpec]:

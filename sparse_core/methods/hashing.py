@@ -61,6 +61,7 @@ class ReformerMethod(Method):
     """Reformer (Kitaev et al. 2020): edge iff i and j share an LSH bucket in some round."""
 
     name, label = "reformer", "Reformer (LSH)"
+    cost_rank = 17
     payload_empty = {"reformer": {}}
 
     def own_params(self, n, artefact=None):
@@ -99,6 +100,7 @@ class RoutingMethod(Method):
     takes its top ⌊n/C⌋ + 1 queries and keys; edge iff one centroid took query i and key j."""
 
     name, label = "routing", "Routing Transformer"
+    cost_rank = 18
     payload_empty = {"routing": {}}
 
     def own_params(self, n, artefact=None):

@@ -121,6 +121,7 @@ class DistanceMethod(Method):
     """sf-distance: edge iff ``‖q̃_i − k̃_j‖² < t`` (``sparsefinder.sf_distance``)."""
 
     name, label, needs_artefact = "sf-distance", "Sparsefinder distance", True
+    cost_rank = 15
     payload_empty = {"proj": None}
 
     def own_params(self, n, artefact=None):
@@ -148,6 +149,7 @@ class QuantizationMethod(Method):
     and key j share a bin in some dimension (``sparsefinder.sf_quantization``)."""
 
     name, label, needs_artefact = "sf-quantization", "Sparsefinder quantization", True
+    cost_rank = 13
     payload_empty = {"proj": None}
 
     def own_params(self, n, artefact=None):
@@ -184,6 +186,7 @@ class KMeansMethod(Method):
     and the key's sets intersect (``sparsefinder.sf_kmeans``)."""
 
     name, label, needs_artefact = "sf-kmeans", "Sparsefinder k-means", True
+    cost_rank = 19
     payload_empty = {"proj": None, "centroids": {}}
 
     def own_params(self, n, artefact=None):

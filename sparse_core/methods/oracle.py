@@ -51,6 +51,7 @@ class TopKMethod(ArenaMethod):
     """Oracle top-k: the k highest-scoring valid keys of every query."""
 
     name, label = "topk", "Oracle top-k (true scores)"
+    cost_rank = 4
     payload_empty = {"topk": None}
 
     def own_params(self, n, artefact=None):
@@ -110,6 +111,7 @@ class TopPMethod(ArenaMethod):
     """Oracle top-p: per query the fewest gold keys (by P) whose mass reaches p."""
 
     name, label = "topp", "Oracle top-p (true attention mass)"
+    cost_rank = 2
 
     def own_params(self, n, artefact=None):
         return [

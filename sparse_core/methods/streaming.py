@@ -60,6 +60,7 @@ class StreamingMethod(ArenaMethod):
     """StreamingLLM: attention sinks (the first ``sinks`` keys) and the recent band."""
 
     name, label = "streaming", "StreamingLLM (sinks + recent)"
+    cost_rank = 3
     text_independent = True
 
     def own_params(self, n, artefact=None):
@@ -117,6 +118,7 @@ class H2OMethod(ArenaMethod):
     """H2O: per query the k heavy hitters (largest accumulated mass) and the recent band."""
 
     name, label = "h2o", "H2O (heavy hitters + recent)"
+    cost_rank = 10
 
     def own_params(self, n, artefact=None):
         return [
@@ -206,6 +208,7 @@ class VerticalSlashMethod(ArenaMethod):
     attention, kept for every query."""
 
     name, label = "vertical-slash", "MInference vertical-slash"
+    cost_rank = 5
 
     def own_params(self, n, artefact=None):
         return [

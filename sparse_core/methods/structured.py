@@ -32,6 +32,7 @@ from .spec import ParamSpec
 
 class WindowMethod(Method):
     name, label = "window", "Window (+ globals)"
+    cost_rank = 1
     window_default, globals_default = 11, True
     text_independent = True
 
@@ -41,6 +42,7 @@ class FixedMethod(Method):
     positions of every block; ``spread`` gives head h the c-wide summary chunk h mod (l / c)."""
 
     name, label = "fixed", "Sparse Transformer: fixed"
+    cost_rank = 12
     text_independent = True
 
     def own_params(self, n, artefact=None):
@@ -86,6 +88,7 @@ class StridedMethod(Method):
     """Strided attention (``patterns.strided``): A1 the last l positions, A2 every l-th."""
 
     name, label = "strided", "Sparse Transformer: strided"
+    cost_rank = 11
     text_independent = True
 
     def own_params(self, n, artefact=None):
@@ -108,6 +111,7 @@ class LongformerMethod(Method):
     seed ``grids.head_seed``): full rows and columns."""
 
     name, label = "longformer", "Longformer"
+    cost_rank = 14
     window_default, globals_default = 11, True
 
     def own_params(self, n, artefact=None):

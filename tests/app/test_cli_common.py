@@ -24,6 +24,7 @@ DIFFERENT_DEFAULTS = {
     ("pareto", "--block"),  # None: --block without --x block is an error
     ("fit", "--out"),  # an artefact's two named files: any folder (--artefact-dir)
     ("pareto", "--out"),  # four fixed names: a folder of its own
+    ("adapt", "--out"),  # none: a training run names its folder (required to train)
     # adapt: a number or 'learned' (training: default 1.5) / 'own' (--evaluate: the model's own)
     ("adapt", "--alpha"),
     ("adapt", "--workers"),  # Ray Train workers: 2 (pareto: chosen by the inputs)
@@ -63,6 +64,25 @@ def test_a_flag_of_several_commands_is_declared_in_common_only():
             by_flag.setdefault(flag, []).append(name)
     shared = {flag: names for flag, names in by_flag.items() if len(names) > 1}
     assert not shared, f"declare these in app/commands/common.py (add_<flag>): {shared}"
+
+
+def test_a_flag_declared_in_common_is_declared_nowhere_else():
+    """One declaration per shared flag, with no exception: a command that needs more of one
+    (adapt's --alpha also takes 'learned' / 'own') asks its ``add_<flag>`` for it."""
+    common = _declared(COMMANDS_DIR / "common.py")
+    assert "--alpha" in common
+    again = {
+        name: sorted(_declared(COMMANDS_DIR / f"{name}.py") & common)
+        for name in COMMANDS
+        if _declared(COMMANDS_DIR / f"{name}.py") & common
+    }
+    assert not again, f"these commands declare a flag of common.py again: {again}"
+
+
+def test_adapt_alpha_takes_its_words_through_the_shared_flag():
+    adapt = _flags(_subparsers(build_parser())["adapt"])["--alpha"]
+    assert adapt.default is None and adapt.type is str
+    assert "learned" in adapt.help and "own" in adapt.help
 
 
 def test_the_checker_sees_a_flag_declared_in_a_command(tmp_path):

@@ -147,10 +147,16 @@ def test_a_busy_side_worker_is_not_waited_for(tiny_model, tiny_artefact, side):
         release.set()
 
 
-def test_the_cost_order_names_every_method():
+def test_the_cost_order_ranks_every_method():
+    """Every registered method has its measured rank; the order is costliest first, an
+    unranked (new) method first of all."""
     from sparse_core.methods import METHODS
 
-    assert sorted(T.COST_ORDER) == sorted(METHODS)
+    assert all(m.cost_rank is not None for m in METHODS.values())
+    order = T.cost_order(list(METHODS))
+    assert sorted(order) == sorted(METHODS) and order[0] == "sf-kmeans" and order[-1] == "window"
+    ranks = [METHODS[nm].cost_rank for nm in order]
+    assert ranks == sorted(ranks, reverse=True)
 
 
 def test_a_large_p_buffer_is_its_own_huge_page_mapping():

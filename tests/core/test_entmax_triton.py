@@ -25,7 +25,7 @@ pytest.importorskip("triton", reason="triton is not installed (pip install trito
 _PRELUDE = """
 import json, torch
 import sparse_core.entmax as E
-import sparse_core.entmax_triton as T
+import sparse_core.entmax.triton as T
 from sparse_core.testing import entmax_reference
 TINY = torch.finfo(torch.float32).tiny
 

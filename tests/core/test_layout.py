@@ -20,9 +20,10 @@ CORE = ROOT / "sparse_core"
 #: Layers, lowest first: a module may import only modules of lower layers. Every module is
 #: listed (test_every_module_is_in_the_chain): a new one takes its place here.
 CHAIN = [
-    ["errors", "_entmax_kernel", "_entmax_cpu_kernel", "_method_kernels"],
-    ["_entmax_cpu_team"],
-    ["modernbert", "shipped", "entmax_grad", "entmax_triton", "entmax_cpu"],
+    ["errors", "entmax.fast_paths", "_method_kernels"],
+    ["entmax._triton_kernel", "entmax._cpu_kernel", "entmax._sleef"],
+    ["entmax._cpu_team"],
+    ["modernbert", "shipped", "entmax.grad", "entmax.triton", "entmax.cpu"],
     ["rng", "entmax", "sparse_probs"],
     ["attention", "outputs", "sources", "tokens"],
     ["model", "patterns", "metrics", "corpus", "flow"],

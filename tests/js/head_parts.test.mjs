@@ -8,7 +8,17 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { prepareHead, withMethods } from "../../frontend/js/head.js";
-import { PAYLOAD_METHODS, PendingError, lacksData, predict } from "../../frontend/js/methods.js";
+import {
+  PAYLOAD_METHODS, PendingError, lacksData, learnMethods, predict,
+} from "../../frontend/js/methods.js";
+
+// the payload flags as GET /api/methods gives them (tests/app/test_method_seam.py checks the
+// server's side; the page learns them from every analysis)
+learnMethods([
+  ...["reformer", "routing", "sf-distance", "sf-quantization", "sf-kmeans", "topk", "moba",
+    "quest", "xattention", "sparge"].map((name) => ({ name, payload: true })),
+  ...["window", "fixed", "bigbird"].map((name) => ({ name, payload: false })),
+]);
 
 /** A deterministic PRNG (mulberry32). */
 function rng(seed) {
@@ -93,6 +103,11 @@ test("the methods' part completes the head", () => {
   assert.equal(m.length, n * n);
   assert.equal(m[0], 1); // q̃_0 = k̃_0
   assert.equal(m[5], 0); // ‖q̃_0 − k̃_5‖² = 25 ≥ 4
+});
+
+test("the payload methods are the API's flagged ones", () => {
+  assert.equal(PAYLOAD_METHODS.size, 10);
+  assert.ok(PAYLOAD_METHODS.has("topk") && !PAYLOAD_METHODS.has("bigbird"));
 });
 
 test("a method that needs the methods' part waits for it; the others draw at once", () => {

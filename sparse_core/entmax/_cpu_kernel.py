@@ -598,6 +598,10 @@ def _host_avx512() -> bool:
         import numba
         from llvmlite import binding
 
+        from . import fast_paths
+
+        if not fast_paths.enabled("avx512"):
+            return False
         if numba.config.CPU_NAME or numba.config.CPU_FEATURES:
             return False
         features = binding.get_host_cpu_features()

@@ -16,6 +16,15 @@ live in :mod:`sparse_core._entmax_cpu_kernel`, beside the kernel they call: numb
 function is keyed on its own file only, so callbacks cached from another file would keep
 running a changed kernel's old code.
 
+This is the ``team`` fast path (:mod:`sparse_core.entmax.fast_paths`; switch
+``SPARSESCOPE_ENTMAX_TEAM=0``): the only module that finds libgomp (by reading /proc/self/maps)
+and calls into it. ``GOMP_parallel(fn, data, threads, flags)`` is libgomp's stable ABI (GCC's
+``GOMP_4.0`` symbol version, unchanged since GCC 4.9); checked with torch 2.13.0 (its bundled
+libgomp) and numba 0.68.1. Where torch brings another OpenMP (LLVM's libomp, Intel's) or none,
+:func:`openmp_library` finds no libgomp and the rows go to a thread pool of ours: the same bits
+(each row's result depends on that row alone), 7–17 % slower in ``model.run`` at n = 512
+(docs/benchmarks.md).
+
 Data block (int64 words): 0 counter, 1 R, 2 n, 3 chunks, 4 z, 5 out, 6 status (addresses), 7 α
 and 8 the flush threshold (float64 bits), 9 the address of the vector log / exp table
 (``entmax_cpu._vmath``, int64), 10 its length.
@@ -24,22 +33,36 @@ and 8 the flush threshold (float64 bits), 9 the address of the vector log / exp 
 from __future__ import annotations
 
 import ctypes
+import os
 
 import numpy as np
-
-from ._entmax_cpu_kernel import _body_f32, _body_f64
+import torch
 
 CHUNKS_PER_THREAD = 8
 """Rows are taken in ``threads × 8`` chunks: a thread that starts late takes fewer."""
 
 
-_BODIES = {np.dtype(np.float32): _body_f32, np.dtype(np.float64): _body_f64}
+def openmp_library() -> str | None:
+    """The path of the one libgomp loaded in this process when torch's parallel backend is
+    OpenMP (Linux: read from /proc/self/maps), else None."""
+    if "parallel backend: OpenMP" not in torch.__config__.parallel_info():
+        return None
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {ln.split(None, 5)[-1].strip() for ln in f if "libgomp" in ln}
+    except OSError:  # not Linux
+        return None
+    paths = {p for p in paths if os.path.basename(p).startswith("libgomp")}
+    return paths.pop() if len(paths) == 1 else None
 
 
 class Team:
     """``GOMP_parallel`` of the libgomp at ``path`` (the one torch loaded)."""
 
     def __init__(self, path: str) -> None:
+        from ._cpu_kernel import _body_f32, _body_f64  # imports numba: on first use only
+
+        self._bodies = {np.dtype(np.float32): _body_f32, np.dtype(np.float64): _body_f64}
         lib = ctypes.CDLL(path)  # already loaded: the same handle, the same thread pools
         self._parallel = lib.GOMP_parallel
         self._parallel.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint]
@@ -55,4 +78,4 @@ class Team:
         block[4:7] = (z.ctypes.data, out.ctypes.data, status.ctypes.data)
         block[7:9] = np.array([alpha, tiny], np.float64).view(np.int64)
         block[9:11] = (vmath.ctypes.data, len(vmath))  # int64, C-contiguous: entmax_cpu._vmath's
-        self._parallel(_BODIES[z.dtype].address, block.ctypes.data, threads, 0)
+        self._parallel(self._bodies[z.dtype].address, block.ctypes.data, threads, 0)

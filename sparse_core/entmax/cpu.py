@@ -48,6 +48,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from . import fast_paths
+from ._cpu_team import openmp_library
+from ._sleef import find_vmath as _find_vmath
+
 log = logging.getLogger(__name__)
 
 __all__ = ["MIN_ALPHA", "available", "entmax_rows", "warm"]
@@ -68,14 +72,6 @@ _team_obj = None
 _team_tried = False
 _vmath_obj: np.ndarray | None = None
 
-_SLEEF = (
-    "Sleef_logd4_u10avx2",
-    "Sleef_expd4_u10avx2",
-    "Sleef_logf8_u10avx2",
-    "Sleef_expf8_u10avx2",
-    "Sleef_cbrtd4_u35avx2",
-)
-
 
 def _load():
     """The compiled kernel module, or None (numba missing or switched off)."""
@@ -85,7 +81,7 @@ def _load():
     with _lock:
         if not _tried:
             try:
-                from . import _entmax_cpu_kernel as k
+                from . import _cpu_kernel as k
 
                 _kernel = k
             except (ImportError, RuntimeError) as e:  # numba missing, or no cache dir it can use
@@ -121,18 +117,7 @@ def available(rows: Tensor, alpha: object) -> bool:
     )
 
 
-def _openmp_library() -> str | None:
-    """The path of the one libgomp loaded in this process when torch's parallel backend is
-    OpenMP (Linux: read from /proc/self/maps), else None."""
-    if "parallel backend: OpenMP" not in torch.__config__.parallel_info():
-        return None
-    try:
-        with open("/proc/self/maps") as f:
-            paths = {ln.split(None, 5)[-1].strip() for ln in f if "libgomp" in ln}
-    except OSError:  # not Linux
-        return None
-    paths = {p for p in paths if os.path.basename(p).startswith("libgomp")}
-    return paths.pop() if len(paths) == 1 else None
+_openmp_library = openmp_library  # (tests and benches patch this name)
 
 
 def _team():
@@ -143,10 +128,10 @@ def _team():
         return _team_obj
     with _lock:
         if not _team_tried:
-            path = None if os.environ.get("SPARSESCOPE_ENTMAX_TEAM") == "0" else _openmp_library()
+            path = _openmp_library() if fast_paths.enabled("team") else None
             if path is not None:
                 try:
-                    from . import _entmax_cpu_team
+                    from . import _cpu_team as _entmax_cpu_team
 
                     _team_obj = _entmax_cpu_team.Team(path)
                 except (OSError, AttributeError, ImportError, RuntimeError) as e:
@@ -168,34 +153,6 @@ def _vmath() -> np.ndarray:
         if _vmath_obj is None:
             _vmath_obj = _find_vmath()
     return _vmath_obj
-
-
-def _find_vmath() -> np.ndarray:
-    none = np.zeros(len(_SLEEF), np.int64)
-    if os.environ.get("SPARSESCOPE_ENTMAX_SLEEF") == "0":
-        return none
-    try:
-        import ctypes
-
-        import numba
-        from llvmlite import binding
-
-        if torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
-            return none
-        if numba.config.CPU_NAME or numba.config.CPU_FEATURES:
-            return none  # compiled for another CPU: maybe without AVX's vector registers
-        features = binding.get_host_cpu_features()
-        if not (features.get("avx2") and features.get("fma")):
-            return none
-        lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
-        got = np.array(
-            [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value for name in _SLEEF], np.int64
-        )
-    except (OSError, AttributeError, ImportError, RuntimeError) as e:
-        log.debug("entmax: no SLEEF vector log/exp (%s); libm's", e)
-        return none
-    log.debug("entmax: SLEEF's vector log and exp for non-integer β")
-    return got
 
 
 def _threads(r: int) -> int:

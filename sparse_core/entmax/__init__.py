@@ -115,9 +115,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from . import entmax_cpu as _cpu
-from . import entmax_triton as _triton
-from .entmax_grad import entmax_with_grad
+from . import cpu as _cpu
+from . import fast_paths  # noqa: F401  (its switches apply before numba is imported)
+from . import triton as _triton
+from .grad import entmax_with_grad
 
 log = logging.getLogger(__name__)
 

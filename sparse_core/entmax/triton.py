@@ -45,6 +45,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from . import fast_paths
+
 log = logging.getLogger(__name__)
 
 __all__ = ["MAX_N", "MIN_ALPHA", "available", "entmax_rows"]
@@ -77,7 +79,7 @@ def available(rows: Tensor) -> bool:
         rows.device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1"
     ):
         return False
-    if os.environ.get("SPARSESCOPE_NO_TRITON"):
+    if not fast_paths.enabled("triton"):  # SPARSESCOPE_ENTMAX_TRITON=0 (or SPARSESCOPE_NO_TRITON)
         return False
     try:
         import triton  # noqa: F401
@@ -134,7 +136,7 @@ def entmax_rows(
 
 
 def _launch(rows, out, params, status, n, block, beta_int, closed, beta, warps) -> None:
-    from ._entmax_kernel import entmax_kernel  # imports triton
+    from ._triton_kernel import entmax_kernel  # imports triton
 
     entmax_kernel[(rows.shape[0],)](
         rows,

@@ -1,0 +1,40 @@
+"""``sparsescope prepare`` (install.sh runs it) builds what a first start would: the compiled
+kernels and the shipped adapted models, one printed line per step; and ``serve`` says what it
+does while it loads and warms up."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparse_core.shipped import shipped_models
+from sparsescope.cli import main
+from sparsescope.engine.service import AnalysisService
+
+from .conftest import make_settings
+
+
+@pytest.mark.slow
+def test_prepare_builds_the_shipped_models_into_the_cache(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SPARSESCOPE_CACHE", str(tmp_path / "cache"))
+    assert shipped_models(), "the package ships at least one adapted model"
+    assert main(["prepare"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("sparsescope prepare: compiling the CPU entmax kernel")
+    assert out[-1] == "sparsescope prepare: ready"
+    for model_id in shipped_models():
+        assert any(line.startswith(f"sparsescope prepare: building {model_id}") for line in out)
+    built = sorted((tmp_path / "cache" / "adapted").glob("*/model.safetensors"))
+    assert len(built) == len(shipped_models())
+    stamp = [p.stat().st_mtime_ns for p in built]
+    assert main(["prepare"]) == 0  # again: found, not rebuilt
+    assert [p.stat().st_mtime_ns for p in built] == stamp
+
+
+def test_the_service_start_says_each_step(tmp_path, tiny_model):
+    heard: list[str] = []
+    service = AnalysisService(make_settings(tmp_path, warmup=True), model=tiny_model)
+    service.start(step=heard.append)
+    assert heard[0] == "loading the models" and heard[1].startswith("models loaded in ")
+    assert heard[2].startswith("warming up") and heard[3].startswith("warm-up done in ")
+    service.start(step=heard.append)  # started once: nothing more to say
+    assert len(heard) == 4
