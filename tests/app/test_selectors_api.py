@@ -1,6 +1,7 @@
-"""Today's learned selectors (definitions §12) through the HTTP contract: the metrics of ``indexer`` and
-``seer`` (200, the registry's figures), bad parameters (400 naming the parameter), the head
-payload's orders (HeadPayload), and an artefact without selectors (4xx naming the method)."""
+"""Today's learned selectors (definitions §12) through the HTTP contract: the metrics of
+``indexer`` and ``seer`` (200, the registry's figures), bad parameters (400 naming the
+parameter), the head payload's orders (HeadPayload), and an artefact without selectors (4xx
+naming the method)."""
 
 from __future__ import annotations
 
