@@ -96,6 +96,10 @@ def _check(args: argparse.Namespace) -> None:
             raise SparsescopeError(f"{flag} must be in [1, 64], got {value}")
     if not 0 < args.lr <= 1:
         raise SparsescopeError(f"--lr must be in (0, 1], got {args.lr}")
+    if args.method != "sparsefinder" and args.engine != "local":
+        raise SparsescopeError(
+            f"--method {args.method} runs on the local engine only; drop --engine {args.engine}"
+        )
 
     if not 1 <= args.rank <= 64:
         raise SparsescopeError(f"--rank must be in [1, 64], got {args.rank}")

@@ -172,6 +172,7 @@ def test_fit_method_trains_a_selector_beside_the_artefact(tiny_dir, corpus, tmp_
         (("--method", "indexer", "--index-heads", "0"), "--index-heads must be in [1, 64]"),
         (("--method", "seer", "--gate-dim", "100"), "--gate-dim must be in [1, 64]"),
         (("--method", "seer", "--lr", "0"), "--lr must be in (0, 1]"),
+        (("--method", "indexer", "--engine", "ray"), "runs on the local engine only"),
     ],
 )
 def test_fit_method_user_errors_are_one_line(tiny_dir, corpus, tmp_path, capsys, extra, message):
