@@ -37,7 +37,6 @@ import importlib.resources
 import json
 import logging
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,6 +72,9 @@ class Artefact:
     b: Tensor  # (L, H, r)
     centroids: dict[int, Tensor] = field(default_factory=dict)  # B -> (L, H, B, r)
     meta: dict = field(default_factory=dict)
+    #: today's learned selectors fitted for the same model and α, found beside the artefact
+    #: (definitions §12, :mod:`sparse_core.selectors`): kind ("indexer", "seer") -> Selector
+    learned: dict = field(default_factory=dict, repr=False)
 
     @property
     def layers(self) -> int:
@@ -107,11 +109,9 @@ class Artefact:
 
 def artefact_name(model_id: str, alpha: float) -> str:
     """File base name of an artefact: ``sparsefinder-<model>-a<alpha>`` (the default: minilm)."""
-    from .model import DEFAULT_MODEL_ID
+    from .selectors import model_slug
 
-    slug = "minilm" if model_id == DEFAULT_MODEL_ID else model_id.rstrip("/").split("/")[-1]
-    slug = re.sub(r"[^a-z0-9._-]+", "-", slug.lower()).strip("-") or "model"
-    return f"sparsefinder-{slug}-a{float(alpha):g}"
+    return f"sparsefinder-{model_slug(model_id)}-a{float(alpha):g}"
 
 
 def _base(path: str | Path) -> Path:
@@ -150,8 +150,15 @@ def shipped_dir():
 
 
 def _candidates(folder) -> list:
+    from .selectors import is_selector_file  # the learned selectors live beside: not candidates
+
     return sorted(
-        (f for f in folder.iterdir() if f.name.endswith(".safetensors")), key=lambda f: f.name
+        (
+            f
+            for f in folder.iterdir()
+            if f.name.endswith(".safetensors") and not is_selector_file(f.name)
+        ),
+        key=lambda f: f.name,
     )
 
 
@@ -210,6 +217,9 @@ def load_artefact(
                 f"artefact {st} was fitted for model {art.model_id} at alpha {art.alpha:g}, "
                 f"but the model is {want_model} at alpha {_fmt_alpha(want_alpha)}"
             )
+    from .selectors import find_selectors
+
+    art.learned = find_selectors(base.parent, art.model_id, art.alpha)
     return art
 
 

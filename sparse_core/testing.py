@@ -310,3 +310,21 @@ def write_tiled_checkpoint(path: str | os.PathLike, positions: int) -> Path:
         weights[key] = torch.arange(positions)[None]
     save_file(weights, str(dst / "model.safetensors"), metadata={"format": "pt"})
     return dst
+
+
+def random_selectors(
+    layers: int, heads: int, head_dim: int, model_id: str, alpha: float = 1.5, seed: int = 0
+) -> dict:
+    """An untrained lightning indexer and AttnGate (definitions §12) for a model of this shape:
+    the fit's own initial weights (``selectors.init_indexer`` / ``init_seer``), so the
+    masks are real, if unlearned; to attach as ``Artefact.learned`` in tests."""
+    from .selectors import Selector, init_indexer, init_seer
+
+    ix = init_indexer(layers, heads * head_dim, seed=seed)
+    gen = torch.Generator().manual_seed(seed + 1)  # biases too, so that ReLU keeps some pairs
+    ix["bq"] = torch.randn(ix["bq"].shape, generator=gen) * 0.1
+    return {
+        "indexer": Selector("indexer", model_id, alpha, ix, {"name": "random-test-selector"}),
+        "seer": Selector("seer", model_id, alpha, init_seer(layers, heads, head_dim, seed=seed),
+                         {"name": "random-test-selector"}),
+    }  # fmt: skip

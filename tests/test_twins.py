@@ -159,6 +159,14 @@ def _param_sets(name: str, n: int, specs: dict) -> list[dict]:
         for sk in sorted({0, 1, 4, n}):
             for r in sorted({0, 1, 3, n - 1}):
                 sets.append({"sinks": sk, "recent": r, **off})
+    elif name == "indexer":
+        kmax = specs["k"].max
+        sets += [{"k": k, **off} for k in sorted({1, 2, 3, kmax})]
+        sets.append({"k": 2, "window": 3, "globals": True})
+    elif name == "seer":
+        for b in specs["block"].choices:
+            for k in sorted({1, 2, 3, specs["topk"].max}):
+                sets.append({"block": b, "topk": k, **off})
     elif name == "topk":
         kmax = specs["k"].max
         sets += [{"k": k, **off} for k in sorted({1, 2, 3, kmax})]

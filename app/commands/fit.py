@@ -1,11 +1,15 @@
-"""``sparsescope fit --corpus PATH``: fit the Sparsefinder projections and k-means centroids.
+"""``sparsescope fit --corpus PATH``: fit the Sparsefinder projections and k-means centroids, or
+(``--method indexer|seer``) one of today's learned selectors (definitions §12).
 
 Reads the corpora (CoNLL-U, WikiText or plain text, detected), packs them into model inputs of at
 most ``--max-tokens`` tokens in corpus order, keeps the first ``--limit`` inputs (the rest of the
 corpus stays unseen by the fit, for evaluation), extracts the entmax graphs, trains, clusters and
-writes ``<out>/sparsefinder-<model>-a<alpha>.safetensors`` + ``.json`` (definitions §3).
-Deterministic under ``--seed`` on a given machine; set ``SOURCE_DATE_EPOCH`` to also fix the
-recorded date.
+writes ``<out>/sparsefinder-<model>-a<alpha>.safetensors`` + ``.json`` (definitions §3). With
+``--method indexer`` or ``seer`` it trains that selector instead (``sparse_core.selectors_fit``:
+KL against the exact entmax attention, CPU, tqdm progress) and writes
+``<out>/<method>-<model>-a<alpha>.safetensors`` + ``.json``, which the server uses when they lie
+beside the model's Sparsefinder artefact. Deterministic under ``--seed`` on a given machine; set
+``SOURCE_DATE_EPOCH`` to also fix the recorded date.
 """
 
 from __future__ import annotations
@@ -39,14 +43,31 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "per-head projections (hinge loss, definitions §3), fit k-means centroids and write the "
         "artefact "
         "(<out>/sparsefinder-<model>-a<alpha>.safetensors + .json). Prints the validation loss "
-        "and sf-distance recall/sparsity at the reference threshold.",
+        "and sf-distance recall/sparsity at the reference threshold. With --method indexer or "
+        "seer: "
+        "train DeepSeek's lightning indexer or SeerAttention's AttnGate against the exact entmax "
+        "attention (KL, definitions §12) and write <out>/<method>-<model>-a<alpha>.*.",
     )
     add_corpus(p, what=" (fitted in order)")
     add_alpha(p)
     add_max_tokens(p)
     add_limit(p)
+    p.add_argument(
+        "--method", choices=FIT_METHODS, default="sparsefinder",
+        help="what to fit: the Sparsefinder projections (default), DeepSeek's lightning indexer "
+        "or SeerAttention's AttnGate (definitions §12)",
+    )  # fmt: skip
     p.add_argument("--rank", type=int, default=4, help="projected dimensions r (default 4)")
-    p.add_argument("--epochs", type=int, default=3, help="training epochs (default 3)")
+    p.add_argument(
+        "--epochs", type=int, default=None,
+        help="training epochs (default 3 for sparsefinder, 6 for indexer and seer)",
+    )  # fmt: skip
+    p.add_argument("--index-heads", type=int, default=2, help="indexer heads H_I (default 2)")
+    p.add_argument("--index-dim", type=int, default=16, help="indexer head width d_I (default 16)")
+    p.add_argument("--gate-dim", type=int, default=16, help="AttnGate width h (default 16)")
+    p.add_argument(
+        "--lr", type=float, default=1e-3, help="Adam's learning rate, indexer and seer (1e-3)"
+    )
     p.add_argument("--batch-size", type=int, default=1, help="inputs per Adam step (default 1)")
     p.add_argument(
         "--valid-fraction", type=float, default=0.2, help="inputs held out for validation (0.2)"
@@ -62,8 +83,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
+FIT_METHODS = ("sparsefinder", "indexer", "seer")
+
+
 def _check(args: argparse.Namespace) -> None:
     from sparse_core.errors import SparsescopeError
+
+    if args.epochs is None:
+        args.epochs = 3 if args.method == "sparsefinder" else 6
+    for flag, value in (("--index-heads", args.index_heads), ("--index-dim", args.index_dim),
+                        ("--gate-dim", args.gate_dim)):  # fmt: skip
+        if not 1 <= value <= 64:
+            raise SparsescopeError(f"{flag} must be in [1, 64], got {value}")
+    if not 0 < args.lr <= 1:
+        raise SparsescopeError(f"--lr must be in (0, 1], got {args.lr}")
+    if args.method != "sparsefinder" and args.engine != "local":
+        raise SparsescopeError(
+            f"--method {args.method} runs on the local engine only; drop --engine {args.engine}"
+        )
 
     if not 1 <= args.rank <= 64:
         raise SparsescopeError(f"--rank must be in [1, 64], got {args.rank}")
@@ -130,6 +167,8 @@ def run(args: argparse.Namespace) -> int:
         raise SparsescopeError(
             f"the corpus gave {len(texts)} input(s); need at least 2 (or --valid-fraction 0)"
         )
+    if args.method != "sparsefinder":
+        return _fit_selector(args, model, texts, corpora)
     cfg = FitConfig(
         rank=args.rank,
         epochs=args.epochs,
@@ -174,5 +213,48 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"the web app uses it for {m['model_id']} at alpha {m['alpha']:g} when served with "
         f"--artefact-dir {out} (or when it lies in <data dir>/artefacts)"
+    )
+    return 0
+
+
+def _fit_selector(args: argparse.Namespace, model, texts: list[str], corpora: list[dict]) -> int:
+    """``--method indexer|seer``: train the selector, write it, print its held-out figures."""
+    from sparse_core.selectors import save_selector
+    from sparse_core.selectors_fit import SelectorConfig, fit_selector
+
+    cfg = SelectorConfig(
+        kind=args.method,
+        index_heads=args.index_heads,
+        index_dim=args.index_dim,
+        gate_dim=args.gate_dim,
+        epochs=args.epochs,
+        lr=args.lr,
+        valid_fraction=args.valid_fraction,
+        seed=args.seed,
+    )
+    meta = {"corpus": corpora, "max_tokens": args.max_tokens, "limit": args.limit}
+    t0 = time.perf_counter()
+    sel = fit_selector(model, texts, alpha=args.alpha, config=cfg, meta=meta, progress=True)
+    st, js = save_selector(sel, Path(args.out))
+    m, sz = sel.meta, sel.meta["sizes"]
+    print(
+        f"fitted the {sel.kind} for {sel.model_id} at alpha {sel.alpha:g}: {sz['inputs']} inputs "
+        f"({sz['train_inputs']} train, {sz['valid_inputs']} held out), {sz['tokens']} tokens, "
+        f"{sz['parameters']} parameters, {m['training']['steps']} steps, "
+        f"in {time.perf_counter() - t0:.0f} s"
+    )
+    print("training KL per epoch: " + ", ".join(f"{x:.4f}" for x in m["training"]["kl_per_epoch"]))
+    v = m["validation"]
+    if v is None:
+        print("no held-out inputs (--valid-fraction 0): no held-out figures")
+    else:
+        print(f"held-out KL: {v['kl']:.4f} (before training {v['kl_initial']:.4f})")
+        for row in v["masks"]:
+            setting = ", ".join(f"{k}={row[k]}" for k in row if k not in ("recall", "sparsity"))
+            print(f"  {setting}: recall {row['recall']:.4f}, sparsity {row['sparsity']:.4f}")
+    print(f"wrote {st} and {js}")
+    print(
+        f"the web app uses it for {sel.model_id} at alpha {sel.alpha:g} when it lies beside that "
+        "model's Sparsefinder artefact (serve --artefact-dir, or sparse_core/data for the shipped)"
     )
     return 0

@@ -201,4 +201,5 @@ def layer_part(ctx: PredictContext, first: int, stop: int) -> PredictContext:
         ctx.layer_index()[ls],
         ctx.head_index(),
         ctx.cache if ctx.parent_cache is None else ctx.parent_cache,
+        {k: v.select(ls, slice(None)) for k, v in ctx.learned.items()},
     )

@@ -427,6 +427,14 @@ class HeadPayload(BaseModel):
     reformer: dict[str, list[list[int]]] = Field(default_factory=dict)
     routing: dict[str, RoutingMembers] = Field(default_factory=dict)
     seed: int
+    # today's learned selectors (definitions §12; sparse_core/methods/trained.py)
+    indexer: TopKOrders | None = Field(
+        None, description="lightning indexer: each query's keys by index score (null: none fitted)"
+    )
+    seer: dict[str, Packed] = Field(
+        default_factory=dict,
+        description="block size B -> each query block's key blocks by AttnGate score (T x T)",
+    )
     # the arena (definitions §8; sparse_core/methods/*: head_payload, docs/methods.md)
     topk: TopKOrders | None = Field(None, description="oracle top-k: each query's key order")
     moba: dict[str, Packed] = Field(

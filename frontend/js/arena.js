@@ -9,8 +9,8 @@
  * - topp, h2o, vertical-slash: the exact probabilities P (the payload's edges carry each
  *   float32 exactly); sums are repeated in Python's order and precision (H2O's masses in
  *   float32, one query at a time, with Math.fround; top-p's and vertical-slash's in doubles);
- * - topk, moba, quest: each row's order (keys, blocks) computed by Python (payload, base64
- *   bytes), so k only cuts it;
+ * - topk, moba, quest, and the learned indexer and seer (definitions §12): each row's order
+ *   (keys, blocks) computed by Python (payload, base64 bytes), so k only cuts it;
  * - xattention, sparge: the block estimates computed by Python (float32, bit-exact); the
  *   selection — a sort and a cumulative sum — is repeated here in the same order.
  * Ties always go to the lower index (stable orders).
@@ -75,6 +75,38 @@ export function topk(head, k) {
   const m = new Uint8Array(n * n);
   for (let i = 0; i < n; i++) for (let t = 0; t < k; t++) m[i * n + order[i * kmax + t]] = 1;
   return m;
+}
+
+/**
+ * Lightning indexer (methods/trained.py, definitions §12): the first k keys of each row's order
+ * by the learned index score (the payload's; one order per layer, every head alike).
+ */
+export function indexer(head, k) {
+  const { n } = head;
+  const ix = head.payload?.indexer;
+  if (!ix) throw new Error("this method needs a trained indexer (none for this model and α)");
+  if (k > ix.k_max) throw new RangeError(`k must be at most ${ix.k_max}, got ${k}`);
+  const order = part(head, "indexer", (p) => p.indexer?.order);
+  const m = new Uint8Array(n * n);
+  for (let i = 0; i < n; i++) for (let t = 0; t < k; t++) m[i * n + order[i * ix.k_max + t]] = 1;
+  return m;
+}
+
+/**
+ * SeerAttention's AttnGate (methods/trained.py): each query block keeps the first k key blocks
+ * of its order by the learned gate score (the payload's, T × T for block size B).
+ */
+export function seer(head, B, k) {
+  const n = head.n;
+  const T = Math.ceil(n / B);
+  if (!head.payload?.seer?.[String(B)]) {
+    throw new Error("this method needs a trained AttnGate (none for this model and α)");
+  }
+  const order = part(head, `seer-${B}`, (p) => p.seer?.[String(B)]);
+  const kk = Math.min(k, T);
+  const sel = new Uint8Array(T * T);
+  for (let a = 0; a < T; a++) for (let t = 0; t < kk; t++) sel[a * T + order[a * T + t]] = 1;
+  return blockMask(sel, n, B);
 }
 
 /** Per row: the gold keys by P descending (ties by key) and the mass before each, from 0. */

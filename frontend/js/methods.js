@@ -14,7 +14,7 @@
  * buckets, Routing memberships and k-means centroids come precomputed in the payload.
  */
 
-import { ARENA } from "./arena.js";
+import { ARENA, indexer, seer } from "./arena.js";
 import { memo } from "./head.js";
 import * as patterns from "./patterns.js";
 
@@ -260,6 +260,9 @@ export const PREDICTORS = Object.freeze({
   "sf-distance": (h, p) => (needProj(h), sfDistance(h, p.t)),
   "sf-quantization": (h, p) => (needProj(h), sfQuantization(h, p.n_buckets)),
   "sf-kmeans": (h, p) => (needProj(h), sfKmeans(h, p.n_clusters, p.top_k)),
+  // today's learned selectors (definitions §12): orders computed by the server, arena.js
+  indexer: (h, p) => indexer(h, p.k),
+  seer: (h, p) => seer(h, p.block, p.topk),
   // today's sparse-attention methods (definitions §8): arena.js
   ...ARENA,
 });

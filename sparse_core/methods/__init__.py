@@ -2,9 +2,10 @@
 
 Every consumer (CLI, JSON, web API, the Pareto sweeps, the page's JS twin) reads methods from
 :data:`METHODS`, in this order: ``window``, ``fixed``, ``strided``, ``bigbird``, ``longformer``,
-``reformer``, ``routing``, ``sf-distance``, ``sf-quantization``, ``sf-kmeans``, then today's
-arena (definitions §8, docs/methods.md): ``streaming``, ``topk``, ``topp``, ``h2o``, ``moba``,
-``quest``, ``xattention``, ``vertical-slash``, ``sparge``. A
+``reformer``, ``routing``, ``sf-distance``, ``sf-quantization``, ``sf-kmeans``, today's
+learned selectors ``indexer`` and ``seer`` (definitions §12; they need selectors fitted for the
+model and α), then today's arena (definitions §8, docs/methods.md): ``streaming``, ``topk``,
+``topp``, ``h2o``, ``moba``, ``quest``, ``xattention``, ``vertical-slash``, ``sparge``. A
 :class:`Method` (``methods.base``, where its hooks are listed) gives slider specs, defaults,
 validation, the Pareto sweep grid, the engine's fast path, the page's per-head data and
 ``predict(ctx, **params) -> (L, H, n, n) bool``, always *finished* (definitions §3):
@@ -21,8 +22,8 @@ Modules: ``spec`` (ParamSpec, coercion), ``grids`` (the paper's grids, default s
 ``context`` (PredictContext and its per-head accessors of P, G and the scores), ``base`` (Method
 and its hooks, ArenaMethod), ``selection`` (the arena's stable orders, thresholds, block
 bitsets, payload encodings), ``structured`` (window, fixed, strided, longformer), ``bigbird``,
-``hashing`` (reformer, routing), ``learned`` (sf-*), ``distance_bits`` (sf-distance's bitset fast
-path), ``streaming`` (streaming, h2o, vertical-slash), ``oracle`` (topk, topp), ``blocks``
+``hashing`` (reformer, routing), ``learned`` (sf-*), ``trained`` (indexer, seer),
+``distance_bits`` (sf-distance's bitset fast path), ``streaming`` (streaming, h2o, vertical-slash), ``oracle`` (topk, topp), ``blocks``
 (moba, quest), ``block_scores`` (xattention, sparge). Defaults and own grids are tabled in each
 family's module docstring; every grid point of the paper's methods has ``globals = True`` and is
 crossed with the window widths ``grids.sweep_windows(n)``; the arena's are swept as published
@@ -72,6 +73,7 @@ from .oracle import TopKMethod, TopPMethod
 from .spec import ParamSpec
 from .streaming import H2OMethod, StreamingMethod, VerticalSlashMethod
 from .structured import FixedMethod, LongformerMethod, StridedMethod, WindowMethod
+from .trained import IndexerMethod, SeerMethod
 
 if TYPE_CHECKING:
     from ..sparsefinder import Artefact
@@ -119,6 +121,8 @@ METHODS: dict[str, Method] = {
         DistanceMethod(),
         QuantizationMethod(),
         KMeansMethod(),
+        IndexerMethod(),
+        SeerMethod(),
         StreamingMethod(),
         TopKMethod(),
         TopPMethod(),
@@ -144,7 +148,7 @@ def get_method(name: str) -> Method:
 def available(artefact: Artefact | None, names: Sequence[str] | None = None) -> list[str]:
     """The method names (in registry order) that can run with this artefact (or without one)."""
     chosen = list(METHODS) if names is None else [get_method(nm).name for nm in names]
-    return [nm for nm in METHODS if nm in chosen and (artefact or not METHODS[nm].needs_artefact)]
+    return [nm for nm in METHODS if nm in chosen and METHODS[nm].usable(artefact)]
 
 
 def evaluate(ctx: PredictContext, method: Method | str, params: dict) -> dict[str, Tensor]:
@@ -202,8 +206,9 @@ def head_data(
     cannot run on ``ctx``); with ``names``, only those methods' (in the registry's order).
     Methods that give the same key give the same value (tested); the first one's is kept.
     Keys today (docs/architecture.md, GET …/heads/{layer}/{head}): ``seed`` (bigbird,
-    longformer), ``reformer``, ``routing``, ``proj`` (sf-*) and ``centroids`` (sf-kmeans);
-    without an artefact ``proj`` is None and the others ``{}``."""
+    longformer), ``reformer``, ``routing``, ``proj`` (sf-*), ``centroids`` (sf-kmeans),
+    ``indexer`` and ``seer`` (``methods.trained``); without an artefact ``proj`` and ``indexer``
+    are None and the others ``{}``."""
     out: dict[str, Any] = {}
     for name, m in METHODS.items():
         if names is not None and name not in names:

@@ -210,6 +210,10 @@ class Method:
             for w in sweep_windows(n)
         ]
 
+    def usable(self, artefact: Artefact | None) -> bool:
+        """Whether this method can run with ``artefact`` (or without one: None)."""
+        return artefact is not None or not self.needs_artefact
+
     def runs_on(self, ctx: PredictContext) -> bool:
         """Whether this method can run on ``ctx`` (projections exist or are not needed)."""
         return ctx.projected or not self.needs_artefact

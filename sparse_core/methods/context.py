@@ -59,14 +59,21 @@ class PredictContext:
     #: every head (a packed text-independent pattern, ``_shared``) is kept there too, so the
     #: next head's view finds it (a long text's summary works one head view at a time)
     parent_cache: dict | None = field(default=None, repr=False)
+    #: the inputs of the learned selectors the artefact carries (definitions §12,
+    #: ``sparse_core.selectors``): kind -> IndexerInput / SeerInput, each with ``select(ls, hs)``
+    #: (a view's rows) and ``cat(parts)`` (a stack of texts)
+    learned: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_run(cls, out: RunOutput, artefact: Artefact | None = None) -> PredictContext:
         if artefact is None:
             return cls(out, None, None, None)
+        from ..selectors import inputs_for
+
         artefact.check_model(out.layers, out.heads, out.queries.shape[-1])
         with torch.inference_mode():
-            return cls(out, artefact, artefact.project(out.queries), artefact.project(out.keys))
+            pq, pk = artefact.project(out.queries), artefact.project(out.keys)
+        return cls(out, artefact, pq, pk, learned=inputs_for(artefact, out.queries, out.keys))
 
     @property
     def n(self) -> int:
@@ -238,6 +245,7 @@ class PredictContext:
             self.layer_index()[ls],
             self.head_index()[hs],
             self.cache if self.parent_cache is None else self.parent_cache,
+            {k: v.select(ls, hs) for k, v in self.learned.items()},
         )
 
     @classmethod
@@ -281,6 +289,7 @@ class PredictContext:
             {k: v for k, v in dict(first.cache).items() if _shared(k, v)},
             torch.cat([c.layer_index() for c in ctxs]),
             first.head_index(),
+            {k: type(v).cat([c.learned[k] for c in ctxs]) for k, v in first.learned.items()},
         )
 
     def memo(self, key: tuple, make: Callable[[], Any]) -> Any:

@@ -128,3 +128,54 @@ def test_fit_user_errors_are_one_line(tiny_dir, corpus, tmp_path, capsys, extra,
 def test_fit_missing_corpus(tiny_dir, tmp_path, capsys):
     assert fit(tiny_dir, tmp_path / "nope.txt", tmp_path / "o") == 2
     assert "nope.txt" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("method", ["indexer", "seer"])
+def test_fit_method_trains_a_selector_beside_the_artefact(tiny_dir, corpus, tmp_path, capsys,
+                                                          method):  # fmt: skip
+    """``fit --method indexer|seer`` (definitions §12): the selector's files, named like the
+    artefact, its held-out KL printed and its training KL falling, byte-deterministic under
+    the seed, attached to the Sparsefinder artefact fitted into the same folder."""
+    from sparse_core.selectors import load_selector
+    from sparse_core.sparsefinder import load_artefact
+
+    args = ("--limit", "6", "--seed", "2", "--epochs", "3", "--lr", "0.01")
+    assert fit(tiny_dir, corpus, tmp_path / "a", "--method", method, *args) == 0
+    printed = capsys.readouterr().out
+    assert f"fitted the {method} for tiny-bert" in printed and "held-out KL:" in printed
+    st = tmp_path / "a" / f"{method}-tiny-bert-a1.5.safetensors"
+    sel = load_selector(st)
+    v = sel.meta["validation"]
+    hist = sel.meta["training"]["kl_per_epoch"]
+    assert sel.kind == method and v["kl"] >= 0 and hist[-1] < hist[0]
+    assert sel.meta["sizes"]["inputs"] == 6 and sel.meta["training"]["epochs"] == 3
+    # the same seed: the same bytes (the date fixed by SOURCE_DATE_EPOCH)
+    import os
+
+    os.environ["SOURCE_DATE_EPOCH"] = "1700000000"
+    try:
+        for d in ("b", "c"):
+            assert fit(tiny_dir, corpus, tmp_path / d, "--method", method, *args) == 0
+    finally:
+        del os.environ["SOURCE_DATE_EPOCH"]
+    for ext in (".safetensors", ".json"):
+        name = f"{method}-tiny-bert-a1.5{ext}"
+        assert (tmp_path / "b" / name).read_bytes() == (tmp_path / "c" / name).read_bytes()
+    assert fit(tiny_dir, corpus, tmp_path / "a", "--limit", "6", "--epochs", "1") == 0
+    art = load_artefact(tmp_path / "a", model_id="tiny-bert", alpha=1.5)
+    assert set(art.learned) == {method}
+
+
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (("--method", "indexer", "--index-heads", "0"), "--index-heads must be in [1, 64]"),
+        (("--method", "seer", "--gate-dim", "100"), "--gate-dim must be in [1, 64]"),
+        (("--method", "seer", "--lr", "0"), "--lr must be in (0, 1]"),
+        (("--method", "indexer", "--engine", "ray"), "runs on the local engine only"),
+    ],
+)
+def test_fit_method_user_errors_are_one_line(tiny_dir, corpus, tmp_path, capsys, extra, message):
+    assert fit(tiny_dir, corpus, tmp_path / "o", *extra) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("sparsescope fit: error: ") and message in err

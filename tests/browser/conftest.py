@@ -55,10 +55,12 @@ def pytest_collection_modifyitems(config, items):
 
 
 def random_artefact(model, seed: int = 0, clusters=(2, 4, 8)):
-    """A Sparsefinder artefact of random projections for ``model`` (shapes only matter here)."""
+    """A Sparsefinder artefact of random projections for ``model`` (shapes only matter here),
+    with an untrained indexer and AttnGate attached (``testing.random_selectors``)."""
     import torch
 
     from sparse_core.sparsefinder import Artefact
+    from sparse_core.testing import random_selectors
 
     cfg = model.config
     gen = torch.Generator().manual_seed(seed)
@@ -66,7 +68,9 @@ def random_artefact(model, seed: int = 0, clusters=(2, 4, 8)):
     W = torch.randn(L, H, d, r, generator=gen) / d**0.5
     b = torch.zeros(L, H, r)
     cents = {B: torch.randn(L, H, B, r, generator=gen) for B in clusters}
-    return Artefact(model.model_id, 1.5, r, W, b, cents, {"name": "random-test-artefact"})
+    art = Artefact(model.model_id, 1.5, r, W, b, cents, {"name": "random-test-artefact"})
+    art.learned = random_selectors(L, H, d, model.model_id, 1.5, seed)  # indexer, seer
+    return art
 
 
 def free_port() -> int:

@@ -27,6 +27,7 @@ CHAIN = [
     ["rng", "entmax", "sparse_probs"],
     ["attention", "outputs", "sources", "tokens"],
     ["model", "patterns", "metrics", "corpus", "flow"],
+    ["selectors"],
     ["bitsets", "sparsefinder", "baselines", "testing", "view_schema", ""],  # "" is __init__.py
     ["view_codec", "testing_modernbert"],
     ["sparsefinder_fit"],
@@ -43,8 +44,9 @@ CHAIN = [
         "methods.blocks",
         "methods.block_scores",
     ],
+    ["methods.trained"],
     ["methods"],
-    ["pareto.points", "budgets"],
+    ["pareto.points", "budgets", "selectors_fit"],
     ["pareto.text_sweep", "pareto.corpus_sweep"],
     ["pareto.lengths"],
     ["pareto"],

@@ -23,12 +23,14 @@ from sparse_core.sparsefinder import (
     sf_kmeans,
     sf_quantization,
 )
+from sparse_core.testing import random_selectors
 
 PAPER = ["window", "fixed", "strided", "bigbird", "longformer", "reformer", "routing",
          "sf-distance", "sf-quantization", "sf-kmeans"]  # fmt: skip
+LEARNED = ["indexer", "seer"]  # today's learned selectors (definitions §12)
 ARENA = ["streaming", "topk", "topp", "h2o", "moba", "quest", "xattention", "vertical-slash",
          "sparge"]  # fmt: skip
-ORDER = PAPER + ARENA
+ORDER = PAPER + LEARNED + ARENA
 TEXT = "The chef who ran to the store was out of food, so he went back to buy more bread."
 
 
@@ -36,7 +38,9 @@ def fake_artefact(L=2, H=4, d=8, seed=0, counts=(2, 4, 8)) -> Artefact:
     g = torch.Generator().manual_seed(seed)
     W = torch.randn(L, H, d, 4, generator=g) * 0.6
     cents = {b: torch.randn(L, H, b, 4, generator=g) for b in counts}
-    return Artefact("tiny", 1.5, 4, W, torch.zeros(L, H, 4), cents, {})
+    art = Artefact("tiny", 1.5, 4, W, torch.zeros(L, H, 4), cents, {})
+    art.learned = random_selectors(L, H, d, "tiny", 1.5, seed)
+    return art
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +60,8 @@ def test_registry_order_and_labels():
     assert list(M.METHODS) == ORDER
     for name, m in M.METHODS.items():
         assert m.name == name and m.label
-        assert m.needs_artefact == name.startswith("sf-")  # Reformer, Routing: no training
+        # Reformer, Routing: no training; sf-*, indexer and seer: fitted per model and α
+        assert m.needs_artefact == (name.startswith("sf-") or name in LEARNED)
 
 
 @pytest.mark.parametrize("name", ORDER)
@@ -178,6 +183,8 @@ def test_grids_are_the_papers():
                      "longformer": 3 * 21, "reformer": 3 * 21, "routing": 3 * 21,
                      "sf-distance": 5 * 21, "sf-quantization": 3 * 21,
                      "sf-kmeans": 9 * 21,
+                     # today's learned selectors (methods.trained): as the arena, no window
+                     "indexer": 6, "seer": 12,
                      # the arena (docs/methods.md "Sweep grids"): no window crossing
                      "streaming": 8, "topk": 3, "topp": 5, "h2o": 3, "moba": 9, "quest": 9,
                      "xattention": 12, "vertical-slash": 3, "sparge": 9}  # fmt: skip
@@ -198,7 +205,7 @@ def test_grids_are_the_papers():
     assert sorted({p["stride"] for p in M.METHODS["strided"].grid(n)}) == [12, 23, 46]
     for name, m in M.METHODS.items():
         for p in m.grid(n, art):
-            if name in ARENA:  # swept as published: no add-ons
+            if name in ARENA + LEARNED:  # swept as published: no add-ons
                 assert p["window"] == 0 and p["globals"] is False
             else:
                 assert p["globals"] is True
@@ -366,8 +373,8 @@ def test_head_data_recomputes_every_mask(ctx):
     method's own mask for any slider value; rebuilt here from the JSON alone."""
     L, H, n = 1, 2, ctx.n
     d = M.head_data(ctx, L, H)
-    assert set(d) == {"proj", "centroids", "reformer", "routing", "seed", "topk", "moba",
-                      "quest", "xattention", "sparge"}  # fmt: skip
+    assert set(d) == {"proj", "centroids", "reformer", "routing", "seed", "indexer", "seer",
+                      "topk", "moba", "quest", "xattention", "sparge"}  # fmt: skip
     assert d == json.loads(json.dumps(d))  # plain JSON
     for name, m in M.METHODS.items():  # methods that give the same key give the same value
         for key, value in m.head_payload(ctx, L, H).items():

@@ -17,6 +17,7 @@ from sparse_core import metrics, patterns
 from sparse_core import pareto as PA
 from sparse_core.errors import SparsescopeError
 from sparse_core.sparsefinder import Artefact
+from sparse_core.testing import random_selectors
 
 TEXT = "The chef who ran to the store was out of food, so he went back."
 TEXTS = [
@@ -30,7 +31,9 @@ def fake_artefact(L=2, H=4, d=8, seed=0, counts=(2, 4, 8)) -> Artefact:
     g = torch.Generator().manual_seed(seed)
     W = torch.randn(L, H, d, 4, generator=g) * 0.6
     cents = {b: torch.randn(L, H, b, 4, generator=g) for b in counts}
-    return Artefact("tiny", 1.5, 4, W, torch.zeros(L, H, 4), cents, {})
+    art = Artefact("tiny", 1.5, 4, W, torch.zeros(L, H, 4), cents, {})
+    art.learned = random_selectors(L, H, d, "tiny", 1.5, seed)  # indexer, seer (untrained)
+    return art
 
 
 def explicit(
