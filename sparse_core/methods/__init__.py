@@ -23,8 +23,9 @@ Modules: ``spec`` (ParamSpec, coercion), ``grids`` (the paper's grids, default s
 and its hooks, ArenaMethod), ``selection`` (the arena's stable orders, thresholds, block
 bitsets, payload encodings), ``structured`` (window, fixed, strided, longformer), ``bigbird``,
 ``hashing`` (reformer, routing), ``learned`` (sf-*), ``trained`` (indexer, seer),
-``distance_bits`` (sf-distance's bitset fast path), ``streaming`` (streaming, h2o, vertical-slash), ``oracle`` (topk, topp), ``blocks``
-(moba, quest), ``block_scores`` (xattention, sparge). Defaults and own grids are tabled in each
+``distance_bits`` (sf-distance's bitset fast path), ``streaming`` (streaming, h2o,
+vertical-slash), ``oracle`` (topk, topp), ``blocks`` (moba, quest), ``block_scores`` (xattention,
+sparge). Defaults and own grids are tabled in each
 family's module docstring; every grid point of the paper's methods has ``globals = True`` and is
 crossed with the window widths ``grids.sweep_windows(n)``; the arena's are swept as published
 (window 0, globals off).
