@@ -5,7 +5,9 @@ For scores ``z ∈ ℝⁿ`` and ``α ∈ [1, 2]``::
     entmax_α(z)_i = [(α − 1) z_i − τ]_+ ^ (1 / (α − 1)),   τ such that Σ_i entmax_α(z)_i = 1.
 
 α = 1 is softmax (the limit; computed with ``torch.softmax``), α = 1.5 the paper's setting and α = 2
-sparsemax. The map is shift invariant, so we work with ``x = (α − 1)(z − max z) ≤ 0``, whose
+sparsemax. α just above 1 (``α − 1 < NEAR_ONE``) takes its own float64 path in score units
+(:func:`_near_one_rows`), which tends continuously to softmax as α → 1. The map is shift
+invariant, so we work with ``x = (α − 1)(z − max z) ≤ 0``, whose
 threshold lies in ``[−1, −n^(1−α)]`` (n live scores). Let ``c = α − 1``, ``β = 1 / c``,
 ``y_i = [x_i − τ]_+``, ``G(τ) = Σ y^β`` and ``G_j = Σ y^(β−j)``. For any ``q ≥ 1``,
 ``H_q(τ) = ‖y‖_q − 1`` is convex and decreasing in τ (an ℓ_q norm of convex non-negative functions
@@ -418,7 +420,7 @@ def _near_one_rows(rows: Tensor, c: float | Tensor, out: Tensor) -> Tensor:
         u = z.to(_F64) - m.to(_F64)  # <= 0, -inf where masked
         w = torch.zeros_like(m, dtype=_F64)
 
-        def logs(w: Tensor) -> tuple[Tensor, Tensor]:
+        def logs(w: Tensor, u: Tensor = u, cc: float | Tensor = cc) -> tuple[Tensor, Tensor]:
             t = ((u - w) * cc).clamp_(min=-1.0)  # c (u − w) in [−1, 0] from the left of the root
             return t, torch.log1p(t)  # log1p(−1) = −inf: off the support, p = 0
 
