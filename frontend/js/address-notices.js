@@ -46,7 +46,7 @@ export function analysisNotices(query, s) {
     }
     const got = s.params[name];
     if (p.kind === "int" || p.kind === "float") {
-      const v = plainNumber(String(raw), p.kind === "int");
+      const v = plainNumber(String(raw));
       if (v !== null && Number.isFinite(v) && v === got) continue;
       if (v !== null && Number.isFinite(v) && v > p.max && got === p.max) {
         out[key] = `${key}=${raw} is above the maximum ${p.max}: using ${p.max}`;

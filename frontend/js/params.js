@@ -7,9 +7,9 @@
  * `cleanParam(spec, raw)` accepts or rejects exactly the values Python accepts or rejects, with
  * the same result (checked against golden data from Python by tests/js/check_twins.mjs):
  *
- *     int / float   a number, or a string in the plain form (`plainNumber`: ASCII digits,
- *                   an optional fraction, one optional "-" for floats; no whitespace, "+",
- *                   "_", exponent or other digits); finite; an int must be integral (5.0 -> 5);
+ *     int / float   a number, or a string in the plain form (`plainNumber`: one optional "-",
+ *                   ASCII digits, an optional fraction; no whitespace, "+", "_", exponent or
+ *                   other digits); finite; an int must be integral (5.0 -> 5);
  *                   never a boolean; then min ≤ v ≤ max
  *     bool          true / false, 0 / 1, or "true" "1" "yes" "on" / "false" "0" (any case)
  *     choice        a member of `choices`; with integer choices a numeric string or number
@@ -29,19 +29,16 @@ export class ParamError extends Error {
   }
 }
 
-const PLAIN_FLOAT_RE = /^-?[0-9]+(?:\.[0-9]+)?$/;
-const PLAIN_INT_RE = /^[0-9]+(?:\.[0-9]+)?$/;
+const PLAIN_RE = /^-?[0-9]+(?:\.[0-9]+)?$/;
 
 /**
- * A number string in the plain form the server reads (sparse_core/methods/spec.py): ASCII digits
- * with an optional fraction, and for floats one optional "-" (integer parameters are counts and
- * widths, never signed). Anything else ("+4", " 5", "1_0", "1e1", "３") is null.
+ * A number string in the plain form the server reads (sparse_core/methods/spec.py): one optional
+ * "-", ASCII digits, an optional fraction. Anything else ("+4", " 5", "1_0", "1e1", "３") is null.
  * @param {string} s
- * @param {boolean} [int] read for an integer parameter (no sign)
  * @returns {number|null}
  */
-export function plainNumber(s, int = false) {
-  return (int ? PLAIN_INT_RE : PLAIN_FLOAT_RE).test(s) ? Number(s) : null;
+export function plainNumber(s) {
+  return PLAIN_RE.test(s) ? Number(s) : null;
 }
 
 const TRUE_WORDS = ["true", "1", "yes", "on"];
@@ -61,7 +58,7 @@ function coerceChoice(spec, raw, bad) {
   const ints = numeric && choices.every(Number.isInteger);
   let v = raw;
   if (typeof v === "string" && numeric) {
-    const f = plainNumber(v, ints);
+    const f = plainNumber(v);
     if (f === null || !Number.isFinite(f) || (ints && !Number.isInteger(f))) throw bad;
     v = f;
   }
@@ -91,7 +88,7 @@ export function cleanParam(spec, raw) {
     throw bad;
   }
   let v = raw;
-  if (typeof v === "string") v = plainNumber(v, spec.kind === "int");
+  if (typeof v === "string") v = plainNumber(v);
   if (typeof v !== "number" || !Number.isFinite(v)) throw bad;
   if (spec.kind === "int" && !Number.isInteger(v)) throw bad;
   const lo = spec.min ?? -Infinity;
@@ -115,7 +112,7 @@ export function coerceParam(spec, raw) {
     return cleanParam(spec, raw);
   } catch (err) {
     if (!(err instanceof ParamError)) throw err;
-    const v = typeof raw === "string" ? plainNumber(raw, spec.kind === "int") : typeof raw === "number" ? raw : null;
+    const v = typeof raw === "string" ? plainNumber(raw) : typeof raw === "number" ? raw : null;
     const numeric = (spec.kind === "int" || spec.kind === "float") && v !== null && Number.isFinite(v);
     if (numeric && (spec.kind === "float" || Number.isInteger(v))) {
       if (spec.max != null && v > spec.max) return spec.max;
