@@ -245,3 +245,38 @@ def test_error_bodies_are_json(client) -> None:
                     headers={"content-type": "application/json"})  # fmt: skip
     assert r.status_code == 422
     json.loads(r.text)
+
+
+# ----------------------------------------------------------------------------- /healthz
+
+
+def test_analyses_start_no_thread_on_the_event_loop(client, monkeypatch) -> None:
+    """A thread's start waits until the new thread has held the GIL once: seconds on a loaded
+    machine, during which the event loop (and /healthz) waits. Concurrent analyses must find
+    their model-call threads started already (docs/benchmarks.md, "/healthz at a burst's
+    onset"): no ``Thread.start`` runs on an event loop while they are answered."""
+    import asyncio
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sparsescope.web import calls
+
+    calls.start_model_threads().join(120)  # the app's lifespan started them; wait until done
+    on_loop: list[str] = []
+    start = threading.Thread.start
+
+    def watched(self):
+        try:
+            asyncio.get_running_loop()
+            on_loop.append(self.name)
+        except RuntimeError:
+            pass
+        return start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", watched)
+    texts = [f"The chef ran to the store {i} times." for i in range(12)]
+    with ThreadPoolExecutor(12) as pool:
+        codes = list(pool.map(lambda t: client.post("/api/analyze", json={"text": t}), texts))
+    assert [r.status_code for r in codes] == [200] * 12
+    assert client.get("/healthz").status_code == 200
+    assert on_loop == [], f"threads started on the event loop: {on_loop}"
