@@ -6,12 +6,16 @@
 The server is started as bench/bench_load.py starts it (the real CLI, uvicorn, its own data
 directory) with the per-client rate limits off (the fuzzer is one client sending thousands of
 requests) and no start-up warm-up; schemathesis reads its ``/openapi.json`` and runs every check
-(``-c all``: ST202 "schema-valid request rejected" included). Its exit
-status is this script's. Figures: docs/api.md, "The OpenAPI schema".
+(``-c all``: ST202 "schema-valid request rejected" included), plus
+``scripts/fuzz_hooks.py``'s check that no body shows a trace. At the end it prints the responses
+by status and the tracebacks in the server's log (both must be 0 for 5xx). Its exit status is
+schemathesis', or 1 when the server's log holds a traceback. Figures: docs/api.md, "The OpenAPI
+schema".
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -38,10 +42,30 @@ def main() -> int:
         "SPARSESCOPE_WARMUP": "0",
     }
     with tempfile.TemporaryDirectory() as tmp:
+        statuses = Path(tmp) / "statuses.json"
+        run_env = {
+            **os.environ,
+            "SCHEMATHESIS_HOOKS": "fuzz_hooks",
+            "PYTHONPATH": str(Path(__file__).resolve().parent)
+            + os.pathsep
+            + os.environ.get("PYTHONPATH", ""),
+            "FUZZ_STATUS_FILE": str(statuses),
+        }
         with live_server(Path(tmp), tiny=True, env=env, start_timeout=600) as server:
             cmd = [cli, "run", f"{server.url}/openapi.json", *DEFAULT_ARGS, *extra]
             print(" ".join(cmd), f"(load average {os.getloadavg()[0]:.1f})", flush=True)
-            return subprocess.call(cmd)
+            code = subprocess.call(cmd, env=run_env)
+            log = server.log_path.read_text(errors="replace")
+        counts = json.loads(statuses.read_text()) if statuses.exists() else {}
+        total = sum(counts.values())
+        server_errors = sum(v for k, v in counts.items() if int(k) >= 500)
+        traces = log.count("Traceback")
+        print(f"fuzz_api: {total} responses by status {counts}; 5xx: {server_errors}")
+        print(f"fuzz_api: tracebacks in the server's log: {traces}")
+        if traces:
+            i = log.index("Traceback")
+            print(log[max(0, i - 500) : i + 3000], file=sys.stderr)
+        return code or (1 if traces or server_errors else 0)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,12 @@ class SparsescopeError(ValueError):
         self.field = field if field is not None else self.default_field
 
 
+class MalformedValueError(SparsescopeError):
+    """A value not written in its kind's form (a number string outside the plain form: ``"+4"``,
+    ``" 5"``, ``"1_0"``, ``"３"``): the web answers 422, the request does not match the schema,
+    where a well-formed value out of range is a 400."""
+
+
 class EmptyTextError(SparsescopeError):
     default_field = "text"
 

@@ -197,9 +197,13 @@ def fresh(v: Any) -> Any:
 
 def shown(value: Any) -> str:
     """A value as a message quotes it: compact JSON (as ``JSON.stringify``), a long string cut to
-    :data:`SHOWN_CHARS` characters."""
+    :data:`SHOWN_CHARS` characters, a longer integer named by its number of digits."""
     if isinstance(value, str) and len(value) > SHOWN_CHARS:
         return _json(value[:SHOWN_CHARS]) + "…"
+    if isinstance(value, int) and not isinstance(value, bool):
+        digits = str(abs(value))
+        if len(digits) > SHOWN_CHARS:
+            return f"an integer of {len(digits)} digits"
     return _json(value)
 
 
@@ -308,7 +312,9 @@ def check_share_value(f: ViewField, value: Any, where: str | None = None) -> Any
     elif f.kind == "bool":
         ok = value if isinstance(value, bool) else _MISSING
     elif f.kind == "int":
-        if _is_number(value) and float(value).is_integer() and f.lo <= value <= f.hi:  # type: ignore[operator]
+        # an int as is: float() of one of 309 digits and more overflows (it is out of range)
+        whole = isinstance(value, int) or (_is_number(value) and float(value).is_integer())
+        if _is_number(value) and whole and f.lo <= value <= f.hi:  # type: ignore[operator]
             ok = int(value)
     elif f.kind == "float":
         if _is_number(value) and f.lo <= value <= f.hi:  # type: ignore[operator]
@@ -333,8 +339,11 @@ _MISSING: Any = _Missing()
 
 
 def _is_number(v: Any) -> bool:
-    """A finite JSON number (not a boolean)."""
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+    """A finite JSON number (not a boolean). An int is finite at any size (``math.isfinite``
+    of one of 309 digits and more would overflow converting it to a float)."""
+    if isinstance(v, bool):
+        return False
+    return isinstance(v, int) or (isinstance(v, float) and math.isfinite(v))
 
 
 def _js_string(v: int | float) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 
 from sparse_core.errors import SparsescopeError
 
@@ -70,6 +71,13 @@ def settings_from_args(args: argparse.Namespace):
     )
 
 
+#: ``sys.setswitchinterval`` of the server process (Python's default: 5 ms). A thread that wants
+#: the GIL asks its holder to drop it after this long; on a loaded machine with the pool's threads
+#: busy in Python, 0.5 ms made a thread's start (which needs the GIL once) ~15x faster than 5 ms
+#: (docs/benchmarks.md, "/healthz at a burst's onset").
+SWITCH_INTERVAL_S = 0.001
+
+
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -93,6 +101,9 @@ def run(args: argparse.Namespace) -> int:
     # walks (a full collection took ~0.2 s of the GIL with them; app/engine/memory.py)
     frozen = freeze_startup_objects()
     log.debug("%d start-up objects frozen for the garbage collector", frozen)
+    # the event loop (which answers /healthz) waits for the GIL each time it needs it, behind
+    # up to one switch interval per busy Python thread (summaries, JSON): 1 ms instead of 5
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     if settings.host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("binding %s: anyone who can reach this machine can use the app", settings.host)
         if settings.host_allowlist() is None:

@@ -5,16 +5,26 @@ the default pool or the event loop, never wait behind it), as a user's request: 
 admitted by the model worker's bounded queue (app/engine/batching.py), and dropped before it runs
 if the client hangs up meanwhile (the request's :class:`~sparsescope.engine.limits.JobContext`,
 carried to the worker in a context variable).
+
+The pool's threads are started before the first request, from a thread of their own
+(:func:`start_model_threads`, the app's lifespan), never on the event loop: starting a thread
+waits until the new thread holds the GIL once, and with the pool's other threads busy in Python
+(summaries, JSON) that took 0.4-1.3 s a thread on a loaded machine (docs/benchmarks.md,
+"/healthz at a burst's onset"), so
+a burst of 300 analyses that started its threads on the loop held ``/healthz`` for seconds.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import logging
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import anyio
-import anyio.to_thread
 from starlette.requests import Request
 
 from ..engine.limits import CURRENT, NORMAL, JobContext
@@ -35,14 +45,42 @@ def client_of(request: Request) -> str | None:
     return request.client.host if request.client else None
 
 
-_limiter: anyio.CapacityLimiter | None = None
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
 
 
-def _model_limiter() -> anyio.CapacityLimiter:
-    global _limiter
-    if _limiter is None:
-        _limiter = anyio.CapacityLimiter(MODEL_THREADS)
-    return _limiter
+def _model_pool() -> ThreadPoolExecutor:
+    """The model-call threads (created on first use; :func:`start_model_threads` starts them)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(MODEL_THREADS, thread_name_prefix="model-call")
+        return _pool
+
+
+def start_model_threads(count: int = MODEL_THREADS) -> threading.Thread:
+    """Start ``count`` threads of the model-call pool now, from a daemon thread of their own
+    (returned; the caller need not wait): each thread the pool starts on a request would be
+    started on the event loop instead (module docstring). Idempotent: threads already started
+    are reused."""
+    pool = _model_pool()
+
+    def run() -> None:
+        gate = threading.Event()
+        started = threading.Semaphore(0)
+
+        def hold() -> None:  # keeps its thread busy until all are started: each submit starts one
+            started.release()
+            gate.wait(60)
+
+        futures = [pool.submit(hold) for _ in range(count)]
+        for _ in futures:
+            started.acquire(timeout=60)
+        gate.set()
+
+    t = threading.Thread(target=run, name="model-call-start", daemon=True)
+    t.start()
+    return t
 
 
 async def model_call(request: Request, fn: Callable[..., T], *args: Any) -> T:
@@ -73,7 +111,11 @@ async def model_call(request: Request, fn: Callable[..., T], *args: Any) -> T:
 
             tg.start_soon(watch)
             try:
-                result.append(await anyio.to_thread.run_sync(fn, *args, limiter=_model_limiter()))
+                # the thread runs in a copy of this context (the JobContext above)
+                run = contextvars.copy_context().run
+                future = asyncio.get_running_loop().run_in_executor(_model_pool(), run, fn, *args)
+                with anyio.CancelScope(shield=True):  # as to_thread: waits for the thread
+                    result.append(await future)
             except Exception as exc:  # raised below, not as a task group's ExceptionGroup
                 error.append(exc)
             finally:

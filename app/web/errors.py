@@ -29,7 +29,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from sparse_core.errors import SparsescopeError
+from sparse_core.errors import MalformedValueError, SparsescopeError
 
 from ..engine.errors import (
     Busy,
@@ -65,6 +65,7 @@ HTTP: dict[type[Exception], Http] = {
     Gone: Http(410),
     TooLarge: Http(413),
     Invalid: Http(422),
+    MalformedValueError: Http(422),  # a number string outside the plain form
     ShareStoreError: Http(
         500, "the share database cannot be used right now; the server's log says why"
     ),

@@ -24,6 +24,7 @@ from ..engine.limits import Limits
 from ..engine.service import AnalysisService
 from ..engine.settings import Settings, get_settings
 from ..engine.store import ShareStore
+from .calls import start_model_threads
 from .compress import Compress
 from .deps import known_query
 from .errors import documented, install_error_handlers
@@ -71,6 +72,7 @@ def create_app(settings: Settings | None = None, service: AnalysisService | None
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await run_in_threadpool(service.start)  # does nothing when `serve` has started it
+        start_model_threads()  # off the event loop, before the first analysis (calls.py)
         # an unreadable share database is reported now, naming the file
         app.state.share_store = ShareStore.in_dir(
             settings.data_dir,

@@ -33,7 +33,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 
 #: ``x-served`` kinds: what each is filled with, from ``GET /api/models``' list of models.
-SERVED_KINDS = ("model", "layer", "head", "n", "token")
+SERVED_KINDS = ("model", "model-or-empty", "layer", "head", "n", "token")
 MARKER = "x-served"
 VALUE = "x-value"
 OPENAPI_URL = "/openapi.json"
@@ -68,6 +68,8 @@ def served_bounds(models: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     fewer layers: a 404 then)."""
     return {
         "model": {"enum": [m["id"] for m in models]},
+        # a share's pane-B model (view.cmpModel): a served id, or "" for none chosen
+        "model-or-empty": {"enum": ["", *(m["id"] for m in models)]},
         "layer": {"maximum": max(m["layers"] for m in models) - 1},
         "head": {"maximum": max(m["heads"] for m in models) - 1},
         "n": {"maximum": max(m["max_tokens"] for m in models)},

@@ -16,11 +16,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from fastapi import Request
+
 from sparse_core.errors import SparsescopeError
 from sparse_core.view_codec import decode_query, share_patch
 
 from ..engine.request import AnalysisRequest
 from ..engine.service import AnalysisService
+from .calls import client_of
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +31,9 @@ log = logging.getLogger(__name__)
 PRELOAD_ID = "preload"
 #: Heavier head payloads are fetched by the page instead (the HTML would wait for them).
 MAX_PRELOAD_BYTES = 4_000_000
+#: The fields of a view that choose its analysis: a page's query that changes one of them (a
+#: share or gallery link with ``?alpha=1.3``) asks for a fresh analysis, as POST /api/analyze.
+ANALYSIS_FIELDS = ("text", "alpha", "causal", "truncate", "model", "start")
 #: Pareto sweeps are computed for the island only for texts up to this many tokens (short texts
 #: sweep in milliseconds); longer ones are included only when already computed.
 PARETO_INLINE_TOKENS = 64
@@ -102,3 +108,15 @@ def state_with_query(state: dict[str, Any], query: Any) -> dict[str, Any]:
     if "view" in patch:
         out["view"] = {**(state.get("view") or {}), **patch["view"]}
     return out
+
+
+def charge_query(request: Request, saved: dict[str, Any], view: dict[str, Any]) -> None:
+    """Take one analysis from the client's rate (the limit of ``POST /api/analyze``) when the
+    page's query changes the saved view's analysis (:data:`ANALYSIS_FIELDS`): a page that
+    opens a share, a gallery example or the home example with a new ``?alpha=`` runs the model
+    as an analyze request does, so it raises :class:`RateLimited` as that does (the routes
+    answer with :func:`~sparsescope.web.render.rate_limited_page`). The saved view itself
+    (cached, or warmed once) costs nothing."""
+    if all(saved.get(k) == view.get(k) for k in ANALYSIS_FIELDS):
+        return
+    request.app.state.limits.analyses.take(client_of(request))

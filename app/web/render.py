@@ -200,6 +200,23 @@ def error_page(
     )
 
 
+def rate_limited_page(
+    request: Request, exc: Exception, headers: Mapping[str, str] | None = None
+) -> HTMLResponse:
+    """The 429 page (``Retry-After``) of a page whose address asks for a new analysis (a share,
+    gallery or home link with its own ``?alpha=``) over the client's rate of analyses."""
+    wait = max(1, int(getattr(exc, "retry_after", 1) or 1))
+    return error_page(
+        request,
+        429,
+        title="too many analyses",
+        heading="Too many analyses from your address",
+        message=f"{exc}. This page's address asks for a new analysis (its alpha, model or text "
+        "window differ from the saved view's); open it without those to see the saved view.",
+        headers={**(headers or {}), "Retry-After": str(wait)},
+    )
+
+
 def routing_error_page(request: Request, status_code: int, detail: str) -> HTMLResponse:
     """The styled page a browser gets for a path no route serves (404) or a method a page does
     not take (405); API clients get ``{detail, field}`` (errors.install_error_handlers)."""

@@ -139,7 +139,13 @@ def _alpha_in(value: Any) -> float | str | None:
     if value is None or value == "own":
         return value
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer beyond 1.8e308 (309 digits and more): no float
+            raise ValueError(
+                f'must be a number in [1, 2] or "own" (the model\'s own alpha), got an integer '
+                f"of {len(str(abs(value)))} digits"
+            ) from None
     raise ValueError(f'must be a number in [1, 2] or "own" (the model\'s own alpha), got {value!r}')
 
 
@@ -728,7 +734,11 @@ class Flow(BaseModel):
 #: A share's text is at most this long (its state, as JSON, at most shares.MAX_STATE_BYTES).
 MAX_TEXT_CHARS = 20_000
 MAX_STR_CHARS = 200
-Key = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,39}$")]
+KEY_PATTERN = r"^[A-Za-z][A-Za-z0-9_.-]{0,39}$"
+Key = Annotated[str, StringConstraints(pattern=KEY_PATTERN)]
+#: A map of short keys to scalars (a share's ``params``, the view's other keys): the schema
+#: states every rule :func:`_scalar` and :data:`Key` apply, so no schema-valid map is refused.
+KEYED = {"propertyNames": {"pattern": KEY_PATTERN}}
 
 
 def _unicode(value: str) -> str:
@@ -760,7 +770,20 @@ def _scalar(value: Any) -> bool | int | float | str:
 
 
 _ScalarType = bool | int | float | str
-Scalar = Annotated[_ScalarType, PlainValidator(_scalar, json_schema_input_type=_ScalarType)]
+#: :func:`_scalar`'s rules as JSON Schema (a JSON number is finite; a string at most
+#: MAX_STR_CHARS characters)
+SCALAR_SCHEMA = {
+    "anyOf": [
+        {"type": "boolean"},
+        {"type": "number"},
+        {"type": "string", "maxLength": MAX_STR_CHARS},
+    ]
+}
+Scalar = Annotated[
+    _ScalarType,
+    PlainValidator(_scalar, json_schema_input_type=_ScalarType),
+    WithJsonSchema(SCALAR_SCHEMA),
+]
 
 
 class _ViewExtras(ViewBase):
@@ -768,6 +791,14 @@ class _ViewExtras(ViewBase):
 
     model_config = ConfigDict(extra="allow", strict=True)
     __pydantic_extra__: dict[Key, Scalar]
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> Any:
+        """Every key (flags and others) matches :data:`Key`, at most ``max_flags`` of them."""
+        schema = super().__get_pydantic_json_schema__(core_schema, handler)
+        target = handler.resolve_ref_schema(schema)
+        target.update(KEYED, maxProperties=cls.max_flags)
+        return schema
 
 
 #: ``ShareState.view``: one typed field per display flag of the view's one definition.
@@ -798,7 +829,9 @@ class ShareState(JsonBody):
 
     text: str = Field(
         min_length=1, max_length=MAX_TEXT_CHARS, json_schema_extra=NOT_BLANK,
-        description="the analysed text (not blank, as POST /api/analyze's text)",
+        description="the analysed text, as POST /api/analyze's text: not blank, some of its "
+        "tokens in the model's vocabulary, at most the model's positions unless truncate (a "
+        "400 naming state.text otherwise: the schema cannot know a vocabulary)",
     )  # fmt: skip
     # defaults and bounds: the view's one definition (sparse_core/view_schema.py)
     alpha: ShareAlpha = Field(
@@ -827,6 +860,7 @@ class ShareState(JsonBody):
         default_factory=dict,
         max_length=32,
         description="the method's slider values, add-ons (window, globals) included",
+        json_schema_extra={**KEYED, "additionalProperties": False},
     )
     token: int | None = Field(
         None, ge=VIEW["lockedRow"].lo, le=VIEW["lockedRow"].hi,

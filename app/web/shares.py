@@ -17,10 +17,12 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from sparse_core.errors import SparsescopeError
+from sparse_core.methods import METHODS
 from sparse_core.view_codec import share_flags
+from sparse_core.view_schema import shown
 
-from ..engine.errors import Gone, Invalid, NotFound, TooLarge
-from ..engine.request import AnalysisRequest, check_not_blank
+from ..engine.errors import Gone, Invalid, NotFound, TooLarge, UnknownModel
+from ..engine.request import AnalysisRequest, api_wording, check_not_blank
 from ..engine.service import AnalysisService
 from ..engine.store import ShareRecord, ShareStore, is_valid_id
 from .errors import validation_message
@@ -55,6 +57,46 @@ def check_state(state: dict[str, Any]) -> ShareState:
         raise Invalid(detail, field=field) from None
     check_not_blank(checked.text, field="state.text")  # a 400, as /api/analyze answers it
     return checked
+
+
+def check_openable(service: AnalysisService, state: ShareState) -> ShareState:
+    """``state`` if opening it would work, with its model's id (None: the default's): its text
+    analysable as ``POST /api/analyze`` would analyse it (not blank, some token in the model's
+    vocabulary, within its positions unless ``truncate``: a 400 naming ``state.text``), its
+    models served and pane B's method in the registry (a 422 naming ``state.model``,
+    ``state.view.cmpModel`` or ``state.view.cmpMethod``). Shares saved before these checks still
+    open (:func:`load_share` only validates the schema)."""
+    try:
+        slot = service.slot_for(state.model)
+    except UnknownModel as exc:
+        raise UnknownModel(str(exc), field="state.model") from None
+    view = state.view.model_dump()
+    cmp_method = view.get("cmpMethod")
+    if cmp_method and cmp_method not in METHODS:
+        raise Invalid(
+            f"state.view.cmpMethod must be a method of GET /api/methods ({', '.join(METHODS)}) "
+            f"or empty, got {shown(cmp_method)}",
+            field="state.view.cmpMethod",
+        )
+    cmp_model = view.get("cmpModel")
+    if cmp_model:
+        try:
+            service.slot_for(cmp_model)
+        except UnknownModel:
+            served = ", ".join(m["id"] for m in service.models()["models"])
+            raise Invalid(
+                f"state.view.cmpModel must be a served model's id ({served}) or empty, got "
+                f"{shown(cmp_model)}",
+                field="state.view.cmpModel",
+            ) from None
+    try:
+        with api_wording():
+            slot.model.encode(state.text, truncate=state.truncate, start=state.start)
+    except SparsescopeError as exc:
+        exc.field = f"state.{exc.field or 'text'}"
+        raise
+    # a share names its model: the default of today may not be the default of tomorrow
+    return state.model_copy(update={"model": slot.id})
 
 
 def load_share(store: ShareStore, share_id: str) -> tuple[ShareRecord, ShareState]:

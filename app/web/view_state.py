@@ -28,7 +28,10 @@ from pydantic import (
 )
 
 from sparse_core import view_schema
+from sparse_core.methods import METHODS
 from sparse_core.view_schema import Rejected, ViewField, allowed, check_share_value
+
+from .openapi import served
 
 
 class ViewBase(BaseModel):
@@ -105,6 +108,8 @@ def flag_keywords(f: ViewField) -> dict[str, Any]:
     OpenAPI schema states what :func:`check_share_value` enforces (a
     schema-valid share is never refused)."""
     out: dict[str, Any] = {}
+    if f.key == "cmpMethod":  # pane B's method: a name of the registry, or "" (none chosen)
+        out["enum"] = ["", *METHODS]
     if f.kind in ("int", "float") and not f.values:
         if f.lo is not None:
             out["minimum"] = f.lo
@@ -118,6 +123,14 @@ def flag_keywords(f: ViewField) -> dict[str, Any]:
     return out
 
 
+def _flag_extra(f: ViewField) -> dict[str, Any] | None:
+    """A flag's ``json_schema_extra``: its static keywords, and for pane B's model the served
+    ids (filled in when the schema is built, app/web/openapi.py)."""
+    if f.key == "cmpModel":
+        return served("model-or-empty", **flag_keywords(f))
+    return flag_keywords(f) or None
+
+
 def view_flags_model(base: type[ViewBase]) -> type[ViewBase]:
     """The ``ShareState.view`` model: ``base`` (its config types the other keys: a subclass of
     :class:`ViewBase` with ``extra="allow"`` and ``__pydantic_extra__: dict[Key, Scalar]``)
@@ -125,7 +138,7 @@ def view_flags_model(base: type[ViewBase]) -> type[ViewBase]:
     fields: dict[str, Any] = {
         name: (
             _flag_type(f),
-            Field(f.default, description=f.doc, json_schema_extra=flag_keywords(f) or None),
+            Field(f.default, description=f.doc, json_schema_extra=_flag_extra(f)),
         )
         for name, f in view_schema.FLAGS.items()
     }

@@ -11,7 +11,7 @@
  * using the default 3`.
  */
 
-import { pyFloat } from "./params.js";
+import { plainNumber } from "./params.js";
 
 /**
  * Notices (keyed by address key) for the address values `query` (decodeQuery's state: params as
@@ -46,7 +46,7 @@ export function analysisNotices(query, s) {
     }
     const got = s.params[name];
     if (p.kind === "int" || p.kind === "float") {
-      const v = pyFloat(String(raw));
+      const v = plainNumber(String(raw));
       if (v !== null && Number.isFinite(v) && v === got) continue;
       if (v !== null && Number.isFinite(v) && v > p.max && got === p.max) {
         out[key] = `${key}=${raw} is above the maximum ${p.max}: using ${p.max}`;

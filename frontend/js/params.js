@@ -7,8 +7,9 @@
  * `cleanParam(spec, raw)` accepts or rejects exactly the values Python accepts or rejects, with
  * the same result (checked against golden data from Python by tests/js/check_twins.mjs):
  *
- *     int / float   a number, or a string Python's float() parses (whitespace around, "_"
- *                   between digits, exponents); finite; an int must be integral (5.0 -> 5);
+ *     int / float   a number, or a string in the plain form (`plainNumber`: one optional "-",
+ *                   ASCII digits, an optional fraction; no whitespace, "+", "_", exponent or
+ *                   other digits); finite; an int must be integral (5.0 -> 5);
  *                   never a boolean; then min ≤ v ≤ max
  *     bool          true / false, 0 / 1, or "true" "1" "yes" "on" / "false" "0" (any case)
  *     choice        a member of `choices`; with integer choices a numeric string or number
@@ -28,27 +29,16 @@ export class ParamError extends Error {
   }
 }
 
-/** Python's float() literal: sign, digits with single "_" between them, fraction, exponent. */
-const DIGITS = String.raw`\d(?:_?\d)*`;
-const FLOAT_RE = new RegExp(
-  String.raw`^[+-]?(?:${DIGITS}(?:\.(?:${DIGITS})?)?|\.${DIGITS})(?:[eE][+-]?${DIGITS})?$`,
-);
-const SPECIAL_RE = /^[+-]?(?:inf|infinity|nan)$/i;
+const PLAIN_RE = /^-?[0-9]+(?:\.[0-9]+)?$/;
 
 /**
- * Python's `float(s)` for a string: the number, or null where Python raises ValueError.
- * (Python also reads non-ASCII digits; the page never sends them.)
+ * A number string in the plain form the server reads (sparse_core/methods/spec.py): one optional
+ * "-", ASCII digits, an optional fraction. Anything else ("+4", " 5", "1_0", "1e1", "３") is null.
  * @param {string} s
  * @returns {number|null}
  */
-export function pyFloat(s) {
-  const t = s.trim();
-  if (FLOAT_RE.test(t)) return Number(t.replaceAll("_", ""));
-  if (SPECIAL_RE.test(t)) {
-    if (/nan/i.test(t)) return NaN;
-    return t.startsWith("-") ? -Infinity : Infinity;
-  }
-  return null;
+export function plainNumber(s) {
+  return PLAIN_RE.test(s) ? Number(s) : null;
 }
 
 const TRUE_WORDS = ["true", "1", "yes", "on"];
@@ -68,7 +58,7 @@ function coerceChoice(spec, raw, bad) {
   const ints = numeric && choices.every(Number.isInteger);
   let v = raw;
   if (typeof v === "string" && numeric) {
-    const f = pyFloat(v);
+    const f = plainNumber(v);
     if (f === null || !Number.isFinite(f) || (ints && !Number.isInteger(f))) throw bad;
     v = f;
   }
@@ -98,7 +88,7 @@ export function cleanParam(spec, raw) {
     throw bad;
   }
   let v = raw;
-  if (typeof v === "string") v = pyFloat(v);
+  if (typeof v === "string") v = plainNumber(v);
   if (typeof v !== "number" || !Number.isFinite(v)) throw bad;
   if (spec.kind === "int" && !Number.isInteger(v)) throw bad;
   const lo = spec.min ?? -Infinity;
@@ -122,7 +112,7 @@ export function coerceParam(spec, raw) {
     return cleanParam(spec, raw);
   } catch (err) {
     if (!(err instanceof ParamError)) throw err;
-    const v = typeof raw === "string" ? pyFloat(raw) : typeof raw === "number" ? raw : null;
+    const v = typeof raw === "string" ? plainNumber(raw) : typeof raw === "number" ? raw : null;
     const numeric = (spec.kind === "int" || spec.kind === "float") && v !== null && Number.isFinite(v);
     if (numeric && (spec.kind === "float" || Number.isInteger(v))) {
       if (spec.max != null && v > spec.max) return spec.max;

@@ -5,7 +5,9 @@ For scores ``z ∈ ℝⁿ`` and ``α ∈ [1, 2]``::
     entmax_α(z)_i = [(α − 1) z_i − τ]_+ ^ (1 / (α − 1)),   τ such that Σ_i entmax_α(z)_i = 1.
 
 α = 1 is softmax (the limit; computed with ``torch.softmax``), α = 1.5 the paper's setting and α = 2
-sparsemax. The map is shift invariant, so we work with ``x = (α − 1)(z − max z) ≤ 0``, whose
+sparsemax. α just above 1 (``α − 1 < NEAR_ONE``) takes its own float64 path in score units
+(:func:`_near_one_rows`), which tends continuously to softmax as α → 1. The map is shift
+invariant, so we work with ``x = (α − 1)(z − max z) ≤ 0``, whose
 threshold lies in ``[−1, −n^(1−α)]`` (n live scores). Let ``c = α − 1``, ``β = 1 / c``,
 ``y_i = [x_i − τ]_+``, ``G(τ) = Σ y^β`` and ``G_j = Σ y^(β−j)``. For any ``q ≥ 1``,
 ``H_q(τ) = ‖y‖_q − 1`` is convex and decreasing in τ (an ℓ_q norm of convex non-negative functions
@@ -152,6 +154,13 @@ BOUNDED_CHUNK_ELEMENTS = 1 << 22
 """The compact path from the group maxima (:func:`_bounded_chunk`) reads every score once
 and makes no (R, n) temporaries, so it takes larger chunks (a (12, 512, 512) layer in one):
 a third of the calls of 2^20, each a few hundred small torch ops."""
+NEAR_ONE = 1e-3
+"""α with ``0 < α − 1 < NEAR_ONE`` take the near-softmax path (:func:`_near_one_rows`): in x units
+the threshold τ sits within ``(α − 1) log n`` of −1 and ``(x − τ)^(1/(α−1))`` would amplify the
+float64 rounding of ``x − τ`` by ``1/(α − 1)`` (and ``q = ⌈β⌉`` powers underflow); there the
+threshold is solved in score units and the powers taken through ``log1p``, exact for every
+α > 1 and continuous into softmax as α → 1."""
+_NEAR_STEPS = 60
 _MAX_GROUPS = 16
 """A per-row α with at most this many distinct values runs as one scalar-α call per value."""
 _MAX_EXACT_STEPS = 50
@@ -303,7 +312,17 @@ def _entmax_per_row(rows: Tensor, a_rows: Tensor, out: Tensor | None = None) -> 
     values = torch.unique(a_rows)
     if values.numel() > _MAX_GROUPS:
         soft = a_rows == 1.0
-        _entmax_rows(rows, a_rows, out=out)
+        near = (a_rows > 1.0) & (a_rows - 1.0 < NEAR_ONE)
+        if not bool(near.any()):
+            _entmax_rows(rows, a_rows, out=out)
+        elif not bool(near.all()):  # α just above 1 never reaches the compact path
+            idx = (~near).nonzero().squeeze(1)
+            out.index_copy_(0, idx, _entmax_rows(rows.index_select(0, idx), a_rows[idx]))
+        if bool(near.any()):
+            idx = near.nonzero().squeeze(1)
+            sub = torch.empty_like(rows.index_select(0, idx))
+            c = (a_rows[idx] - 1.0).view(-1, 1)
+            out.index_copy_(0, idx, _near_one_rows(rows.index_select(0, idx), c, sub))
         if bool(soft.any()):
             out[soft] = _softmax(rows[soft], -1)
         return out
@@ -336,6 +355,8 @@ def _entmax_rows(
         return _softmax(rows, -1, out)
     if r_total == 0 or n == 0:
         return torch.zeros_like(rows) if out is None else out.zero_()
+    if isinstance(alpha, float) and alpha - 1.0 < NEAR_ONE:  # α just above 1: near softmax
+        return _near_one_rows(rows, alpha - 1.0, torch.empty_like(rows) if out is None else out)
     # one exact kernel: Triton on CUDA (entmax_triton), numba on the CPU (entmax_cpu); rows
     # they leave unsettled are redone by the compact path from {x > −1}
     kernel = None
@@ -366,6 +387,60 @@ def _entmax_rows(
     for r0 in range(0, r_total, chunk):
         a = alpha if isinstance(alpha, float) else alpha[r0 : r0 + chunk]
         _compact_chunk(rows[r0 : r0 + chunk], a, out[r0 : r0 + chunk], dense_steps)
+    return out
+
+
+def _near_one_rows(rows: Tensor, c: float | Tensor, out: Tensor) -> Tensor:
+    """α-entmax of ``rows (R, n)`` into ``out`` for α just above 1 (``c = α − 1`` in
+    (0, ``NEAR_ONE``), a float or a per-row (R, 1) float64 tensor): float64 on whole rows.
+
+    With ``u = z − max z`` and the threshold written ``τ = −1 + c w`` (x units), the map is
+    ``p_i = [1 + c (u_i − w)]_+^(1/c) = exp(log1p(c (u_i − w)) / c)``, and w the root of
+    ``H(w) = ‖[1 + c (u − w)]_+‖_β − 1``, convex and decreasing (the module docstring's ``H_β``
+    in these units). Newton from ``w = 0`` (``H(0) ≥ 0``: the top entry alone gives 1) rises to
+    the root and never passes it, so every iterate has ``u − w ≤ 0`` (no overflow). With
+    ``G = Σ p`` and ``G₁ = Σ p / (1 + c (u − w))``, the step is
+    ``expm1(c log G) / c · G^(1 − c) / G₁``: at c → 0 it is ``log G``, Newton on softmax's
+    ``log Σ exp(u − w)``, exact in one step, so two or three steps reach float64 rounding.
+    Nothing here divides by c or forms ``1 + c u`` before the ``log1p``: the values carry float64
+    rounding (relative ~1e-15 times the few operations), with no ``1/(α − 1)`` amplification,
+    and tend to softmax's ``exp(u − logsumexp u)`` as c → 0; the difference from softmax is
+    O(c) (about ``c · u² / 2`` relative, e.g. 1e-7 at c = 1e-9 for scores 10 apart), so
+    softmax itself would not do. The support is every score with ``c (u_i − w) > −1`` (for
+    ``c < NEAR_ONE`` only scores more than 1000 below the maximum leave it, whose values would be
+    below 1e-400 anyway); values below the result dtype's smallest normal number are flushed to
+    0 as on the other paths. Rows in chunks of ``CHUNK_ELEMENTS`` scores.
+    """
+    r_total, n = rows.shape
+    tiny = torch.finfo(out.dtype).tiny
+    chunk = max(1, CHUNK_ELEMENTS // n)
+    for r0 in range(0, r_total, chunk):
+        z = rows[r0 : r0 + chunk]
+        cc = c if isinstance(c, float) else c[r0 : r0 + chunk].to(_F64)
+        m, dead = _row_max(z)
+        u = z.to(_F64) - m.to(_F64)  # <= 0, -inf where masked
+        w = torch.zeros_like(m, dtype=_F64)
+
+        def logs(w: Tensor, u: Tensor = u, cc: float | Tensor = cc) -> tuple[Tensor, Tensor]:
+            t = ((u - w) * cc).clamp_(min=-1.0)  # c (u − w) in [−1, 0] from the left of the root
+            return t, torch.log1p(t)  # log1p(−1) = −inf: off the support, p = 0
+
+        for _ in range(_NEAR_STEPS):
+            t, lt = logs(w)
+            p = (lt / cc).exp_()  # p_i
+            g = p.sum(dim=-1, keepdim=True)
+            g1 = (lt * ((1.0 - cc) / cc)).exp_().sum(dim=-1, keepdim=True)  # Σ p / (1 + t)
+            lg = g.clamp_min(1e-300).log()
+            step = torch.expm1(lg * cc) / cc * (lg * (1.0 - cc)).exp() / g1.clamp_min(1e-300)
+            step = step.where(g1 > 0, 0.0).masked_fill_(dead, 0.0)
+            w = w + step
+            if not bool((step.abs() > 1e-13 * (1.0 + w.abs())).any()):
+                break
+        else:
+            log.warning("entmax: Newton did not converge in %d near-softmax steps", _NEAR_STEPS)
+        _, lt = logs(w)
+        p = (lt / cc).exp_().masked_fill_(dead, 0.0)
+        out[r0 : r0 + chunk] = p.masked_fill_(p < tiny, 0.0)
     return out
 
 

@@ -174,8 +174,12 @@ def entmax_rows(rows: Tensor, alpha: float, out: Tensor, redo) -> Tensor:
     """α-entmax of the contiguous CPU ``rows (R, n)`` into ``out (R, n)`` (same dtype).
 
     ``redo(z, alpha, out)`` recomputes rows the kernel flags as unsettled (the torch compact
-    path; never observed). Raises ``ValueError`` on NaN or +inf scores.
+    path; never observed). Raises ``ValueError`` on NaN or +inf scores, and on α outside
+    [MIN_ALPHA, 2]: α just above 1 would overflow the kernel's powers ``1/(α − 1)``; those α
+    take :func:`sparse_core.entmax._near_one_rows` (``entmax`` never hands them here).
     """
+    if not MIN_ALPHA <= alpha <= 2.0:
+        raise ValueError(f"the CPU entmax kernel takes alpha in [{MIN_ALPHA}, 2], got {alpha}")
     k = _load()
     r_total = rows.shape[0]
     z = rows.numpy()

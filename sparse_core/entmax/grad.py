@@ -92,7 +92,10 @@ class _Entmax(torch.autograd.Function):
         # at 1.5 on the first step of --alpha learned): the backward's fast scalar cases.
         ctx.a_f = a_f if a_t is None else _common(a_t)
         if ctx.a_f is None:
-            ctx.save_for_backward(p, _aligned(a_t.detach(), p).to(p.dtype))  # (..., 1, ...)
+            # α − 1 (..., 1, ...), formed in float64 before the cast to p's dtype: α just above 1
+            # keeps its distance from 1 in float32 (1 + 2^-52 would round to 1)
+            c_t = _aligned(a_t.detach(), p).to(torch.float64) - 1.0
+            ctx.save_for_backward(p, c_t.to(p.dtype))
         else:
             ctx.save_for_backward(p)
         return p
@@ -109,7 +112,7 @@ class _Entmax(torch.autograd.Function):
             # log p on the support; 0 off it (p clamped up to tiny: log(0) is a slow path and
             # the factor p or the mask zeroes those entries wherever log p is used)
             logp = torch.clamp_min(p, torch.finfo(p.dtype).tiny).log_()
-        a: float | Tensor = ctx.a_f if ctx.a_f is not None else saved[1]
+        a: float | Tensor = ctx.a_f if ctx.a_f is not None else saved[1] + 1.0
         s = _skew(p, a, logp)  # (..., n) p^(2−α) on the support, 0 off it
         ss = s.sum(dim, keepdim=True)  # Σ s
         sg = torch.linalg.vecdot(s, g, dim=dim).unsqueeze(dim)  # Σ s g
@@ -120,17 +123,72 @@ class _Entmax(torch.autograd.Function):
         if want_a:
             # Σ_i g_i [(p_i − p̃_i)/c² − (S_i − p̃_i H)/c] with c = α − 1, S = p log p,
             # H = Σ S, p̃ = s / Σ s: per-row sums only, Σ p̃ g being q above.
-            shannon = logp.mul_(p)  # S (0 off the support: p = 0 there)
+            am1 = saved[1] if isinstance(a, Tensor) else torch.full_like(q, a - 1.0)
+            near = bool((am1 < _NEAR_C).any())  # α near 1: the form without 1/(α − 1)²
+            shannon = logp * p if near else logp.mul_(p)  # S (0 off the support: p = 0 there)
             ent = shannon.sum(dim, keepdim=True)  # H
             gs = torch.linalg.vecdot(shannon, g, dim=dim).unsqueeze(dim)  # Σ g S
             gp = torch.linalg.vecdot(p, g, dim=dim).unsqueeze(dim)  # Σ g p
-            am1 = a - 1.0 if isinstance(a, Tensor) else torch.full_like(gp, a - 1.0)
             soft = am1 == 0
-            am1 = torch.where(soft, 1.0, am1)
-            da = (gp - q) / (am1 * am1) - (gs - q * ent) / am1
+            if near:
+                da = _alpha_grad_near_one(p, g, logp, am1, ss, gp, gs, ent, dim)
+            else:
+                da = (gp - q) / (am1 * am1) - (gs - q * ent) / am1
             da = torch.where(soft, 0.0, da)
             da = _reduce_to(da, ctx.a_shape).to(ctx.a_dtype)
         return dz, da, None, None, None
+
+
+_NEAR_C = 0.25
+"""Rows with α − 1 below it take the α-gradient's cancellation-free form
+(:func:`_alpha_grad_near_one`): the direct form's rounding grows as eps / (α − 1)²."""
+
+
+def _alpha_grad_near_one(
+    p: Tensor,
+    g: Tensor,
+    logp: Tensor,
+    c: Tensor,
+    w: Tensor,
+    gp: Tensor,
+    gs: Tensor,
+    ent: Tensor,
+    dim: int,
+) -> Tensor:
+    """``∂L/∂α`` per row without the ``1/(α − 1)²`` cancellation, for α just above 1.
+
+    With ``c = α − 1``, ``L = log p`` (on the support), ``E[f] = Σ p f``, ``ḡ = E[g]``,
+    ``H = E[L]``, ``w_i = p_i^(−c) = e^(x_i)`` (``x = −c L ≥ 0``), ``W = E[w] = Σ s`` and the
+    tilted mean ``Σ p̃ g = E[g w] / W``: the module's ``A / c² − B / c`` (``A = ḡ − Σ p̃ g``,
+    ``B = Σ g S − H Σ p̃ g``) rewritten exactly, with ``e₁ = (w − 1)/c = −L expm1(x)/x`` and
+    ``e₂ = (w − 1 − x)/c² = L² (expm1(x) − x)/x²``, as::
+
+        ∂L/∂α = (H E[(g − ḡ) e₁] − E[(g − ḡ) e₂] − Cov(g, L) E[e₁]) / W,
+
+    ``Cov(g, L) = Σ g S − ḡ H``. No term divides by c: the 1/c parts of ``A/c²`` and ``B/c``
+    cancel analytically (``A = c Cov(g, L) + O(c²)``), so the rounding stays that of the sums
+    at every α > 1, and as c → 0 the value tends to ``−E[(g − ḡ) L²] / 2``, the one-sided
+    derivative at α = 1 (continuous in α). ``expm1(x)/x`` and
+    ``(expm1(x) − x)/x²`` take their Taylor series below x = 0.1 (error below x⁶/8! there).
+    """
+    x = logp * -c  # −c log p >= 0 (log p of the zeros clamped: those terms carry the factor p)
+    small = x < 0.1
+    xs = torch.where(small, x, 0.0)
+    r1 = 1.0 + xs * (1 / 2 + xs * (1 / 6 + xs * (1 / 24 + xs * (1 / 120 + xs / 720))))
+    r2 = 0.5 + xs * (1 / 6 + xs * (1 / 24 + xs * (1 / 120 + xs * (1 / 720 + xs / 5040))))
+    xb = torch.where(small, 1.0, x)
+    em = torch.expm1(xb)
+    r1 = torch.where(small, r1, em / xb)
+    r2 = torch.where(small, r2, (em - xb) / (xb * xb))
+    e1 = -logp * r1
+    e2 = logp * logp * r2
+    pe1 = p * e1
+    pe2 = p * e2
+    se1 = pe1.sum(dim, keepdim=True)  # E[e₁]
+    ge1 = torch.linalg.vecdot(pe1, g, dim=dim).unsqueeze(dim) - gp * se1  # E[(g − ḡ) e₁]
+    ge2 = torch.linalg.vecdot(pe2, g, dim=dim).unsqueeze(dim) - gp * pe2.sum(dim, keepdim=True)
+    cov = gs - gp * ent
+    return (ent * ge1 - ge2 - cov * se1) / w.clamp_min(torch.finfo(p.dtype).tiny)
 
 
 _FAST = (1.0, 1.5, 2.0)

@@ -10,23 +10,38 @@ message says what was given and what is allowed, e.g. ``n_buckets must be one of
 Coercion, by kind:
 
 - ``bool``: True / False, 0 / 1, or the strings true / false / 1 / 0 / yes / on (any case);
-- ``int``: an integer, a float or numeric string with an integral finite value (``"8"``,
-  ``"8.0"``, ``8.0``); ``8.9``, ``inf``, ``nan``, ``1e400`` and booleans are refused;
-- ``float``: any finite number or numeric string;
+- ``int``: an integer, a float with an integral finite value (``8.0``), or a string in the
+  plain form with an integral value (``"8"``, ``"8.0"``); ``8.9``, ``inf``, ``nan``, ``1e400``
+  and booleans are refused;
+- ``float``: any finite number, or a string in the plain form;
 - ``choice``: the value as is when the choices are strings, else as ``int`` (integer choices) or
   ``float`` (other numbers), then it must be one of the choices. A non-integral value never
   rounds to a choice.
+
+Strings (query strings, a share's saved values) are read in the plain form only, the one the page
+writes and reads (frontend/js/params.js ``plainNumber``): one optional ``-`` sign, ASCII digits,
+an optional fraction (``"-0.25"``, ``"3"``); no whitespace, ``+`` sign, ``_`` separator,
+exponent, ``inf``/``nan`` or non-ASCII digit (``"３"``, ``"٣"``), each of which Python's
+``float()`` would take. Integers take the sign too: no integer parameter is negative, but
+``"-4"`` is a well-formed number out of range (the 400 of a bad value, and the page clamps it to
+the minimum, as the address does its own numbers), not a malformed one. A string outside the
+form is a :class:`~sparse_core.errors.MalformedValueError` (the web's 422) naming the parameter
+and the form.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..errors import SparsescopeError
+from ..errors import MalformedValueError, SparsescopeError
 
 KINDS = ("int", "float", "choice", "bool")
+#: a number string in the plain form: an optional "-", ASCII digits, an optional fraction (an
+#: integer's must be zeros, checked after reading)
+_PLAIN = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0")
 
@@ -81,6 +96,12 @@ def coerce(spec: ParamSpec, value: Any) -> Any:
     if spec.kind == "choice" and (not spec.choices or isinstance(spec.choices[0], str)):
         return value  # string choices: compared as given
     as_int = spec.kind == "int" or (spec.kind == "choice" and isinstance(spec.choices[0], int))
+    if isinstance(value, str) and not _PLAIN.fullmatch(value):  # "$" would match before a "\n"
+        raise MalformedValueError(
+            f"{spec.name} must be {kind_words(spec)}, written as plain ASCII digits with an "
+            f"optional '-' sign and fraction (e.g. 3, 0.25), got {value!r}",
+            field=spec.name,
+        )
     number = _number(value)
     if number is None:
         raise bad
@@ -100,17 +121,17 @@ def _number(value: Any) -> int | float | None:
     """A finite int or float from a number or a numeric string; None for anything else.
 
     Python ints are kept as ints (arbitrarily large ones too: they are finite, and ``float()`` of
-    one beyond 1.8e308 would overflow); floats and strings must be finite (``"1e400"`` is inf).
+    one beyond 1.8e308 would overflow); floats and strings must be finite (a string of 400
+    digits is inf). Strings must be in the plain form (module docstring).
     """
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
         return value
     if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
+        if not _PLAIN.fullmatch(value):  # fullmatch: "$" would also match before a final "\n"
             return None
+        value = float(value)
     if isinstance(value, float) and math.isfinite(value):
         return value
     return None

@@ -214,8 +214,11 @@ TABLE: list[Bad] = [
         "colour", ("has no parameter 'colour'", "its parameters are window, globals")),
     Bad("metrics: window negative", "get", AN + "/metrics/0/0?method=window&window=-4", 400,
         "window", ("window must be in [0,", "got '-4'")),
-    Bad("metrics: window a word", "get", AN + "/metrics/0/0?method=bigbird&window=abc", 400,
-        "window", ("window must be an integer",)),
+    # not a number in the plain form: the request does not match (a 422 naming the parameter)
+    Bad("metrics: window a word", "get", AN + "/metrics/0/0?method=bigbird&window=abc", 422,
+        "window", ("window must be an integer", "plain ASCII digits")),
+    Bad("metrics: window in fullwidth digits", "get", AN + "/metrics/0/0?method=window&window=３",
+        422, "window", ("window must be an integer", "plain ASCII digits")),
     Bad("metrics: globals a word", "get", AN + "/metrics/0/0?method=window&globals=maybe", 400,
         "globals", ("true or false",)),
     Bad("metrics: stride zero", "get", AN + "/metrics/0/0?method=fixed&stride=0", 400,

@@ -12,7 +12,8 @@ content types as declared, schema-violating requests rejected, and schema-valid 
 (``positive_data_acceptance``, ST202): the schema states every bound the
 server enforces (app/web/openapi.py), and a part that one analysis lacks (a token past its n, a
 tile past its pyramid) is a 404. Filtered out, as the schema cannot state them (its descriptions
-do): texts blank by Unicode category or of tokens unknown to the model (the analyser's 400), and
+do): texts blank by Unicode category or of tokens unknown to the model, and a share's text over
+the model's positions without truncate (the analyser's 400), and
 Pareto / budgets queries with only one of layer and head (a 400 naming the missing one).
 
 Bounded: ``SPARSESCOPE_FUZZ_EXAMPLES`` (default 15) examples per operation and mode, derandomised
@@ -30,7 +31,12 @@ import schemathesis  # the test extra has it
 from hypothesis import HealthCheck, settings
 from schemathesis.config import SchemathesisConfig
 
-from sparse_core.errors import EmptyTextError, UnknownTokensError
+from sparse_core.errors import (
+    EmptyTextError,
+    SparsescopeError,
+    TextTooLongError,
+    UnknownTokensError,
+)
 from sparse_core.methods import METHODS
 from sparsescope.engine.request import AnalysisRequest, is_blank
 from sparsescope.engine.service import AnalysisService
@@ -109,16 +115,25 @@ def api_schema(tmp_path_factory, tiny_model, tiny_artefact):
         # a text the analyser refuses though the schema cannot say so: blank by Unicode
         # category (zero-width, control...) or only tokens unknown to the model; the schema's
         # description says it, the answer is a 400 naming text (tests/app/test_bad_input.py)
+        # A share is checked as an analysis (app/web/shares.py check_openable): its text also
+        # within the model's positions unless truncate, a 400 naming state.text otherwise.
         text = body.get("text") if isinstance(body, dict) else None
+        truncate, start = True, 0
         if isinstance(body, dict) and isinstance(body.get("state"), dict):
-            text = body["state"].get("text")
-            return not (isinstance(text, str) and is_blank(text))
+            state = body["state"]
+            text = state.get("text")
+            if isinstance(text, str) and is_blank(text):
+                return False
+            truncate = state.get("truncate") is True
+            start = state.get("start") if isinstance(state.get("start"), int) else 0
         if not isinstance(text, str):
             return True
         try:
-            tiny_model.encode(text, truncate=True)
-        except (EmptyTextError, UnknownTokensError):
+            tiny_model.encode(text, truncate=truncate, start=start)
+        except (EmptyTextError, UnknownTokensError, TextTooLongError):
             return False
+        except SparsescopeError:  # a start the schema refuses anyway (bool, negative)
+            return True
         return True
 
     from fastapi.testclient import TestClient

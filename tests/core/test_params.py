@@ -5,13 +5,14 @@ allowed. Never another exception (a 500 in the app), never a silent rounding."""
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparse_core import methods as M
-from sparse_core.errors import SparsescopeError
+from sparse_core.errors import MalformedValueError, SparsescopeError
 from sparse_core.methods.spec import ParamSpec
 
 N = 128
@@ -38,7 +39,13 @@ def test_non_integral_or_non_finite_values_are_refused(method, param, allowed, v
     with pytest.raises(SparsescopeError) as err:
         M.METHODS[method].validate(N, {param: value})
     assert err.value.field == param
-    assert str(err.value) == f"{param} must be {allowed}, got {value!r}"
+    if isinstance(value, str) and not re.fullmatch(r"-?[0-9]+(\.[0-9]+)?", value):
+        # not in the plain form: a MalformedValueError (the web's 422)
+        assert isinstance(err.value, MalformedValueError)
+        assert str(err.value).startswith(f"{param} must be {allowed}, written as plain ASCII")
+        assert str(err.value).endswith(f", got {value!r}")
+    else:
+        assert str(err.value) == f"{param} must be {allowed}, got {value!r}"
 
 
 @pytest.mark.parametrize("value", [10**400, -(10**400), 2**64])
@@ -55,8 +62,8 @@ def test_huge_integers_are_out_of_range_not_overflow(value):
         ("reformer", "n_buckets", "16", 16),
         ("reformer", "n_buckets", "16.0", 16),
         ("reformer", "n_buckets", 16.0, 16),
-        ("reformer", "n_buckets", " 16 ", 16),
-        ("fixed", "stride", "1e1", 10),
+        ("fixed", "stride", "10", 10),
+        ("sf-distance", "t", "-0", 0.0),
         ("sf-distance", "t", "2.5", 2.5),
         ("sf-distance", "t", 3, 3.0),
         ("fixed", "part", "A2", "A2"),
@@ -67,6 +74,20 @@ def test_huge_integers_are_out_of_range_not_overflow(value):
 def test_accepted_spellings_come_out_of_the_spec_kind(method, param, value, want):
     got = M.METHODS[method].validate(N, {param: value})[param]
     assert got == want and type(got) is type(want)
+
+
+@pytest.mark.parametrize("value", [" 16", "16 ", "+16", "1_6", "1e1", "１６", "١٦", "16\n", "--16"])
+def test_integer_strings_outside_the_plain_form_are_malformed(value):
+    with pytest.raises(MalformedValueError, match="plain ASCII digits") as err:
+        M.METHODS["reformer"].validate(N, {"n_buckets": value})
+    assert err.value.field == "n_buckets"
+
+
+@pytest.mark.parametrize("value", ["+2.5", " 2.5", "2_5", "2.5e0", ".5", "2.", "--2", "２.5"])
+def test_float_strings_take_one_minus_sign_and_ascii_digits(value):
+    with pytest.raises(MalformedValueError, match="'-' sign") as err:
+        M.METHODS["sf-distance"].validate(N, {"t": value})
+    assert err.value.field == "t"
 
 
 @settings(max_examples=300, deadline=None)

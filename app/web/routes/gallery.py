@@ -9,10 +9,11 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
+from ...engine.errors import RateLimited
 from ..deps import ServiceDep, Slug
 from ..gallery import get_example, load_gallery
-from ..preload import PRELOAD_ID, preload_view, state_with_query
-from ..render import error_page, main_page, render_page
+from ..preload import PRELOAD_ID, charge_query, preload_view, state_with_query
+from ..render import error_page, main_page, rate_limited_page, render_page
 from ..schemas import GalleryOut
 from ..shares import ISLAND_ID, warm_analysis
 
@@ -66,6 +67,10 @@ def gallery_example(slug: Slug, request: Request, service: ServiceDep) -> HTMLRe
     }  # fmt: skip
     islands = {ISLAND_ID: data}
     view = state_with_query(data["state"], request.query_params)
+    try:
+        charge_query(request, data["state"], view)
+    except RateLimited as exc:
+        return rate_limited_page(request, exc)
     pre = preload_view(service, view)
     if pre is not None:
         islands[PRELOAD_ID] = pre

@@ -14,9 +14,10 @@ import importlib.resources
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse
 
+from ...engine.errors import RateLimited
 from ..gallery import get_example
-from ..preload import PRELOAD_ID, preload_view, state_with_query
-from ..render import PLOTLY_URL, main_page
+from ..preload import PRELOAD_ID, charge_query, preload_view, state_with_query
+from ..render import PLOTLY_URL, main_page, rate_limited_page
 from ..shares import ISLAND_ID
 
 router = APIRouter(include_in_schema=False)
@@ -27,12 +28,18 @@ HOME_EXAMPLE = "coreference"
 IMMUTABLE = {"Cache-Control": "public, max-age=31536000, immutable"}
 
 
-def home_islands(request: Request) -> dict:
-    """The first visit's islands: the example's view and its preloaded data ({} without one)."""
+def home_islands(request: Request) -> dict | HTMLResponse:
+    """The first visit's islands: the example's view and its preloaded data ({} without one);
+    or the 429 page when its query asks for a new analysis over the client's rate."""
     ex = get_example(HOME_EXAMPLE)
     if ex is None:
         return {}
-    state = state_with_query(ex.state.model_dump(mode="json"), request.query_params)
+    saved = ex.state.model_dump(mode="json")
+    state = state_with_query(saved, request.query_params)
+    try:
+        charge_query(request, saved, state)
+    except RateLimited as exc:
+        return rate_limited_page(request, exc)
     view = {
         "id": None,
         "state": state,
@@ -54,6 +61,8 @@ def index(request: Request) -> HTMLResponse:
     text in the URL it opens on an analysed example (:func:`home_islands`)."""
     q = request.query_params
     islands = {} if ("text" in q or "id" in q) else home_islands(request)
+    if isinstance(islands, HTMLResponse):
+        return islands
     return main_page(request, islands=islands)
 
 

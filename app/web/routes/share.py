@@ -16,17 +16,18 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from ...engine.errors import Gone, NotFound, UnknownModel
+from ...engine.errors import Gone, NotFound, RateLimited, UnknownModel
 from ..calls import client_of
 from ..deps import ServiceDep, ShareId, StoreDep
 from ..errors import documented, http_of
 from ..middleware import CSP
-from ..preload import PRELOAD_ID, preload_view, state_with_query
-from ..render import error_page, lecture_page, main_page, render_page
+from ..preload import PRELOAD_ID, charge_query, preload_view, state_with_query
+from ..render import error_page, lecture_page, main_page, rate_limited_page, render_page
 from ..schemas import ShareCreated, ShareIn, ShareOut
 from ..shares import (
     ISLAND_ID,
     MAX_REDIRECT_QUERY,
+    check_openable,
     check_state,
     lecture_query,
     load_share,
@@ -70,9 +71,7 @@ def create_share(
     directory cannot be written (reading shares keeps working)."""
     limits = request.app.state.limits
     limits.shares.take(client_of(request))
-    state = check_state(body.state)
-    # a share names its model: the default of today may not be the default of tomorrow
-    state = state.model_copy(update={"model": service.slot_for(state.model).id})
+    state = check_openable(service, check_state(body.state))
     rec = store.create(state.model_dump(mode="json"))
     # warmed at low priority through a small bounded queue (else on first open): a burst of
     # shares never piles up model work
@@ -113,7 +112,12 @@ def shared_page(
             return RedirectResponse(f"/lecture?{query}", status_code=303, headers=PAGE_HEADERS)
     islands = {ISLAND_ID: {**share_body(rec, state), "analysis": analysis}}
     if state.lecture_step is None:  # the query overrides the saved view: preload what is shown
-        view = state_with_query(state.model_dump(mode="json"), request.query_params)
+        saved = state.model_dump(mode="json")
+        view = state_with_query(saved, request.query_params)
+        try:
+            charge_query(request, saved, view)
+        except RateLimited as exc:
+            return rate_limited_page(request, exc, PAGE_HEADERS)
         pre = preload_view(service, view)
         if pre is not None:
             islands[PRELOAD_ID] = pre
