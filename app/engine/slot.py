@@ -236,7 +236,18 @@ class ModelSlot:
             "artefacts": self.artefact_alphas(),
             # trained with entmax (an adapted model): its own α, one value or one per head
             "own_alpha": bool(getattr(m, "alpha_trained", False)),
+            "card": self.card(),
         }
+
+    def card(self) -> dict:
+        """The model's card (``sparse_core.card.card_for``: what it is, from its config, and
+        the figures ``sparsescope card`` measured and shipped for it), read once."""
+        got = getattr(self, "_card", None)
+        if got is None:
+            from sparse_core.card import card_for
+
+            got = self._card = card_for(self.model)
+        return got
 
 
 def artefact_label(art) -> str | None:

@@ -188,6 +188,59 @@ class AnalyzeRequest(JsonBody):
         return text
 
 
+class ModelCard(BaseModel):
+    """What a model is and what it is competent at on held-out data (sparse_core/card.py;
+    the figures are measured by ``sparsescope card`` and shipped with the model)."""
+
+    id: str = Field(description="the model's full id")
+    label: str = Field(
+        description="a friendly name for the picker",
+        examples=["MiniLM, adapted with 1.5-entmax", "MiniLM, softmax-trained; entmax applied"],
+    )
+    attention_training: Literal["entmax", "softmax"] = Field(
+        description="how its attention was trained: with entmax, or with softmax (entmax is "
+        "then applied at inference only)"
+    )
+    alpha: dict[str, Any] | None = Field(
+        None,
+        description='the alpha it was trained with: {"per_head": false, "value"} or '
+        '{"per_head": true, "min", "max", "mean"}; null for a softmax-trained model',
+    )
+    alpha_trained: bool = Field(description='it has an alpha of its own (alpha "own")')
+    base: str | None = Field(None, description="the model it was made from")
+    objective: str | None = Field(None, description="its training objective")
+    data: dict[str, Any] | None = Field(None, description="what it was trained on")
+    steps: int | None = Field(None, description="training steps")
+    trained: str | None = Field(None, description="which parameters adaptation trained")
+    description: str | None = None
+    measured: bool = Field(description="whether competence figures were measured for it")
+    sts_spearman: float | None = Field(
+        None,
+        description="STS Spearman (cosine of mean-pooled final hidden states vs gold), mean "
+        "over the held-out STS sets, at the model's own alpha",
+    )
+    sts_spearman_softmax: float | None = Field(
+        None, description="the same figure for the softmax original (alpha 1), for comparison"
+    )
+    sts_alpha: float | list[list[float]] | None = Field(
+        None, description="the alpha the STS figure was measured at"
+    )
+    sts_sets: list[dict[str, Any]] = Field(
+        default_factory=list, description="the STS sets (name, pairs) the mean is over"
+    )
+    sts_per_set: dict[str, float] | None = None
+    sts_per_set_softmax: dict[str, float] | None = None
+    mlm_loss: float | None = Field(
+        None, description="held-out masked-LM loss (nats per masked token), if it has an LM head"
+    )
+    mlm_unigram_loss: float | None = Field(
+        None, description="a context-free unigram model's loss on the same tokens (baseline)"
+    )
+    mlm_tokens: int | None = None
+    mlm_note: str | None = Field(None, description="why there is no masked-LM figure")
+    command: str | None = Field(None, description="the command that measured the figures")
+
+
 class ModelInfo(BaseModel):
     id: str = Field(description="what analyses, shares and URLs name the model by")
     architecture: str = Field(examples=["BERT", "GPT-2", "Llama"])
@@ -207,6 +260,7 @@ class ModelInfo(BaseModel):
         description='trained with entmax: alpha "own" runs it at its own alpha (maybe one per '
         "head); the page picks that by default",
     )
+    card: ModelCard | None = Field(None, description="what the model is and is competent at")
 
 
 class ModelsOut(BaseModel):

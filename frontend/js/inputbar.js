@@ -5,6 +5,7 @@
  */
 
 import { byId } from "./dom.js";
+import { modelLabel } from "./model-card.js";
 import * as store from "./state.js";
 import { field } from "./view-state.js";
 
@@ -32,14 +33,18 @@ export function initInputBar(onAnalyze, models = []) {
       ...models.map((m) => {
         const o = document.createElement("option");
         o.value = m.id;
-        o.textContent = `${m.id} (${m.architecture}${m.decoder ? ", decoder" : ""})`;
+        o.textContent = `${modelLabel(m)}${m.decoder ? " (decoder)" : ""}`;
+        o.title = m.id;
         return o;
       }),
     );
     picker.closest(".field").hidden = models.length < 2;
     picker.addEventListener("change", () => {
       lockCausal(picker.value);
-      store.set({ model: picker.value, causal: causal.checked });
+      offerOwn(picker.value);
+      // "own" on a model without an α of its own would silently run 1.5: say 1.5
+      const a = alpha() === OWN && !byModel.get(picker.value)?.own_alpha ? 1.5 : alpha();
+      store.set({ model: picker.value, causal: causal.checked, alpha: a });
       form.requestSubmit();
     });
   }
@@ -59,6 +64,12 @@ export function initInputBar(onAnalyze, models = []) {
       ? `${m.id} is a decoder: it never attends to later tokens, so its attention is always causal`
       : "";
     if (locked) causal.checked = true;
+  }
+  /** "model's own α" is offered only for a model that has one (trained with entmax). */
+  function offerOwn(id) {
+    const m = byModel.get(id ?? models[0]?.id);
+    const own = form.querySelector("input[name=alpha][value=own]")?.closest("label");
+    if (own) own.hidden = models.length > 0 && !m?.own_alpha;
   }
   const free = byId("alpha-free");
   free.min = String(ALPHA.lo);
@@ -86,6 +97,7 @@ export function initInputBar(onAnalyze, models = []) {
     }
     if (picker && models.length) picker.value = byModel.has(s.model) ? s.model : models[0].id;
     lockCausal(s.model);
+    offerOwn(s.model);
     causal.checked = s.causal;
   }
 

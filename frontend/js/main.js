@@ -18,6 +18,7 @@ import { initHeatmap } from "./heatmap.js";
 import { BIG_HEAD } from "./heatmap-layout.js";
 import { initInputBar } from "./inputbar.js";
 import { initLive } from "./live.js";
+import { initModelCard } from "./model-card.js";
 import { initModelView } from "./model-view.js";
 import { initWindowPicker } from "./window.js";
 import { initPareto } from "./pareto.js";
@@ -149,6 +150,7 @@ function main() {
   initHeadTitle();
   initStatus(config.max_tokens);
   initInputBar(() => analyze(), config.models ?? []);
+  initModelCard(byId("model-card"), config.models ?? []);
   initWindowPicker(byId("window-picker"), (start) => {
     store.set({ start, truncate: true });
     analyze();
@@ -178,6 +180,8 @@ function main() {
   const models = config.models ?? [];
   const opened = models.find((m) => m.id === view.model) ?? models[0];
   if (view.alpha === undefined && opened?.own_alpha) view.alpha = "own";
+  // a model without an α of its own runs "own" at 1.5: the view says so
+  if (view.alpha === "own" && opened && !opened.own_alpha) view.alpha = 1.5;
   store.set({ ...view, base: saved?.base ?? null });
   const keep = { params, lockedRow: view.lockedRow, cluster: view.cluster, zoom: view.zoom ?? "" };
   const pre = document.getElementById("preload") ? readIsland("preload") : null;

@@ -58,6 +58,7 @@ COMMANDS = [
         "commands.pareto",
         "commands.clusters",
         "commands.adapt",
+        "commands.card",
     ],
     ["commands"],
 ]

@@ -255,3 +255,18 @@ def test_cli_analyze_runs_any_model_directory(model_dirs, capsys):
     assert report["model"] == "tiny-dec" and report["causal"] is True
     assert report["decoder"] is True
     assert {"reformer", "routing", "window"} <= set(report["heads"][0]["patterns"])
+
+
+def test_models_carry_a_card(tmp_path, model_dirs):
+    """Each served model has a card: a friendly label, what it is, and the competence fields
+    (null where nothing was measured for it, as for these tiny checkpoints)."""
+    with serve(tmp_path, *model_dirs) as c:
+        got = c.get("/api/models").json()
+    for m in got["models"]:
+        cardj = m["card"]
+        assert cardj["id"] == m["id"]
+        assert cardj["label"] == f"{m['id']}, softmax-trained; entmax applied"
+        assert cardj["attention_training"] == "softmax" and cardj["alpha"] is None
+        assert cardj["measured"] is False
+        for k in ("sts_spearman", "sts_spearman_softmax", "mlm_loss", "mlm_unigram_loss"):
+            assert k in cardj and cardj[k] is None

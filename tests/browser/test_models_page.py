@@ -83,10 +83,14 @@ def test_picker_switches_models_and_a_share_reopens_after_restart(page, tmp_path
         page.goto(live.url + "/")
         picker = page.locator("#model")
         picker.wait_for(state="visible")
+        # friendly labels (the card's), the full id in each option's title and in the card
         assert picker.locator("option").all_inner_texts() == [
-            "tiny-enc (BERT)",
-            "tiny-dec (GPT-2, decoder)",
+            "tiny-enc, softmax-trained; entmax applied",
+            "tiny-dec, softmax-trained; entmax applied (decoder)",
         ]
+        assert picker.locator("option").first.get_attribute("title") == "tiny-enc"
+        page.locator("#model-card summary").click()
+        assert "tiny-enc" in page.locator("#model-card").inner_text()
         page.fill("#text", TEXT)
         page.click("#analyze")
         wait_ready(page)

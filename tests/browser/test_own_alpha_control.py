@@ -96,10 +96,24 @@ def test_an_address_alpha_wins_over_the_model_s_own(page, learned_url):
 
 
 def test_a_softmax_trained_model_opens_at_one_alpha(page, server_url):
+    """It has no α of its own: "model's own α" is not offered, and an address asking for it
+    opens at the 1.5 it would run at, said as 1.5."""
     page.goto(f"{server_url}/?text={quote(TEXT)}")
     wait_ready(page)
     assert checked(page) == "1.5"
-    page.get_by_label("model's own α").check()
-    wait_alpha_in_address(page, "own")
+    assert not page.get_by_label("model's own α").is_visible()
+    page.goto(f"{server_url}/?text={quote(TEXT)}&alpha=own")
     wait_ready(page)
-    assert checked(page) == "own"
+    assert checked(page) == "1.5"
+    wait_alpha_in_address(page, "1.5")
+
+
+def test_a_learned_alpha_model_offers_its_own_alpha_and_shows_its_card(page, learned_url):
+    page.goto(f"{learned_url}/?text={quote(TEXT)}")
+    wait_ready(page)
+    assert page.get_by_label("model's own α").is_visible()
+    card = page.locator("#model-card")
+    assert card.is_visible()
+    card.locator("summary").click()
+    assert "trained with entmax" in card.locator("summary").inner_text()
+    assert "learned per head, 1.10–2.00" in card.inner_text()

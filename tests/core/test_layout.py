@@ -50,6 +50,7 @@ CHAIN = [
     ["adapt.alpha", "adapt.report", "adapt.lm", "adapt.store"],
     ["adapt.data", "adapt.delta"],
     ["adapt.trainer", "adapt.evaluate"],
+    ["card"],
     ["adapt.loop", "pareto.task"],
     ["adapt.ray_train"],
     ["adapt.run"],
