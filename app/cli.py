@@ -13,7 +13,7 @@ import logging
 import os
 import sys
 
-COMMANDS = ("serve", "analyze", "fit", "pareto", "clusters", "adapt", "card")
+COMMANDS = ("serve", "analyze", "fit", "pareto", "clusters", "heads", "adapt", "card")
 
 
 def build_parser() -> argparse.ArgumentParser:

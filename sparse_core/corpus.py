@@ -8,7 +8,8 @@ Formats, detected from the file's first lines (:func:`detect_format`):
 
 - **CoNLL-U** (Universal Dependencies): one document per sentence, its text from the
   ``# text =`` line (rebuilt from the word forms and ``SpaceAfter=No`` when the line is missing),
-  its gold words kept as ``(start, end, upos)`` character spans. Empty nodes (``5.1``) are skipped;
+  its gold words kept as ``(start, end, upos)`` character spans and their dependency arcs
+  (HEAD, DEPREL) as ``Document.arcs``. Empty nodes (``5.1``) are skipped;
   the words of a multi-word token (``3-4``) are located inside the token's surface form when
   their forms appear there in order, and otherwise all take the whole surface span.
 - **WikiText**: a line `` = Title = `` starts an article; `` = = Section = = `` (and deeper) lines
@@ -52,6 +53,9 @@ class Document:
     text: str
     words: list[Word] | None = None  # gold words with UPOS (CoNLL-U only)
     title: str | None = None
+    #: gold dependency arcs, one per word (CoNLL-U only): (index of the head in ``words``, -1
+    #: for the root or an unannotated head; DEPREL)
+    arcs: list[tuple[int, str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -185,7 +189,16 @@ def _conllu_sentence(block: list[str]) -> Document | None:
                 continue
             parts.append(f[1] + ("" if "SpaceAfter=No" in f[9] else " "))
         text = "".join(parts).strip()
-    return Document(text, _conllu_words(text, rows), sent_id)
+    words = _conllu_words(text, rows)
+    return Document(text, words, sent_id, _conllu_arcs(rows) if words is not None else None)
+
+
+def _conllu_arcs(rows: list[list[str]]) -> list[tuple[int, str]]:
+    """HEAD and DEPREL of the syntactic words (multi-word token lines skipped), the head as an
+    index into the same words."""
+    syntactic = [f for f in rows if "-" not in f[0]]
+    index = {f[0]: k for k, f in enumerate(syntactic)}
+    return [(index.get(f[6], -1), f[7]) for f in syntactic]
 
 
 def _conllu_words(text: str, rows: list[list[str]]) -> list[Word] | None:

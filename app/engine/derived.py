@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from sparse_core import budgets, pareto, pos
+from sparse_core import budgets, pareto, pos, roles
 from sparse_core.bitsets import METRICS, fold_blocks
 from sparse_core.errors import SparsescopeError
 from sparse_core.flow import token_flow
@@ -170,6 +170,16 @@ class Derived:
                               "quantiles": list(budgets.QUANTILES), **body})  # fmt: skip
 
         return self.cache.derive(entry, ("budgets", layer, head), make)
+
+    def roles(self, entry: Entry) -> bytes:
+        """Every head's role on this text (``sparse_core.roles.run_roles``, definitions §11):
+        the top key of each row read from the sparse store, the syntax from spaCy's parse of
+        the text kept by the tagging (none when no spaCy pipeline is installed)."""
+
+        def make() -> bytes:
+            return dumps({"roles": roles.run_roles(entry.out)})
+
+        return self.cache.derive(entry, ("roles",), make)
 
     def clusters(
         self, entry: Entry, layer: int, head: int, clusters: int | None, top_k: int

@@ -426,6 +426,10 @@ class AnalysisService:
         entry = self._head_or_all(analysis_id, layer, head, "one head's budgets", "every head")
         return self.derived.budgets(entry, layer, head)
 
+    def roles(self, analysis_id: str) -> bytes:
+        """Every head's role on the analysed text (``Derived.roles``)."""
+        return self.derived.roles(self.get(analysis_id))
+
     def clusters(
         self, analysis_id: str, layer: int, head: int, clusters: int | None, top_k: int
     ) -> bytes:

@@ -2,7 +2,9 @@
 
 spaCy (``sparse_core.pos``) tags the words of the part of the text the model sees while the model
 runs on the other core (spaCy and torch both release the GIL in their inner loops); each
-sub-word token then takes the Universal POS tag of the word holding it.
+sub-word token then takes the Universal POS tag of the word holding it. The same call parses
+the words (``pos.Words.arcs``); the output keeps them (``out.extra["words"]``) for the head
+roles (sparse_core/roles.py), so spaCy runs once per text.
 
 Texts that wait for the tagging thread together are tagged in one ``nlp.pipe`` call (a lecture
 hall's burst: about half the CPU of one call each), unless batching is off
@@ -78,9 +80,11 @@ class Tagger:
         ``words``: the future of :meth:`start`, else the words are tagged now."""
         try:
             words = words if words is not None else self.start(out.text, out)
-            tags = pos.tag_tokens(out.text, out.offsets, out.special, words=words.result())
+            tagged = words.result()
+            tags = pos.tag_tokens(out.text, out.offsets, out.special, words=tagged)
         except SparsescopeError as exc:  # no spaCy pipeline installed: the page shows no tags
             log.warning("no POS tags: %s", exc)
             return [None] * out.n
         out.extra["pos_tags"] = tags  # as tagged ("[CLS]", "[SEP]" too), for cluster breakdowns
+        out.extra["words"] = tagged  # the words and their parse, for the head roles
         return [None if sp else tag for tag, sp in zip(tags, out.special, strict=True)]

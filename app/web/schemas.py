@@ -569,6 +569,54 @@ class Clusters(BaseModel):
     clusters: list[Cluster]
 
 
+RoleName = Literal[
+    "sink", "previous", "next", "self", "delimiter", "syntactic", "local", "broad", "mixed"
+]
+RowRole = Literal["sink", "previous", "next", "self", "delimiter", "syntactic", "local", "broad"]
+
+
+class HeadSyntax(BaseModel):
+    """The dependency relation a head tracks best on this text (sparse_core/roles.py)."""
+
+    relation: str = Field(description="spaCy's dependency label, e.g. det, nsubj, amod")
+    direction: Literal["head", "dependent"] = Field(
+        description="head: rows of words attached by the relation, hit when the top key is in "
+        "their head word; dependent: rows of words with such a dependent, hit when it is in one"
+    )
+    accuracy: float = Field(description="share of those rows whose top key hits")
+    rows: int = Field(description="how many rows (non-special tokens) the relation has")
+    baseline: float = Field(
+        description="the best fixed-offset guess on the same rows (always the token at i + offset)"
+    )
+    offset: int = Field(description="that offset (−3 … 3, not 0)")
+
+
+class HeadRole(BaseModel):
+    """One head's role on this text (definitions §11, sparse_core/roles.py)."""
+
+    role: RoleName = Field(
+        description="the largest share's role when that share is at least 0.5; below, broad when "
+        "broad is the largest share, else mixed"
+    )
+    share: float = Field(description="the largest share (the fraction of rows of `leading`)")
+    leading: RowRole = Field(description="the role of the largest share")
+    shares: dict[RowRole, float] = Field(
+        description="every role's fraction of the non-special rows (each row takes the first "
+        "role that fits, in the order listed; rows that fit none count in no share)"
+    )
+    rows: int = Field(description="the non-special query rows counted")
+    syntax: HeadSyntax | None = Field(
+        description="the relation tracked best (with at least 3 rows), or null: no parse "
+        "(spaCy not installed) or no relation with a hit"
+    )
+
+
+class Roles(BaseModel):
+    """Every head's role: ``roles[layer][head]``."""
+
+    roles: list[list[HeadRole]]
+
+
 class Flow(BaseModel):
     """Information flow into one token (sparse_core/flow.py, docs/api.md "Information flow")."""
 

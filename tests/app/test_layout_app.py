@@ -57,6 +57,7 @@ COMMANDS = [
         "commands.fit",
         "commands.pareto",
         "commands.clusters",
+        "commands.heads",
         "commands.adapt",
         "commands.card",
     ],

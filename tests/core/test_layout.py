@@ -47,6 +47,7 @@ CHAIN = [
     ["pareto.text_sweep", "pareto.corpus_sweep"],
     ["pareto"],
     ["pos", "viz", "ray_engine"],
+    ["roles"],
     ["adapt.alpha", "adapt.report", "adapt.lm", "adapt.store"],
     ["adapt.data", "adapt.delta"],
     ["adapt.trainer", "adapt.evaluate"],

@@ -30,6 +30,7 @@ from ..schemas import (
     MethodName,
     Metrics,
     Pareto,
+    Roles,
     Tile,
 )
 
@@ -186,6 +187,15 @@ def get_budgets(
     recover 90 % / 99 % of its true support — every query of one head, or every head's
     quantiles and the distribution pooled over all heads."""
     return json_bytes(service.budgets(analysis_id, layer, head))
+
+
+@router.get("/analyses/{analysis_id}/roles", response_model=Roles, responses=ERRORS)
+def get_roles(analysis_id: AnalysisId, service: ServiceDep) -> Response:
+    """What every head does on this text (definitions §11, after Clark et al. 2019): the shares
+    of its query rows whose top key is a sink, the previous, next or same token, punctuation,
+    the word's dependency head or dependent (spaCy's parse), nearby, or that attend broadly;
+    the head's role, and the relation it tracks best."""
+    return json_bytes(service.roles(analysis_id))
 
 
 @router.get(
