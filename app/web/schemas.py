@@ -92,6 +92,9 @@ class ParamSpecOut(BaseModel):
 class MethodOut(BaseModel):
     name: str
     label: str
+    #: its family (sparse_core.methods.FAMILIES: the page's picker groups and plot hues)
+    family: str = ""
+    family_label: str = ""
     needs_artefact: bool
     params: list[ParamSpecOut]
 

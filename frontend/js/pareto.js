@@ -28,6 +28,26 @@ import { resolveParams } from "./params.js";
 import { escapeHtml, fmt } from "./dom.js";
 import { markInput } from "./live.js";
 import * as store from "./state.js";
+import { markerPath, methodStyles } from "./colours.js";
+import { rove, setStop } from "./roving.js";
+
+/** A legend swatch: the method's marker in its colour on a short line (as the plot draws it). */
+export function swatch(colour, marker) {
+  const NS = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(NS, "svg");
+  svg.setAttribute("class", "pareto-swatch");
+  svg.setAttribute("viewBox", "-10 -6 20 12");
+  svg.setAttribute("aria-hidden", "true");
+  const line = document.createElementNS(NS, "path");
+  line.setAttribute("d", "M-10,0H10");
+  line.setAttribute("stroke", colour);
+  line.setAttribute("stroke-width", "2");
+  const mark = document.createElementNS(NS, "path");
+  mark.setAttribute("d", markerPath(marker, 4.5));
+  mark.setAttribute("fill", colour);
+  svg.append(line, mark);
+  return svg;
+}
 
 /** Categorical colours, one per method, in the registry's order. */
 export const PALETTE = [
@@ -85,6 +105,8 @@ export function initPareto(root, note) {
   let drawn = null; // the pareto body drawn last
   let bound = false; // plot events bound (Plotly.purge drops them)
   let colourOf = new Map();
+  /** @type {Map<string, {colour: string, marker: string}>} */
+  let styleOf = new Map();
   /** Methods hidden from the plot with their legend button (kept across redraws). */
   const hidden = new Set();
   const legendBox = document.createElement("div");
@@ -101,6 +123,7 @@ export function initPareto(root, note) {
   list.append(listSummary, listBody);
   list.addEventListener("toggle", () => list.open && fillList());
   root.parentElement.after(legendBox, list);
+  rove(legendBox, () => [...legendBox.children], { cols: () => legendBox.children.length });
   const heading = root.closest(".panel")?.querySelector(".panel-head h2") ?? null;
   const wrap = root.parentElement;
   const canvas = document.createElement("canvas");
@@ -187,7 +210,8 @@ export function initPareto(root, note) {
   /** Traces: per method its sweep points and its frontier (the legend entry). */
   function traces(s, data) {
     const labels = new Map(s.analysis.methods.map((m) => [m.name, m.label]));
-    colourOf = new Map(s.analysis.methods.map((m, k) => [m.name, PALETTE[k % PALETTE.length]]));
+    styleOf = methodStyles(s.analysis.methods);
+    colourOf = new Map([...styleOf].map(([name, st]) => [name, st.colour]));
     const byMethod = new Map();
     data.points.forEach((p, k) => {
       if (!byMethod.has(p.method)) byMethod.set(p.method, []);
@@ -201,6 +225,7 @@ export function initPareto(root, note) {
     const out = [];
     for (const [method, idx] of byMethod) {
       const colour = colourOf.get(method) ?? "#888";
+      const symbol = styleOf.get(method)?.marker ?? "circle";
       const label = escapeHtml(labels.get(method) ?? method);
       const front = data.frontiers?.[method] ?? [];
       const trace = (ks, extra) => ({
@@ -212,13 +237,13 @@ export function initPareto(root, note) {
         mode: "markers",
         showlegend: false,
         visible: s.paretoPoints === true && !hidden.has(method), // frontiers only unless asked
-        marker: { color: colour, size: 6, opacity: 0.35 },
+        marker: { color: colour, size: 6, opacity: 0.35, symbol },
       }));
       out.push(trace(front, {
         visible: !hidden.has(method),
         mode: "lines+markers",
         line: { color: colour, width: 2 },
-        marker: { color: colour, size: 7 },
+        marker: { color: colour, size: 8, symbol, line: { color: "#ffffff", width: 0.5 } },
       }));
     }
     return out;
@@ -337,6 +362,7 @@ export function initPareto(root, note) {
 
   /** One toggle per method: its colour, its label, pressed while it is shown. */
   function drawLegend(s, data) {
+    const at = Math.max(0, [...legendBox.children].findIndex((b) => b.getAttribute("tabindex") === "0"));
     legendBox.replaceChildren(
       ...methodsOf(s, data).map((m) => {
         const b = document.createElement("button");
@@ -345,10 +371,9 @@ export function initPareto(root, note) {
         b.dataset.method = m.name;
         b.setAttribute("aria-pressed", String(!hidden.has(m.name)));
         b.title = "show or hide this method in the plot";
-        const sw = document.createElement("span");
-        sw.className = "pareto-swatch";
-        sw.style.background = colourOf.get(m.name) ?? "#888";
-        b.append(sw, document.createTextNode(m.label));
+        b.dataset.colour = colourOf.get(m.name) ?? "#888";
+        b.dataset.marker = styleOf.get(m.name)?.marker ?? "circle";
+        b.append(swatch(b.dataset.colour, b.dataset.marker), document.createTextNode(m.label));
         b.addEventListener("click", () => {
           if (hidden.has(m.name)) hidden.delete(m.name);
           else hidden.add(m.name);
@@ -357,6 +382,9 @@ export function initPareto(root, note) {
         return b;
       }),
     );
+    // one tab stop: the arrow keys move between the methods (roving.js)
+    const keys = [...legendBox.children];
+    setStop(keys, Math.min(at, keys.length - 1));
   }
 
   /** The frontier points as a table: each row's button applies its setting (Enter, or a click). */

@@ -14,6 +14,7 @@
 import { ApiError, getPareto, getResults, getResultsHead } from "./api.js";
 import { el, svg } from "./dom.js";
 import { PALETTE } from "./pareto.js";
+import { methodStyles } from "./colours.js";
 import * as store from "./state.js";
 
 /** Largest pareto.json read in the page (the server's cap too: app/engine/results.py). */
@@ -131,7 +132,7 @@ export function bestAt(line, level) {
  * @param {HTMLInputElement} file the file input
  * @param {HTMLElement} scopeGroup the "this head / mean" toggle group
  */
-export function initResults(root, file, scopeGroup) {
+export function initResults(root, file, scopeGroup, served = true) {
   const source = el("p", { class: "results-source", attrs: { id: "results-source" } });
   const message = el("p", { class: "results-message", attrs: { id: "results-message", role: "alert" } });
   const warn = el("p", { class: "results-warn", attrs: { id: "results-warn" } });
@@ -234,7 +235,8 @@ export function initResults(root, file, scopeGroup) {
     root.dataset.analysis = a.id; // which analysis the figures are of (tests wait on it)
     const names = a.methods.map((m) => m.name);
     const label = Object.fromEntries(a.methods.map((m) => [m.name, m.label]));
-    const colour = (m) => PALETTE[Math.max(0, names.indexOf(m)) % PALETTE.length];
+    const styles = methodStyles(a.methods);
+    const colour = (m) => styles.get(m)?.colour ?? PALETTE[Math.max(0, names.indexOf(m)) % PALETTE.length];
     const cl = frontierLines(corpus);
     const tl = frontierLines(text);
     plot.replaceChildren(chart(cl, tl, corpus.gold_sparsity, text.gold_sparsity, current, colour, what));
@@ -276,7 +278,8 @@ export function initResults(root, file, scopeGroup) {
     root.dataset.analysis = a.id;
     const names = a.methods.map((m) => m.name);
     const label = Object.fromEntries(a.methods.map((m) => [m.name, m.label]));
-    const colour = (m) => PALETTE[Math.max(0, names.indexOf(m)) % PALETTE.length];
+    const styles = methodStyles(a.methods);
+    const colour = (m) => styles.get(m)?.colour ?? PALETTE[Math.max(0, names.indexOf(m)) % PALETTE.length];
     const lines = taskLines(body);
     plot.replaceChildren(taskChart(lines, body.task, colour));
     const f = (v) => (v === null ? "–" : v.toFixed(3));
@@ -314,7 +317,7 @@ export function initResults(root, file, scopeGroup) {
     );
   };
 
-  const adopt = (next) => {
+  let adopt = (next) => {
     src = next;
     memo.clear();
     say("");
@@ -338,16 +341,30 @@ export function initResults(root, file, scopeGroup) {
     adopt({ name: f.name, body, heads: null, served: false });
   });
 
-  getResults()
-    .then((body) => {
-      if (!src) adopt({ name: body.name, body, heads: body.heads, served: true });
-    })
-    .catch((err) => {
-      source.textContent =
-        err instanceof ApiError && err.status === 404
-          ? "No corpus results on this server (start it with `sparsescope serve --results DIR`, a folder written by `sparsescope pareto --out DIR`), or open a pareto.json."
-          : `The server's corpus results are not available: ${err.message}`;
-    });
+  // nothing to show until results are served or opened: the panel is one line (panels.css)
+  const panel = root.closest(".panel");
+  const empty = (yes) => {
+    if (panel) panel.dataset.empty = String(yes);
+  };
+  empty(true);
+  const adoptShown = adopt;
+  adopt = (next) => {
+    empty(false);
+    adoptShown(next);
+  };
+  if (served) {
+    getResults()
+      .then((body) => {
+        if (!src) adopt({ name: body.name, body, heads: body.heads, served: true });
+      })
+      .catch((err) => {
+        source.textContent = `The server's corpus results are not available: ${err.message}`;
+      });
+  } else {
+    source.textContent =
+      "No corpus results on this server. Open a pareto.json (a corpus sweep's results) to see " +
+      "this text beside a corpus.";
+  }
 
   store.subscribe((s, changed) => {
     if (["analysis", "layer", "head", "resultsY"].some((k) => changed.has(k))) draw();

@@ -12,7 +12,8 @@ validation, the Pareto sweep grid, the engine's fast path, the page's per-head d
 |i − j| ≤ ⌊w/2⌋; 0 = off; an even w acts as w + 1, as in ``patterns.window``) and ``globals``
 (full rows and columns for the first and last token), then AND the valid region (causal: j ≤ i).
 
-Adding a method: write its class (in the module of its family, or a new one), add an instance
+Adding a method: write its class (in the module of its family, or a new one; its ``family`` one
+of :data:`FAMILIES`), add an instance
 to :data:`METHODS`, and write its JS twin in ``frontend/js``. Nothing else tests method names.
 
 Modules: ``spec`` (ParamSpec, coercion), ``grids`` (the paper's grids, default strides, seeds),
@@ -78,6 +79,7 @@ __all__ = [
     "ADDONS",
     "ArenaMethod",
     "BUCKET_COUNTS",
+    "FAMILIES",
     "METHODS",
     "RANDOM_COUNTS",
     "REFORMER_MAX_ROUNDS",
@@ -102,6 +104,15 @@ __all__ = [
     "stride_default",
     "sweep_windows",
 ]
+
+#: The method families, in the page's order (its picker's groups, its plots' hues): key -> label.
+FAMILIES: dict[str, str] = {
+    "sparse-transformer": "Sparse Transformer",
+    "learned": "Sparsefinder (learned predictors)",
+    "baselines": "the paper's baselines",
+    "predictors": "today's predictors",
+    "oracles": "oracles",
+}
 
 METHODS: dict[str, Method] = {
     m.name: m

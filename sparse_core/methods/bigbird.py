@@ -51,6 +51,7 @@ class BigBirdMethod(Method):
     the window and globals (``patterns.bigbird``; seed ``grids.head_seed``)."""
 
     name, label = "bigbird", "BigBird"
+    family = "baselines"
     window_default, globals_default = 3, True
 
     def own_params(self, n, artefact=None):

@@ -145,6 +145,7 @@ class XAttentionMethod(ArenaMethod):
     """XAttention: antidiagonal block estimates, the blocks that carry a share τ per query block."""
 
     name, label = "xattention", "XAttention (antidiagonal scoring)"
+    family = "predictors"
     payload_empty = {"xattention": {}}
 
     def own_params(self, n, artefact=None):
@@ -263,6 +264,7 @@ class SpargeMethod(ArenaMethod):
     """SpargeAttn: similar blocks by pooled-score TopCdf, dissimilar blocks dense."""
 
     name, label = "sparge", "SpargeAttn (similarity + TopCdf)"
+    family = "predictors"
     payload_empty = {"sparge": {}}
 
     def own_params(self, n, artefact=None):

@@ -177,6 +177,7 @@ class MoBAMethod(BlockRouting):
     """MoBA: per query its own block plus the top-(k − 1) blocks by q · mean(K_b)."""
 
     name, label = "moba", "MoBA (block routing)"
+    family = "predictors"
     payload_empty = {"moba": {}}
 
 
@@ -184,6 +185,7 @@ class QuestMethod(BlockRouting):
     """Quest: per query the top-k pages by the upper bound of q · k over each page."""
 
     name, label = "quest", "Quest (page bounds)"
+    family = "predictors"
     block_param, block_default, topk_default = "page", 16, 4
     estimate = staticmethod(quest_bound)
     payload_empty = {"quest": {}}

@@ -62,6 +62,7 @@ class ReformerMethod(Method):
     """Reformer (Kitaev et al. 2020): edge iff i and j share an LSH bucket in some round."""
 
     name, label = "reformer", "Reformer (LSH)"
+    family = "baselines"
     payload_empty = {"reformer": {}}
 
     def own_params(self, n, artefact=None):
@@ -100,6 +101,7 @@ class RoutingMethod(Method):
     takes its top ⌊n/C⌋ + 1 queries and keys; edge iff one centroid took query i and key j."""
 
     name, label = "routing", "Routing Transformer"
+    family = "baselines"
     payload_empty = {"routing": {}}
 
     def own_params(self, n, artefact=None):

@@ -122,6 +122,7 @@ class DistanceMethod(Method):
     """sf-distance: edge iff ``‖q̃_i − k̃_j‖² < t`` (``sparsefinder.sf_distance``)."""
 
     name, label, needs_artefact = "sf-distance", "Sparsefinder distance", True
+    family = "learned"
     payload_empty = {"proj": None}
 
     def own_params(self, n, artefact=None):
@@ -149,6 +150,7 @@ class QuantizationMethod(Method):
     and key j share a bin in some dimension (``sparsefinder.sf_quantization``)."""
 
     name, label, needs_artefact = "sf-quantization", "Sparsefinder quantization", True
+    family = "learned"
     payload_empty = {"proj": None}
 
     def own_params(self, n, artefact=None):
@@ -185,6 +187,7 @@ class KMeansMethod(Method):
     and the key's sets intersect (``sparsefinder.sf_kmeans``)."""
 
     name, label, needs_artefact = "sf-kmeans", "Sparsefinder k-means", True
+    family = "learned"
     payload_empty = {"proj": None, "centroids": {}}
 
     def own_params(self, n, artefact=None):

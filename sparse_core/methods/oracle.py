@@ -52,6 +52,7 @@ class TopKMethod(ArenaMethod):
     """Oracle top-k: the k highest-scoring valid keys of every query."""
 
     name, label = "topk", "Oracle top-k (true scores)"
+    family = "oracles"
     payload_empty = {"topk": None}
 
     def own_params(self, n, artefact=None):
@@ -111,6 +112,7 @@ class TopPMethod(ArenaMethod):
     """Oracle top-p: per query the fewest gold keys (by P) whose mass reaches p."""
 
     name, label = "topp", "Oracle top-p (true attention mass)"
+    family = "oracles"
 
     def own_params(self, n, artefact=None):
         return [

@@ -61,6 +61,7 @@ class StreamingMethod(ArenaMethod):
     """StreamingLLM: attention sinks (the first ``sinks`` keys) and the recent band."""
 
     name, label = "streaming", "StreamingLLM (sinks + recent)"
+    family = "predictors"
     text_independent = True
 
     def own_params(self, n, artefact=None):
@@ -118,6 +119,7 @@ class H2OMethod(ArenaMethod):
     """H2O: per query the k heavy hitters (largest accumulated mass) and the recent band."""
 
     name, label = "h2o", "H2O (heavy hitters + recent)"
+    family = "predictors"
 
     def own_params(self, n, artefact=None):
         return [
@@ -207,6 +209,7 @@ class VerticalSlashMethod(ArenaMethod):
     attention, kept for every query."""
 
     name, label = "vertical-slash", "MInference vertical-slash"
+    family = "predictors"
 
     def own_params(self, n, artefact=None):
         return [

@@ -33,6 +33,7 @@ from .spec import ParamSpec
 
 class WindowMethod(Method):
     name, label = "window", "Window (+ globals)"
+    family = "sparse-transformer"
     window_default, globals_default = 11, True
     text_independent = True
 
@@ -42,6 +43,7 @@ class FixedMethod(Method):
     positions of every block; ``spread`` gives head h the c-wide summary chunk h mod (l / c)."""
 
     name, label = "fixed", "Sparse Transformer: fixed"
+    family = "sparse-transformer"
     text_independent = True
 
     def own_params(self, n, artefact=None):
@@ -87,6 +89,7 @@ class StridedMethod(Method):
     """Strided attention (``patterns.strided``): A1 the last l positions, A2 every l-th."""
 
     name, label = "strided", "Sparse Transformer: strided"
+    family = "sparse-transformer"
     text_independent = True
 
     def own_params(self, n, artefact=None):
@@ -109,6 +112,7 @@ class LongformerMethod(Method):
     seed ``grids.head_seed``): full rows and columns."""
 
     name, label = "longformer", "Longformer"
+    family = "baselines"
     window_default, globals_default = 11, True
 
     def own_params(self, n, artefact=None):
