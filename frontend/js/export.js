@@ -171,13 +171,15 @@ function galleryBanner(bar) {
         : g.explain }),
       ...(g.credit && !home ? [el("p", { class: "muted", text: g.credit })] : []),
     ]),
-    el("a", { class: "tool", text: home ? "More examples" : "← Gallery", attrs: { href: "/gallery" } }),
+    // the first visit's example: the header's Gallery link leads to the others
+    ...(home ? [] : [el("a", { class: "tool", text: "← Gallery", attrs: { href: "/gallery" } })]),
     close,
   ]);
+  banner.classList.toggle("banner-home", home);
   const explain = banner.querySelector(".banner-explain");
   // the story in one line, read in full with one click (or Enter)
   const more = el("button", { class: "link-button banner-more", text: "read it all", attrs: { type: "button", "aria-expanded": "false", "aria-controls": "banner-explain" } });
-  explain.after(more);
+  close.before(more);
   more.addEventListener("click", () => {
     const open = explain.classList.toggle("open");
     more.setAttribute("aria-expanded", String(open));

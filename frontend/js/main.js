@@ -189,6 +189,7 @@ function initStatus(maxTokens) {
           : "no Sparsefinder artefact for this α (sf-* methods off)",
       ].join(" · ");
     } else status.textContent = maxTokens ? `The model takes up to ${maxTokens} tokens.` : "";
+    status.title = status.textContent; // one line on a wide window: the whole of it on hover
   };
   const modelName = document.getElementById("model-name");
   store.subscribe((s, changed) => {

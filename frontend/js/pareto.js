@@ -273,7 +273,10 @@ export function initPareto(root, note) {
     Plotly.react(root, traces(s, data), layout(s, data), {
       displaylogo: false,
       responsive: true,
-      modeBarButtons: [["zoom2d", "pan2d", "resetScale2d"]],
+      // no mode bar (three more tab stops on the first screen): a drag zooms, a double click
+      // resets (said under the plot)
+      displayModeBar: false,
+      doubleClick: "reset",
     });
     drawn = data;
     box = null;
@@ -455,7 +458,7 @@ export function initPareto(root, note) {
         (small ? `: pick tile ${small} under Metrics to compare` : ": compare token sparsity");
     } else {
       const axis = s.pareto.x === "block" ? ` · x: ${s.pareto.block} × ${s.pareto.block} tiles` : "";
-      note.textContent = `${where}${axis} · ★ = current setting · click a point to apply its setting`;
+      note.textContent = `${where}${axis} · ★ = current setting · click a point to apply its setting · drag to zoom, double-click to reset`;
     }
   }
 
