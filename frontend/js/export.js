@@ -275,6 +275,20 @@ function init() {
       png: async () => download(await paretoImage(gd, get(), "png"), `${baseName(get())}-pareto.png`),
       svg: async () => download(await paretoImage(gd, get(), "svg"), `${baseName(get())}-pareto.svg`),
     });
+    // the plot large: the panel over the page (Esc or the button again brings it back)
+    const big = el("button", { class: "tool tool-small", text: "⤢ larger", title: "Show the plot large (Esc: back)", attrs: { type: "button", "aria-pressed": "false", "data-action": "pareto-large" } });
+    const panel = gd.closest(".panel");
+    const setBig = (on) => {
+      panel.classList.toggle("pareto-large", on);
+      big.setAttribute("aria-pressed", String(on));
+      big.textContent = on ? "⤡ smaller" : "⤢ larger";
+      gd.dispatchEvent(new Event("pareto-resize")); // drawn again at the new size (pareto.js)
+    };
+    big.addEventListener("click", () => setBig(!panel.classList.contains("pareto-large")));
+    panel.addEventListener("keydown", (ev) => {
+      if (ev.key === "Escape" && panel.classList.contains("pareto-large")) setBig(false);
+    });
+    f.group.append(big);
     paretoHead.append(f.group);
     figures.push(f);
   }

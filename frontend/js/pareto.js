@@ -124,6 +124,11 @@ export function initPareto(root, note) {
   list.addEventListener("toggle", () => list.open && fillList());
   root.parentElement.after(legendBox, list);
   rove(legendBox, () => [...legendBox.children], { cols: () => legendBox.children.length });
+  // shown large or back (export.js): drawn again at the new height
+  root.addEventListener("pareto-resize", () => {
+    drawn = null;
+    draw(store.get());
+  });
   const heading = root.closest(".panel")?.querySelector(".panel-head h2") ?? null;
   const wrap = root.parentElement;
   const canvas = document.createElement("canvas");
@@ -159,6 +164,7 @@ export function initPareto(root, note) {
 
   /** The plot: what is left of a wide window below the plot's top (one screen), else 380. */
   function plotHeight() {
+    if (root.closest(".pareto-large")) return Math.round(Math.min(760, window.innerHeight * 0.7));
     if (window.innerWidth < 1100) return 380;
     const top = root.getBoundingClientRect().top + window.scrollY;
     return Math.round(Math.min(440, Math.max(340, window.innerHeight - top - 40)));

@@ -15,6 +15,7 @@ import { ApiError, getPareto, getResults, getResultsHead } from "./api.js";
 import { el, svg } from "./dom.js";
 import { PALETTE } from "./pareto.js";
 import { methodStyles } from "./colours.js";
+import { roveButtons } from "./roving.js";
 import * as store from "./state.js";
 
 /** Largest pareto.json read in the page (the server's cap too: app/engine/results.py). */
@@ -164,6 +165,8 @@ export function initResults(root, file, scopeGroup, served = true) {
   ]);
   yGroup.hidden = true;
   scopeGroup.after(yGroup);
+  roveButtons(yGroup); // one tab stop each
+  roveButtons(scopeGroup);
   for (const b of yGroup.querySelectorAll("button"))
     b.addEventListener("click", () => store.set({ resultsY: b.dataset.y }));
   const buttons = [...scopeGroup.querySelectorAll("button")];
