@@ -164,3 +164,21 @@ export function markerPath(marker, r = 5) {
     default: return `M${r},0A${r},${r} 0 1,1 ${-r},0A${r},${r} 0 1,1 ${r},0Z`;
   }
 }
+
+/** A legend swatch: the method's marker in its colour on a short line (as the plot draws it). */
+export function swatch(colour, marker) {
+  const NS = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(NS, "svg");
+  svg.setAttribute("class", "pareto-swatch");
+  svg.setAttribute("viewBox", "-10 -6 20 12");
+  svg.setAttribute("aria-hidden", "true");
+  const line = document.createElementNS(NS, "path");
+  line.setAttribute("d", "M-10,0H10");
+  line.setAttribute("stroke", colour);
+  line.setAttribute("stroke-width", "2");
+  const mark = document.createElementNS(NS, "path");
+  mark.setAttribute("d", markerPath(marker, 4.5));
+  mark.setAttribute("fill", colour);
+  svg.append(line, mark);
+  return svg;
+}

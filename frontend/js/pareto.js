@@ -28,26 +28,10 @@ import { resolveParams } from "./params.js";
 import { escapeHtml, fmt } from "./dom.js";
 import { markInput } from "./live.js";
 import * as store from "./state.js";
-import { markerPath, methodStyles } from "./colours.js";
+import { methodStyles, swatch } from "./colours.js";
 import { rove, setStop } from "./roving.js";
 
-/** A legend swatch: the method's marker in its colour on a short line (as the plot draws it). */
-export function swatch(colour, marker) {
-  const NS = "http://www.w3.org/2000/svg";
-  const svg = document.createElementNS(NS, "svg");
-  svg.setAttribute("class", "pareto-swatch");
-  svg.setAttribute("viewBox", "-10 -6 20 12");
-  svg.setAttribute("aria-hidden", "true");
-  const line = document.createElementNS(NS, "path");
-  line.setAttribute("d", "M-10,0H10");
-  line.setAttribute("stroke", colour);
-  line.setAttribute("stroke-width", "2");
-  const mark = document.createElementNS(NS, "path");
-  mark.setAttribute("d", markerPath(marker, 4.5));
-  mark.setAttribute("fill", colour);
-  svg.append(line, mark);
-  return svg;
-}
+export { swatch }; // the legend's swatch (colours.js)
 
 /** Categorical colours, one per method, in the registry's order. */
 export const PALETTE = [
