@@ -40,7 +40,7 @@ import { viewDefaults } from "./view-state.js";
  * @property {"16"|"32"|"64"|"128"} block tile size B of the block sparsity shown (metrics panel,
  *   Pareto x-axis, exports): a key of `metrics.block_sparsity`
  * @property {"sparsity"|"block"} paretoX the Pareto plot's x: token sparsity or block sparsity at `block`
- * @property {boolean} paretoPoints show every sweep point, not only the frontiers
+ * @property {boolean} paretoPoints show every sweep point, not only the frontiers (a view field)
  * @property {"gold"|"recall"} gridColour head grid colouring
  * @property {boolean} hideSpecial hide [CLS]/[SEP] rows and columns
  * @property {number|null} lockedRow the query row locked by a click (the selection)
@@ -70,7 +70,6 @@ const initial = {
   errors: {},
   headData: null,
   result: null,
-  paretoPoints: false,
   hoverToken: null,
   clusterMembers: null,
   posClusters: null,

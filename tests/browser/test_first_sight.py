@@ -248,3 +248,32 @@ def test_more_views_are_one_click_away(sized, server_url):
     page.click("#more-menu a[data-view=model]")
     page.wait_for_function("() => new URLSearchParams(location.search).get('view') === 'model'")
     assert page.locator("#model-panel").is_visible()
+
+
+def test_a_shared_link_reopens_what_was_open(sized, server_url):
+    """What a reader opened with a click (the whole model, the Pareto plot's x and points, side by
+    side's B) is in the Share button's state, and its /s/ link reopens exactly that."""
+    from .test_compare import MODULE
+    from .test_page import api
+
+    page = sized(1440, 900)
+    open_text(page, server_url)
+    page.click("[data-toggle=paretoX][data-value=block]")
+    page.click("[data-toggle=paretoPoints][data-value=true]")
+    page.select_option("#cmp-b", "1/3")  # B's control is there at once: picking B turns it on
+    page.wait_for_function("() => new URLSearchParams(location.search).get('cmp') === 'head'")
+    page.click("#more-menu summary")
+    page.click("#more-menu a[data-view=model]")
+    page.wait_for_function("() => new URLSearchParams(location.search).get('view') === 'model'")
+    state = page.evaluate(
+        MODULE + "; return (await js('share.js')).shareState((await js('state.js')).get()); }"
+    )
+    share = api(server_url, "/api/share", {"state": state})
+    other = sized(1440, 900)
+    other.goto(server_url + share["url"])
+    other.wait_for_selector("#model-panel:not([hidden])")
+    for key, value in (("paretoX", "block"), ("paretoPoints", "true"), ("view", "model")):
+        sel = f"[data-toggle={key}][data-value={value}]"
+        assert other.get_attribute(sel, "aria-pressed") == "true", key
+    assert other.input_value("#cmp-mode") == "head"
+    assert other.input_value("#cmp-b") == "1/3"
