@@ -19,7 +19,8 @@ pytestmark = pytest.mark.browser
 #: group is one stop; a closed disclosure's contents are none).
 TAB_STOPS = """() => {
   const out = [];
-  for (const el of document.querySelectorAll('a[href], button, input, select, textarea, summary, [tabindex]')) {
+  const focusable = 'a[href], button, input, select, textarea, summary, [tabindex]';
+  for (const el of document.querySelectorAll(focusable)) {
     if (el.disabled || el.tabIndex < 0 || el.closest('[hidden], [inert]')) continue;
     if (el.type === 'radio' && !el.checked
         && document.querySelector(`input[type=radio][name="${el.name}"]:checked`)) continue;
@@ -79,7 +80,8 @@ def test_the_first_screen_has_at_most_30_tab_stops_and_a_path(sized, server_url)
     # the head grid, every toggle group and every figure's downloads are one stop each
     crowded = page.evaluate(
         """() => [...document.querySelectorAll('[role=group]')]
-             .filter((g) => g.querySelectorAll('button:not([tabindex="-1"]):not(:disabled)').length > 1)
+             .filter((g) => g.querySelectorAll(
+               'button:not([tabindex="-1"]):not(:disabled)').length > 1)
              .map((g) => g.getAttribute('aria-label'))"""
     )
     assert crowded == [], crowded
@@ -190,7 +192,12 @@ def test_a_block_as_long_as_the_text_is_said_not_scored(sized, server_url):
     assert page.locator(".metric-block").is_hidden()
     assert "one 128 × 128 tile" in page.inner_text("[data-note=tile]")
     # a block shorter than the text: the note goes
-    assert page.evaluate("() => Number(document.getElementById('head-title').textContent.split('n = ')[1])") > 16
+    assert (
+        page.evaluate(
+            "() => Number(document.getElementById('head-title').textContent.split('n = ')[1])"
+        )
+        > 16
+    )
     page.select_option("[data-param=block]", "16")
     note.wait_for(state="hidden")
 
@@ -200,7 +207,9 @@ def test_a_failed_analysis_greys_and_labels_the_previous_results(sized, server_u
     open_text(page, server_url)
     assert page.locator("#stale-note").is_hidden()
     # a lone surrogate: the server refuses the text (a 4xx, said next to the text box)
-    page.evaluate("() => { const t = document.getElementById('text'); t.value = 'broken \\ud800 text'; }")
+    page.evaluate(
+        "() => { const t = document.getElementById('text'); t.value = 'broken \\ud800 text'; }"
+    )
     page.click("#analyze")
     page.locator("[data-error-for=text], [data-error-for=_]").first.wait_for(state="visible")
     note = page.locator("#stale-note")
@@ -208,7 +217,9 @@ def test_a_failed_analysis_greys_and_labels_the_previous_results(sized, server_u
     assert "previous text" in note.inner_text()
     assert TEXT[:30] in note.inner_text()
     assert page.locator("main.layout.stale").count() == 1
-    opacity = float(page.evaluate("() => getComputedStyle(document.querySelector('.col-center')).opacity"))
+    opacity = float(
+        page.evaluate("() => getComputedStyle(document.querySelector('.col-center')).opacity")
+    )
     assert opacity < 0.8
     # a good text again: the results are current
     page.fill("#text", "The dog barked at the postman.")

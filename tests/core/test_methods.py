@@ -63,9 +63,16 @@ def test_every_method_has_a_family_and_every_family_a_method():
     """The page groups its picker and colours its plots by family (sparse_core.methods.FAMILIES)."""
     families = {m.family for m in M.METHODS.values()}
     assert families == set(M.FAMILIES)
-    assert {n for n, m in M.METHODS.items() if m.family == "sparse-transformer"} == {"window", "fixed", "strided"}
+    assert {n for n, m in M.METHODS.items() if m.family == "sparse-transformer"} == {
+        "window",
+        "fixed",
+        "strided",
+    }
     assert {n for n, m in M.METHODS.items() if m.family == "learned"} == {
-        "sf-distance", "sf-quantization", "sf-kmeans"}
+        "sf-distance",
+        "sf-quantization",
+        "sf-kmeans",
+    }
     assert {n for n, m in M.METHODS.items() if m.family == "oracles"} == {"topk", "topp"}
 
 
