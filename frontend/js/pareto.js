@@ -371,6 +371,12 @@ export function initPareto(root, note) {
           if (hidden.has(m.name)) hidden.delete(m.name);
           else hidden.add(m.name);
           draw(store.get());
+          // the legend was drawn anew: the focus stays on this method's key
+          const again = legendBox.querySelector(`[data-method="${m.name}"]`);
+          if (again) {
+            setStop([...legendBox.children], [...legendBox.children].indexOf(again));
+            again.focus();
+          }
         });
         return b;
       }),
