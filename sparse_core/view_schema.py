@@ -147,6 +147,8 @@ VIEW_FIELDS: tuple[ViewField, ...] = (
     ViewField("paretoX", "enum", "sparsity", "px", "view.paretoX", write="changed",
               values=("sparsity", "block"),
               doc="the Pareto plot's x: token sparsity or block sparsity at B"),
+    ViewField("paretoPoints", "bool", False, "pts", "view.paretoPoints", write="changed",
+              doc="the Pareto plot: every point of each method's sweep, not only its frontier"),
     ViewField("zoom", "str", "", "zoom", "view.zoom", write="changed", max_len=40,
               pattern=r"^$|^[0-9]{1,3}(\.[0-9]{1,2})?@[0-9]{1,6}(\.[0-9]{1,2})?,"
                       r"[0-9]{1,6}(\.[0-9]{1,2})?$",

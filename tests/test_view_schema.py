@@ -251,7 +251,7 @@ def test_every_field_round_trips_through_the_address(tmp_path):
     # the old url.js's exact strings (main's frontend/js/url.js before the schema)
     assert queries[0] == "id=0123abcd&alpha=1.5&layer=0&head=0&method=window"
     assert queries[1] == ("alpha=1.5&causal=0&layer=0&head=0&method=window&row=&cluster="
-                          "&scope=head&grid=gold&hide=0&block=128&px=sparsity&zoom="
+                          "&scope=head&grid=gold&hide=0&block=128&px=sparsity&pts=0&zoom="
                           "&cmp=off&cl=0&ch=0&cm=&ca=2&cmo=&ry=recall&view=head")  # fmt: skip
 
 

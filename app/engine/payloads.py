@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from sparse_core.methods import METHODS, PredictContext, head_data
+from sparse_core.methods import FAMILIES, METHODS, PredictContext, head_data
 from sparse_core.methods.selection import b64_floats, b64_ints
 from sparse_core.pareto import summary_tables
 
@@ -69,6 +69,8 @@ def methods_json(n: int, artefact: Any = None) -> list[dict]:
         {
             "name": name,
             "label": method.label,
+            "family": method.family,
+            "family_label": FAMILIES.get(method.family, ""),
             "needs_artefact": bool(method.needs_artefact),
             "payload": method.payload,
             "params": [param_json(p) for p in method.params(n, artefact)],

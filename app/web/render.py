@@ -148,6 +148,8 @@ def main_page(
         "default_alpha": DEFAULT_ALPHA,
         "api": "/api",
         "plotly": asset_urls()["plotly_url"],
+        # whether GET /api/results has corpus results to give (the page does not ask otherwise)
+        "results": getattr(service, "results", None) is not None,
     }
     return render_page(request, "index.html", config=config, islands=islands, headers=headers)
 

@@ -113,6 +113,9 @@ class ParamSpecOut(BaseModel):
 class MethodOut(BaseModel):
     name: str
     label: str
+    #: its family (sparse_core.methods.FAMILIES: the page's picker groups and plot hues)
+    family: str = ""
+    family_label: str = ""
     needs_artefact: bool
     payload: bool = Field(
         description="the page needs the head's methods' part (GET …/heads/{layer}/{head}"

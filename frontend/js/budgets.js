@@ -20,6 +20,7 @@
 import { getBudgets } from "./api.js";
 import { el, svg } from "./dom.js";
 import * as store from "./state.js";
+import { roveButtons } from "./roving.js";
 
 /** Quantile positions in the body's `q` (sparse_core/budgets.py QUANTILES: 0 .1 .25 .5 .75 .9 1). */
 const Q10 = 1;
@@ -205,6 +206,7 @@ export function initBudgets(root, controls) {
       toggle("kind", "p", "p mass", "the least top-p (attention mass kept)"),
     ]),
   );
+  for (const g of controls.querySelectorAll("[role=group]")) roveButtons(/** @type {HTMLElement} */ (g));
   const headLine = el("p", { class: "budgets-line" });
   const histBox = el("div", { class: "budgets-chart" });
   const allLine = el("p", { class: "budgets-line" });

@@ -108,3 +108,77 @@ export const MISSED_PX = pack(hexToRgb(MISSED));
 export function probIndex(p) {
   return Math.min(255, Math.round(Math.sqrt(p) * 255));
 }
+
+/**
+ * Method styles for plots (the Pareto plot, its exports, the corpus results): the family gives the
+ * hue (sparse_core.methods.FAMILIES, the API's `family`), the method its shade and its marker, so
+ * that no two methods share a colour and no two of a family share a marker. Markers are Plotly
+ * symbol names (`MARKER_PATHS` draws them in a legend swatch).
+ */
+export const FAMILY_SHADES = {
+  "sparse-transformer": ["#08519c", "#3182bd", "#6baed6"],
+  learned: ["#4a1486", "#6a51a3", "#9e9ac8"],
+  baselines: ["#00441b", "#238b45", "#41ab5d", "#86bd7a"],
+  predictors: ["#7f2704", "#c2410c", "#f97316", "#b91c1c", "#e11d48", "#a16207", "#d4a017"],
+  oracles: ["#111827", "#6b7280"],
+};
+/** Marker symbols, one per method of a family, in the registry's order. */
+export const MARKERS = ["circle", "square", "diamond", "triangle-up", "triangle-down", "cross", "x"];
+/** Colours for a method of no known family (an older server): after every family's shades. */
+const OTHER = ["#0e7490", "#be185d", "#4d7c0f", "#78350f", "#334155"];
+
+/**
+ * The style of every method of `methods` (the analysis' list, registry order: `name`, `family`).
+ * @param {{name: string, family?: string}[]} methods
+ * @returns {Map<string, {colour: string, marker: string}>}
+ */
+export function methodStyles(methods) {
+  const seen = new Map(); // family -> how many of it so far
+  const out = new Map();
+  let other = 0;
+  for (const m of methods) {
+    const shades = FAMILY_SHADES[m.family ?? ""];
+    const k = seen.get(m.family) ?? 0;
+    seen.set(m.family, k + 1);
+    if (shades && k < shades.length) out.set(m.name, { colour: shades[k], marker: MARKERS[k % MARKERS.length] });
+    else {
+      out.set(m.name, { colour: OTHER[other % OTHER.length], marker: MARKERS[(other + 2) % MARKERS.length] });
+      other += 1;
+    }
+  }
+  return out;
+}
+
+/** SVG path of a marker of radius r centred at (0, 0) (a legend swatch; Plotly draws the plot's). */
+export function markerPath(marker, r = 5) {
+  const t = (a) => [r * Math.cos(a), r * Math.sin(a)];
+  const poly = (pts) => `M${pts.map(([x, y]) => `${x.toFixed(2)},${y.toFixed(2)}`).join("L")}Z`;
+  const q = r * 0.35;
+  switch (marker) {
+    case "square": return `M${-r * 0.85},${-r * 0.85}H${r * 0.85}V${r * 0.85}H${-r * 0.85}Z`;
+    case "diamond": return poly([[0, -r], [r, 0], [0, r], [-r, 0]]);
+    case "triangle-up": return poly([t(-Math.PI / 2), t(Math.PI / 6), t((5 * Math.PI) / 6)]);
+    case "triangle-down": return poly([t(Math.PI / 2), t((7 * Math.PI) / 6), t(-Math.PI / 6)]);
+    case "cross": return `M${-q},${-r}H${q}V${-q}H${r}V${q}H${q}V${r}H${-q}V${q}H${-r}V${-q}H${-q}Z`;
+    case "x": return `M${-r},${-r + q}L${-r + q},${-r}L0,${-q}L${r - q},${-r}L${r},${-r + q}L${q},0L${r},${r - q}L${r - q},${r}L0,${q}L${-r + q},${r}L${-r},${r - q}L${-q},0Z`;
+    default: return `M${r},0A${r},${r} 0 1,1 ${-r},0A${r},${r} 0 1,1 ${r},0Z`;
+  }
+}
+
+/** A legend swatch: the method's marker in its colour on a short line (as the plot draws it). */
+export function swatch(colour, marker) {
+  const NS = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(NS, "svg");
+  svg.setAttribute("class", "pareto-swatch");
+  svg.setAttribute("viewBox", "-10 -6 20 12");
+  svg.setAttribute("aria-hidden", "true");
+  const line = document.createElementNS(NS, "path");
+  line.setAttribute("d", "M-10,0H10");
+  line.setAttribute("stroke", colour);
+  line.setAttribute("stroke-width", "2");
+  const mark = document.createElementNS(NS, "path");
+  mark.setAttribute("d", markerPath(marker, 4.5));
+  mark.setAttribute("fill", colour);
+  svg.append(line, mark);
+  return svg;
+}

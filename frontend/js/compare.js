@@ -106,6 +106,8 @@ export function initCompare(root, heatmap, models = []) {
   /** B's own control: a head, a method, an α or a model. */
   function buildPick(s) {
     const a = s.analysis;
+    // a choice of B turns the comparison on (B's control is there before it is)
+    const setB = (x) => store.set({ ...x, compare: s.compare });
     let input;
     if (s.compare === "head") {
       input = el("select", { attrs: { id: "cmp-b", "aria-label": "pane B's head" } });
@@ -115,26 +117,26 @@ export function initCompare(root, heatmap, models = []) {
       input.value = `${s.cmpLayer}/${s.cmpHead}`;
       input.addEventListener("change", () => {
         const [l, h] = input.value.split("/").map(Number);
-        store.set({ cmpLayer: l, cmpHead: h });
+        setB({ cmpLayer: l, cmpHead: h });
       });
     } else if (s.compare === "method") {
       input = el("select", { attrs: { id: "cmp-b", "aria-label": "pane B's method" } },
         availableMethods(a).map((m) => el("option", { text: m.label, attrs: { value: m.name } })));
       input.value = s.cmpMethod;
-      input.addEventListener("change", () => store.set({ cmpMethod: input.value }));
+      input.addEventListener("change", () => setB({ cmpMethod: input.value }));
     } else if (s.compare === "alpha") {
       input = el("input", { attrs: { id: "cmp-b", type: "number", min: "1", max: "2", step: "0.05", "aria-label": "pane B's α" } });
       input.value = String(s.cmpAlpha);
       input.addEventListener("change", () => {
         const v = Number(input.value);
-        if (Number.isFinite(v) && v >= 1 && v <= 2) store.set({ cmpAlpha: v });
+        if (Number.isFinite(v) && v >= 1 && v <= 2) setB({ cmpAlpha: v });
         else note.textContent = `B's α must be a number in [1, 2], got ${JSON.stringify(input.value)}`;
       });
     } else {
       input = el("select", { attrs: { id: "cmp-b", "aria-label": "pane B's model" } },
         models.map((m) => el("option", { text: m.id, attrs: { value: m.id } })));
       input.value = s.cmpModel;
-      input.addEventListener("change", () => store.set({ cmpModel: input.value }));
+      input.addEventListener("change", () => setB({ cmpModel: input.value }));
     }
     pickB.replaceChildren(input);
   }
@@ -285,12 +287,18 @@ export function initCompare(root, heatmap, models = []) {
     onBtn.setAttribute("aria-pressed", String(s.compare !== "off"));
     onBtn.classList.toggle("on", s.compare !== "off");
     body.hidden = !shown;
-    mode.disabled = png.disabled = !shown;
+    png.disabled = !shown;
+    mode.disabled = !s.analysis;
     root.classList.toggle("comparing", shown);
     if (!shown) {
       asked = "";
       b = null;
       for (const p of panes) p.from = null;
+      // B's control shown at once: picking B (or what it differs in) turns the comparison on
+      if (s.analysis && s.compare === "off") {
+        const m = mode.value === "model" && models.length < 2 ? "head" : mode.value;
+        buildPick({ ...s, ...defaultsFor(m, s, models), compare: m });
+      }
       return;
     }
     mode.value = s.compare;

@@ -56,16 +56,28 @@ export function initMethodPanel(root, metricsRoot, { serverMetrics = true } = {}
     if (!a) return;
     const spec = a.methods.find((m) => m.name === s.method);
     const avail = new Set(availableMethods(a).map((m) => m.name));
+    const option = (m) => {
+      const o = el("option", {
+        text: avail.has(m.name) ? m.label : `${m.label} (off: no fitted predictor)`,
+        attrs: { value: m.name },
+      });
+      o.disabled = !avail.has(m.name);
+      o.selected = m.name === s.method;
+      return o;
+    };
+    // grouped by family (sparse_core.methods.FAMILIES, in the registry's order)
+    const groups = new Map();
+    for (const m of a.methods) {
+      const key = m.family || "";
+      if (!groups.has(key)) groups.set(key, { label: m.family_label || "other", items: [] });
+      groups.get(key).items.push(m);
+    }
     picker.replaceChildren(
-      ...a.methods.map((m) => {
-        const o = el("option", {
-          text: avail.has(m.name) ? m.label : `${m.label} (needs a Sparsefinder artefact)`,
-          attrs: { value: m.name },
-        });
-        o.disabled = !avail.has(m.name);
-        o.selected = m.name === s.method;
-        return o;
-      }),
+      ...[...groups.entries()].flatMap(([key, g]) =>
+        key
+          ? [el("optgroup", { attrs: { label: g.label, "data-family": key } }, g.items.map(option))]
+          : g.items.map(option),
+      ),
     );
     controls = new Map();
     const main = [];
@@ -155,12 +167,10 @@ export function initMethodPanel(root, metricsRoot, { serverMetrics = true } = {}
           "their own α, so pick one α for all heads (softmax, entmax, sparsemax or other) to use them.",
       );
     } else if (a && !a.artefact) {
+      // plain words: a page user cannot fit a predictor; the docs say how (docs/methods.md)
       hint.replaceChildren(
-        `Learned methods (sf-*) need an artefact for ${a.model} at α = ${a.alpha}: run `,
-        // one unbreakable piece per argument: the line wraps between them, never inside "--model"
-        el("code", {}, ["sparsescope fit", `--model ${a.model}`, `--alpha ${a.alpha}`, "--out <artefact dir>"]
-          .flatMap((part, k) => [...(k ? [" "] : []), el("span", { class: "nowrap", text: part })])),
-        ", then restart the server.",
+        `The learned methods (sf-*) are off: this server has no Sparsefinder predictor fitted ` +
+          `for this model at α = ${a.alpha}. Every other method works at any α.`,
       );
     }
   }
@@ -255,8 +265,11 @@ export function initMethodPanel(root, metricsRoot, { serverMetrics = true } = {}
     title: "block sparsity at the method's own block size: what its block kernel skips",
   }, [ownName, ownValue, ownBar]);
   const gold = el("p", { class: "muted gold-line" });
+  // where a tile or a method's block is as long as the text: said, not shown as a number
+  const tileNote = el("p", { class: "muted tile-note", attrs: { "data-note": "tile" } });
+  const blockNote = el("p", { class: "block-note", attrs: { "data-note": "block", role: "note" } });
   const problem = el("p", { class: "field-error", attrs: { role: "alert" } });
-  metricsRoot.replaceChildren(...rows.map((r) => r.row), blockRow, ownRow, problem, gold);
+  metricsRoot.replaceChildren(...rows.map((r) => r.row), blockRow, tileNote, ownRow, blockNote, problem, gold);
 
   function showMetrics(s) {
     const m = s.result?.metrics;
@@ -282,8 +295,24 @@ export function initMethodPanel(root, metricsRoot, { serverMetrics = true } = {}
     blockRow.dataset.block = s.block;
     say(blockValue, fmt(b));
     fillBar(blockBar.firstChild, b);
+    const n = s.analysis?.n ?? 0;
+    // one tile covers the whole text: its block sparsity is 0 whatever the pattern keeps
+    const oneTile = n > 0 && n <= Number(s.block);
+    blockRow.hidden = oneTile;
+    tileNote.hidden = !oneTile;
+    if (oneTile) {
+      say(tileNote, `block sparsity: the ${n} tokens fit in one ${s.block} × ${s.block} tile, so a ` +
+        "tiled kernel skips nothing (a smaller tile size above shows more).");
+    }
     const own = s.params?.block ?? s.params?.page;
-    ownRow.hidden = own === undefined || String(own) === String(s.block);
+    const wholeBlock = own !== undefined && n > 0 && Number(own) >= n;
+    blockNote.hidden = !wholeBlock;
+    if (wholeBlock) {
+      say(blockNote, `Every key is kept: the text (n = ${n}) is shorter than one block ` +
+        `(B = ${own}), so sparsity 0 and recall 1 say nothing about the method here. Pick a smaller ` +
+        "block, or a longer text.");
+    }
+    ownRow.hidden = own === undefined || wholeBlock || String(own) === String(s.block);
     if (!ownRow.hidden) {
       const v = m?.block_sparsity?.[String(own)] ?? NaN;
       say(ownName, `block sparsity, ${own} × ${own} (its own blocks)`);

@@ -10,7 +10,7 @@
  */
 
 import { analyze, getHead, getMetrics } from "./api.js";
-import { ACCENT, MISSED_PX, PROB_LUT, SHADE_PX, ZERO_PX, probIndex } from "./colours.js";
+import { ACCENT, CAUGHT, MISSED, MISSED_PX, PROB_LUT, SHADE_PX, ZERO_PX, probIndex } from "./colours.js";
 import { byId, fmt, readIsland } from "./dom.js";
 import { prepareHead } from "./head.js";
 import { predict } from "./methods.js";
@@ -19,6 +19,43 @@ import { tokenLabel, visibleTokens } from "./tokens.js";
 import { field, fromShare } from "./view-state.js";
 
 const LABEL_FONT = "11px system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', sans-serif";
+
+/** ★ on every kept gold edge, × on every missed one (cells of side `cs` from `margin`). */
+function drawMarks(ctx, h, mask, vis, margin, cs) {
+  const n = h.n;
+  const r = cs * 0.36;
+  const stars = new Path2D();
+  const crosses = new Path2D();
+  for (let a = 0; a < vis.length; a++) {
+    for (let b = 0; b < vis.length; b++) {
+      const x = vis[a] * n + vis[b];
+      if (!(h.probs[x] > 0)) continue;
+      const cx = margin + (b + 0.5) * cs;
+      const cy = margin + (a + 0.5) * cs;
+      if (mask[x]) {
+        for (let k = 0; k < 10; k++) {
+          const ang = -Math.PI / 2 + (k * Math.PI) / 5;
+          const rr = k % 2 ? r * 0.45 : r;
+          const px = cx + rr * Math.cos(ang);
+          const py = cy + rr * Math.sin(ang);
+          if (k) stars.lineTo(px, py);
+          else stars.moveTo(px, py);
+        }
+        stars.closePath();
+      } else {
+        crosses.moveTo(cx - r, cy - r);
+        crosses.lineTo(cx + r, cy + r);
+        crosses.moveTo(cx + r, cy - r);
+        crosses.lineTo(cx - r, cy + r);
+      }
+    }
+  }
+  ctx.fillStyle = CAUGHT;
+  ctx.fill(stars);
+  ctx.strokeStyle = MISSED;
+  ctx.lineWidth = Math.max(1, cs / 8);
+  ctx.stroke(crosses);
+}
 
 /** Canvas pixels per cell: crisp cells up to about 540 px. */
 function cellSize(n) {
@@ -87,6 +124,9 @@ function drawHeatmap(canvas, h, mask, row, labels, vis, room = 480) {
   off.getContext("2d").putImageData(img, 0, 0);
   ctx.imageSmoothingEnabled = false;
   ctx.drawImage(off, margin, margin, m * cs, m * cs);
+  // the marks, as on the page and in its exports: ★ a kept gold edge, × a missed one (not by
+  // colour alone); drawn while a cell is large enough to hold one
+  if (mask && cs >= 7) drawMarks(ctx, h, mask, vis, margin, cs);
   ctx.strokeStyle = "#9ca3af";
   ctx.strokeRect(margin - 0.5, margin - 0.5, m * cs + 1, m * cs + 1);
   // token labels: rows (queries) left, columns (keys) on top, every `step`-th when cells are small
@@ -185,10 +225,10 @@ async function main() {
   const geo = drawHeatmap(canvas, h, mask, s.token ?? null, labels, vis, roomFor(canvas));
   attachReadout(canvas, h, analysis.tokens, geo, vis);
   showMetrics({ gold_sparsity: h.goldSparsity });
-  const summary = `${h.n} tokens · ${h.goldCount} nonzero weights of ${h.n * h.n}`;
+  const summary = `${analysis.model} · ${h.n} tokens · ${h.goldCount} nonzero weights of ${h.n * h.n}`;
   if (mask) {
     showMetrics(computeMetrics(mask, h.gold, h.n, h.causal));
-    setStatus(`${summary} · red: weights ${s.method} misses`);
+    setStatus(`${summary} · ★ kept · ×, red: weights ${s.method} misses`);
     return;
   }
   setStatus(summary);

@@ -62,7 +62,7 @@ export function describe(s) {
   const block = typeof b === "number" ? ` · block sparsity (${s.block}) ${fmt(b)}` : "";
   const metrics = m ? ` · recall ${fmt(m.recall)} · sparsity ${fmt(m.sparsity)}${block}` : "";
   return {
-    head: `layer ${s.layer} · head ${s.head} · n = ${a.n} · ${a.alpha === "own" ? "the model's own α" : `α = ${a.alpha}`}${a.causal ? " · causal" : ""}`,
+    head: `${a.model ? `${a.model} · ` : ""}layer ${s.layer} · head ${s.head} · n = ${a.n} · ${a.alpha === "own" ? "the model's own α" : `α = ${a.alpha}`}${a.causal ? " · causal" : ""}`,
     method: `${spec ? spec.label : s.method} (${params})${metrics}`,
   };
 }
@@ -326,7 +326,7 @@ export async function paretoImage(gd, s, format) {
     width: 900,
     height: 600,
     margin: { ...(gd.layout.margin ?? {}), t: 50 },
-    title: { text: `${s.pareto?.x === "block" ? `Block sparsity (${s.pareto.block})` : "Sparsity"}–recall · ${where}`, x: 0.02, font: { size: 15 } },
+    title: { text: `${s.pareto?.x === "block" ? `Block sparsity (${s.pareto.block})` : "Sparsity"}–recall · ${where}${s.analysis?.model ? ` · ${s.analysis.model}` : ""}`, x: 0.02, font: { size: 15 } },
   };
   const url = await Plotly.toImage({ data, layout }, { format, width: 900, height: 600, scale: format === "png" ? 2 : 1 });
   return dataUrlBlob(url);

@@ -9,6 +9,7 @@
  * anything outside its own body.
  */
 
+import { methodStyles } from "./colours.js";
 import { describe } from "./export-figures.js";
 
 /** The Plotly bundle's text, fetched once. */
@@ -85,6 +86,8 @@ export function viewData(s) {
     scope: s.scope,
     current: (s.scope === "mean" ? s.meanMetrics : s.result?.metrics) ?? null,
     labels: Object.fromEntries(a.methods.map((m) => [m.name, m.label])),
+    // each method's colour and marker, as the page draws them (colours.js methodStyles)
+    styles: Object.fromEntries([...methodStyles(a.methods)].map(([k, v]) => [k, v])),
     exported: new Date().toISOString(),
     source: `${location.origin}${location.pathname}`,
     text: s.text,
@@ -225,7 +228,9 @@ export function renderView(Plotly, data, root) {
   const xName = onBlocks ? `block sparsity (${pd.block} × ${pd.block} tiles)` : "sparsity";
   const ptraces = [];
   for (const [method, idx] of byMethod) {
-    const colour = palette[Math.max(0, names.indexOf(method)) % palette.length];
+    const style = (data.styles && data.styles[method]) || null;
+    const colour = style ? style.colour : palette[Math.max(0, names.indexOf(method)) % palette.length];
+    const symbol = style ? style.marker : "circle";
     const label = esc(data.labels[method] || method);
     const front = (pd.frontiers && pd.frontiers[method]) || [];
     const tr = (ks, extra) => ({
@@ -233,8 +238,8 @@ export function renderView(Plotly, data, root) {
       text: ks.map((k) => `${label}<br>${esc(Object.entries(pd.points[k].params).map(([a, b]) => `${a}=${b}`).join(", "))}`),
       hovertemplate: `%{text}<br>${xName} %{x:.3f} · recall %{y:.3f}<extra></extra>`, ...extra,
     });
-    ptraces.push(tr(idx, { mode: "markers", showlegend: false, marker: { color: colour, size: 6, opacity: 0.35 } }));
-    ptraces.push(tr(front, { mode: "lines+markers", line: { color: colour, width: 2 }, marker: { color: colour, size: 7 } }));
+    ptraces.push(tr(idx, { mode: "markers", showlegend: false, marker: { color: colour, size: 6, opacity: 0.35, symbol } }));
+    ptraces.push(tr(front, { mode: "lines+markers", line: { color: colour, width: 2 }, marker: { color: colour, size: 8, symbol } }));
   }
   if (data.current) {
     ptraces.push({ type: "scatter", mode: "markers", name: "current setting", x: [xOf(data.current)], y: [data.current.recall],

@@ -26,6 +26,7 @@ import {
 import { standaloneHtml, viewData } from "./export-view.js";
 import { initShare, shareState } from "./share.js";
 import * as store from "./state.js";
+import { roveButtons } from "./roving.js";
 
 /**
  * Save `blob` as `filename` (an object URL on a temporary link; revoked a little later).
@@ -141,6 +142,7 @@ function figureButtons(name, ready, actions) {
     return b;
   });
   group.append(el("span", { class: "export-label", text: "⤓", attrs: { "aria-hidden": "true" } }), ...buttons);
+  roveButtons(group); // one tab stop, the arrow keys move between the formats
   const sync = (s) => {
     const ok = ready(s);
     for (const b of buttons) b.disabled = !ok;
@@ -164,16 +166,25 @@ function galleryBanner(bar) {
   const banner = el("aside", { class: "gallery-banner", attrs: { "aria-label": "gallery example" } }, [
     el("div", { class: "gallery-banner-text" }, [
       el("strong", { text: home ? `An analysed example: ${g.title}` : g.title }),
-      el("p", { class: "banner-explain", text: home
+      el("p", { class: "banner-explain", attrs: { id: "banner-explain" }, text: home
         ? `${g.explain} Type or paste your own text above, then Analyze.`
-        : g.explain, title: "click to read it all" }),
+        : g.explain }),
       ...(g.credit && !home ? [el("p", { class: "muted", text: g.credit })] : []),
     ]),
-    el("a", { class: "tool", text: home ? "More examples" : "← Gallery", attrs: { href: "/gallery" } }),
+    // the first visit's example: the header's Gallery link leads to the others
+    ...(home ? [] : [el("a", { class: "tool", text: "← Gallery", attrs: { href: "/gallery" } })]),
     close,
   ]);
+  banner.classList.toggle("banner-home", home);
   const explain = banner.querySelector(".banner-explain");
-  explain.addEventListener("click", () => explain.classList.toggle("open"));
+  // the story in one line, read in full with one click (or Enter)
+  const more = el("button", { class: "link-button banner-more", text: "read it all", attrs: { type: "button", "aria-expanded": "false", "aria-controls": "banner-explain" } });
+  close.before(more);
+  more.addEventListener("click", () => {
+    const open = explain.classList.toggle("open");
+    more.setAttribute("aria-expanded", String(open));
+    more.textContent = open ? "less" : "read it all";
+  });
   close.addEventListener("click", () => banner.remove());
   // the banner goes once the text is no longer the example's
   store.subscribe((s, changed) => {
@@ -195,7 +206,18 @@ function init() {
   const json = el("button", { class: "tool", text: "Download JSON", title: "The analysis, this head's edges, the method, its metrics and the sweep", attrs: { type: "button", "data-export": "analysis-json" } });
   const csv = el("button", { class: "tool", text: "Download CSV", title: "The metrics of the current setting and of every sweep point, block sparsity at every tile size included", attrs: { type: "button", "data-export": "metrics-csv" } });
   statusLine = el("span", { class: "export-status muted", attrs: { role: "status" } });
-  actions.append(html, json, csv, statusLine);
+  // the downloads behind one disclosure: one tab stop until opened
+  const menu = el("details", { class: "export-menu" }, [
+    el("summary", { class: "tool", text: "Download…", title: "this view as one HTML file, the analysis as JSON, the metrics as CSV" }),
+    el("div", { class: "export-menu-items" }, [html, json, csv]),
+  ]);
+  menu.addEventListener("keydown", (ev) => {
+    if (ev.key === "Escape" && menu.open) {
+      menu.open = false;
+      menu.querySelector("summary")?.focus();
+    }
+  });
+  actions.append(menu, statusLine);
   bar.append(actions);
   galleryBanner(bar);
 
@@ -253,6 +275,20 @@ function init() {
       png: async () => download(await paretoImage(gd, get(), "png"), `${baseName(get())}-pareto.png`),
       svg: async () => download(await paretoImage(gd, get(), "svg"), `${baseName(get())}-pareto.svg`),
     });
+    // the plot large: the panel over the page (Esc or the button again brings it back)
+    const big = el("button", { class: "tool tool-small", text: "⤢ larger", title: "Show the plot large (Esc: back)", attrs: { type: "button", "aria-pressed": "false", "data-action": "pareto-large" } });
+    const panel = gd.closest(".panel");
+    const setBig = (on) => {
+      panel.classList.toggle("pareto-large", on);
+      big.setAttribute("aria-pressed", String(on));
+      big.textContent = on ? "⤡ smaller" : "⤢ larger";
+      gd.dispatchEvent(new Event("pareto-resize")); // drawn again at the new size (pareto.js)
+    };
+    big.addEventListener("click", () => setBig(!panel.classList.contains("pareto-large")));
+    panel.addEventListener("keydown", (ev) => {
+      if (ev.key === "Escape" && panel.classList.contains("pareto-large")) setBig(false);
+    });
+    f.group.append(big);
     paretoHead.append(f.group);
     figures.push(f);
   }

@@ -121,7 +121,8 @@ export function initFlow(root, select) {
       `“${labels[body.token]}” (token ${body.token}) after layer ${body.layer} is reached by ` +
       `${body.reached} of ${body.n} input tokens` +
       (top.length ? `; most mass from ${top.join(", ")}` : "") +
-      ` (itself ${(100 * body.mass[body.token]).toFixed(1)} %).`;
+      ` (itself ${(100 * body.mass[body.token]).toFixed(1)} %).` +
+      saturation(body.levels.map((idx) => idx.length), body.n);
     chips.replaceChildren(
       ...labels.map((label, j) => {
         const m = body.mass[j];
@@ -203,9 +204,23 @@ function levelRow(name, indices, n, k) {
     const w = 600 / n;
     for (const j of indices) ctx.fillRect(j * w, 0, Math.max(1, w - (w > 3 ? 1 : 0)), 10);
   }
-  return el("div", { class: "flow-level", attrs: { "data-level": String(k) } }, [
+  const full = indices.length === n;
+  return el("div", { class: `flow-level${full ? " flow-full" : ""}`, attrs: { "data-level": String(k) } }, [
     el("span", { class: "flow-level-name", text: name }),
     canvas,
-    el("span", { class: "flow-level-count", text: `${indices.length} / ${n}` }),
+    el("span", { class: "flow-level-count", text: `${indices.length} / ${n}`, title: full ? "every input token" : "" }),
   ]);
+}
+
+/**
+ * What the full strips say (a short text reaches every token within a layer or two): how many of
+ * the levels are full, so that a column of "n / n" reads as saturation, not as a fault.
+ * @param {number[]} counts reached tokens per level
+ * @param {number} n
+ */
+export function saturation(counts, n) {
+  const full = counts.filter((c) => c === n).length;
+  if (!full) return "";
+  if (full === counts.length) return ` Every level reaches all ${n} tokens: on a text this short the graph saturates at once.`;
+  return ` ${full} of the ${counts.length} levels reach all ${n} tokens (greyed): a short text saturates within a few layers.`;
 }

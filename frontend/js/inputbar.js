@@ -87,8 +87,22 @@ export function initInputBar(onAnalyze, models = []) {
     return picked && picked.value !== "free" ? Number(picked.value) : Number(free.value);
   }
 
+  /** The box grows with its text up to five lines and shows the text's start (a longer text
+   * scrolls inside it). */
+  function fit() {
+    text.style.height = "auto";
+    const line = parseFloat(getComputedStyle(text).lineHeight) || 21;
+    text.style.height = `${Math.min(text.scrollHeight + 2, line * 5 + 16)}px`;
+  }
+  text.addEventListener("input", fit);
+
   function show(s) {
-    if (document.activeElement !== text) text.value = s.text;
+    if (document.activeElement !== text && text.value !== s.text) {
+      text.value = s.text;
+      fit();
+      text.scrollTop = 0;
+      text.setSelectionRange(0, 0);
+    }
     if (document.activeElement !== free) { // typing "1.25" passes through 1: keep "other"
       const preset = s.alpha === OWN ? OWN : PRESETS.find((v) => Number(v) === s.alpha);
       for (const r of radios) r.checked = preset ? r.value === preset : r.value === "free";

@@ -33,6 +33,7 @@ import { initTokenSearch } from "./token-search.js";
 import { initTokenStrip } from "./tokens.js";
 import { decodeQuery, fromShare } from "./view-state.js";
 import { analysisNotices } from "./address-notices.js";
+import { roveButtons } from "./roving.js";
 
 /**
  * The saved view the page was opened on (`<script type="application/json" id="shared-state">`:
@@ -94,6 +95,8 @@ function initToggles() {
       b.setAttribute("aria-pressed", String(on));
     }
   });
+  // each group of toggles is one tab stop (the arrow keys move inside it)
+  for (const group of new Set(buttons.map((b) => b.parentElement))) roveButtons(group);
 }
 
 /** A long text's heatmap gets the wide layout (app.css `.layout.big-head`): the matrix takes the
@@ -103,6 +106,58 @@ function initBigHead() {
   store.subscribe((s, changed) => {
     if (changed.has("analysis") && layout) {
       layout.classList.toggle("big-head", !!s.analysis && s.analysis.n >= BIG_HEAD);
+    }
+  });
+}
+
+/** After a failed analysis the previous text's results stay on screen: greyed, and labelled as
+ * the previous text's (app.css `.layout.stale`, the status row's `#stale-note`). */
+function initStale() {
+  const layout = document.querySelector("main.layout");
+  const note = byId("stale-note");
+  let shownText = ""; // the text the results on screen are of
+  store.subscribe((s, changed) => {
+    if (changed.has("analysis") && s.analysis && s.status !== "error") shownText = s.text ?? "";
+    if (!changed.has("status") && !changed.has("analysis")) return;
+    const stale = s.status === "error" && !!s.analysis;
+    layout?.classList.toggle("stale", stale);
+    if (layout) {
+      if (stale) layout.setAttribute("aria-describedby", "stale-note");
+      else layout.removeAttribute("aria-describedby");
+    }
+    note.hidden = !stale;
+    if (stale) {
+      const t = shownText;
+      note.textContent = `Not analysed (see the message above). Shown below, greyed: the previous text${
+        t ? `, “${t.length > 60 ? `${t.slice(0, 60)}…` : t}”` : ""}.`;
+    }
+  });
+}
+
+/** "More views": every panel under the first screen one click away (a jump to it; the whole
+ * model switches the view). */
+function initMoreMenu() {
+  const menu = document.getElementById("more-menu");
+  if (!menu) return;
+  menu.addEventListener("click", (ev) => {
+    const a = /** @type {HTMLElement} */ (ev.target).closest("a");
+    if (!a) return;
+    ev.preventDefault();
+    menu.open = false;
+    if (a.dataset.view) store.set({ view: a.dataset.view });
+    else if (store.get().view !== "head") store.set({ view: "head" });
+    const target = document.getElementById(a.getAttribute("href").slice(1));
+    const panel = target?.closest(".panel");
+    requestAnimationFrame(() => {
+      panel?.scrollIntoView({ block: "start", behavior: "instant" });
+      panel?.setAttribute("tabindex", "-1");
+      panel?.focus({ preventScroll: true });
+    });
+  });
+  menu.addEventListener("keydown", (ev) => {
+    if (ev.key === "Escape" && menu.open) {
+      menu.open = false;
+      menu.querySelector("summary")?.focus();
     }
   });
 }
@@ -135,6 +190,7 @@ function initStatus(maxTokens) {
           : "no Sparsefinder artefact for this α (sf-* methods off)",
       ].join(" · ");
     } else status.textContent = maxTokens ? `The model takes up to ${maxTokens} tokens.` : "";
+    status.title = status.textContent; // one line on a wide window: the whole of it on hover
   };
   const modelName = document.getElementById("model-name");
   store.subscribe((s, changed) => {
@@ -148,6 +204,8 @@ function main() {
   const config = readIsland("config");
   initToggles();
   initBigHead();
+  initStale();
+  initMoreMenu();
   initHeadTitle();
   initStatus(config.max_tokens);
   initInputBar(() => analyze(), config.models ?? []);
@@ -167,7 +225,7 @@ function main() {
   initPos(byId("pos"));
   initBudgets(byId("budgets"), byId("budgets-controls"));
   initFlow(byId("flow"), /** @type {HTMLSelectElement} */ (byId("flow-layer")));
-  initResults(byId("results"), /** @type {HTMLInputElement} */ (byId("results-file")), byId("results-scope"));
+  initResults(byId("results"), /** @type {HTMLInputElement} */ (byId("results-file")), byId("results-scope"), config.results !== false);
   initModelView(byId("model-view"), byId("model-readout"), byId("model-panel"));
   initLive();
   initSweep();

@@ -28,6 +28,10 @@ import { resolveParams } from "./params.js";
 import { escapeHtml, fmt } from "./dom.js";
 import { markInput } from "./live.js";
 import * as store from "./state.js";
+import { methodStyles, swatch } from "./colours.js";
+import { rove, setStop } from "./roving.js";
+
+export { swatch }; // the legend's swatch (colours.js)
 
 /** Categorical colours, one per method, in the registry's order. */
 export const PALETTE = [
@@ -132,6 +136,8 @@ export function initPareto(root, note) {
   let drawn = null; // the pareto body drawn last
   let bound = false; // plot events bound (Plotly.purge drops them)
   let colourOf = new Map();
+  /** @type {Map<string, {colour: string, marker: string}>} */
+  let styleOf = new Map();
   /** Methods hidden from the plot with their legend button (kept across redraws). */
   const hidden = new Set();
   const legendBox = document.createElement("div");
@@ -148,6 +154,12 @@ export function initPareto(root, note) {
   list.append(listSummary, listBody);
   list.addEventListener("toggle", () => list.open && fillList());
   root.parentElement.after(legendBox, list);
+  rove(legendBox, () => [...legendBox.children], { cols: () => legendBox.children.length });
+  // shown large or back (export.js): drawn again at the new height
+  root.addEventListener("pareto-resize", () => {
+    drawn = null;
+    draw(store.get());
+  });
   const heading = root.closest(".panel")?.querySelector(".panel-head h2") ?? null;
   const wrap = root.parentElement;
   const canvas = document.createElement("canvas");
@@ -183,6 +195,7 @@ export function initPareto(root, note) {
 
   /** The plot: what is left of a wide window below the plot's top (one screen), else 380. */
   function plotHeight() {
+    if (root.closest(".pareto-large")) return Math.round(Math.min(760, window.innerHeight * 0.7));
     if (window.innerWidth < 1100) return 380;
     const top = root.getBoundingClientRect().top + window.scrollY;
     return Math.round(Math.min(440, Math.max(340, window.innerHeight - top - 40)));
@@ -242,7 +255,8 @@ export function initPareto(root, note) {
   /** Traces: per method its sweep points and its frontier (the legend entry). */
   function traces(s, data) {
     const labels = new Map(s.analysis.methods.map((m) => [m.name, m.label]));
-    colourOf = new Map(s.analysis.methods.map((m, k) => [m.name, PALETTE[k % PALETTE.length]]));
+    styleOf = methodStyles(s.analysis.methods);
+    colourOf = new Map([...styleOf].map(([name, st]) => [name, st.colour]));
     const byMethod = new Map();
     data.points.forEach((p, k) => {
       if (!byMethod.has(p.method)) byMethod.set(p.method, []);
@@ -260,6 +274,7 @@ export function initPareto(root, note) {
     const out = [];
     for (const [method, idx] of byMethod) {
       const colour = colourOf.get(method) ?? "#888";
+      const symbol = styleOf.get(method)?.marker ?? "circle";
       const label = escapeHtml(labels.get(method) ?? method);
       const front = fronts[method] ?? [];
       const trace = (ks, extra) => ({
@@ -271,13 +286,13 @@ export function initPareto(root, note) {
         mode: "markers",
         showlegend: false,
         visible: s.paretoPoints === true && !hidden.has(method), // frontiers only unless asked
-        marker: { color: colour, size: 6, opacity: 0.35 },
+        marker: { color: colour, size: 6, opacity: 0.35, symbol },
       }));
       out.push(trace(front, {
         visible: !hidden.has(method),
         mode: "lines+markers",
         line: { color: colour, width: 2 },
-        marker: { color: colour, size: 7 },
+        marker: { color: colour, size: 8, symbol, line: { color: "#ffffff", width: 0.5 } },
       }));
     }
     return out;
@@ -307,7 +322,10 @@ export function initPareto(root, note) {
     Plotly.react(root, traces(s, data), layout(s, data), {
       displaylogo: false,
       responsive: true,
-      modeBarButtons: [["zoom2d", "pan2d", "resetScale2d"]],
+      // no mode bar (three more tab stops on the first screen): a drag zooms, a double click
+      // resets (said under the plot)
+      displayModeBar: false,
+      doubleClick: "reset",
     });
     drawn = data;
     box = null;
@@ -401,6 +419,7 @@ export function initPareto(root, note) {
 
   /** One toggle per method: its colour, its label, pressed while it is shown. */
   function drawLegend(s, data) {
+    const at = Math.max(0, [...legendBox.children].findIndex((b) => b.getAttribute("tabindex") === "0"));
     legendBox.replaceChildren(
       ...methodsOf(s, data).map((m) => {
         const b = document.createElement("button");
@@ -409,18 +428,26 @@ export function initPareto(root, note) {
         b.dataset.method = m.name;
         b.setAttribute("aria-pressed", String(!hidden.has(m.name)));
         b.title = "show or hide this method in the plot";
-        const sw = document.createElement("span");
-        sw.className = "pareto-swatch";
-        sw.style.background = colourOf.get(m.name) ?? "#888";
-        b.append(sw, document.createTextNode(m.label));
+        b.dataset.colour = colourOf.get(m.name) ?? "#888";
+        b.dataset.marker = styleOf.get(m.name)?.marker ?? "circle";
+        b.append(swatch(b.dataset.colour, b.dataset.marker), document.createTextNode(m.label));
         b.addEventListener("click", () => {
           if (hidden.has(m.name)) hidden.delete(m.name);
           else hidden.add(m.name);
           draw(store.get());
+          // the legend was drawn anew: the focus stays on this method's key
+          const again = legendBox.querySelector(`[data-method="${m.name}"]`);
+          if (again) {
+            setStop([...legendBox.children], [...legendBox.children].indexOf(again));
+            again.focus();
+          }
         });
         return b;
       }),
     );
+    // one tab stop: the arrow keys move between the methods (roving.js)
+    const keys = [...legendBox.children];
+    setStop(keys, Math.min(at, keys.length - 1));
   }
 
   /** The frontier points as a table: each row's button applies its setting (Enter, or a click). */
@@ -497,7 +524,7 @@ export function initPareto(root, note) {
         (small ? `: pick tile ${small} under Metrics to compare` : ": compare token sparsity");
     } else {
       const axis = s.pareto.x === "block" ? ` · x: ${s.pareto.block} × ${s.pareto.block} tiles` : "";
-      note.textContent = `${where}${axis} · ★ = current setting · click a point to apply its setting`;
+      note.textContent = `${where}${axis} · ★ = current setting · click a point to apply its setting · drag to zoom, double-click to reset`;
     }
   }
 

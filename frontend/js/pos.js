@@ -129,6 +129,16 @@ export function initPos(root) {
           seg.style.background = colour;
           stack.append(seg);
         }
+        if (count > 0 && shares.size === 0) {
+          // only special tokens ([CLS], [SEP]: no part of speech): a grey bar, not an empty one
+          const seg = el("div", {
+            class: "pos-seg pos-seg-special",
+            title: `cluster ${c} · ${side}: special tokens only ([CLS]/[SEP], no part of speech)`,
+          });
+          seg.style.height = "100%";
+          seg.style.background = "#9ca3af";
+          stack.append(seg);
+        }
         const bar = el(
           "button",
           { class: "pos-bar", attrs: { type: "button", "data-cluster": String(c) } },

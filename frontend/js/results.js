@@ -19,6 +19,8 @@
 import { ApiError, getPareto, getResults, getResultsHead } from "./api.js";
 import { el, svg } from "./dom.js";
 import { PALETTE } from "./pareto.js";
+import { methodStyles } from "./colours.js";
+import { roveButtons } from "./roving.js";
 import * as store from "./state.js";
 
 /** Largest pareto.json read in the page (the server's cap too: app/engine/results.py). */
@@ -145,7 +147,7 @@ export function bestAt(line, level) {
  * @param {HTMLInputElement} file the file input
  * @param {HTMLElement} scopeGroup the "this head / mean" toggle group
  */
-export function initResults(root, file, scopeGroup) {
+export function initResults(root, file, scopeGroup, served = true) {
   const source = el("p", { class: "results-source", attrs: { id: "results-source" } });
   const message = el("p", { class: "results-message", attrs: { id: "results-message", role: "alert" } });
   const warn = el("p", { class: "results-warn", attrs: { id: "results-warn" } });
@@ -181,6 +183,8 @@ export function initResults(root, file, scopeGroup) {
   ]);
   yGroup.hidden = true;
   scopeGroup.after(yGroup);
+  roveButtons(yGroup); // one tab stop each
+  roveButtons(scopeGroup);
   for (const b of yGroup.querySelectorAll("button"))
     b.addEventListener("click", () => store.set({ resultsY: b.dataset.y }));
   const buttons = [...scopeGroup.querySelectorAll("button")];
@@ -252,7 +256,8 @@ export function initResults(root, file, scopeGroup) {
     root.dataset.analysis = a.id; // which analysis the figures are of (tests wait on it)
     const names = a.methods.map((m) => m.name);
     const label = Object.fromEntries(a.methods.map((m) => [m.name, m.label]));
-    const colour = (m) => PALETTE[Math.max(0, names.indexOf(m)) % PALETTE.length];
+    const styles = methodStyles(a.methods);
+    const colour = (m) => styles.get(m)?.colour ?? PALETTE[Math.max(0, names.indexOf(m)) % PALETTE.length];
     const cl = frontierLines(corpus);
     const tl = frontierLines(text);
     plot.replaceChildren(chart(cl, tl, corpus.gold_sparsity, text.gold_sparsity, current, colour, what));
@@ -294,7 +299,8 @@ export function initResults(root, file, scopeGroup) {
     root.dataset.analysis = a.id;
     const names = a.methods.map((m) => m.name);
     const label = Object.fromEntries(a.methods.map((m) => [m.name, m.label]));
-    const colour = (m) => PALETTE[Math.max(0, names.indexOf(m)) % PALETTE.length];
+    const styles = methodStyles(a.methods);
+    const colour = (m) => styles.get(m)?.colour ?? PALETTE[Math.max(0, names.indexOf(m)) % PALETTE.length];
     const lines = taskLines(body);
     plot.replaceChildren(taskChart(lines, body.task, colour));
     const f = (v) => (v === null ? "–" : v.toFixed(3));
@@ -339,10 +345,11 @@ export function initResults(root, file, scopeGroup) {
     const levels = lb.sparsity_levels.map((v) => String(v));
     if (!levels.includes(lengthLevel)) lengthLevel = levels.includes("0.9") ? "0.9" : levels[levels.length - 1];
     const a = store.get().analysis;
-    // colours of this chart's own methods (few: each its own colour), labels from the page
+    // each method in the page's own colour (colours.js methodStyles), labels from the page
     const order = Object.keys(lb.recall_at_sparsity);
     const label = a ? Object.fromEntries(a.methods.map((m) => [m.name, m.label])) : {};
-    const colour = (m) => PALETTE[Math.max(0, order.indexOf(m)) % PALETTE.length];
+    const styles = a ? methodStyles(a.methods) : new Map();
+    const colour = (m) => styles.get(m)?.colour ?? PALETTE[Math.max(0, order.indexOf(m)) % PALETTE.length];
     const pick = el(
       "div",
       { class: "toggles", attrs: { id: "results-lengths-level", role: "group", "aria-label": "sparsity level" } },
@@ -366,7 +373,7 @@ export function initResults(root, file, scopeGroup) {
     );
   };
 
-  const adopt = (next) => {
+  let adopt = (next) => {
     src = next;
     memo.clear();
     say("");
@@ -391,16 +398,30 @@ export function initResults(root, file, scopeGroup) {
     adopt({ name: f.name, body, heads: null, served: false });
   });
 
-  getResults()
-    .then((body) => {
-      if (!src) adopt({ name: body.name, body, heads: body.heads, served: true });
-    })
-    .catch((err) => {
-      source.textContent =
-        err instanceof ApiError && err.status === 404
-          ? "No corpus results on this server (start it with `sparsescope serve --results DIR`, a folder written by `sparsescope pareto --out DIR`), or open a pareto.json."
-          : `The server's corpus results are not available: ${err.message}`;
-    });
+  // nothing to show until results are served or opened: the panel is one line (panels.css)
+  const panel = root.closest(".panel");
+  const empty = (yes) => {
+    if (panel) panel.dataset.empty = String(yes);
+  };
+  empty(true);
+  const adoptShown = adopt;
+  adopt = (next) => {
+    empty(false);
+    adoptShown(next);
+  };
+  if (served) {
+    getResults()
+      .then((body) => {
+        if (!src) adopt({ name: body.name, body, heads: body.heads, served: true });
+      })
+      .catch((err) => {
+        source.textContent = `The server's corpus results are not available: ${err.message}`;
+      });
+  } else {
+    source.textContent =
+      "No corpus results on this server. Open a pareto.json (a corpus sweep's results) to see " +
+      "this text beside a corpus.";
+  }
 
   store.subscribe((s, changed) => {
     if (changed.has("analysis")) drawLengths(); // the page's method labels and colours

@@ -62,3 +62,34 @@ export function rove(container, items, { cols, onMove = () => {}, usable = (it) 
     onMove(k);
   });
 }
+
+/**
+ * A group of buttons (a toggle group, a figure's download buttons, a legend) as ONE tab stop: the
+ * pressed button (else the first usable one) takes the tab stop, the arrow keys move along the
+ * group. Returns `sync`, to call after the buttons' pressed states or set changed.
+ * @param {HTMLElement} container
+ * @returns {() => void}
+ */
+export function roveButtons(container) {
+  const items = () =>
+    /** @type {HTMLButtonElement[]} */ ([...container.querySelectorAll("button")]).filter(
+      (b) => !b.hidden && !b.disabled,
+    );
+  const sync = () => {
+    const all = items();
+    if (!all.length) return;
+    if (all.includes(/** @type {any} */ (document.activeElement))) return; // focus inside: it moves itself
+    const pressed = all.findIndex((b) => b.getAttribute("aria-pressed") === "true");
+    setStop(all, Math.max(0, pressed));
+  };
+  rove(container, items, { cols: () => items().length });
+  container.addEventListener("focusin", (ev) => {
+    const all = items();
+    const k = all.indexOf(/** @type {any} */ (ev.target));
+    if (k >= 0) setStop(all, k);
+  });
+  // buttons enabled or disabled later (figures become ready): the tab stop follows
+  new MutationObserver(sync).observe(container, { subtree: true, attributes: true, attributeFilter: ["disabled", "aria-pressed", "hidden"], childList: true });
+  sync();
+  return sync;
+}

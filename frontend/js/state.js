@@ -40,7 +40,7 @@ import { viewDefaults } from "./view-state.js";
  * @property {"16"|"32"|"64"|"128"} block tile size B of the block sparsity shown (metrics panel,
  *   Pareto x-axis, exports): a key of `metrics.block_sparsity`
  * @property {"sparsity"|"block"} paretoX the Pareto plot's x: token sparsity or block sparsity at `block`
- * @property {boolean} paretoPoints show every sweep point, not only the frontiers
+ * @property {boolean} paretoPoints show every sweep point, not only the frontiers (a view field)
  * @property {"gold"|"recall"|"role"} gridColour head grid colouring
  * @property {{id: string, roles: object[][]|null, error: string|null}|null} roles every head's
  *   role on the analysis `id` (GET /api/analyses/{id}/roles, roles.js; null roles: loading)
@@ -72,7 +72,6 @@ const initial = {
   errors: {},
   headData: null,
   result: null,
-  paretoPoints: false,
   paretoY: "recall",
   outputError: null,
   hoverToken: null,

@@ -14,9 +14,9 @@ validation, the Pareto sweep grid, the engine's fast path, the page's per-head d
 (full rows and columns for the first and last token), then AND the valid region (causal: j ≤ i).
 
 Adding a method: write its class (in the module of its family, or a new one; its class
-attributes, ``methods.base``, carry its label, payload keys and cost rank), add an instance to
-:data:`METHODS`, and write its JS twin in ``frontend/js`` (docs/architecture.md, "Adding a
-method"). Nothing else tests method names.
+attributes, ``methods.base``, carry its label, its ``family`` (one of :data:`FAMILIES`), payload
+keys and cost rank), add an instance to :data:`METHODS`, and write its JS twin in ``frontend/js``
+(docs/architecture.md, "Adding a method"). Nothing else tests method names.
 
 Modules: ``spec`` (ParamSpec, coercion), ``grids`` (the paper's grids, default strides, seeds),
 ``context`` (PredictContext and its per-head accessors of P, G and the scores), ``base`` (Method
@@ -83,6 +83,7 @@ __all__ = [
     "ADDONS",
     "ArenaMethod",
     "BUCKET_COUNTS",
+    "FAMILIES",
     "METHODS",
     "RANDOM_COUNTS",
     "REFORMER_MAX_ROUNDS",
@@ -108,6 +109,15 @@ __all__ = [
     "stride_default",
     "sweep_windows",
 ]
+
+#: The method families, in the page's order (its picker's groups, its plots' hues): key -> label.
+FAMILIES: dict[str, str] = {
+    "sparse-transformer": "Sparse Transformer",
+    "learned": "Sparsefinder and today's learned predictors",
+    "baselines": "the paper's baselines",
+    "predictors": "today's predictors",
+    "oracles": "oracles",
+}
 
 METHODS: dict[str, Method] = {
     m.name: m

@@ -82,6 +82,8 @@ class Method:
 
     name = ""
     label = ""
+    #: the family the page groups and colours it by (a key of ``methods.FAMILIES``)
+    family = ""
     needs_artefact = False
     window_default = 0
     globals_default = False

@@ -52,6 +52,7 @@ class BigBirdMethod(Method):
 
     name, label = "bigbird", "BigBird"
     cost_rank = 16
+    family = "baselines"
     window_default, globals_default = 3, True
 
     def own_params(self, n, artefact=None):

@@ -146,6 +146,7 @@ class XAttentionMethod(ArenaMethod):
 
     name, label = "xattention", "XAttention (antidiagonal scoring)"
     cost_rank = 7
+    family = "predictors"
     payload_empty = {"xattention": {}}
 
     def own_params(self, n, artefact=None):
@@ -265,6 +266,7 @@ class SpargeMethod(ArenaMethod):
 
     name, label = "sparge", "SpargeAttn (similarity + TopCdf)"
     cost_rank = 8
+    family = "predictors"
     payload_empty = {"sparge": {}}
 
     def own_params(self, n, artefact=None):

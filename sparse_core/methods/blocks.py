@@ -178,6 +178,7 @@ class MoBAMethod(BlockRouting):
 
     name, label = "moba", "MoBA (block routing)"
     cost_rank = 6
+    family = "predictors"
     payload_empty = {"moba": {}}
 
 
@@ -186,6 +187,7 @@ class QuestMethod(BlockRouting):
 
     name, label = "quest", "Quest (page bounds)"
     cost_rank = 9
+    family = "predictors"
     block_param, block_default, topk_default = "page", 16, 4
     estimate = staticmethod(quest_bound)
     payload_empty = {"quest": {}}

@@ -63,6 +63,7 @@ class ReformerMethod(Method):
 
     name, label = "reformer", "Reformer (LSH)"
     cost_rank = 17
+    family = "baselines"
     payload_empty = {"reformer": {}}
 
     def own_params(self, n, artefact=None):
@@ -102,6 +103,7 @@ class RoutingMethod(Method):
 
     name, label = "routing", "Routing Transformer"
     cost_rank = 18
+    family = "baselines"
     payload_empty = {"routing": {}}
 
     def own_params(self, n, artefact=None):

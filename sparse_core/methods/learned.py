@@ -123,6 +123,7 @@ class DistanceMethod(Method):
 
     name, label, needs_artefact = "sf-distance", "Sparsefinder distance", True
     cost_rank = 15
+    family = "learned"
     payload_empty = {"proj": None}
 
     def own_params(self, n, artefact=None):
@@ -151,6 +152,7 @@ class QuantizationMethod(Method):
 
     name, label, needs_artefact = "sf-quantization", "Sparsefinder quantization", True
     cost_rank = 13
+    family = "learned"
     payload_empty = {"proj": None}
 
     def own_params(self, n, artefact=None):
@@ -188,6 +190,7 @@ class KMeansMethod(Method):
 
     name, label, needs_artefact = "sf-kmeans", "Sparsefinder k-means", True
     cost_rank = 19
+    family = "learned"
     payload_empty = {"proj": None, "centroids": {}}
 
     def own_params(self, n, artefact=None):

@@ -53,6 +53,7 @@ class TopKMethod(ArenaMethod):
 
     name, label = "topk", "Oracle top-k (true scores)"
     cost_rank = 4
+    family = "oracles"
     payload_empty = {"topk": None}
 
     def own_params(self, n, artefact=None):
@@ -113,6 +114,7 @@ class TopPMethod(ArenaMethod):
 
     name, label = "topp", "Oracle top-p (true attention mass)"
     cost_rank = 2
+    family = "oracles"
 
     def own_params(self, n, artefact=None):
         return [

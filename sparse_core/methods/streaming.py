@@ -62,6 +62,7 @@ class StreamingMethod(ArenaMethod):
 
     name, label = "streaming", "StreamingLLM (sinks + recent)"
     cost_rank = 3
+    family = "predictors"
     text_independent = True
 
     def own_params(self, n, artefact=None):
@@ -120,6 +121,7 @@ class H2OMethod(ArenaMethod):
 
     name, label = "h2o", "H2O (heavy hitters + recent)"
     cost_rank = 10
+    family = "predictors"
 
     def own_params(self, n, artefact=None):
         return [
@@ -210,6 +212,7 @@ class VerticalSlashMethod(ArenaMethod):
 
     name, label = "vertical-slash", "MInference vertical-slash"
     cost_rank = 5
+    family = "predictors"
 
     def own_params(self, n, artefact=None):
         return [

@@ -34,6 +34,7 @@ from .spec import ParamSpec
 class WindowMethod(Method):
     name, label = "window", "Window (+ globals)"
     cost_rank = 1
+    family = "sparse-transformer"
     window_default, globals_default = 11, True
     text_independent = True
 
@@ -44,6 +45,7 @@ class FixedMethod(Method):
 
     name, label = "fixed", "Sparse Transformer: fixed"
     cost_rank = 12
+    family = "sparse-transformer"
     text_independent = True
 
     def own_params(self, n, artefact=None):
@@ -90,6 +92,7 @@ class StridedMethod(Method):
 
     name, label = "strided", "Sparse Transformer: strided"
     cost_rank = 11
+    family = "sparse-transformer"
     text_independent = True
 
     def own_params(self, n, artefact=None):
@@ -113,6 +116,7 @@ class LongformerMethod(Method):
 
     name, label = "longformer", "Longformer"
     cost_rank = 14
+    family = "baselines"
     window_default, globals_default = 11, True
 
     def own_params(self, n, artefact=None):

@@ -55,6 +55,7 @@ class _Selected(ArenaMethod):
     """A method that needs a fitted selector of kind ``self.name`` (``Artefact.learned``)."""
 
     needs_artefact = True
+    family = "learned"
 
     def usable(self, artefact):
         return artefact is not None and self.name in getattr(artefact, "learned", {})

@@ -102,6 +102,10 @@ def test_analyses_run_on_the_model_they_name(tmp_path, model_dirs):
         assert any(j > i for i, j, _ in enc_head["edges"])
         methods = c.get("/api/methods", params={"n": 12, "model": "tiny-dec"})
         assert methods.status_code == 200 and methods.json()["methods"]
+        # each with its family (the page's picker groups and plot hues)
+        fams = {m["name"]: (m["family"], m["family_label"]) for m in methods.json()["methods"]}
+        assert fams["window"] == ("sparse-transformer", "Sparse Transformer")
+        assert fams["h2o"][0] == "predictors" and fams["topk"][0] == "oracles"
 
 
 def test_unknown_model_is_a_422_naming_the_served_ones(tmp_path, model_dirs):

@@ -121,6 +121,7 @@ def test_pareto_x_block_and_csv_export(page, server_url):
     assert "32 × 32 tiles" in page.inner_text("#pareto-note")
 
     # the CSV export: the current setting's row carries the server's block sparsity at every size
+    page.click(".export-menu summary")  # the view's downloads sit behind "Download…"
     with page.expect_download() as dl:
         page.click('[data-export="metrics-csv"]')
     rows = list(csv.DictReader(io.StringIO(open(dl.value.path(), encoding="utf-8").read())))

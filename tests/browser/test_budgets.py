@@ -70,8 +70,8 @@ def test_budget_panel_shows_the_servers_budgets_and_is_keyboard_driven(page, ser
     # the toggles from the keyboard: recall 0.99, then the p (mass) budget
     page.focus('.panel-budgets button[data-budget="level"][data-value="0.99"]')
     page.keyboard.press("Enter")
-    page.keyboard.press("Tab")  # to the next toggle: "k keys"
-    page.keyboard.press("Tab")  # "p mass"
+    page.keyboard.press("Tab")  # to the next group (one tab stop): its pressed "k keys"
+    page.keyboard.press("ArrowRight")  # "p mass"
     page.keyboard.press("Space")
     pressed = page.eval_on_selector_all(
         ".panel-budgets button[aria-pressed=true]", "(bs) => bs.map((b) => b.dataset.value)"

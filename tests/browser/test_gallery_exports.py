@@ -41,6 +41,9 @@ def wait_pareto(page) -> None:
 
 def download(page, selector: str):
     """Click an export button; the downloaded file's name and bytes."""
+    menu = page.locator(".export-menu")  # the view's downloads sit behind "Download…"
+    if page.locator(f".export-menu {selector}").count() and not menu.evaluate("(d) => d.open"):
+        page.click(".export-menu summary")
     try:
         with page.expect_download(timeout=60_000) as info:
             page.click(selector)

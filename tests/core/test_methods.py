@@ -64,6 +64,25 @@ def test_registry_order_and_labels():
         assert m.needs_artefact == (name.startswith("sf-") or name in LEARNED)
 
 
+def test_every_method_has_a_family_and_every_family_a_method():
+    """The page groups its picker and colours its plots by family (sparse_core.methods.FAMILIES)."""
+    families = {m.family for m in M.METHODS.values()}
+    assert families == set(M.FAMILIES)
+    assert {n for n, m in M.METHODS.items() if m.family == "sparse-transformer"} == {
+        "window",
+        "fixed",
+        "strided",
+    }
+    assert {n for n, m in M.METHODS.items() if m.family == "learned"} == {
+        "sf-distance",
+        "sf-quantization",
+        "sf-kmeans",
+        "indexer",
+        "seer",
+    }
+    assert {n for n, m in M.METHODS.items() if m.family == "oracles"} == {"topk", "topp"}
+
+
 @pytest.mark.parametrize("name", ORDER)
 def test_params_are_sliders_with_resolved_defaults(name):
     m = M.METHODS[name]

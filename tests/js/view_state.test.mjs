@@ -34,7 +34,7 @@ test("a state written to the address reads back (a saved view's page: every flag
   assert.deepEqual(got, {
     alpha: 1.25, causal: true, layer: 2, head: 5, method: "strided",
     params: { stride: "4", globals: "1" }, lockedRow: 0, cluster: null, scope: "mean",
-    gridColour: "recall", hideSpecial: true, block: "32", paretoX: "block", zoom: "",
+    gridColour: "recall", hideSpecial: true, block: "32", paretoX: "block", paretoPoints: false, zoom: "",
     compare: "off", cmpLayer: 0, cmpHead: 0, cmpMethod: "", cmpAlpha: 2, cmpModel: "",
     resultsY: "recall",
     view: "head",
@@ -69,7 +69,7 @@ test("shares: the flags that differ from their defaults, read back with bad ones
   assert.equal(state.hideSpecial, true);
   assert.ok(!("gridColour" in state));
   assert.deepEqual(Object.keys(errors), ["view.grid"]);
-  assert.deepEqual([...FLAGS.keys()], ["scope", "grid", "hideSpecial", "block", "paretoX", "zoom",
+  assert.deepEqual([...FLAGS.keys()], ["scope", "grid", "hideSpecial", "block", "paretoX", "paretoPoints", "zoom",
     "compare", "cmpLayer", "cmpHead", "cmpMethod", "cmpAlpha", "cmpModel", "resultsY", "view"]);
   assert.equal(VIEW_SCHEMA.fields.length, VIEW_FIELDS.length);
 });

@@ -3,6 +3,7 @@
  * @module lecture/panel
  */
 
+import { swatch } from "../colours.js";
 import { el } from "../dom.js";
 import { tex } from "./tex.js";
 
@@ -141,8 +142,9 @@ export function slider(panel, o) {
 export function legend(parent, items) {
   const box = el("ul", { class: "legend" });
   for (const it of items) {
-    const sw = el("span", { class: `swatch swatch-${it.shape ?? "square"}` });
-    sw.style.setProperty("--c", it.color);
+    // a method's line with its marker (the explorer's Pareto legend), or a plain swatch
+    const sw = it.marker ? swatch(it.color, it.marker) : el("span", { class: `swatch swatch-${it.shape ?? "square"}` });
+    if (!it.marker) sw.style.setProperty("--c", it.color);
     box.append(el("li", {}, [sw, el("span", { text: it.label })]));
   }
   parent.append(box);

@@ -22,7 +22,8 @@ import { svg } from "../dom.js";
  * @returns {Frame}
  */
 export function frame(o) {
-  const font = Math.round(Math.max(14, Math.min(22, o.height / 34)));
+  // 18 px at least: read from the back of a lecture hall (a projector at 1280 × 720)
+  const font = Math.round(Math.max(18, Math.min(22, o.height / 34)));
   const m =
     o.axes === false
       ? { left: font * 0.5, right: font * 0.5, top: font * 0.5, bottom: font * 0.5 }

@@ -42,8 +42,13 @@ function once(key, make) {
  * @returns {string|null}
  */
 function ownModel(ctx) {
-  if (Array.isArray(ctx.analysis.own_alpha)) return ctx.analysis.model;
-  const models = (readIsland("lecture-config")?.models ?? []).filter((m) => m.own_alpha);
+  const mine = ctx.analysis.own_alpha;
+  // a model trained at one α for every head (the shipped entmax-1.5 one) has no α per head to show
+  const uniform = Array.isArray(mine) && new Set(mine.flat().map((a) => a.toFixed(4))).size === 1;
+  if (Array.isArray(mine) && !uniform) return ctx.analysis.model;
+  const models = (readIsland("lecture-config")?.models ?? []).filter(
+    (m) => m.own_alpha && !(uniform && m.id === ctx.analysis.model),
+  );
   const learned = models.find((m) => /learned/i.test(m.id));
   return (learned ?? models[0])?.id ?? null;
 }
@@ -111,7 +116,10 @@ export async function renderAdaptive(ctx) {
     ctx.figure.prepend(
       el("p", {
         class: "notice",
-        text: "No served model learned its own α: serve sparsescope/all-MiniLM-L6-v2-entmax-learned to see it. Here: this model at α = 1.25, 1.5 and 2.",
+        text: "This server's model has one α for every head, so its heads cannot differ here. " +
+          "The model that learned an α per head ships with sparsescope " +
+          "(sparsescope/all-MiniLM-L6-v2-entmax-learned): start the server with it as a --model to " +
+          "show its α on this slide. Below: this model at α = 1.25, 1.5 and 2.",
         attrs: { id: "adaptive-none" },
       }),
     );

@@ -114,8 +114,8 @@ function picture(ctx, body) {
     attrs: { cx: f.sx(body.token), cy: f.sy(levels - 1), r: r * 1.2 },
   });
   f.layer.append(target);
-  // projector-legible labels (≥ 14 px); when they would crowd, every k-th one (and the target)
-  const font = Math.max(14, Math.min(18, step * 0.8));
+  // projector-legible labels (18 px); when they would crowd, every k-th one (and the target)
+  const font = 18;
   const every = n > 14 ? Math.max(1, Math.ceil(font / (0.64 * step))) : 1;
   for (let j = 0; j < n; j++) {
     if (j % every !== 0 && j !== body.token) continue;

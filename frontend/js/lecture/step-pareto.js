@@ -9,6 +9,7 @@
 import { el, pct, svg } from "../dom.js";
 import { formula, legend, prose, stats } from "./panel.js";
 import { frame, PALETTE } from "./plot.js";
+import { markerPath, methodStyles } from "../colours.js";
 
 /** @typedef {import("./steps.js").StepContext} StepContext */
 
@@ -38,18 +39,29 @@ export async function renderPareto(ctx) {
   loading.remove();
   const labelOf = Object.fromEntries((ctx.analysis.methods ?? []).map((m) => [m.name, m.label]));
   const methods = Object.keys(data.frontiers ?? {});
-  const color = Object.fromEntries(methods.map((m, k) => [m, PALETTE[k % PALETTE.length]]));
+  // one colour and marker per method, family by hue: as the explorer draws them (colours.js)
+  const styles = methodStyles(ctx.analysis.methods ?? []);
+  const color = Object.fromEntries(methods.map((m, k) => [m, styles.get(m)?.colour ?? PALETTE[k % PALETTE.length]]));
+  const marker = Object.fromEntries(methods.map((m) => [m, styles.get(m)?.marker ?? "circle"]));
   const ticks = [0, 0.2, 0.4, 0.6, 0.8, 1];
+  // the legend first (short names in a grid; the full name on hover): the plot takes what is left
+  const key = legend(
+    ctx.figure,
+    methods.map((m) => ({ color: color[m], marker: marker[m], label: shortName(labelOf[m] ?? m), shape: "line" })),
+  );
+  key.classList.add("legend-methods");
+  [...key.children].forEach((li, k) => li.setAttribute("title", labelOf[methods[k]] ?? methods[k]));
+  const keyH = key.getBoundingClientRect().height;
   const f = frame({
     width: ctx.size.width,
-    height: ctx.size.height - 60,
+    height: Math.max(260, ctx.size.height - keyH - 24),
     x: [0, 1],
     y: [0, 1.02],
     xTicks: ticks,
     yTicks: ticks,
     tickFormat: (v) => v.toFixed(1),
     xLabel: "sparsity → (fewer pairs computed)",
-    yLabel: "recall → (fewer edges missed)",
+    yLabel: "recall →",
   });
   const pts = data.points ?? [];
   // all points, faint
@@ -71,9 +83,9 @@ export async function renderPareto(ctx) {
     f.layer.append(svg("path", { class: "pareto-front", attrs: { d, stroke: color[m] } }));
     for (const p of front) {
       f.layer.append(
-        svg("circle", {
+        svg("path", {
           class: "pareto-front-point",
-          attrs: { cx: f.sx(p.sparsity), cy: f.sy(p.recall), r: 6, fill: color[m] },
+          attrs: { d: markerPath(marker[m], 6), transform: `translate(${f.sx(p.sparsity)},${f.sy(p.recall)})`, fill: color[m], "data-method": m, "data-marker": marker[m] },
         }),
       );
     }
@@ -96,11 +108,7 @@ export async function renderPareto(ctx) {
       svg("path", { class: "gold-star", attrs: { d: starPath(f.sx(gs), f.sy(1), 11) } }),
     );
   }
-  ctx.figure.append(el("div", { class: "matrix-wrap" }, [f.root]));
-  legend(
-    ctx.figure,
-    methods.map((m) => ({ color: color[m], label: labelOf[m] ?? m, shape: "line" })),
-  );
+  key.before(el("div", { class: "matrix-wrap" }, [f.root]));
 
   // best recall among settings that keep at least half of the pairs out
   let best = null;
@@ -136,4 +144,11 @@ function starPath(x, y, r) {
     d += `${k ? "L" : "M"}${(x + rad * Math.cos(a)).toFixed(1)},${(y + rad * Math.sin(a)).toFixed(1)}`;
   }
   return `${d}Z`;
+}
+
+/** A method's short name: without its parenthesis ("Oracle top-k (true scores)" -> "Oracle top-k")
+ * and its family's prefix. */
+function shortName(label) {
+  const bare = label.replace(/\s*\([^)]*\)\s*$/, "");
+  return bare.includes(": ") ? bare.split(": ").pop() : bare; // "Sparse Transformer: fixed" -> "fixed"
 }
