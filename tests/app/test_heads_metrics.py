@@ -143,7 +143,7 @@ def test_metrics_are_computed_once_per_setting(art_client, art_analysis, monkeyp
     ("method", "params", "field", "needles"),
     [
         ("sf-distance", {"t": -1}, "t", ["t must be in [0.0, 10.0]", "-1"]),
-        ("sf-distance", {"t": "far"}, "t", ["t must be a number"]),
+        ("sf-distance", {"t": "11"}, "t", ["t must be in [0.0, 10.0]", "11"]),
         ("window", {"window": 10000}, "window", ["window must be in [0,"]),
         ("window", {"globals": "perhaps"}, "globals", ["true or false"]),
         ("sf-kmeans", {"n_clusters": 3}, "n_clusters", ["one of 2, 4, 8", "3"]),

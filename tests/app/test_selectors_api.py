@@ -59,9 +59,9 @@ def test_metrics_of_both_methods(sel_client, analysis, tiny_model, art, method, 
 @pytest.mark.parametrize(
     ("method", "params", "field"),
     [
-        ("indexer", {"k": "0"}, "k"),
+        ("indexer", {"k": "-1"}, "k"),
         ("indexer", {"k": "1000"}, "k"),
-        ("indexer", {"k": "two"}, "k"),
+        ("indexer", {"k": "0"}, "k"),
         ("seer", {"block": "24"}, "block"),
         ("seer", {"topk": "0"}, "topk"),
         ("seer", {"tau": "0.5"}, "tau"),

@@ -132,7 +132,7 @@ def test_documented_defaults():
             "n_buckets",
             r"n_buckets must be one of 2, 4, 6, 8, 10, 12, 16, 20",
         ),
-        ("sf-distance", {"t": "abc"}, "t", r"t must be a number in \[0.0, 10.0\], got 'abc'"),
+        ("sf-distance", {"t": "abc"}, "t", r"t must be a number in \[0.0, 10.0\], .*got 'abc'"),
         ("sf-distance", {"t": float("nan")}, "t", r"t must be a number"),
         (
             "sf-kmeans",
@@ -151,7 +151,7 @@ def test_documented_defaults():
         ("streaming", {"sinks": -1}, "sinks", r"sinks must be in \[0, 128\], got -1"),
         ("topk", {"k": 65}, "k", r"k must be in \[1, 64\], got 65"),
         ("topp", {"p": 0}, "p", r"p must be in \[0.01, 1.0\], got 0"),
-        ("h2o", {"k": "x"}, "k", r"k must be an integer in \[0, 128\], got 'x'"),
+        ("h2o", {"k": "x"}, "k", r"k must be an integer in \[0, 128\], .*got 'x'"),
         ("moba", {"block": 48}, "block", r"block must be one of 16, 32, 64, 128, got 48"),
         ("moba", {"topk": 9}, "topk", r"topk must be in \[1, 8\], got 9"),
         ("quest", {"page": 8}, "page", r"page must be one of 16, 32, 64, 128, got 8"),
