@@ -26,6 +26,9 @@ the numpy code it replaces (same integers, float64 sums added in the same order,
   a running minimum per tile instead of ``np.minimum.at`` (an unbuffered scatter).
 
 - :func:`free_candidates`: every row's free columns (``bigbird.free_ranks``) in one pass;
+  :func:`band_free_runs`, :func:`runs_fisher_yates`, :func:`band_base_bits`: the same for
+  BigBird's window + globals base without any (n, n) table (two runs of free columns a row,
+  the draws over them, the base's row bitsets);
   :func:`set_bits`: the gold graph's row bitsets from its edge list (``bitsets.Gold.bits``).
 
 - :func:`topp_rows`: top-p's kept gold edges (``oracle.topp_keep``), row by row: the row's
@@ -192,6 +195,97 @@ def partial_fisher_yates(cand, m, p):  # pragma: no cover - compiled
                 at_q = val[q] if stamp[q] == row else cand[i, q]
                 out[s, i, t] = at_q
                 val[q] = at_t  # the swap: position t (never read again) gets at_q
+                stamp[q] = row
+    return out
+
+
+@njit(cache=True, nogil=True)
+def band_free_runs(n, h, glob, causal):  # pragma: no cover - compiled
+    """The free columns (V ∧ ¬B) of every row of ``B = (W_h ∪ Glob) ∩ V`` (band |i − j| ≤ h,
+    h < 0: none; Glob: the first and last token's rows and columns) as two ascending runs,
+    without the (n, n) B: -> (a0, la, b0, m) (n,) int64, row i's candidates are
+    ``a0_i, …, a0_i + la_i − 1`` then ``b0_i, …, b0_i + m_i − la_i − 1`` (left of the band,
+    then right of it; ``free_candidates`` on the explicit B lists the same, tested)."""
+    a0 = np.zeros(n, dtype=np.int64)
+    la = np.zeros(n, dtype=np.int64)
+    b0 = np.zeros(n, dtype=np.int64)
+    m = np.zeros(n, dtype=np.int64)
+    for i in range(n):
+        end = i + 1 if causal else n
+        if glob and (i == 0 or i == n - 1):
+            continue  # a global row: B is the whole valid row
+        start = 1 if glob else 0
+        stop = n - 1 if (glob and end == n) else end
+        if h >= 0:
+            lo = max(i - h, 0)
+            hi = min(i + h, end - 1)
+        else:
+            lo = i
+            hi = i - 1
+        left = max(min(lo, stop) - start, 0)
+        right0 = max(hi + 1, start)
+        right = max(stop - right0, 0)
+        a0[i] = start
+        la[i] = left
+        b0[i] = right0
+        m[i] = left + right
+    return a0, la, b0, m
+
+
+@njit(cache=True, nogil=True)
+def band_base_bits(n, h, glob, causal):  # pragma: no cover - compiled
+    """``B = (W_h ∪ Glob) ∩ V`` of :func:`band_free_runs` as (n, ⌈n/64⌉) uint64 row bitsets
+    (``bitsets.pack`` of the explicit mask, tested), O(n · (h/64 + 1))."""
+    W = (n + 63) // 64
+    out = np.zeros((n, W), dtype=np.uint64)
+    ones = np.uint64(0xFFFFFFFFFFFFFFFF)
+    for i in range(n):
+        end = i + 1 if causal else n
+        if glob and (i == 0 or i == n - 1):
+            lo, hi = 0, end - 1
+        elif h >= 0:
+            lo, hi = max(i - h, 0), min(i + h, end - 1)
+        else:
+            lo, hi = 0, -1
+        for w in range(lo >> 6, (hi >> 6) + 1 if hi >= lo else lo >> 6):
+            s = max(lo, w * 64) - w * 64
+            e = min(hi, w * 64 + 63) - w * 64
+            out[i, w] |= (ones >> np.uint64(63 - (e - s))) << np.uint64(s)
+        if glob:
+            out[i, 0] |= np.uint64(1)  # column 0: every row (0 <= i)
+            if n - 1 < end:
+                out[i, (n - 1) >> 6] |= np.uint64(1) << np.uint64((n - 1) & 63)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def runs_fisher_yates(a0, la, b0, m, p):  # pragma: no cover - compiled
+    """:func:`partial_fisher_yates` over the candidate lists of :func:`band_free_runs`
+    (position r of row i is ``a0_i + r`` if r < la_i, else ``b0_i + r − la_i``): the same
+    draws, O(n) scratch instead of an (n, n) candidate table."""
+    S, n, k = p.shape
+    out = np.empty((S, n, k), dtype=np.int32)
+    val = np.zeros(n, dtype=np.int32)
+    stamp = np.zeros(n, dtype=np.int64)
+    row = 0
+    for s in range(S):
+        for i in range(n):
+            row += 1
+            for t in range(k):
+                if t >= m[i]:
+                    out[s, i, t] = -1
+                    continue
+                q = p[s, i, t]
+                if stamp[t] == row:
+                    at_t = val[t]
+                else:
+                    at_t = a0[i] + t if t < la[i] else b0[i] + t - la[i]
+                if stamp[q] == row:
+                    at_q = val[q]
+                else:
+                    at_q = a0[i] + q if q < la[i] else b0[i] + q - la[i]
+                out[s, i, t] = at_q
+                val[q] = at_t
                 stamp[q] = row
     return out
 
@@ -470,6 +564,9 @@ def warm() -> bool:
     ok = ok and h2o_largest(one, one, np.zeros((1, 2), np.int64), 1).shape == (1, 1)
     ok = ok and set_bits(np.zeros(1, np.int64), np.zeros(1, np.uint8), 1).shape == (2,)
     cand, m = free_candidates(np.zeros((2, 2), dtype=np.bool_), False)
+    a0, la, b0, mr = band_free_runs(2, 1, True, False)
+    ok = ok and runs_fisher_yates(a0, la, b0, mr, at).shape == (1, 1, 2)
+    ok = ok and band_base_bits(2, 1, True, True).shape == (2, 1)
     ok = ok and cand.shape == (2, 2) and first_fill(fy, 3, 1).shape == (1, 1, 1)
     e = np.zeros(2, np.int64)
     keep = topp_rows(e, e, np.ones(2, np.uint32), np.ones(2), np.ones(1))

@@ -141,10 +141,14 @@ def strided(n: int, stride: int, *, causal: bool = True, part: Part = "union") -
     n = _int("n", n, 1)
     stride = _int("stride", stride, 1)
     part = _part(part)
-    i, j = _grid(n)
-    a1 = (i - j).abs() <= stride
-    a2 = (i - j).remainder(stride) == 0
-    m = a1 if part == "A1" else a2 if part == "A2" else a1 | a2
+    # both parts depend on d = i − j alone: decide each of the 2n − 1 offsets once and lay the
+    # (n, n) mask out as a Toeplitz view (row i, column n − 1 − j reads offset i − j), no
+    # (n, n) int64 grid
+    d = torch.arange(-(n - 1), n)
+    a1 = d.abs() <= stride
+    a2 = d.remainder(stride) == 0
+    keep = a1 if part == "A1" else a2 if part == "A2" else a1 | a2
+    m = keep.as_strided((n, n), (1, 1)).flip(1)
     return m & valid_region(n, causal)
 
 

@@ -23,10 +23,13 @@ from torch import Tensor
 
 from .. import baselines, patterns
 from .._method_kernels import (
+    band_base_bits,
+    band_free_runs,
     draw_counts,
     first_fill,
     free_candidates,
     partial_fisher_yates,
+    runs_fisher_yates,
 )
 from ..bitsets import (
     BLOCKS,
@@ -209,10 +212,10 @@ def _seed_draws(
     key = (n, ctx.causal, w, glob, k, tuple(uniq.tolist()))
     got = _SEED_DRAWS.get(key)
     if got is None:
-        base, cand, m, occ = _free_keys(n, ctx.causal, w, glob)
+        (a0, la, b0), m, occ = _free_keys(n, ctx.causal, w, glob)
         u = draw_uniforms(torch.from_numpy(uniq), n, k)
-        draws = fisher_yates(cand, m, draw_positions(u, m, n))
-        got = (m, draws, draw_tiles(gold, base, draws, occ))
+        draws = runs_fisher_yates(a0, la, b0, m, draw_positions(u, m, n))
+        got = (m, draws, draw_tiles(gold, None, draws, occ))
         size = draws.nbytes
         # list(): a snapshot (C-level, atomic under the GIL); another thread may add to it
         if sum(g[1].nbytes for g in list(_SEED_DRAWS.values())) + size > _SEED_BYTES:
@@ -226,22 +229,25 @@ def _seed_draws(
 
 
 def _free_keys(n: int, causal: bool, w: int, glob: bool) -> tuple:
-    """(B (n, n) bool, cand, m, B's tile occupancy) of one width: the seed-independent part
-    of the draws (:func:`free_ranks`), kept for the last few widths per process so that the
-    heads of a long text, each on a view of its own (one seed each), share it."""
+    """(the free-column runs (a0, la, b0) of every row, m, B's tile occupancy) of one width:
+    the seed-independent part of the draws, made from the band's ends row by row
+    (``_method_kernels.band_free_runs``, ``band_base_bits``: O(n) and B's row bitsets, no
+    (n, n) mask or candidate table), kept per process for the widths of one length so that
+    the heads of a long text, each on a view of its own (one seed each), share it."""
     key = (n, bool(causal), w, bool(glob))
     got = _FREE.get(key)
     if got is None:
-        empty = torch.zeros(n, n, dtype=torch.bool)
-        base = patterns.finish(empty, window=w, globals_=glob, causal=causal).numpy()
-        cand, m = free_ranks(base, causal)
-        got = (base, cand, m, tile_occupancy(pack(base)[None], n))
-        if len(_FREE) >= 2 or any(kk[0] != n for kk in list(_FREE)):
-            _FREE.clear()  # at most two widths of one length (cand is n² int32)
+        h = w // 2 if w > 0 else -1
+        a0, la, b0, m = band_free_runs(n, h, bool(glob), bool(causal))
+        occ = tile_occupancy(band_base_bits(n, h, bool(glob), bool(causal))[None], n)
+        got = ((a0, la, b0), m, occ)
+        if len(_FREE) >= _FREE_MAX or any(kk[0] != n for kk in list(_FREE)):
+            _FREE.clear()  # one length at a time (4 · n int64 and the tiles a width)
         _FREE[key] = got
     return got
 
 
+_FREE_MAX = 64
 _FREE: dict[tuple, tuple] = {}
 
 #: (n, causal, w, globals, k, seeds) -> width_draws(), for one length n at a time and at most

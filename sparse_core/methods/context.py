@@ -236,6 +236,8 @@ class PredictContext:
             )
         # a copy first (one C call): another request may be memoising into this context
         shared = {k: v for k, v in dict(self.cache).items() if _shared(k, v)}
+        if self.parent_cache is not None:  # where this context's memo writes them through
+            shared.update((k, v) for k, v in dict(self.parent_cache).items() if _shared(k, v))
         return PredictContext(
             sub,
             art,

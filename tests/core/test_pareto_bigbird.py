@@ -286,3 +286,33 @@ def test_gold_bits_equal_the_bincount(tiny_model, causal):
     assert np.array_equal(gold.bits(), want)
     assert np.array_equal(gold.bits(), pack(out.graph.reshape(LH, n, n)))
     assert gold.bit_bytes().shape == (LH * n * 8 * W + 1,) and gold.bit_bytes()[-1] == 0
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    n=st.integers(1, 200), w=st.integers(0, 300), glob=st.booleans(), causal=st.booleans(),
+    k=st.integers(0, 60), seed=st.integers(0, 5000),
+)  # fmt: skip
+def test_band_runs_equal_the_explicit_base(n, w, glob, causal, k, seed):
+    """BigBird's base without an (n, n) table: the free-column runs list ``free_ranks`` of the
+    explicit ``patterns.finish`` mask (m and every candidate), the draws over them equal
+    ``fisher_yates`` over its candidate table (and so ``baselines.bigbird_draws``), and the
+    base's row bitsets equal ``pack`` of the mask (word-crossing bands, windows wider than n,
+    rows with no free key, the global rows)."""
+    from sparse_core._method_kernels import band_base_bits, band_free_runs, runs_fisher_yates
+
+    base = patterns.finish(torch.zeros(n, n, dtype=torch.bool), window=w, globals_=glob,
+                           causal=causal).numpy()  # fmt: skip
+    h = w // 2 if w > 0 else -1
+    cand, m = BB.free_ranks(base, causal)
+    a0, la, b0, mr = band_free_runs(n, h, glob, causal)
+    assert np.array_equal(mr, m)
+    for i in range(n):
+        runs = np.r_[np.arange(a0[i], a0[i] + la[i]), np.arange(b0[i], b0[i] + m[i] - la[i])]
+        assert np.array_equal(runs, cand[i, : m[i]]), i
+    assert np.array_equal(band_base_bits(n, h, glob, causal), B.pack(base))
+    k = min(k, n)
+    p = BB.draw_positions(BB.draw_uniforms(torch.tensor([seed, seed + 3]), n, k), m, n)
+    want = BB.fisher_yates(cand, m, p)
+    if k:
+        assert np.array_equal(runs_fisher_yates(a0, la, b0, mr, p), want)

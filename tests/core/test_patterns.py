@@ -377,3 +377,20 @@ def test_rng_docstring_js_port_agrees():
     cmd = ["node", "-e", docstring_js() + HARNESS, json.dumps(cases)]
     res = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=30)
     assert json.loads(res.stdout) == [[rng.hash_u32(*c), rng.hash_uniform(*c)] for c in cases]
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 64, 129])
+@pytest.mark.parametrize("stride", [1, 2, 3, 8, 200])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("part", ["A1", "A2", "union"])
+def test_strided_equals_its_formula_on_the_grid(n, stride, causal, part):
+    """``strided`` (laid out from the 2n − 1 offsets) equals the definition evaluated on every
+    (i, j): A1 = |i − j| <= l, A2 = (i − j) mod l = 0, then ∩ V."""
+    i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
+    a1, a2 = (i - j).abs() <= stride, (i - j).remainder(stride) == 0
+    want = a1 if part == "A1" else a2 if part == "A2" else a1 | a2
+    if causal:
+        want = want & (j <= i)
+    got = P.strided(n, stride, causal=causal, part=part)
+    assert got.dtype == torch.bool and got.shape == (n, n)
+    assert torch.equal(got, want)

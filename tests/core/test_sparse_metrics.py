@@ -161,3 +161,27 @@ def test_a_long_text_s_sweep_of_every_head_equals_the_dense_one(runs, no_densify
                     assert v == pytest.approx(pb[k], rel=0, abs=1e-6), (scope, k)
                 else:
                     assert v == pb[k], (scope, k)
+
+
+def test_views_of_a_split_context_share_the_patterns_of_every_head(runs, no_densify, monkeypatch):
+    """The head views of a context whose memo writes through to a parent's (the summary's
+    layers split over two cores) take the text-independent patterns already made for another
+    head: Strided's (n, n) pattern is built once for all heads, and every head's figures
+    equal those of a plain context."""
+    import dataclasses
+
+    from sparse_core import patterns
+
+    _, sparse = runs
+    p = M.METHODS["strided"].defaults(sparse.n)
+    want = {(li, h): M.evaluate_head(sparse, li, h, "strided", p)
+            for li in range(sparse.layers) for h in range(sparse.heads)}  # fmt: skip
+    calls = []
+    real = patterns.strided
+    monkeypatch.setattr(patterns, "strided", lambda *a, **k: calls.append(1) or real(*a, **k))
+    parent: dict = {}
+    child = dataclasses.replace(sparse, cache={}, parent_cache=parent)
+    for (li, h), w in want.items():
+        assert M.evaluate_head(child, li, h, "strided", p) == w
+    assert len(calls) == 1
+    assert any(k[:2] == ("bits", "strided") for k in parent)
