@@ -16,15 +16,22 @@ import sys
 
 from .common import (
     add_alpha,
+    add_batch,
     add_corpus,
     add_device,
     add_engine,
+    add_eval_every,
+    add_lr,
     add_model,
     add_out,
     add_seed,
     add_threads,
     add_workers,
 )
+
+#: Sequences per step and peak learning rate when no --batch / --lr is given.
+BATCH = 16
+LR = 1e-4
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -51,8 +58,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--steps", type=int, default=None, help="optimizer steps (required to train)")
     add_out(p, default=None, why="new or empty; no default: required to train")
     p.add_argument("--seq-len", type=int, default=128, help="tokens per sequence (128)")
-    p.add_argument("--batch", type=int, default=16, help="sequences per step (16)")
-    p.add_argument("--lr", type=float, default=1e-4, help="peak learning rate (1e-4)")
+    add_batch(p, help=f"sequences per step ({BATCH})")
+    add_lr(p, help=f"peak learning rate ({LR:g})")
     p.add_argument("--alpha-lr", type=float, default=1e-2, help="learned alpha's rate (1e-2)")
     p.add_argument("--warmup", type=float, default=0.06, help="warm-up share of steps (0.06)")
     p.add_argument("--schedule", default="linear", choices=("linear", "cosine"),
@@ -64,16 +71,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="what is trained: all, body (not the embeddings), attention (attention blocks, "
         "norms and the head: the smallest delta) or head (frozen body)",
     )  # fmt: skip
-    p.add_argument(
-        "--eval-every", type=int, default=5, metavar="K",
-        help="hold out every K-th document (article) for evaluation (5; 0: none)",
-    )  # fmt: skip
+    add_eval_every(p, help="hold out every K-th document (article) for evaluation (5; 0: none)")
     add_seed(p)
     p.add_argument("--resume", action="store_true", help="continue the run in --out exactly")
     p.add_argument("--checkpoint-every", type=int, default=100, metavar="K",
                    help="write a checkpoint every K steps (100; 0: only on Ctrl-C)")  # fmt: skip
     add_device(p)
-    add_threads(p, default=None, help="torch CPU threads (default: torch's)")
+    add_threads(p, default=0, help="torch CPU threads (default 0: torch's own)")
     add_engine(p, what="where training runs: local (this process) or data-parallel on Ray Train")
     add_workers(p, default=2, help="Ray Train workers with --engine ray (default 2)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -106,9 +110,13 @@ def run(args: argparse.Namespace) -> int:
 
     from sparse_core.errors import SparsescopeError
 
-    if args.threads is not None:
-        if args.threads < 1:
-            raise SparsescopeError(f"--threads must be >= 1, got {args.threads}")
+    if args.batch is None:
+        args.batch = BATCH
+    if args.lr is None:
+        args.lr = LR
+    if args.threads < 0:
+        raise SparsescopeError(f"--threads must be >= 1 (0: torch's own), got {args.threads}")
+    if args.threads:  # 0: torch's own count
         torch.set_num_threads(args.threads)
     if args.evaluate:
         return _evaluate(args)

@@ -16,6 +16,7 @@ from .common import (
     add_device,
     add_json,
     add_max_tokens,
+    add_method,
     add_model,
     alpha_of,
     load_for,
@@ -41,13 +42,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_artefact(p)
     add_device(p)
     add_max_tokens(p, text=True)
-    p.add_argument(
-        "--method",
-        action="append",
-        choices=list(METHODS),
-        metavar="NAME",
+    add_method(
+        p, choices=tuple(METHODS), several=True,
         help=f"report only this method (repeatable; default all: {', '.join(METHODS)})",
-    )
+    )  # fmt: skip
     add_block(p)
     add_json(
         p, "with the oracle budgets: the least top-k and top-p mass recovering 90 %% / 99 %% "

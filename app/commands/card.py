@@ -19,7 +19,22 @@ import sys
 import time
 from pathlib import Path
 
-from .common import add_device, add_threads
+import sparse_core
+
+from .common import (
+    add_batch,
+    add_device,
+    add_eval_every,
+    add_model,
+    add_out,
+    add_sts,
+    add_threads,
+)
+
+#: Where the shipped cards are (``sparse_core.card.CARDS``, which ``GET /api/models`` reads).
+CARDS = Path(sparse_core.__file__).resolve().parent / "data" / "cards"
+#: Sentences per forward when no --batch is given.
+BATCH = 64
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -31,15 +46,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "at the model's own alpha beside the softmax original's, and the masked-LM loss with "
         "a unigram baseline where the model has a trained LM head.",
     )
-    p.add_argument(
-        "--model", action="append", required=True, metavar="NAME_OR_DIR",
-        help="a model to measure (repeatable)",
-    )  # fmt: skip
-    p.add_argument(
-        "--sts", nargs="+", required=True, metavar="FILE",
-        help="STS files (score<TAB>sentence A<TAB>sentence B, or SICK's tsv with its header); "
-        "the card's figure is the mean of their Spearman correlations",
-    )  # fmt: skip
+    add_model(p, several=True, required=True, what="a model to measure, repeatable: ")
+    add_sts(p, required=True, what="; the card's figure is the mean of their Spearman correlations")
     p.add_argument(
         "--softmax-model", default="sentence-transformers/all-MiniLM-L6-v2", metavar="NAME_OR_DIR",
         help="the softmax original whose figure (at alpha 1) is shown beside each model's",
@@ -49,12 +57,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="the corpus adaptation split by article (its held-out articles give the masked-LM "
         "loss, its training articles the unigram baseline)",
     )  # fmt: skip
-    p.add_argument(
-        "--eval-every",
-        type=int,
-        default=5,
-        metavar="K",
-        help="the split: article k is held out iff k mod K = K - 1 (default 5)",
+    add_eval_every(
+        p, help="the split: article k is held out iff k mod K = K - 1 (default 5, as adapt's)"
     )
     p.add_argument(
         "--pairs",
@@ -63,21 +67,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="use the first N pairs of each STS set (default: all)",
     )
-    p.add_argument("--batch", type=int, default=64, metavar="B", help="sentences per forward")
-    p.add_argument(
-        "--out",
-        default=None,
-        metavar="DIR",
-        help="where the cards go (default: sparse_core/data/cards, the shipped ones)",
-    )
+    add_batch(p, help=f"sentences per forward (default {BATCH})")
+    add_out(p, default=str(CARDS), why="default: sparse_core/data/cards, the shipped ones")
     add_device(p)
-    add_threads(p, default=None, help="torch threads (default: torch's)")
+    add_threads(p, default=None, help="torch threads (default: torch's own)")
     p.set_defaults(run=run)
 
 
 def _check(args) -> None:
     from sparse_core.errors import SparsescopeError
 
+    if args.batch is None:
+        args.batch = BATCH
     if args.pairs is not None and args.pairs < 3:
         raise SparsescopeError(f"--pairs must be >= 3, got {args.pairs}")
     if not 1 <= args.batch <= 4096:

@@ -3,35 +3,49 @@
 A command calls ``add_<flag>(parser)`` for each shared flag it takes and the matching check
 (``alpha_of(args)``, ``check_max_tokens(args, model)`` ...) in its ``run``; its own flags
 (``--layer``, ``--workers`` ...) stay in its module. Where one flag must default differently in
-two commands, the helper takes the default as an argument and the help says why:
+two commands, the helper takes the default as an argument and the help says why; where a
+flag means the same in several commands but each has its own value, it defaults to None and
+each command reads None as its own (its help says which):
 
 ==================  ================================  =========================================
 flag                commands                          default
 ==================  ================================  =========================================
 ``--model``         all                               the shipped adapted all-MiniLM-L6-v2
                                                       (serve: repeatable, SPARSESCOPE_MODELS,
-                                                      else it and the original)
-``--alpha``         analyze, fit, pareto, clusters    1.5 (``request.DEFAULT_ALPHA``)
+                                                      else it and the original; heads:
+                                                      repeatable, it and the original; card:
+                                                      repeatable, required)
+``--alpha``         analyze, fit, pareto, clusters,   1.5 (``request.DEFAULT_ALPHA``; heads:
+                    heads                             repeatable, one per --model)
 ``--artefact``      serve, analyze, pareto, clusters  the one fitted for the model at --alpha
 ``--device``        serve, analyze, fit, clusters     auto (serve: SPARSESCOPE_DEVICE first)
 ``--max-tokens``    serve, analyze, fit, pareto,      512 (``settings.DEFAULT_MAX_TOKENS``;
                     clusters                          serve: SPARSESCOPE_MAX_TOKENS first;
                                                       up to the model's positions)
-``--corpus``        fit, pareto, clusters, adapt      required (adapt: one file, no --format)
+``--corpus``        fit, pareto, clusters, adapt,     required (adapt, heads: one file, no
+                    heads                             --format)
 ``--format``        fit, pareto, clusters             auto (detected per file)
-``--limit``         fit, pareto, clusters             all inputs; clusters 50 (see its help)
+``--limit``         fit, pareto, clusters, heads      all inputs; clusters 50 (see its help)
 ``--causal``        analyze, pareto                   off
 ``--json``          analyze, clusters                 off (a table)
 ``--block``         analyze, pareto                   64 (``pareto.points.DEFAULT_BLOCK``)
 ``--engine``        fit, pareto, adapt                local
 ``--seed``          fit, adapt                        0
 ``--workers``       pareto, adapt                     pareto: by the inputs; adapt: 2 Ray workers
-``--threads``       pareto, adapt                     pareto: 1 per process; adapt: torch's
+``--threads``       pareto, adapt, card               None: pareto 1 per process, card torch's;
+                                                      adapt: 0, torch's
+``--method``        analyze, fit                      None: analyze every method, fit
+                                                      sparsefinder
+``--lr``            fit, adapt                        None: fit 1e-3, adapt 1e-4
+``--batch``         adapt, card                       None: adapt 16 sequences, card 64 sentences
+``--eval-every``    adapt, card                       5
+``--sts``           pareto, card                      none (card: required)
 ``--alpha`` (adapt) adapt                             None: 1.5 to train, the model's own with
                                                       --evaluate; also 'learned' / 'own'
                                                       (``add_alpha(words=...)``)
-``--out``           fit, pareto, adapt                fit: ``.``; pareto: ``pareto-out``;
-                                                      adapt: none (see their help)
+``--out``           fit, pareto, adapt, card          fit: ``.``; pareto: ``pareto-out``;
+                                                      adapt: none; card: the shipped cards
+                                                      (see their help)
 ==================  ================================  =========================================
 
 ``serve``'s flags default to None so that the ``SPARSESCOPE_*`` environment (app/engine/
@@ -65,16 +79,34 @@ DEFAULT_DEVICE = "auto"
 MIN_MAX_TOKENS = 8
 
 
-def add_model(p: argparse.ArgumentParser, *, several: bool = False) -> None:
-    """``--model NAME_OR_DIR`` (``several``: repeatable, the first is the default)."""
+def add_model(
+    p: argparse.ArgumentParser,
+    *,
+    several: bool = False,
+    required: bool = False,
+    what: str | None = None,
+) -> None:
+    """``--model NAME_OR_DIR`` (``several``: repeatable; ``what``: what the models are for and
+    what the default is, said before :data:`MODEL_HELP`)."""
+    if what is None and several:
+        what = "a model to serve, repeatable (the first is the default): "
     p.add_argument(
         "--model",
         action="append" if several else "store",
         default=None,
+        required=required,
         metavar="NAME_OR_DIR",
-        help=("a model to serve, repeatable (the first is the default): " if several else "")
-        + MODEL_HELP,
+        help=(what or "") + MODEL_HELP,
     )
+
+
+class _AppendFresh(argparse.Action):
+    """``append``, but the default (a single value) is replaced by the first value given, so the
+    command tells "not given" (a plain value) from "given" (a list)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        got = getattr(namespace, self.dest, None)
+        setattr(namespace, self.dest, [*got, values] if isinstance(got, list) else [values])
 
 
 def add_alpha(
@@ -83,14 +115,17 @@ def add_alpha(
     words: tuple[str, ...] = (),
     default: float | None = DEFAULT_ALPHA,
     help: str | None = None,
+    several: bool = False,
 ) -> None:
     """``--alpha A``: entmax's alpha, checked by :func:`alpha_of`.
 
     ``words``: names accepted besides a number (adapt: ``learned``, ``own``); the value is then
     kept as typed (a string, or ``default``) and the command reads it itself; ``help`` says
-    what the words mean and why the default differs."""
+    what the words mean and why the default differs. ``several`` (heads): repeatable, one per
+    model; the value is the default (a float) when not given, else the list given."""
     p.add_argument(
         "--alpha",
+        **({"action": _AppendFresh} if several else {}),
         type=str if words else float,
         default=default,
         metavar="A|" + "|".join(words) if words else None,
@@ -180,6 +215,7 @@ def add_corpus(
     what: str = "",
     formats: bool = True,
     required: bool = True,
+    metavar: str = "PATH",
 ) -> None:
     """``--corpus PATH [PATH ...]`` (``required`` unless the command checks it itself;
     ``several``: one or more files, read in order) and ``--format`` (``formats=False``: none, the
@@ -188,7 +224,7 @@ def add_corpus(
         "--corpus",
         nargs="+" if several else None,
         required=required,
-        metavar="PATH",
+        metavar=metavar,
         help=("corpus files, read in order" if several else "a corpus file") + what,
     )
     if not formats:
@@ -201,14 +237,21 @@ def add_corpus(
     )
 
 
-def add_limit(p: argparse.ArgumentParser, *, default: int | None = None, why: str = "") -> None:
-    """``--limit N``: only the first N packed inputs (corpus order; the rest stays unseen)."""
+def add_limit(
+    p: argparse.ArgumentParser,
+    *,
+    default: int | None = None,
+    why: str = "",
+    unit: str = "packed inputs",
+) -> None:
+    """``--limit N``: only the first N packed inputs (``unit``: heads, sentences; corpus order;
+    the rest stays unseen)."""
     p.add_argument(
         "--limit",
         type=int,
         default=default,
         metavar="N",
-        help="use only the first N packed inputs (corpus order; later text stays unseen; "
+        help=f"use only the first N {unit} (corpus order; later text stays unseen; "
         + (f"default {default}: {why})" if default is not None else "default: all)"),
     )
 
@@ -279,6 +322,52 @@ def add_engine(p: argparse.ArgumentParser, *, what: str) -> None:
 def add_out(p: argparse.ArgumentParser, *, default: str | None, why: str) -> None:
     """``--out DIR``: the output folder (``default`` per command: ``why`` says why)."""
     p.add_argument("--out", default=default, metavar="DIR", help=f"output directory ({why})")
+
+
+def add_method(
+    p: argparse.ArgumentParser, *, choices: tuple[str, ...], several: bool = False, help: str
+) -> None:
+    """``--method NAME``: analyze (``several``: repeatable, default all) or fit (one of its
+    kinds; default None, read as its first kind). ``help`` says which and the default."""
+    p.add_argument(
+        "--method",
+        action="append" if several else "store",
+        choices=list(choices),
+        default=None,
+        metavar="NAME" if several else None,
+        help=help,
+    )
+
+
+def add_lr(p: argparse.ArgumentParser, *, help: str) -> None:
+    """``--lr R``: a learning rate; default None, read as the command's own (fit 1e-3, adapt
+    1e-4; ``help`` says it)."""
+    p.add_argument("--lr", type=float, default=None, help=help)
+
+
+def add_batch(p: argparse.ArgumentParser, *, help: str) -> None:
+    """``--batch B``: items per forward or step; default None, read as the command's own
+    (adapt 16 sequences, card 64 sentences; ``help`` says it)."""
+    p.add_argument("--batch", type=int, default=None, metavar="B", help=help)
+
+
+def add_eval_every(p: argparse.ArgumentParser, *, help: str) -> None:
+    """``--eval-every K``: every K-th article of a corpus is held out (adapt, card: the same
+    split, so a card's held-out articles are those adapt did not train on)."""
+    p.add_argument("--eval-every", type=int, default=5, metavar="K", help=help)
+
+
+def add_sts(p: argparse.ArgumentParser, *, required: bool = False, what: str = "") -> None:
+    """``--sts FILE [FILE ...]``: STS sets (``sparse_core.card.read_sts``)."""
+    p.add_argument(
+        "--sts",
+        nargs="+",
+        default=None,
+        required=required,
+        metavar="FILE",
+        help="STS files (score<TAB>sentence A<TAB>sentence B, or SICK's tsv with its header)"
+        + what,
+    )
 
 
 def check_out(args: argparse.Namespace) -> Path:

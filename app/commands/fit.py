@@ -24,7 +24,9 @@ from .common import (
     add_device,
     add_engine,
     add_limit,
+    add_lr,
     add_max_tokens,
+    add_method,
     add_model,
     add_out,
     add_seed,
@@ -52,8 +54,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_alpha(p)
     add_max_tokens(p)
     add_limit(p)
-    p.add_argument(
-        "--method", choices=FIT_METHODS, default="sparsefinder",
+    add_method(
+        p, choices=FIT_METHODS,
         help="what to fit: the Sparsefinder projections (default), DeepSeek's lightning indexer "
         "or SeerAttention's AttnGate (definitions §12)",
     )  # fmt: skip
@@ -65,9 +67,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--index-heads", type=int, default=2, help="indexer heads H_I (default 2)")
     p.add_argument("--index-dim", type=int, default=16, help="indexer head width d_I (default 16)")
     p.add_argument("--gate-dim", type=int, default=16, help="AttnGate width h (default 16)")
-    p.add_argument(
-        "--lr", type=float, default=1e-3, help="Adam's learning rate, indexer and seer (1e-3)"
-    )
+    add_lr(p, help=f"Adam's learning rate, indexer and seer (default {LR:g})")
     p.add_argument("--batch-size", type=int, default=1, help="inputs per Adam step (default 1)")
     p.add_argument(
         "--valid-fraction", type=float, default=0.2, help="inputs held out for validation (0.2)"
@@ -84,11 +84,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 FIT_METHODS = ("sparsefinder", "indexer", "seer")
+#: Adam's learning rate for indexer and seer when no --lr is given.
+LR = 1e-3
 
 
 def _check(args: argparse.Namespace) -> None:
     from sparse_core.errors import SparsescopeError
 
+    if args.method is None:
+        args.method = FIT_METHODS[0]
+    if args.lr is None:
+        args.lr = LR
     if args.epochs is None:
         args.epochs = 3 if args.method == "sparsefinder" else 6
     for flag, value in (("--index-heads", args.index_heads), ("--index-dim", args.index_dim),

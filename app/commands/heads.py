@@ -23,7 +23,7 @@ import json
 import logging
 from pathlib import Path
 
-from .common import MODEL_HELP, add_device, add_json
+from .common import add_alpha, add_corpus, add_device, add_json, add_limit, add_model
 
 log = logging.getLogger(__name__)
 
@@ -39,23 +39,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Run each model on the sentences of a CoNLL-U treebank and report, per gold "
         "dependency relation, the accuracy of the attention head that tracks it best (a word's "
         "most-attended word is its predicted head, or the word attending to it most) against "
-        "the best fixed-offset baseline (Clark et al. 2019, Table 1; definitions §11).",
+        "the best fixed-offset baseline (Clark et al. 2019, Table 1; definitions §11). --alpha "
+        "is repeatable: one for every --model, or one per --model in order; with no --model, "
+        "the default pair runs at its own alphas (1.5 and 1) and --alpha is refused.",
     )
-    p.add_argument("--corpus", required=True, metavar="FILE.conllu", help="a CoNLL-U treebank")
-    p.add_argument(
-        "--model", action="append", default=None, metavar="NAME_OR_DIR",
-        help="a model, repeatable (default: the shipped adapted model at alpha 1.5 and the "
-        "original sentence-transformers/all-MiniLM-L6-v2 at alpha 1, softmax): " + MODEL_HELP,
+    add_corpus(p, several=False, formats=False, metavar="FILE.conllu", what=": a CoNLL-U treebank")
+    add_model(
+        p, several=True,
+        what="a model, repeatable (default: the shipped adapted model at alpha 1.5 and the "
+        "original sentence-transformers/all-MiniLM-L6-v2 at alpha 1, softmax): ",
     )  # fmt: skip
-    p.add_argument(
-        "--alpha", action="append", type=float, default=None, metavar="A",
-        help="entmax alpha in [1, 2] (1 is softmax): one for every model, or one per --model "
-        "in order (default 1.5)",
-    )  # fmt: skip
-    p.add_argument(
-        "--limit", type=int, default=None, metavar="N",
-        help="only the first N sentences (default: all)",
-    )  # fmt: skip
+    add_alpha(p, several=True)  # repeatable: one for every model, or one per --model in order
+    add_limit(p, unit="sentences")
     p.add_argument(
         "--min-words", type=int, default=MIN_WORDS, metavar="N",
         help=f"leave out relations with fewer words (default {MIN_WORDS})",
@@ -72,11 +67,12 @@ def models_of(args: argparse.Namespace) -> list[tuple[str | None, float]]:
 
     from ..engine.request import DEFAULT_ALPHA, check_alpha
 
+    given = args.alpha if isinstance(args.alpha, list) else None  # not given: the default
     if args.model is None:
-        if args.alpha is not None:
+        if given is not None:
             raise SparsescopeError("--alpha needs --model (the default pair has its own alphas)")
         return [(DEFAULT_MODEL_ID, DEFAULT_ALPHA), (ORIGINAL_MODEL_ID, 1.0)]
-    alphas = args.alpha or [DEFAULT_ALPHA]
+    alphas = given or [DEFAULT_ALPHA]
     if len(alphas) == 1:
         alphas = alphas * len(args.model)
     if len(alphas) != len(args.model):

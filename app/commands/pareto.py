@@ -68,6 +68,7 @@ from .common import (
     add_max_tokens,
     add_model,
     add_out,
+    add_sts,
     add_threads,
     add_workers,
     alpha_of,
@@ -127,10 +128,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "seeded masking; needs an LM/MLM head) or sts (STS Spearman of mean-pooled states; give "
         "--sts; the sweep then runs on the STS sentences)",
     )  # fmt: skip
-    p.add_argument(
-        "--sts", nargs="+", default=None, metavar="FILE",
-        help="STS files for --task sts (score<TAB>sentence A<TAB>sentence B, or SICK's tsv)",
-    )  # fmt: skip
+    add_sts(p, what=" for --task sts")
     p.add_argument(
         "--task-sparsity", type=float, default=0.0, metavar="S",
         help="--task sts: measure only the frontier points with sparsity >= S (default 0: all)",
@@ -161,7 +159,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_workers(
         p, default=None, help="processes (default: 2 when there are 2+ CPUs and 8+ inputs, else 1)"
     )
-    add_threads(p, default=1, help="torch threads per process (default 1)")
+    add_threads(p, default=None, help="torch threads per process (default 1)")
     add_engine(
         p, what="where the sweep runs: local (--workers processes here) or ray (--workers actors, "
         "default one per GPU or CPU)",
@@ -253,6 +251,8 @@ def _check(args) -> None:
         raise SparsescopeError(f"--skip must be >= 0, got {args.skip}")
     if args.workers is not None and not 1 <= args.workers <= 64:
         raise SparsescopeError(f"--workers must be in [1, 64], got {args.workers}")
+    if args.threads is None:
+        args.threads = 1
     if not 1 <= args.threads <= 64:
         raise SparsescopeError(f"--threads must be in [1, 64], got {args.threads}")
     if args.task_texts is not None and args.task_texts < 1:

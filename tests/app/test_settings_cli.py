@@ -71,15 +71,18 @@ def test_get_settings_is_cached_and_overridable(monkeypatch):
 
 
 class FakeService:
-    """Stands in for AnalysisService: records start() instead of loading a model."""
+    """Stands in for AnalysisService: records start() instead of loading a model, and reports
+    one start-up step through ``step`` as the real one does for each of its steps."""
 
     started = 0
 
     def __init__(self, settings):
         self.settings = settings
 
-    def start(self):
+    def start(self, step=None):
         FakeService.started += 1
+        if step is not None:
+            step("loading the fake model")
 
     def begin_shutdown(self):
         pass
@@ -118,7 +121,9 @@ def test_bare_sparsescope_serves_on_localhost(fake_serve, capsys):
     assert main([]) == 0
     assert fake_serve["host"] == "127.0.0.1" and fake_serve["port"] == 8000
     assert FakeService.started == 1  # the model is loaded before uvicorn starts
-    assert "http://127.0.0.1:8000" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "http://127.0.0.1:8000" in out
+    assert "sparsescope: loading the fake model\n" in out  # each start-up step, one line
 
 
 def test_serve_flags(fake_serve, tmp_path):
