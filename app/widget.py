@@ -43,7 +43,7 @@ except ImportError as err:  # pragma: no cover - the message is the point
 import torch
 
 from sparse_core.errors import SparsescopeError
-from sparse_core.methods import METHODS
+from sparse_core.methods import METHODS, available
 
 from .engine.request import AnalysisRequest, check_alpha
 from .engine.service import AnalysisService
@@ -345,8 +345,7 @@ class AttentionWidget(anywidget.AnyWidget):
         return self._service.slot.artefact_for(self.alpha)[0]
 
     def _available(self) -> list[str]:
-        art = self._artefact()
-        return [nm for nm, m in METHODS.items() if art is not None or not m.needs_artefact]
+        return available(self._artefact())
 
     def _clean(self, method: str, params: dict) -> dict:
         return METHODS[method].validate(self._analysis["n"], dict(params), self._artefact())

@@ -64,7 +64,8 @@ def param_json(p) -> dict:
 
 def methods_json(n: int, artefact: Any = None) -> list[dict]:
     """Every method of the registry with its sliders, defaults resolved for length ``n`` (and,
-    for sf-kmeans, the cluster counts of ``artefact`` when one is given)."""
+    for sf-kmeans, the cluster counts of ``artefact`` when one is given), and whether it can run
+    with ``artefact`` (``available``: ``Method.usable``, as the summary and the sweeps decide)."""
     return [
         {
             "name": name,
@@ -72,6 +73,7 @@ def methods_json(n: int, artefact: Any = None) -> list[dict]:
             "family": method.family,
             "family_label": FAMILIES.get(method.family, ""),
             "needs_artefact": bool(method.needs_artefact),
+            "available": bool(method.usable(artefact)),
             "payload": method.payload,
             "params": [param_json(p) for p in method.params(n, artefact)],
         }

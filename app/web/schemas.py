@@ -117,6 +117,12 @@ class MethodOut(BaseModel):
     family: str = ""
     family_label: str = ""
     needs_artefact: bool
+    available: bool = Field(
+        True,
+        description="whether it runs on this analysis: the sf-* methods need a Sparsefinder "
+        "artefact, indexer and seer a trained selector beside it (the summary and the sweeps "
+        "list exactly the available methods)",
+    )
     payload: bool = Field(
         description="the page needs the head's methods' part (GET …/heads/{layer}/{head}"
         "?part=methods or ?method=) to draw this method: projections, buckets, orders, estimates"

@@ -20,9 +20,17 @@ const ADDONS = new Set(["window", "globals"]);
 /** A slider's width (CSS px) its scale is made for: the method panel's width, less padding. */
 const SLIDER_PX = 240;
 
-/** The methods the page can compute for this analysis (sf-* need an artefact). */
+/**
+ * Whether the page can compute `m` for `analysis`: the server's word (`available`: sf-* need an
+ * artefact, indexer and seer a trained selector beside it); an older body without it: sf-* rule.
+ */
+export function methodAvailable(analysis, m) {
+  return m.available ?? (!m.needs_artefact || Boolean(analysis.artefact));
+}
+
+/** The methods the page can compute for this analysis. */
 export function availableMethods(analysis) {
-  return analysis.methods.filter((m) => !m.needs_artefact || analysis.artefact);
+  return analysis.methods.filter((m) => methodAvailable(analysis, m));
 }
 
 /** Format a parameter value for its slider's readout. */

@@ -9,6 +9,7 @@
  */
 
 import * as api from "./api.js";
+import { methodAvailable } from "./controls.js";
 import * as store from "./state.js";
 
 /** Analyses (by object) whose every method's summary is in, or on its way. */
@@ -45,7 +46,7 @@ function fetchInto(a, methods) {
 
 /** Whether `a`'s rows hold every method it has (a whole body: a share's, a cached one's). */
 function holdsAll(a) {
-  return (a.methods ?? []).every((m) => (m.needs_artefact && !a.artefact) || holds(a, m.name));
+  return (a.methods ?? []).every((m) => !methodAvailable(a, m) || holds(a, m.name));
 }
 
 /** Every method's summary of `a` (after its first view is on screen), once. */
@@ -62,6 +63,6 @@ export function completeSummary(a) {
 export function ensureMethod(a, method) {
   if (!a?.summary?.length || holds(a, method)) return Promise.resolve();
   const spec = a.methods?.find((m) => m.name === method);
-  if (!spec || (spec.needs_artefact && !a.artefact)) return Promise.resolve();
+  if (!spec || !methodAvailable(a, spec)) return Promise.resolve();
   return fetchInto(a, [method]);
 }

@@ -247,7 +247,7 @@ class PredictContext:
             self.layer_index()[ls],
             self.head_index()[hs],
             self.cache if self.parent_cache is None else self.parent_cache,
-            {k: v.select(ls, hs) for k, v in self.learned.items()},
+            learned={k: v.select(ls, hs) for k, v in self.learned.items()},
         )
 
     @classmethod
@@ -291,7 +291,9 @@ class PredictContext:
             {k: v for k, v in dict(first.cache).items() if _shared(k, v)},
             torch.cat([c.layer_index() for c in ctxs]),
             first.head_index(),
-            {k: type(v).cat([c.learned[k] for c in ctxs]) for k, v in first.learned.items()},
+            learned={
+                k: type(v).cat([c.learned[k] for c in ctxs]) for k, v in first.learned.items()
+            },
         )
 
     def memo(self, key: tuple, make: Callable[[], Any]) -> Any:

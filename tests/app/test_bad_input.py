@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from sparse_core.methods import METHODS
 from sparsescope.engine.service import AnalysisService
 from sparsescope.engine.settings import Settings
 from sparsescope.web.main import create_app
@@ -175,6 +176,8 @@ TABLE: list[Bad] = [
         ("head must be a valid integer",)),
     Bad("pareto: unknown id", "get", f"/api/analyses/{UNKNOWN_ID}/pareto", 404, "id",
         ("no analysis",)),
+    Bad("roles: unknown id", "get", f"/api/analyses/{UNKNOWN_ID}/roles", 404, "id",
+        ("no analysis", UNKNOWN_ID)),
     Bad("pareto: output error of the mean", "get", AN + "/pareto?output_error=true", 400,
         "output_error", ("output_error is measured per head", "give layer and head")),
     Bad("pareto: output error not a bool", "get", AN + "/pareto?layer=0&head=0&output_error=2",
@@ -237,8 +240,9 @@ TABLE: list[Bad] = [
         ("top_k must be in [1,",)),
     Bad("head: unknown method", "get", AN + "/heads/0/0?part=graph&method=topk&method=nope",
         422, "method.1", ("method.1 must be 'window'", "got 'nope'")),
-    Bad("head: too many methods", "get", AN + "/heads/0/0?" + "&".join(["method=topk"] * 20),
-        422, "method", ("at most 19 items",)),
+    Bad("head: too many methods", "get",
+        AN + "/heads/0/0?" + "&".join(["method=topk"] * (len(METHODS) + 1)),
+        422, "method", (f"at most {len(METHODS)} items",)),
     Bad("head: unknown query key", "get", AN + "/heads/0/0?methods=topk", 400, "methods",
         ("unknown query parameter 'methods'", "takes: method, part")),
     Bad("summary: unknown method", "get", AN + "/summary?method=nope", 422, "method.0",
@@ -246,8 +250,9 @@ TABLE: list[Bad] = [
     Bad("summary: sf-* without artefact", "get", AN + "/summary?method=sf-kmeans", 404,
         "method", ("method sf-kmeans needs a Sparsefinder artefact", "its methods: window"),
         artefact=False),
-    Bad("summary: too many methods", "get", AN + "/summary?" + "&".join(["method=topk"] * 20),
-        422, "method", ("at most 19 items",)),
+    Bad("summary: too many methods", "get",
+        AN + "/summary?" + "&".join(["method=topk"] * (len(METHODS) + 1)),
+        422, "method", (f"at most {len(METHODS)} items",)),
     Bad("summary: unknown query key", "get", AN + "/summary?methd=topk", 400, "methd",
         ("unknown query parameter 'methd'", "takes: method")),
     Bad("summary: unknown id", "get", f"/api/analyses/{UNKNOWN_ID}/summary", 404, "id",

@@ -115,8 +115,10 @@ def test_unknown_model_is_a_422_naming_the_served_ones(tmp_path, model_dirs):
         body = r.json()
         assert body["field"] == "model"
         assert "gpt-9" in body["detail"] and "tiny-enc, tiny-dec" in body["detail"]
+        # a share's state is checked like an analysis; its fields are named by their path
         r = c.post("/api/share", json={"state": {"text": TEXT, "model": "gpt-9"}})
-        assert r.status_code == 422 and r.json()["field"] == "model"
+        assert r.status_code == 422 and r.json()["field"] == "state.model"
+        assert "gpt-9" in r.json()["detail"] and "tiny-enc, tiny-dec" in r.json()["detail"]
 
 
 def test_long_text_is_analysed_in_windows(tmp_path, model_dirs):

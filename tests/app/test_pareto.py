@@ -15,7 +15,8 @@ def aid(art_client, sentence) -> str:
 
 
 def test_head_and_mean_match_sparse_core(art_client, aid, tiny_model, tiny_artefact, sentence):
-    from sparse_core.methods import METHODS, PredictContext
+    from sparse_core import methods as M
+    from sparse_core.methods import PredictContext
 
     head = Pareto.model_validate(
         art_client.get(f"/api/analyses/{aid}/pareto?layer=1&head=2").json()
@@ -29,7 +30,9 @@ def test_head_and_mean_match_sparse_core(art_client, aid, tiny_model, tiny_artef
         sweep.points(1, 2)
     ).model_dump(exclude={"layer", "head"})
     assert mean.gold_sparsity == pytest.approx(float(sweep.gold_sparsity.mean()), abs=1e-6)
-    assert {p.method for p in head.points} == set(METHODS)
+    # every method the artefact can run (no trained selectors on it: not indexer, seer)
+    assert {p.method for p in head.points} == set(M.available(tiny_artefact))
+    assert not {"indexer", "seer"} & {p.method for p in head.points}
     for name, idx in head.frontiers.items():
         front = [head.points[i] for i in idx]
         assert all(p.method == name for p in front)
