@@ -71,6 +71,9 @@ def long_page(browser, long_url):
         "() => performance.getEntriesByName('heatmap-head-paint').length > 0", timeout=240_000
     )
     pg.errors = errors
+    # the analysis' cache id: the address does not keep it (a text this long is saved as a
+    # permanent /s/ link, which the address then names: session.js)
+    pg.analysis_id = body["id"]
     yield pg
     ctx.close()
     assert not errors, errors
@@ -95,8 +98,7 @@ def test_long_head_paints_pooled(long_page):
 
 def test_overview_tile_holds_every_edge_of_the_head(long_page):
     got = long_page.evaluate(
-        """async () => {
-          const id = new URLSearchParams(location.search).get('id');
+        """async (id) => {
           const head = await (await fetch(`/api/analyses/${id}/heads/0/1`)).json();
           const top = head.lod.top;
           const ov = await (await fetch(`/api/analyses/${id}/heads/0/1/tiles/${top}/0/0`)).json();
@@ -107,7 +109,8 @@ def test_overview_tile_holds_every_edge_of_the_head(long_page):
           const counted = ov.count.reduce((a, b) => a + b, 0);
           return { cells: ov.cells, edges: head.edges.length, counted, lost,
                    badStatus: bad.status, badField: (await bad.json()).field };
-        }"""
+        }""",
+        long_page.analysis_id,
     )
     assert max(got["cells"]) <= 256
     assert got["lost"] == 0 and got["counted"] == got["edges"] > 0
@@ -189,11 +192,10 @@ def test_every_method_scores_the_long_head_as_the_server_does(long_page, long_ur
     )
     assert len(names) >= 16, names
     got = pg.evaluate(
-        """async (names) => {
+        """async ([names, id]) => {
             const { prepareHead } = await import('/js/head.js');
             const { predict } = await import('/js/methods.js');
             const { computeMetrics } = await import('/js/metrics.js');
-            const id = new URL(location.href).searchParams.get('id');
             const get = async (path) => {
               const r = await fetch(`/api/analyses/${id}/${path}`);
               return { status: r.status, body: await r.json() };
@@ -214,7 +216,7 @@ def test_every_method_scores_the_long_head_as_the_server_does(long_page, long_ur
             }
             return out;
         }""",
-        names,
+        [names, pg.analysis_id],
     )
     for row in got:
         assert row["status"] == 200, row
