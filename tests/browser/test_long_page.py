@@ -29,7 +29,12 @@ def long_url(tmp_path_factory):
     from sparsescope.web.main import create_app
 
     model = tiny_model(layers=1, heads=2, max_positions=N)
-    settings = Settings(data_dir=tmp_path_factory.mktemp("long"), warmup=False, max_tokens=N)
+    # the gate's wait estimate is sized for a full model; the tests' own fetches of a head wait
+    # behind the page's sweeps instead of being refused (503) on this tiny one
+    settings = Settings(
+        data_dir=tmp_path_factory.mktemp("long"), warmup=False, max_tokens=N,
+        compute_max_wait_s=3600.0,
+    )
     app = create_app(settings, AnalysisService(settings, model=model))
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning")
@@ -99,7 +104,9 @@ def test_long_head_paints_pooled(long_page):
 def test_overview_tile_holds_every_edge_of_the_head(long_page):
     got = long_page.evaluate(
         """async (id) => {
-          const head = await (await fetch(`/api/analyses/${id}/heads/0/1`)).json();
+          const r = await fetch(`/api/analyses/${id}/heads/0/1`);
+          const head = await r.json();
+          if (r.status !== 200) return { status: r.status, error: head };
           const top = head.lod.top;
           const ov = await (await fetch(`/api/analyses/${id}/heads/0/1/tiles/${top}/0/0`)).json();
           const f = ov.factor, listed = new Set(ov.i.map((a, k) => a * 100000 + ov.j[k]));
@@ -112,6 +119,7 @@ def test_overview_tile_holds_every_edge_of_the_head(long_page):
         }""",
         long_page.analysis_id,
     )
+    assert "error" not in got, got
     assert max(got["cells"]) <= 256
     assert got["lost"] == 0 and got["counted"] == got["edges"] > 0
     assert (got["badStatus"], got["badField"]) == (404, "level")
