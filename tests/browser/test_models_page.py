@@ -103,10 +103,10 @@ def test_picker_switches_models_and_a_share_reopens_after_restart(page, tmp_path
         wait_ready(page)
         assert "causal (a decoder)" in status(page)
         assert page.is_disabled("#causal") and page.is_checked("#causal")
-        # no artefact for this model: one line says how to make one, naming the model and α
+        # no artefact for this model: one plain line says the learned methods are off, and at which α
         hint = page.locator("#artefact-hint")
         assert hint.is_visible()
-        assert "sparsescope fit --model tiny-dec --alpha 1.5" in hint.inner_text()
+        assert "no Sparsefinder predictor fitted for this model at α = 1.5" in hint.inner_text()
         assert "decoder" in page.locator("label.switch").get_attribute("title")
         page.wait_for_function("() => location.search.includes('model=tiny-dec')")
 
