@@ -211,7 +211,9 @@ def test_heatmap_metrics_and_pareto_on_one_screen(browser, server_url, size):
     h = boxes[".heatmap-cells"]
     assert h[3] <= size[1] and h[2] <= size[0], boxes  # the whole matrix
     assert boxes["#metrics"][3] <= size[1], boxes
-    assert boxes["#pareto .plot-container"][1] + 200 <= size[1], boxes  # most of the plot
+    # the first screen leads with the heatmap and the recall; the Pareto plot starts on it (its
+    # details are one scroll or one "More views" click away)
+    assert boxes["#pareto .plot-container"][1] + 100 <= size[1], boxes
     assert h[2] <= boxes["#metrics"][0]  # beside each other, not stacked
 
 
