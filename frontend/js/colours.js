@@ -117,7 +117,7 @@ export function probIndex(p) {
  */
 export const FAMILY_SHADES = {
   "sparse-transformer": ["#08519c", "#3182bd", "#6baed6"],
-  learned: ["#4a1486", "#6a51a3", "#9e9ac8"],
+  learned: ["#4a1486", "#6a51a3", "#9e9ac8", "#807dba", "#3f007d"],
   baselines: ["#00441b", "#238b45", "#41ab5d", "#86bd7a"],
   predictors: ["#7f2704", "#c2410c", "#f97316", "#b91c1c", "#e11d48", "#a16207", "#d4a017"],
   oracles: ["#111827", "#6b7280"],
