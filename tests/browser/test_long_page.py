@@ -32,7 +32,9 @@ def long_url(tmp_path_factory):
     # the gate's wait estimate is sized for a full model; the tests' own fetches of a head wait
     # behind the page's sweeps instead of being refused (503) on this tiny one
     settings = Settings(
-        data_dir=tmp_path_factory.mktemp("long"), warmup=False, max_tokens=N,
+        data_dir=tmp_path_factory.mktemp("long"),
+        warmup=False,
+        max_tokens=N,
         compute_max_wait_s=3600.0,
     )
     app = create_app(settings, AnalysisService(settings, model=model))

@@ -103,7 +103,8 @@ def test_picker_switches_models_and_a_share_reopens_after_restart(page, tmp_path
         wait_ready(page)
         assert "causal (a decoder)" in status(page)
         assert page.is_disabled("#causal") and page.is_checked("#causal")
-        # no artefact for this model: one plain line says the learned methods are off, and at which α
+        # no artefact for this model: one plain line says the learned methods are off, and at
+        # which α
         hint = page.locator("#artefact-hint")
         assert hint.is_visible()
         assert "no Sparsefinder predictor fitted for this model at α = 1.5" in hint.inner_text()
