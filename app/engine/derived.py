@@ -275,11 +275,11 @@ class Derived:
                 f"method must be one of {', '.join(METHODS)}, got {method!r}", field="method"
             )
         m = METHODS[method]
-        if m.needs_artefact and entry.artefact is None:  # the analysis has none: 404
+        if not m.usable(entry.artefact):  # the analysis lacks what it needs: 404
             raise NotInAnalysis(
-                f"method {method} needs a Sparsefinder artefact, and none is fitted for this "
-                f"model at alpha {alpha_words(entry.body['alpha'])}; methods without one: "
-                f"{', '.join(available(None))}",
+                f"method {method} needs {m.needs()}, and none is fitted for this model at "
+                f"alpha {alpha_words(entry.body['alpha'])}; this analysis' methods: "
+                f"{', '.join(available(entry.artefact))}",
                 field="method",
             )
         clean = m.validate(entry.out.n, params, entry.artefact)

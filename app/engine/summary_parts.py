@@ -117,8 +117,10 @@ class SummaryParts:
         ``field`` for a method it lacks."""
         missing = [nm for nm in names if nm not in self.names]
         if missing:
+            m = METHODS.get(missing[0])
+            what = m.needs() if m is not None else "a Sparsefinder artefact"
             raise NotInAnalysis(
-                f"method {missing[0]} needs a Sparsefinder artefact, and this analysis has none; "
+                f"method {missing[0]} needs {what}, and this analysis has none; "
                 f"its methods: {', '.join(self.names)}",
                 field=field,
             )

@@ -216,6 +216,10 @@ class Method:
         """Whether this method can run with ``artefact`` (or without one: None)."""
         return artefact is not None or not self.needs_artefact
 
+    def needs(self) -> str:
+        """What this method needs that an analysis may lack, for error messages."""
+        return "a Sparsefinder artefact"
+
     def runs_on(self, ctx: PredictContext) -> bool:
         """Whether this method can run on ``ctx`` (projections exist or are not needed)."""
         return ctx.projected or not self.needs_artefact

@@ -60,6 +60,9 @@ class _Selected(ArenaMethod):
     def usable(self, artefact):
         return artefact is not None and self.name in getattr(artefact, "learned", {})
 
+    def needs(self) -> str:
+        return f"a trained {self.name} (sparsescope fit --method {self.name})"
+
     def runs_on(self, ctx: PredictContext) -> bool:
         return self.name in ctx.learned
 
