@@ -7,7 +7,7 @@ loss and ``backward()``; the optimiser is left out (the same for every variant).
 interleaved repeat by repeat so that load from other processes hits them alike:
 
 - ``softmax (SDPA)``: the same weights loaded with transformers' ``sdpa`` attention (softmax);
-- ``ours alpha=1.5``: our attention (:func:`sparse_core.attention._training_attention`) with
+- ``ours alpha=1.5``: our attention (:func:`sparse_core.attention._training_path`) with
   :func:`sparse_core.entmax.entmax` and its closed-form backward (definitions §7);
 - ``ours learned alpha``: the same with a per-head α tensor that requires grad (the first step
   of ``--alpha learned``: every head at 1.5, so the fast closed form; ``--learned-spread`` gives
@@ -22,8 +22,9 @@ ours, ``entmax15`` and ``entmax_bisect`` (the package's autograd). It shows what
 hides: the linear layers dominate a MiniLM step at n = 128.
 
 ``--baseline DIR`` (another checkout, e.g. ``git archive main | tar -x -C DIR``) adds its
-``_training_attention`` and closed-form backward (``sparse_core/attention.py``,
-``sparse_core/entmax/grad.py``; the forward is this tree's) as ``before:`` variants, interleaved
+training path (``_training_path``; ``_training_attention`` in older trees) and closed-form
+backward (``sparse_core/attention.py``, ``sparse_core/entmax/grad.py``; the forward is this
+tree's) as ``before:`` variants, interleaved
 with the rest, in both figures: before/after in one run.
 
 Prints median and minimum milliseconds (wall), the median process CPU time (all threads: less
@@ -92,13 +93,28 @@ def swapped(base: dict | None):
     if base is None:
         yield
         return
-    own_att, own_grad = A._training_attention, E.entmax_with_grad
-    A._training_attention = base["attention"]._training_attention
+    own_att, own_grad = A._training_path, E.entmax_with_grad
+    A._training_path = baseline_training_path(base["attention"])
     E.entmax_with_grad = base["entmax_grad"].entmax_with_grad
     try:
         yield
     finally:
-        A._training_attention, E.entmax_with_grad = own_att, own_grad
+        A._training_path, E.entmax_with_grad = own_att, own_grad
+
+
+def baseline_training_path(mod):
+    """The baseline's training path as a path of this tree (``attention.Call`` -> output, P):
+    its own ``_training_path``, or an older tree's ``_training_attention`` called with the
+    call's fields."""
+    if hasattr(mod, "_training_path"):
+        return mod._training_path
+
+    def path(c):
+        return mod._training_attention(
+            c.module, c.state, c.query, c.key, c.value, c.mask, c.scaling, c.dropout, c.softcap
+        )
+
+    return path
 
 
 def package_op(kind: str):

@@ -36,7 +36,7 @@ import contextvars
 import logging
 import math
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
@@ -102,7 +102,7 @@ class RunState:
     #: the last layer when only the recordings are wanted, not the final hidden states)
     stop_after: int | None = None
     #: a training forward (:mod:`sparse_core.adapt`): attention with autograd through entmax
-    #: (:func:`_training_attention`), dropout on P as the module says, nothing recorded;
+    #: (:func:`_training_path`), dropout on P as the module says, nothing recorded;
     #: ``alphas`` may then hold tensors that require grad (learned α per head)
     train: bool = False
     #: with ``train``: per layer, (|G|, |V|) per head summed over the batch, (H,) each, appended
@@ -110,11 +110,11 @@ class RunState:
     support: list[tuple[Tensor, Tensor]] | None = None
     #: with ``record``: P goes into this sparse store (:class:`~sparse_core.sparse_probs.
     #: SparseProbs`, CSR) chunk by chunk instead of ``probs``; the scores of one layer then
-    #: never exist at once (:func:`_chunked_attention`)
+    #: never exist at once (:func:`_sparse_path`)
     store: SparseProbs | None = None
-    #: a lone run on two cores: a one-worker executor that computes half of every
-    #: linear layer's rows (:func:`split_linear`) and half of every layer's heads (torch on one
-    #: thread in each; the results are those of the run without it bit for bit)
+    #: a lone run on two cores (:class:`~sparse_core.runtime.Runtime`'s side worker): half of
+    #: every layer's heads run there (:func:`_split_heads`); its linear layers' rows are split by
+    #: the runtime's forward (the results are those of the run without it bit for bit)
     side: Executor | None = None
     _causal_mask: Tensor | None = None
     _scratch: dict = field(default_factory=dict)
@@ -173,6 +173,71 @@ def expand_kv(x: Tensor, heads: int) -> Tensor:
     return x[:, :, None].expand(b, h_kv, g, m, d).reshape(b, heads, m, d)  # (B, H, m, d)
 
 
+@dataclass(frozen=True)
+class Call:
+    """One call of :func:`entmax_attention`: what every path takes, and nothing else.
+
+    ``query`` (B, H, n, d); ``key`` and ``value`` (B, H, m, d), expanded to one per query head;
+    ``mask`` the model's own mask cut to the m keys (boolean "may attend", or additive;
+    broadcastable to (B, 1, n, m)) or None; ``li`` the layer and ``alpha`` its α (a float or a
+    (1, H, 1, 1) tensor); ``state`` the run's (None: a call outside any run)."""
+
+    module: object
+    state: RunState | None
+    query: Tensor
+    key: Tensor
+    value: Tensor
+    mask: Tensor | None
+    scaling: float
+    softcap: float | None
+    dropout: float
+    li: int
+    alpha: float | Tensor
+    kv_heads: int
+
+
+#: An attention path: a :class:`Call` -> ((B, n, H, d) output, P or an empty tensor).
+Path = Callable[[Call], tuple[Tensor, Tensor]]
+
+
+def choose_path(state: RunState | None, b: int, h: int, n: int, m: int, device, alpha) -> Path:
+    """The path one attention call takes, first match wins:
+
+    ========================  ===================================================================
+    no run, or discovery      :func:`_plain_path` (entmax at the default α; discovery notes the
+                              layer's shape)
+    ``state.train``           :func:`_training_path` (autograd through entmax, dropout on P)
+    ``state.segments``        :func:`_packed_path` (texts packed in one row, each on its block)
+    ``state.store``           :func:`_sparse_path` (recorded into CSR, in chunks)
+    ``state.side``, one text  :func:`_split_heads` (half of the heads on the side worker; a
+    of several heads, one α   scalar α only: a per-head α is grouped by its values)
+    recording one text on     :func:`_dense_in_chunks` (chunks of whole heads while their
+    the CPU, scores over      scores stay in cache)
+    DENSE_CHUNK_SCORES, one α
+    otherwise                 :func:`_dense_path` (the layer's scores at once)
+    ========================  ===================================================================
+    """
+    if state is None or state.discover is not None:
+        return _plain_path
+    if state.train:
+        return _training_path
+    if state.segments is not None:
+        return _packed_path
+    if state.store is not None:
+        return _sparse_path
+    if state.side is not None and b == 1 and h > 1 and _heads_split(alpha):
+        return _split_heads
+    if (
+        state.record
+        and b == 1
+        and device.type == "cpu"
+        and h * n * m > DENSE_CHUNK_SCORES
+        and _heads_split(alpha)
+    ):
+        return _dense_in_chunks
+    return _dense_path
+
+
 def entmax_attention(
     module,
     query: Tensor,
@@ -188,66 +253,65 @@ def entmax_attention(
 
     query (B, H, n, d), key and value (B, H_kv, m, d); ``attention_mask`` boolean (B, 1, n, m)
     (True = may attend), an additive float mask of that shape (models that build their own), or
-    None. ``dropout`` is ignored: the model runs in eval mode.
+    None. ``dropout`` is used by training forwards only. The path is :func:`choose_path`'s.
     """
     if kwargs.get("s_aux") is not None:
         raise RuntimeError("attention sinks (s_aux) are not supported by sparsescope")
     state = _STATE.get()
     b, h, n, d = query.shape
-    if scaling is None:
-        scaling = d**-0.5
     h_kv, m = key.shape[1], key.shape[2]
-    key, value = expand_kv(key, h), expand_kv(value, h)  # (B, H, m, d)
-    if state is not None and state.train:
-        return _training_attention(
-            module, state, query, key, value, attention_mask, float(scaling), dropout, softcap
-        )
-    if state is not None and state.segments is not None and state.discover is None:
-        return _packed_attention(
-            module, state, query, key, value, attention_mask, float(scaling), softcap
-        )
-    if state is not None and state.store is not None and state.discover is None:
-        return _chunked_attention(
-            module, state, query, key, value, attention_mask, float(scaling), softcap
-        )
-    if (
-        state is not None
-        and state.side is not None
-        and state.discover is None
-        and b == 1
-        and h > 1
-        and _heads_split(state.alphas[state.layer(module)] if state.alphas else DEFAULT_ALPHA)
-    ):
-        return _split_heads(module, state, query, key, value, attention_mask, scaling, softcap)
+    live = state is not None and state.discover is None
+    li = state.layer(module) if live else -1
+    alpha = DEFAULT_ALPHA
+    if live and state.alphas is not None:
+        alpha = state.alphas[li]
+    call = Call(
+        module=module,
+        state=state,
+        query=query,
+        key=expand_kv(key, h),  # (B, H, m, d)
+        value=expand_kv(value, h),
+        mask=None if attention_mask is None else attention_mask[..., :m],  # (B, 1, n, m)
+        scaling=float(d**-0.5 if scaling is None else scaling),
+        softcap=softcap,
+        dropout=dropout,
+        li=li,
+        alpha=alpha,
+        kv_heads=h_kv,
+    )
+    return choose_path(state, b, h, n, m, query.device, alpha)(call)
 
-    model_mask = None if attention_mask is None else attention_mask[..., :m]  # (B, 1, n, m)
-    if state is None or state.discover is not None:
-        scores = _scores(query, key, scaling, softcap, model_mask, None)  # (B, H, n, m)
-        probs = entmax(scores, DEFAULT_ALPHA)
-        if state is not None:
-            state.discover.append((id(module), LayerInfo(h, h_kv, d, float(scaling), softcap)))
-    else:
-        li = state.layer(module)
-        alpha = state.alphas[li] if state.alphas is not None else DEFAULT_ALPHA
-        if (
-            state.record
-            and b == 1
-            and query.device.type == "cpu"
-            and h * n * m > DENSE_CHUNK_SCORES
-            and _heads_split(alpha)
-        ):
-            return _dense_in_chunks(
-                state, li, query, key, value, model_mask, scaling, softcap, alpha
-            )
-        allowed = _allowed(state, li, n, m, query.device)
-        buf = state.scratch((b, h, n, m), query.device)
-        scores = _scores(query, key, scaling, softcap, model_mask, allowed, buf)  # (B, H, n, m)
-        out = state.probs[li] if state.record else None  # (B, H, n, m), contiguous
-        probs = entmax(scores, alpha, out=out)
-        if state.record:
-            _record(state, li, query, key, value)
+
+def _plain_path(c: Call) -> tuple[Tensor, Tensor]:
+    """Entmax at the default α outside a run; in the discovery forward, the layer noted."""
+    b, h, n, d = c.query.shape
+    scores = _scores(c.query, c.key, c.scaling, c.softcap, c.mask, None)  # (B, H, n, m)
+    probs = entmax(scores, DEFAULT_ALPHA)
+    if c.state is not None:
+        info = LayerInfo(h, c.kv_heads, d, c.scaling, c.softcap)
+        c.state.discover.append((id(c.module), info))
+    return _output(probs, c.value), probs
+
+
+def _dense_path(c: Call) -> tuple[Tensor, Tensor]:
+    """The layer's scores at once, α-entmax (into the recording, if any), P V."""
+    state, query = c.state, c.query
+    b, h, n, _ = query.shape
+    m = c.key.shape[2]
+    allowed = _allowed(state, c.li, n, m, query.device)
+    buf = state.scratch((b, h, n, m), query.device)
+    scores = _scores(query, c.key, c.scaling, c.softcap, c.mask, allowed, buf)  # (B, H, n, m)
+    out = state.probs[c.li] if state.record else None  # (B, H, n, m), contiguous
+    probs = entmax(scores, c.alpha, out=out)
+    if state.record:
+        _record(state, c.li, query, c.key, c.value)
+    return _output(probs, c.value), probs
+
+
+def _output(probs: Tensor, value: Tensor) -> Tensor:
+    """P V per text, as (B, n, H, d)."""
     ctx = _per_text(lambda p, v: torch.matmul(p.to(v.dtype), v), probs, value)  # (B, H, n, d)
-    return ctx.transpose(1, 2).contiguous(), probs  # (B, n, H, d)
+    return ctx.transpose(1, 2).contiguous()
 
 
 def _heads_attention(
@@ -296,40 +360,21 @@ def _record(state: RunState, li: int, query: Tensor, key: Tensor, value: Tensor)
 DENSE_CHUNK_SCORES = 1 << 20
 
 
-def _dense_in_chunks(
-    state: RunState,
-    li: int,
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    model_mask: Tensor | None,
-    scaling: float,
-    softcap: float | None,
-    alpha: float,
-) -> tuple[Tensor, Tensor]:
-    """:func:`entmax_attention`'s dense recorded path for one text (B == 1) on the CPU, in
-    chunks of whole heads (:data:`DENSE_CHUNK_SCORES`): per chunk the same scores, masks,
-    α-entmax into the recording and P V as the whole layer's. Returns what that path returns."""
+def _dense_in_chunks(c: Call) -> tuple[Tensor, Tensor]:
+    """:func:`_dense_path` recording one text (B == 1) on the CPU, in chunks of whole heads
+    (:data:`DENSE_CHUNK_SCORES`): per chunk the same scores, masks, α-entmax into the recording
+    and P V as the whole layer's. Returns what that path returns."""
+    state, li, query, key, value = c.state, c.li, c.query, c.key, c.value
     h, n, m = query.shape[1], query.shape[2], key.shape[2]
     hc = max(1, DENSE_CHUNK_SCORES // (n * m))
-    args = (state, li, query, key, value, model_mask, scaling, softcap, alpha)
+    args = (state, li, query, key, value, c.mask, c.scaling, c.softcap, c.alpha)
     parts = [_heads_attention(*args, slice(h0, min(h, h0 + hc))) for h0 in range(0, h, hc)]
     ctx = torch.cat(parts, 1)  # (1, H, n, d)
     _record(state, li, query, key, value)
     return ctx.transpose(1, 2).contiguous(), state.probs[li]
 
 
-def _training_attention(
-    module,
-    state: RunState,
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    attention_mask: Tensor | None,
-    scaling: float,
-    dropout: float,
-    softcap: float | None,
-) -> tuple[Tensor, Tensor]:
+def _training_path(c: Call) -> tuple[Tensor, Tensor]:
     """The attention of a training forward: the same scores, masks and α-entmax as a run, but
     batched (no per-text split), out of place so that autograd sees every step, with dropout
     on P where the module is training (``dropout`` is what the model passes: its config's
@@ -337,8 +382,9 @@ def _training_attention(
     form of definitions §7 (:mod:`sparse_core.entmax.grad`), w.r.t. α too when the layer's α is a
     tensor that requires grad. Returns ((B, n, H, d) output, (B, H, n, m) P before dropout).
     """
+    state, li, query, key, value = c.state, c.li, c.query, c.key, c.value
+    scaling, softcap, dropout, attention_mask = c.scaling, c.softcap, c.dropout, c.mask
     n, m = query.shape[2], key.shape[2]
-    li = state.layer(module)
     # In place where autograd allows it (a matmul's and a scaling's backward need neither
     # output): one (B, H, n, m) buffer instead of one per step.
     scores = torch.matmul(query.float(), key.float().transpose(-1, -2)).mul_(scaling)  # (B,H,n,m)
@@ -363,8 +409,7 @@ def _training_attention(
         allowed = r if allowed is None else allowed & r
     if allowed is not None:
         scores = scores.masked_fill_(~allowed, float("-inf"))
-    alpha = state.alphas[li] if state.alphas is not None else DEFAULT_ALPHA
-    probs = entmax(scores, alpha)  # (B, H, n, m) float32
+    probs = entmax(scores, c.alpha)  # (B, H, n, m) float32
     if state.support is not None:
         with torch.no_grad():
             valid = torch.isfinite(scores).sum(dim=(0, 2, 3))  # (H,)
@@ -374,29 +419,27 @@ def _training_attention(
     return ctx.transpose(1, 2).contiguous(), probs
 
 
-def _split_heads(
-    module,
-    state: RunState,
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    attention_mask: Tensor | None,
-    scaling: float,
-    softcap: float | None,
-) -> tuple[Tensor, Tensor]:
+def _split_heads(c: Call) -> tuple[Tensor, Tensor]:
     """The dense path of one text with its heads in two halves, the second on ``state.side``:
     each half's scores, masks, entmax and P V are those of the whole layer's (a batched matmul
     computes each head on its own; entmax is row by row exact). Returns what
     :func:`entmax_attention` returns."""
-    h, m = query.shape[1], key.shape[2]
-    li = state.layer(module)
-    alpha = state.alphas[li] if state.alphas is not None else DEFAULT_ALPHA
-    model_mask = None if attention_mask is None else attention_mask[..., :m]  # (1, 1, n, m)
+    state, li, query, key, value = c.state, c.li, c.query, c.key, c.value
+    h = query.shape[1]
 
     def part(h0: int, h1: int) -> Tensor:
         with torch.inference_mode():
             return _heads_attention(
-                state, li, query, key, value, model_mask, scaling, softcap, alpha, slice(h0, h1)
+                state,
+                li,
+                query,
+                key,
+                value,
+                c.mask,
+                c.scaling,
+                c.softcap,
+                c.alpha,
+                slice(h0, h1),
             )  # (1, h1 - h0, n, d)
 
     half = h // 2
@@ -417,34 +460,6 @@ def _heads_split(alpha: float | Tensor) -> bool:
     return isinstance(alpha, float)
 
 
-def split_linear(module: torch.nn.Module, x: Tensor) -> Tensor:
-    """``F.linear(x, W, b)`` of a model's linear layer; in a run with ``RunState.side``, its
-    rows in two halves, the second on the side worker (each half at least ``min_rows`` rows:
-    a BLAS row's result then does not depend on the rows beside it, as for packed texts)."""
-    import torch.nn.functional as F
-
-    state = _STATE.get()
-    w, bias = module.weight, module.bias
-    rows = x.numel() // max(1, x.shape[-1])
-    if state is None or state.side is None or rows < 2 * SPLIT_MIN_ROWS:
-        return F.linear(x, w, bias)
-    flat = x.reshape(rows, x.shape[-1])
-    half = rows // 2
-
-    def lower() -> Tensor:
-        with torch.inference_mode():
-            return F.linear(flat[half:], w, bias)
-
-    other = state.side.submit(lower)
-    top = F.linear(flat[:half], w, bias)
-    return torch.cat([top, other.result()]).view(*x.shape[:-1], w.shape[0])
-
-
-#: Rows of a linear layer from which a lone run splits it over two workers (at least the BLAS
-#: floor of ``model.rows_kernel_floor``, 4 on MKL, with room).
-SPLIT_MIN_ROWS = 32
-
-
 def _chunk_shape(h: int, n: int, m: int, budget: int) -> tuple[int, int]:
     """(heads, query rows) per chunk: whole heads while a head's n x m scores fit ``budget``,
     else one head and as many rows as fit (at least 8)."""
@@ -453,28 +468,19 @@ def _chunk_shape(h: int, n: int, m: int, budget: int) -> tuple[int, int]:
     return 1, max(8, budget // m)  # BLAS takes another kernel below 4 rows
 
 
-def _chunked_attention(
-    module,
-    state: RunState,
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    attention_mask: Tensor | None,
-    scaling: float,
-    softcap: float | None,
-) -> tuple[Tensor, Tensor]:
+def _sparse_path(c: Call) -> tuple[Tensor, Tensor]:
     """Attention of one text recorded into ``state.store`` (CSR), in chunks of heads x query
     rows of at most :data:`CHUNK_SCORES` scores (``CUDA_CHUNK_SCORES`` on a GPU): per chunk the
     scores (the same formula as the dense path), the masks, α-entmax (row by row exact: a row's
     result does not depend on the rows beside it, :mod:`sparse_core.entmax`), P V and the
     chunk's support into the store.
     Returns the (1, n, H, d) output and, as attention weights, an empty tensor."""
+    state, li, query, key, value, alpha = c.state, c.li, c.query, c.key, c.value, c.alpha
+    scaling, softcap = c.scaling, c.softcap
     b, h, n, d = query.shape
     m = key.shape[2]
     if b != 1:
         raise RuntimeError("a run recorded into a sparse store takes one text (B == 1)")
-    li = state.layer(module)
-    alpha = state.alphas[li] if state.alphas is not None else DEFAULT_ALPHA
     budget = _sp.gpu_chunk_scores(query.device) if query.device.type == "cuda" else CHUNK_SCORES
     hc, rc = _chunk_shape(h, n, m, budget)
     q, k_, v = query[0], key[0], value[0]  # (H, n, d), (H, m, d)
@@ -487,7 +493,7 @@ def _chunked_attention(
         for r0 in range(0, n, rc):
             r1 = min(n, r0 + rc)
             rs = slice(r0, r1)
-            mm = None if attention_mask is None else attention_mask[..., rs, :m]
+            mm = None if c.mask is None else c.mask[..., rs, :]
             allowed = _allowed(state, li, n, m, q.device, heads=slice(h0, h1), rows=rs)
             buf = state.scratch((1, h1 - h0, r1 - r0, m), q.device)
             s = _scores(q[None, h0:h1, rs], k_[None, h0:h1], scaling, softcap, mm, allowed, buf)
@@ -503,16 +509,7 @@ def _chunked_attention(
     return ctx.transpose(0, 1).unsqueeze(0).contiguous(), query.new_empty(0)
 
 
-def _packed_attention(
-    module,
-    state: RunState,
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    attention_mask: Tensor | None,
-    scaling: float,
-    softcap: float | None,
-) -> tuple[Tensor, Tensor]:
+def _packed_path(c: Call) -> tuple[Tensor, Tensor]:
     """Attention of several texts packed in one row (``state.segments``: (start, length)).
 
     Each text i sees only its own n_i queries and keys: its scores, mask, entmax and P V are
@@ -521,11 +518,11 @@ def _packed_attention(
     on how many rows are stacked, only on its length). Self-attention only (no cache).
     Returns the (1, N, H, d) output and, as attention weights, an empty tensor.
     """
+    state, li, query, key, value, alpha = c.state, c.li, c.query, c.key, c.value, c.alpha
+    scaling, softcap, attention_mask = c.scaling, c.softcap, c.mask  # (1, 1, N, N) or None
     b, h, n, d = query.shape
     if b != 1 or key.shape[2] != n:
         raise RuntimeError("packed texts need one row of self-attention (B == 1, m == n)")
-    li = state.layer(module)
-    alpha = state.alphas[li] if state.alphas is not None else DEFAULT_ALPHA
     q, k_, v = query[0], key[0], value[0]  # (H, N, d)
     ctx = torch.empty_like(q)  # (H, N, d); every position belongs to one text
     by_len: dict[int, list[int]] = {}

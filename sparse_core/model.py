@@ -17,14 +17,9 @@ tokens as a person reads them: :mod:`sparse_core.tokens`.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
-import mmap
 import os
 import re
-import sys
-import threading
-import warnings
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor
 
@@ -41,6 +36,7 @@ from .errors import (
     UnknownTokensError,
 )
 from .outputs import AlphaLike, ModelConfig, RunOutput, normalize_alpha
+from .runtime import KeptBuffers, Runtime
 from .sources import (
     ARCHITECTURES,
     DEFAULT_MODEL_ID,
@@ -103,9 +99,9 @@ class SparseModel:
         #: copy what they read; False copies the whole store to the host after the run
         self.probs_on_device = True
         self._layer_of, layers = self._discover()
-        for mod in net.modules():  # a lone run may split their rows over two workers
-            if type(mod) is torch.nn.Linear:
-                mod.forward = functools.partial(A.split_linear, mod)
+        #: how a run uses the machine when it names no runtime: this model's kept P buffers
+        #: (huge pages, reused once idle), on the calling thread (:mod:`sparse_core.runtime`)
+        self.runtime = Runtime(buffers=KeptBuffers())
         self.config = _model_config(net.config, arch, layers, max_tokens)
         #: the model's own positions (the most ``max_tokens`` can raise the limit to)
         #: (None when the config does not say)
@@ -189,6 +185,7 @@ class SparseModel:
         start: int = 0,
         hidden: bool = True,
         side: Executor | None = None,
+        runtime: Runtime | None = None,
     ) -> RunOutput:
         """Analyse one text: tokens, per-head queries/keys, entmax probabilities and graph.
 
@@ -199,16 +196,21 @@ class SparseModel:
         ``hidden=False``: the forward stops once the last layer's attention is recorded (its
         feed-forward part is skipped) and ``hidden`` is an empty tensor; the rest of the
         output is the same bit for bit (the Pareto sweeps need no hidden states).
-        ``side``: a one-worker executor that takes half of every linear layer's rows and half
-        of every layer's heads (a lone text on two cores; with torch on one thread the output
-        is that of the run without it, bit for bit). Not used for long texts
-        recorded sparse (their chunks run in turn).
+        ``runtime``: how the run uses the machine (:class:`~sparse_core.runtime.Runtime`;
+        None: :attr:`runtime`); the output is the same bit for bit whichever it is.
+        ``side``: a shorthand for that runtime with this side worker, a one-worker executor
+        that takes half of every linear layer's rows and half of every layer's heads (a lone
+        text on two cores, torch on one thread in each). Not used for long texts recorded
+        sparse (their chunks run in turn).
         """
         a = self._alpha(alpha)
         enc = self.encode(text, truncate=truncate, start=start)
         causal = bool(causal) or self.config.is_decoder
         ids = torch.tensor([enc.ids], device=self._device)  # (1, n)
-        res = self._forward(ids, None, a, causal, None, record=True, hidden=hidden, side=side)
+        rt = self.runtime if runtime is None else runtime
+        if side is not None:
+            rt = rt.beside(side)
+        res = self._forward(ids, None, a, causal, None, record=True, hidden=hidden, runtime=rt)
         return self._output(text, enc, res, 0, a, causal)
 
     @torch.inference_mode()
@@ -335,12 +337,14 @@ class SparseModel:
         *,
         record: bool,
         hidden: bool = True,
-        side: Executor | None = None,
+        runtime: Runtime | None = None,
     ) -> dict[str, Tensor]:
         """One forward of ids (B, n); ``keep`` (B, n) marks real tokens (None: all real).
         ``hidden=False`` (with ``record``): stop after the last layer's recording; the result's
-        hidden states are then an empty (B, 0, D) tensor."""
+        hidden states are then an empty (B, 0, D) tensor. ``runtime``: None is
+        :attr:`runtime`."""
         c = self.config
+        rt = self.runtime if runtime is None else runtime
         b, n = ids.shape
         state = A.RunState(
             alphas=self._layer_alphas(alpha),
@@ -348,7 +352,7 @@ class SparseModel:
             restrict=restrict,
             layer_of=self._layer_of,
             record=record,
-            side=side,
+            side=rt.side,
         )
         if record:
             f32, dev = torch.float32, self._device
@@ -359,11 +363,11 @@ class SparseModel:
             if b == 1 and not dense_fits(c.num_layers, c.num_heads, n, self.dense_max_bytes):
                 state.store = SparseProbs(c.num_layers, c.num_heads, n)
             else:
-                state.probs = host_buffer((*shape, n), dev)
+                state.probs = rt.probs_buffer((*shape, n), dev)
             if not hidden:
                 state.stop_after = c.num_layers - 1
         kwargs = {"use_cache": False} if c.is_decoder else {}
-        with A.running(state):
+        with A.running(state), rt.forward():
             try:
                 last = self.net(input_ids=ids, attention_mask=keep, **kwargs).last_hidden_state
             except A.StopForward:
@@ -477,73 +481,6 @@ class SparseModel:
                 "sparsescope needs the same heads and head size in every layer"
             )
         return {mid: li for li, (mid, _) in enumerate(found)}, [i for _, i in found]
-
-
-#: A run's P buffer from this many bytes is mapped with huge pages advised (:func:`host_buffer`).
-HUGE_PAGES_MIN_BYTES = 8 << 20
-#: How many of those mappings are kept for later runs once no tensor views them (two: a loop
-#: ``out = model.run(text)`` still holds the last result while the next run starts).
-KEPT_BUFFERS = 2
-
-_KEPT: list[mmap.mmap] = []  # the mappings host_buffer made last, oldest first
-_KEPT_LOCK = threading.Lock()
-
-
-def _refs(kept: list[mmap.mmap], i: int) -> int:
-    """References to ``kept[i]``: the list's, the call's argument, and one per live storage
-    made from it by ``torch.frombuffer`` (a view of a view keeps that one storage)."""
-    return sys.getrefcount(kept[i])
-
-
-def _idle_refs() -> int:
-    """What :func:`_refs` says of a mapping nothing else holds (measured, not assumed)."""
-    probe = [mmap.mmap(-1, mmap.PAGESIZE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)]
-    try:
-        return _refs(probe, 0)
-    finally:
-        probe[0].close()
-
-
-_IDLE_REFS = _idle_refs()
-
-
-def host_buffer(shape: tuple[int, ...], device: torch.device) -> Tensor:
-    """An uninitialised float32 tensor of ``shape`` for a run's recording of P (L, B, H, n, n).
-
-    On the CPU, from :data:`HUGE_PAGES_MIN_BYTES` on, it is an anonymous mapping of its own with
-    transparent huge pages advised (``madvise(MADV_HUGEPAGE)``; Linux): the kernel's page
-    faults of its first touch in 4 KiB pages cost 2-3x those in 2 MiB pages (75 MB at n = 512
-    on the default model, the fastest of 15 on the shared 2-core machine: 111-212 ms against
-    32-83 ms, measured with bench/bench_open.py --server). The last :data:`KEPT_BUFFERS`
-    mappings are kept: one of the size asked that no tensor views any more (its run's output
-    is gone) is handed out again, its pages already there — no faults at all, and none of the
-    kernel's compaction stalls for fresh huge pages, which after other large allocations made
-    a run up to 2x slower (measured with bench/bench_entmax.py). A mapping still viewed is
-    never handed out; one dropped from the list lives as long as a tensor views it.
-    Elsewhere (a GPU, a small run, no madvise) ``torch.empty``."""
-    size = 4
-    for k in shape:
-        size *= int(k)
-    advise = getattr(mmap, "MADV_HUGEPAGE", None)
-    if device.type != "cpu" or size < HUGE_PAGES_MIN_BYTES or advise is None:
-        return torch.empty(shape, dtype=torch.float32, device=device)
-    with _KEPT_LOCK:  # a mapping is found idle and viewed again before another thread looks
-        mm = None
-        for i in range(len(_KEPT)):
-            if len(_KEPT[i]) == size and _refs(_KEPT, i) <= _IDLE_REFS:
-                mm = _KEPT.pop(i)
-                break
-        if mm is None:
-            try:
-                mm = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-                mm.madvise(advise)
-            except (OSError, ValueError):  # no such advice here: plain pages
-                return torch.empty(shape, dtype=torch.float32, device=device)
-        _KEPT.append(mm)  # newest last
-        del _KEPT[:-KEPT_BUFFERS]
-        with warnings.catch_warnings():  # frombuffer warns of a non-writable buffer only
-            warnings.simplefilter("ignore")
-            return torch.frombuffer(mm, dtype=torch.float32).view(shape)
 
 
 _KERNEL_FLOORS: dict[tuple, int] = {}

@@ -37,7 +37,7 @@ from .cancel import checkpoint
 from .errors import SparsescopeError
 
 #: Scores per chunk of (heads x query rows) of a run recorded into a sparse store (64 MB;
-#: ``attention._chunked_attention``)
+#: ``attention._sparse_path``)
 CHUNK_SCORES = 1 << 24
 #: The same on a GPU, at most (1 GiB of float32 scores a chunk, and no more than 1/64 of the
 #: device's memory: :func:`gpu_chunk_scores`). Each chunk waits once for the host (the size of

@@ -6,7 +6,7 @@ folder) followed by what it is. Every module of sparse_core/, app/, frontend/js/
 scripts/ must have such a line with a description; a line naming a file of those folders that
 does not exist fails too.
 
-Every backticked dotted name that points into sparse_core/ or app/ (`model.host_buffer`,
+Every backticked dotted name that points into sparse_core/ or app/ (`runtime.KeptBuffers`,
 `SparseProbs.host_reads`, `sparse_core.methods.METHODS`, `attn.rows` for the run's P store) must
 name something that exists: the module (by its file's or package's name) or class, and the
 attribute in it, read from the source (no import). A module name followed by a method of one of
@@ -232,7 +232,7 @@ def test_every_named_symbol_exists():
 def test_the_symbol_check_can_fail():
     """Real names resolve, invented ones in our modules do not, other libraries' are skipped."""
     text = (
-        "`model.host_buffer` `SparseProbs.host_reads` `sparse_core.methods.METHODS` "
+        "`runtime.KeptBuffers` `SparseProbs.host_reads` `sparse_core.methods.METHODS` "
         "`attn.rows` `model.run(text)` `pareto.summary` `methods.evaluate` "
         "`payloads.method_parts` `methods.summary` `SparseProbs.no_such_reader` "
         "`sparse_core.methods.NO_SUCH` `attn.no_such` `torch.softmax` `session.js`"
@@ -245,7 +245,7 @@ def test_the_symbol_check_can_fail():
         "attn.rows": True,
         "methods.evaluate": True,
         "methods.summary": False,
-        "model.host_buffer": True,
+        "runtime.KeptBuffers": True,
         "model.run": True,
         "pareto.summary": True,
         "payloads.method_parts": False,

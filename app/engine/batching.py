@@ -129,9 +129,9 @@ class ModelWorker:
         #: kernels, so each part takes a core; at most the machine's cores); 1: never split
         self.split = max(1, min(int(split), os.cpu_count() or 1))
         self._side: ThreadPoolExecutor | None = None
-        #: a lone text's second core: half its linear rows and heads
-        #: (``SparseModel.run(side=…)``, bit for bit its run without it); its own worker, as the
-        #: side pool may be busy with a part of a split forward
+        #: a lone text's second core: half its linear rows and heads (the model's runtime with
+        #: this side worker, ``Runtime.beside``: bit for bit its run without it); its own
+        #: worker, as the side pool may be busy with a part of a split forward
         self._lone: ThreadPoolExecutor | None = None
         self._alone = False  # the forward now running is one text alone (under ``lock``)
         self._run_one = run_one or self._model_run
@@ -399,14 +399,14 @@ class ModelWorker:
     # -- the model -----------------------------------------------------------------------------
 
     def _model_run(self, job: Job) -> Any:
-        side = None
+        runtime = None
         # only on one torch thread: there the halves are bit for bit the whole (with more
         # threads the lone run takes the cores already, and BLAS blocks rows by thread count)
         if self._alone and self.split > 1 and _torch_threads() == 1:
             if self._lone is None:
                 self._lone = ThreadPoolExecutor(1, thread_name_prefix="sparsescope-model-lone")
-            side = self._lone
-        return job.request.run(self.model, side=side)
+            runtime = self.model.runtime.beside(self._lone)
+        return job.request.run(self.model, runtime=runtime)
 
     def _model_run_batch(self, jobs: list[Job]) -> list[Any]:
         return run_together(self.model, [j.request for j in jobs])

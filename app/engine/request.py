@@ -205,12 +205,13 @@ class AnalysisRequest:
         """Requests with equal keys may share one ``run_batch`` forward (:func:`run_together`)."""
         return (self.alpha_token, bool(self.causal), bool(self.truncate))
 
-    def run(self, model: Any, side: Any = None) -> Any:
-        """``model.run`` of this request (a ``sparse_core.RunOutput``); ``side``: an executor
-        that takes half the work of a lone text (``SparseModel.run``)."""
+    def run(self, model: Any, runtime: Any = None) -> Any:
+        """``model.run`` of this request (a ``sparse_core.RunOutput``); ``runtime``: how the
+        run uses the machine (a ``sparse_core.runtime.Runtime``, e.g. with a side worker that
+        takes half the work of a lone text; None: the model's own)."""
         kw: dict[str, Any] = {"start": self.start} if self.start else {}
-        if side is not None:
-            kw["side"] = side
+        if runtime is not None:
+            kw["runtime"] = runtime
         return model.run(
             self.text, alpha=self.run_alpha, causal=self.causal, truncate=self.truncate, **kw
         )

@@ -1,7 +1,7 @@
 """A lone analysis' work after the forward on both cores, bit for bit one thread's.
 
 The model worker gives a text alone in its round a second worker for the forward (half of every
-linear layer's rows and of every layer's heads: ``SparseModel.run(side=…)``). What follows on
+linear layer's rows and of every layer's heads: ``sparse_core.runtime.Runtime``). What follows on
 the request's thread is mostly numpy and torch kernels, which release the GIL, so it also takes
 the second core, on the process's one side worker (:func:`side_worker`):
 

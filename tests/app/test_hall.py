@@ -18,7 +18,7 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from sparse_core import attention as A
+from sparse_core.runtime import SPLIT_MIN_ROWS
 from sparsescope.engine.batching import Job, ModelWorker
 from sparsescope.engine.limits import LOW, NORMAL, JobContext, RateLimiter
 from sparsescope.engine.request import AnalysisRequest
@@ -131,7 +131,7 @@ def test_a_lone_analysis_on_two_cores_equals_its_batched_and_single_runs(
     thread and its run batched with others."""
     text = "The chef who ran to the store was out of food, so he went back. " * 6
     n = len(tiny_model.encode(text).ids)
-    assert n >= 2 * A.SPLIT_MIN_ROWS  # long enough for the linear layers to split
+    assert n >= 2 * SPLIT_MIN_ROWS  # long enough for the linear layers to split
     worker = ModelWorker(tiny_model, window_s=0, split=2)
     job = Job(AnalysisRequest(text, alpha=alpha), n, JobContext())
     worker._run_round([job])

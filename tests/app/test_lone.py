@@ -17,6 +17,7 @@ import sparsescope.engine.two_cores as T
 from sparse_core import attention as A
 from sparse_core import pareto
 from sparse_core.methods import PredictContext
+from sparse_core.runtime import SPLIT_MIN_ROWS
 from sparsescope.engine.batching import Job, ModelWorker
 from sparsescope.engine.limits import JobContext
 from sparsescope.engine.payloads import summary_texts
@@ -160,9 +161,10 @@ def test_the_cost_order_ranks_every_method():
 
 
 def test_a_large_p_buffer_is_its_own_huge_page_mapping():
-    from sparse_core.model import HUGE_PAGES_MIN_BYTES, host_buffer
+    from sparse_core.runtime import HUGE_PAGES_MIN_BYTES, KeptBuffers
 
     cpu = torch.device("cpu")
+    host_buffer = KeptBuffers()
     big = host_buffer((2, 1, 3, 1024, 1024), cpu)  # 24 MiB
     assert big.shape == (2, 1, 3, 1024, 1024) and big.dtype == torch.float32
     assert big.is_contiguous() and 2 * 3 * 1024 * 1024 * 4 >= HUGE_PAGES_MIN_BYTES
@@ -220,7 +222,7 @@ def test_a_lone_512_token_analysis_on_two_cores_equals_its_one_thread_run(
     enc = real_model.encode(words, truncate=True)
     text = words[: enc.offsets[-2][1]]  # 512 tokens with the specials
     n = len(real_model.encode(text).ids)
-    assert 500 <= n <= 512 and n >= 2 * A.SPLIT_MIN_ROWS
+    assert 500 <= n <= 512 and n >= 2 * SPLIT_MIN_ROWS
     out, worker = lone_run(real_model, text, 1.5)
     assert worker._lone is not None  # the second worker took its half
     alone = real_model.run(text, alpha=1.5)

@@ -19,9 +19,9 @@ def chunk_calls(monkeypatch):
     calls: list[int] = []
     real = A._dense_in_chunks
 
-    def spy(state, li, *args, **kwargs):
-        calls.append(li)
-        return real(state, li, *args, **kwargs)
+    def spy(call):
+        calls.append(call.li)
+        return real(call)
 
     monkeypatch.setattr(A, "_dense_in_chunks", spy)
     return calls

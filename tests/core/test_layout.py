@@ -20,7 +20,7 @@ CORE = ROOT / "sparse_core"
 #: Layers, lowest first: a module may import only modules of lower layers. Every module is
 #: listed (test_every_module_is_in_the_chain): a new one takes its place here.
 CHAIN = [
-    ["errors", "cancel", "entmax.fast_paths", "_method_kernels"],
+    ["errors", "cancel", "runtime", "entmax.fast_paths", "_method_kernels"],
     ["entmax._triton_kernel", "entmax._cpu_kernel", "entmax._sleef"],
     ["entmax._cpu_team"],
     ["modernbert", "shipped", "entmax.grad", "entmax.triton", "entmax.cpu"],
