@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .cancel import checkpoint
 from .sparse_probs import SparseProbs
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,7 @@ def top_keys(attn: SparseProbs, sink: np.ndarray) -> TopKeys:
     support = np.zeros((L, H, n), dtype=np.int64)
     mass = np.zeros((L, H, n), dtype=np.float32)
     for li in range(L):
+        checkpoint()  # a request whose client has gone stops here (sparse_core.cancel)
         if attn.is_dense:
             p = attn.layer(li).cpu().numpy()  # (H, n, n)
             support[li] = (p > 0).sum(-1)

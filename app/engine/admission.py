@@ -65,6 +65,7 @@ CELL_BYTES = {
     "head": 12,
     "tile": 4,
     "clusters": 4,
+    "roles": 12,  # a dense layer's support mask (H bytes a cell); CSR: its edges only
     "summary": 12,
 }
 DEFAULT_CELL_BYTES = 12

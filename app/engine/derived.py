@@ -221,7 +221,7 @@ class Derived:
         def make() -> bytes:
             return dumps({"roles": roles.run_roles(entry.out)})
 
-        return self.cache.derive(entry, ("roles",), make)
+        return self.cache.derive(entry, ("roles",), self._gated("roles", entry, make))
 
     def clusters(
         self, entry: Entry, layer: int, head: int, clusters: int | None, top_k: int

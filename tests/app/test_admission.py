@@ -175,6 +175,7 @@ KINDS = [
     ("flow", lambda s, a: s.flow(a, 2)),
     ("summary", lambda s, a: s.summary(a, ["h2o", "moba"])),
     ("head", lambda s, a: s.head(a, 1, 1, "methods")),
+    ("roles", lambda s, a: s.roles(a)),
 ]
 
 

@@ -211,13 +211,14 @@ async def get_budgets(
     return json_bytes(await model_call(request, service.budgets, analysis_id, layer, head))
 
 
-@router.get("/analyses/{analysis_id}/roles", response_model=Roles, responses=ERRORS)
-def get_roles(analysis_id: AnalysisId, service: ServiceDep) -> Response:
+@router.get("/analyses/{analysis_id}/roles", response_model=Roles, responses=COMPUTE_ERRORS)
+async def get_roles(analysis_id: AnalysisId, request: Request, service: ServiceDep) -> Response:
     """What every head does on this text (definitions §11, after Clark et al. 2019): the shares
     of its query rows whose top key is a sink, the previous, next or same token, punctuation,
     the word's dependency head or dependent (spaCy's parse), nearby, or that attend broadly;
-    the head's role, and the relation it tracks best."""
-    return json_bytes(service.roles(analysis_id))
+    the head's role, and the relation it tracks best. Computed through the compute gate
+    (503 with Retry-After when it is full), like every other derived result."""
+    return json_bytes(await model_call(request, service.roles, analysis_id))
 
 
 @router.get(
