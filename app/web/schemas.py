@@ -502,9 +502,15 @@ class Tile(BaseModel):
     ti: int
     tj: int
     n: int
-    rows: tuple[int, int] = Field(description="tokens [first, end) of the tile's rows (queries)")
-    cols: tuple[int, int] = Field(description="tokens [first, end) of its columns (keys)")
-    cells: tuple[int, int] = Field(description="its cells: rows, columns")
+    # pairs as two-item lists, not tuples: some JSON Schema validators (schemathesis' response
+    # check among them) rewrite a tuple's ``prefixItems`` into an ``items`` array they refuse
+    rows: list[int] = Field(
+        min_length=2, max_length=2, description="tokens [first, end) of the tile's rows (queries)"
+    )
+    cols: list[int] = Field(
+        min_length=2, max_length=2, description="tokens [first, end) of its columns (keys)"
+    )
+    cells: list[int] = Field(min_length=2, max_length=2, description="its cells: rows, columns")
     i: list[int] = Field(description="local cell row of every non-zero cell")
     j: list[int] = Field(description="local cell column")
     p: list[float] = Field(description="the block's largest probability (exact float32)")

@@ -61,14 +61,21 @@ def _known_ids(params: dict[str, Any] | None) -> st.SearchStrategy[dict[str, Any
         real["analysis_id"] = KNOWN["analysis_id"]
     if "share_id" in real:
         real["share_id"] = KNOWN["share_id"]
+    # layer and head redrawn in range only where the generated value is valid already: a
+    # schema-violating one (a negative case) must stay what it is, or the case turns valid
     inner = st.fixed_dictionaries(
         {
             **{k: st.just(v) for k, v in real.items()},
-            **({"layer": st.integers(0, 1)} if "layer" in real else {}),
-            **({"head": st.integers(0, 3)} if "head" in real else {}),
+            **({"layer": st.integers(0, 1)} if _index(real.get("layer"), 1) else {}),
+            **({"head": st.integers(0, 3)} if _index(real.get("head"), 3) else {}),
         }
     )
     return st.one_of(st.just(params), inner)
+
+
+def _index(value: Any, most: int) -> bool:
+    """Whether ``value`` is a layer or head index the schema allows (0 to ``most``)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= most
 
 
 @pytest.fixture(scope="module")
@@ -99,8 +106,14 @@ def api_schema(tmp_path_factory, tiny_model, tiny_artefact):
     def flatmap_query(ctx: Any, query: dict[str, Any] | None):
         if not query or "method" not in query:
             return st.just(query)
+        given = query["method"] if isinstance(query["method"], list) else [query["method"]]
+        if not all(isinstance(m, str) and m in METHODS for m in given):
+            return st.just(query)  # a negative case stays one
         names = st.sampled_from(list(METHODS))  # the metrics route: also real method names
-        return st.one_of(st.just(query), names.map(lambda m: {**query, "method": m}))
+        one = not isinstance(query["method"], list)
+        return st.one_of(
+            st.just(query), names.map(lambda m: {**query, "method": m if one else [m]})
+        )
 
     @schema.hook
     def filter_query(ctx: Any, query: dict[str, Any] | None) -> bool:
