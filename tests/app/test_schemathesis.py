@@ -24,6 +24,7 @@ Bounded: ``SPARSESCOPE_FUZZ_EXAMPLES`` (default 15) examples per operation and m
 from __future__ import annotations
 
 import os
+from collections import Counter
 from typing import Any
 
 import hypothesis.strategies as st
@@ -168,6 +169,17 @@ def api_schema(tmp_path_factory, tiny_model, tiny_artefact):
 
 schema = schemathesis.pytest.from_fixture("api_schema")
 
+#: Cases answered, by status class (2 for 2xx...), over the module: printed at its end (``-s``).
+ANSWERED: Counter[int] = Counter()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def answered_cases():
+    yield
+    total = sum(ANSWERED.values())
+    by_class = ", ".join(f"{k}xx {v}" for k, v in sorted(ANSWERED.items()))
+    print(f"\nschemathesis: {total} cases answered ({by_class})")
+
 
 @schema.parametrize()
 @settings(
@@ -179,6 +191,7 @@ schema = schemathesis.pytest.from_fixture("api_schema")
 )
 def test_api_conforms_to_its_schema(case) -> None:
     response = case.call_and_validate()
+    ANSWERED[response.status_code // 100] += 1
     assert response.status_code < 500
     if response.status_code >= 400:
         body = response.json()
