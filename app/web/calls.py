@@ -47,6 +47,7 @@ def client_of(request: Request) -> str | None:
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
+_starter: threading.Thread | None = None
 
 
 def _model_pool() -> ThreadPoolExecutor:
@@ -61,8 +62,17 @@ def _model_pool() -> ThreadPoolExecutor:
 def start_model_threads(count: int = MODEL_THREADS) -> threading.Thread:
     """Start ``count`` threads of the model-call pool now, from a daemon thread of their own
     (returned; the caller need not wait): each thread the pool starts on a request would be
-    started on the event loop instead (module docstring). Idempotent: threads already started
-    are reused."""
+    started on the event loop instead (module docstring).
+
+    Idempotent: the pool lives as long as the process, so its threads are started once; a later
+    call (another app's lifespan in the same process) returns the first call's thread, running
+    or done. Two starts at once would share the pool's threads between their holds, each hold
+    waiting for threads the other start's holds keep busy: both stalled for their 60 s timeouts,
+    with every model call queued behind them."""
+    global _starter
+    with _pool_lock:
+        if _starter is not None:
+            return _starter
     pool = _model_pool()
 
     def run() -> None:
@@ -79,7 +89,11 @@ def start_model_threads(count: int = MODEL_THREADS) -> threading.Thread:
         gate.set()
 
     t = threading.Thread(target=run, name="model-call-start", daemon=True)
-    t.start()
+    with _pool_lock:
+        if _starter is not None:  # another caller started it meanwhile
+            return _starter
+        _starter = t
+        t.start()
     return t
 
 
