@@ -96,10 +96,15 @@ GROUPS = {
 }
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items) -> None:
     """Group the tests for ``--dist loadgroup`` (pyproject's addopts): the browser tests, the Ray
     tests and the image test each in one worker (see :data:`GROUPS`); every other module as a
-    whole (its module-scoped fixtures, a fitted artefact or a corpus sweep, are made once)."""
+    whole (its module-scoped fixtures, a fitted artefact or a corpus sweep, are made once).
+
+    ``tryfirst``: an xdist worker's own hook turns the ``xdist_group`` marks into the node ids'
+    ``@group`` suffix that the scheduler reads; it is registered after this conftest, so it runs
+    first otherwise, sees no marks, and every test is scheduled on its own."""
     for item in items:
         if item.get_closest_marker("xdist_group"):
             continue
