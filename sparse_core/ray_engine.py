@@ -295,6 +295,7 @@ def run_shards(
     """Run ``worker_cls`` over every shard not yet in ``store``, writing each result as it comes.
 
     ``on_shard(k)`` is called after shard k is written (tests use it to simulate an interruption).
+    An exception in the loop ends the Ray Data execution (its actors) before it propagates.
     """
     from tqdm.auto import tqdm
 
@@ -319,12 +320,19 @@ def run_shards(
             compute=ray.data.ActorPoolStrategy(size=n),
             **per,
         )
-        for row in out.iter_rows():
-            k = int(row["shard"])
-            store.write(k, bytes(row["payload"]))
-            bar.update(len(shards[k]))
-            if on_shard is not None:
-                on_shard(k)
+        rows = iter(out.iter_rows())
+        try:
+            for row in rows:
+                k = int(row["shard"])
+                store.write(k, bytes(row["payload"]))
+                bar.update(len(shards[k]))
+                if on_shard is not None:
+                    on_shard(k)
+        finally:
+            # a driver that stops early (an exception here: a failed write, an interruption the
+            # caller catches) shuts the execution down now and frees the actors' CPUs/GPUs; left
+            # open, it ran on until the traceback that holds the iterator was collected
+            rows.close()
     bar.close()
 
 

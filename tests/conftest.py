@@ -90,15 +90,21 @@ def pytest_report_header(config) -> str:
 #: Tests that share something heavy or exclusive, by folder or file: one xdist worker each.
 GROUPS = {
     "tests/browser": "browser",  # one Chromium and one live server per worker session
-    "tests/core/test_ray_engine.py": "ray",  # a local Ray cluster of 2 CPUs
+    "tests/core/test_ray_engine.py": "ray",  # one local Ray cluster of 2 CPUs (ray_cluster)
+    "tests/core/test_adapt_ray.py": "ray",
     "tests/test_image.py": "image",  # a container build: its steps share one image
 }
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items) -> None:
     """Group the tests for ``--dist loadgroup`` (pyproject's addopts): the browser tests, the Ray
     tests and the image test each in one worker (see :data:`GROUPS`); every other module as a
-    whole (its module-scoped fixtures, a fitted artefact or a corpus sweep, are made once)."""
+    whole (its module-scoped fixtures, a fitted artefact or a corpus sweep, are made once).
+
+    ``tryfirst``: an xdist worker's own hook turns the ``xdist_group`` marks into the node ids'
+    ``@group`` suffix that the scheduler reads; it is registered after this conftest, so it runs
+    first otherwise, sees no marks, and every test is scheduled on its own."""
     for item in items:
         if item.get_closest_marker("xdist_group"):
             continue
@@ -126,6 +132,22 @@ def pytest_runtest_protocol(item, nextitem):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def _group(item) -> str | None:
+    mark = item.get_closest_marker("xdist_group") if item is not None else None
+    return (mark.args[0] if mark.args else mark.kwargs.get("name")) if mark else None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem) -> None:
+    """The Ray cluster of :func:`ray_cluster` ends with the last test of the ``ray`` group in a
+    row (its processes hold memory, and another test may start a cluster of its own)."""
+    if _group(item) == "ray" and _group(nextitem) != "ray" and sys.modules.get("ray"):
+        import ray
+
+        if ray.is_initialized():
+            ray.shutdown()
+
+
 def pytest_xdist_auto_num_workers(config) -> int:
     """``-n auto`` (pyproject's addopts): both cores of a 2-core machine, never more than 2 (each
     worker loads its own models; the suite's heavy tests are grouped, see pytest_collection_
@@ -148,6 +170,29 @@ def real_model():
     from sparse_core import load_model
 
     return load_model(device="cpu")
+
+
+@pytest.fixture
+def ray_cluster(monkeypatch):
+    """A local Ray cluster of 2 CPUs, started as the engines start one without ``RAY_ADDRESS``
+    (:func:`sparse_core.ray_engine.connect`). Starting one costs seconds to tens of seconds, so
+    the Ray tests (the ``ray`` group, one worker) share it: the first one starts it, the engines
+    connect to the running cluster (and leave it running), and it is shut down after the group's
+    last test (:func:`pytest_runtest_teardown`). Skipped where Ray is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        pytest.skip("Ray is not installed (pip install 'sparsescope[ray]'): engine not tested")
+    import ray
+
+    from sparse_core.ray_engine import connect
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    if not ray.is_initialized():
+        assert connect(num_cpus=2)  # what the engine does without RAY_ADDRESS: a local cluster
+    assert ray.cluster_resources()["CPU"] == 2
+    assert not connect(num_cpus=2)  # an engine's own connect reuses it, and leaves it running
+    return ray
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,9 @@
 """``adapt --engine ray``: Ray Train (TorchTrainer) on a local 2-CPU cluster, tiny model.
 
 One worker reproduces the local run's loss curve (bit for bit, one thread each); two workers
-train data-parallel to the same kind of result (dropout masks differ per worker)."""
+train data-parallel to the same kind of result (dropout masks differ per worker). The cluster is
+the Ray tests' shared one (``ray_cluster``, tests/conftest.py): ``train_ray`` connects to it as
+to a user's ``RAY_ADDRESS`` cluster, so each run pays for Ray Train's actors only."""
 
 from __future__ import annotations
 
@@ -44,8 +46,16 @@ def losses(out: Path) -> list[float]:
     return [r["loss"] for r in store.read_log(out)]
 
 
-def test_one_worker_reproduces_the_local_run(setup, tmp_path, monkeypatch) -> None:
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+@pytest.fixture
+def no_preemption_watcher(monkeypatch):
+    """Ray Train's preemption watcher (an actor polling for cloud spot-instance notices, one more
+    process to start per run) is off: a local cluster is not preempted."""
+    monkeypatch.setenv("RAY_TRAIN_ENABLE_PREEMPTION_WATCHER", "0")
+
+
+def test_one_worker_reproduces_the_local_run(
+    ray_cluster, no_preemption_watcher, setup, tmp_path
+) -> None:
     model, corpus = setup
     old = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -63,8 +73,9 @@ def test_one_worker_reproduces_the_local_run(setup, tmp_path, monkeypatch) -> No
     )
 
 
-def test_two_workers_train_data_parallel(setup, tmp_path, monkeypatch) -> None:
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+def test_two_workers_train_data_parallel(
+    ray_cluster, no_preemption_watcher, setup, tmp_path
+) -> None:
     model, corpus = setup
     meta = adapt(str(model), corpus, tmp_path / "ray2", cfg(alpha=None), device="cpu",
                  progress=False, engine="ray", workers=2)  # fmt: skip

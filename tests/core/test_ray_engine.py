@@ -1,8 +1,9 @@
 """``--engine ray`` (sparse_core.ray_engine) against the local engine, on a local 2-CPU Ray cluster.
 
 The tiny random BERT is written as a checkpoint directory, so the Ray actors load it as a user's
-model; the local engine runs the same weights in this process. Skipped (with the reason) where
-Ray is not installed; the missing-Ray error is tested everywhere.
+model; the local engine runs the same weights in this process. The cluster is the Ray tests'
+shared one (``ray_cluster``, tests/conftest.py); each engine run starts its own actor pool.
+Skipped (with the reason) where Ray is not installed; the missing-Ray error is tested everywhere.
 """
 
 from __future__ import annotations
@@ -45,22 +46,6 @@ class Interrupted(Exception):
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    if not HAVE_RAY:
-        pytest.skip("Ray is not installed (pip install 'sparsescope[ray]'): engine not tested")
-    import ray
-
-    from sparse_core.ray_engine import connect
-
-    if ray.is_initialized():
-        ray.shutdown()
-    assert connect(num_cpus=2)  # what the engine does without RAY_ADDRESS: a local cluster
-    assert ray.cluster_resources()["CPU"] == 2
-    yield ray
-    ray.shutdown()
-
-
-@pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     from sparse_core.model import load_model
     from sparse_core.testing import write_tiny_checkpoint
@@ -72,6 +57,12 @@ def tiny(tmp_path_factory):
 @pytest.fixture(scope="module")
 def artefact(tiny):
     return fit_artefact(tiny[1], TEXTS, config=CFG)
+
+
+@pytest.fixture(scope="module")
+def local(tiny, artefact):
+    """The local engine's sweep of TEXTS, which the Ray sweeps must equal."""
+    return PA.sweep_corpus(tiny[1], TEXTS, artefact, methods=METHODS, progress=False)
 
 
 def same_points(a: dict, b: dict) -> None:
@@ -89,11 +80,10 @@ def same_points(a: dict, b: dict) -> None:
 
 @needs_ray
 @pytest.mark.slow
-def test_pareto_equals_local(cluster, tiny, artefact, tmp_path):
+def test_pareto_equals_local(ray_cluster, tiny, artefact, local, tmp_path):
     from sparse_core.ray_engine import SHARD_DIR, shard_size, sweep_corpus_ray
 
     path, model = tiny
-    local = PA.sweep_corpus(model, TEXTS, artefact, methods=METHODS, progress=False)
     got = sweep_corpus_ray(model, TEXTS, artefact, methods=METHODS, model_path=path,
                            progress=False, checkpoint_dir=tmp_path)  # fmt: skip
     assert got.meta["shards"] == -(-len(TEXTS) // shard_size(len(TEXTS))) > 1
@@ -107,7 +97,7 @@ def test_pareto_equals_local(cluster, tiny, artefact, tmp_path):
 
 @needs_ray
 @pytest.mark.slow
-def test_pareto_equals_local_for_a_decoder(cluster, tmp_path):
+def test_pareto_equals_local_for_a_decoder(ray_cluster, tmp_path):
     from sparse_core.model import load_model
     from sparse_core.ray_engine import sweep_corpus_ray
     from sparse_core.testing import write_tiny_checkpoint
@@ -116,14 +106,15 @@ def test_pareto_equals_local_for_a_decoder(cluster, tmp_path):
     model = load_model(path, device="cpu")
     kw = dict(methods=["window", "strided"], progress=False)
     local = PA.sweep_corpus(model, TEXTS[:4], None, **kw)
-    got = sweep_corpus_ray(model, TEXTS[:4], None, model_path=path, checkpoint_dir=tmp_path, **kw)
+    got = sweep_corpus_ray(model, TEXTS[:4], None, model_path=path, checkpoint_dir=tmp_path,
+                           workers=1, **kw)  # fmt: skip
     assert got.causal is local.causal is True  # a decoder is always causal
     same_points(got.to_json(), local.to_json())
 
 
 @needs_ray
 @pytest.mark.slow
-def test_pareto_resumes_after_interruption(cluster, tiny, artefact, tmp_path):
+def test_pareto_resumes_after_interruption(ray_cluster, tiny, artefact, local, tmp_path):
     from sparse_core.ray_engine import SHARD_DIR, sweep_corpus_ray
 
     path, model = tiny
@@ -134,24 +125,23 @@ def test_pareto_resumes_after_interruption(cluster, tiny, artefact, tmp_path):
         seen.append(k)
         raise Interrupted
 
-    with pytest.raises(Interrupted):
-        sweep_corpus_ray(model, TEXTS, artefact, on_shard=stop, **kw)
+    with pytest.raises(Interrupted):  # one actor: one shard is all this run has to finish
+        sweep_corpus_ray(model, TEXTS, artefact, on_shard=stop, workers=1, **kw)
     files = list((tmp_path / SHARD_DIR).glob("pareto-*/shard-*.safetensors"))
     assert len(files) == 1 and files[0].name == f"shard-{seen[0]:06d}.safetensors"
     again: list[int] = []
     got = sweep_corpus_ray(model, TEXTS, artefact, on_shard=again.append, **kw)
     assert seen[0] not in again and len(again) == got.meta["shards"] - 1  # only the rest ran
-    local = PA.sweep_corpus(model, TEXTS, artefact, methods=METHODS, progress=False)
     same_points(got.to_json(), local.to_json())
-    # another run (other inputs) never picks up these shards
+    # another run (other inputs: one shard) never picks up nor removes another run's folder
     (tmp_path / SHARD_DIR / "pareto-0000").mkdir(parents=True)
-    other = sweep_corpus_ray(model, TEXTS[:4], artefact, **kw)
-    assert other.texts == 4 and (tmp_path / SHARD_DIR / "pareto-0000").is_dir()
+    other = sweep_corpus_ray(model, TEXTS[:2], artefact, **kw)
+    assert other.texts == 2 and (tmp_path / SHARD_DIR / "pareto-0000").is_dir()
 
 
 @needs_ray
 @pytest.mark.slow
-def test_fit_equals_local_and_passes_the_checks(cluster, tiny, artefact, tmp_path):
+def test_fit_equals_local_and_passes_the_checks(ray_cluster, tiny, artefact, tmp_path):
     from sparse_core.ray_engine import SHARD_DIR, extract_ray
     from sparse_core.sparsefinder import load_artefact, save_artefact
     from sparse_core.sparsefinder_fit import extract
@@ -188,7 +178,7 @@ def corpus_file(tmp_path):
 
 @needs_ray
 @pytest.mark.slow
-def test_cli_pareto_and_fit_on_ray(cluster, tiny, tmp_path, monkeypatch, capsys):
+def test_cli_pareto_and_fit_on_ray(ray_cluster, tiny, tmp_path, monkeypatch, capsys):
     from sparsescope.cli import main
 
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
