@@ -87,9 +87,11 @@ def pytest_report_header(config) -> str:
     return CHECKOUT
 
 
+#: The browser tests (tests/browser: one Chromium and one live server per worker, package
+#: fixtures) are two groups, their files dealt out in turn, so that both workers share them.
+BROWSER = "tests/browser/"
 #: Tests that share something heavy or exclusive, by folder or file: one xdist worker each.
 GROUPS = {
-    "tests/browser": "browser",  # one Chromium and one live server per worker session
     "tests/core/test_ray_engine.py": "ray",  # one local Ray cluster of 2 CPUs (ray_cluster)
     "tests/core/test_adapt_ray.py": "ray",
     "tests/test_image.py": "image",  # a container build: its steps share one image
@@ -99,17 +101,20 @@ GROUPS = {
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items) -> None:
     """Group the tests for ``--dist loadgroup`` (pyproject's addopts): the browser tests, the Ray
-    tests and the image test each in one worker (see :data:`GROUPS`); every other module as a
-    whole (its module-scoped fixtures, a fitted artefact or a corpus sweep, are made once).
+    tests and the image test each in one worker (see :data:`GROUPS`), the browser tests in two
+    halves (:data:`BROWSER`); every other module as a whole (its module-scoped fixtures, a
+    fitted artefact or a corpus sweep, are made once).
 
     ``tryfirst``: an xdist worker's own hook turns the ``xdist_group`` marks into the node ids'
     ``@group`` suffix that the scheduler reads; it is registered after this conftest, so it runs
     first otherwise, sees no marks, and every test is scheduled on its own."""
-    for item in items:
+    rels = {item: item.path.relative_to(ROOT).as_posix() for item in items}
+    browser = sorted({rel for rel in rels.values() if rel.startswith(BROWSER)})
+    half = {rel: f"browser-{k % 2}" for k, rel in enumerate(browser)}
+    for item, rel in rels.items():
         if item.get_closest_marker("xdist_group"):
             continue
-        rel = item.path.relative_to(ROOT).as_posix()
-        group = next((g for prefix, g in GROUPS.items() if rel.startswith(prefix)), rel)
+        group = half.get(rel) or next((g for p, g in GROUPS.items() if rel.startswith(p)), rel)
         item.add_marker(pytest.mark.xdist_group(group))
 
 
