@@ -288,6 +288,8 @@ export function initHeatmap(root, legend) {
       const { x, y } = pointOf(ev);
       setView(zoomAround(lay, zoom, focus.z, x - lay.left, y - lay.top));
     }
+    // a touch screen has no wheel and no keys: freeing the row goes back to the whole matrix
+    if (!locking && zoom.z > 1 && matchMedia("(hover: none), (pointer: coarse)").matches) setView(NO_ZOOM);
   });
   // keyboard: ↑ / ↓ move the locked query row, Esc clears the selection
   overlay.addEventListener("keydown", (ev) => {
