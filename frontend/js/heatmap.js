@@ -26,7 +26,7 @@
 import { el } from "./dom.js";
 import { cellFacts, cellSentence, revealCell } from "./heatmap-cell.js";
 import { focusRow, zoomKey, zoomOfKey } from "./heatmap-focus.js";
-import { FONT, drawCells, drawLegend, drawOverlay, fillCells } from "./heatmap-draw.js";
+import { FONT_BOLD, drawCells, drawLegend, drawOverlay, fillCells } from "./heatmap-draw.js";
 import { cellCentre, hitTest, minimapPoint, onMatrix } from "./heatmap-hit.js";
 import { NARROW, fitHeight, layoutOf } from "./heatmap-layout.js";
 import { focusRow as focusTokenRow, lodActive, lodPainter } from "./heatmap-lod.js";
@@ -84,7 +84,8 @@ export function initHeatmap(root, legend) {
     const s = store.get();
     if (!s.headData || !s.analysis) return null;
     const ctx = cells.getContext("2d");
-    ctx.font = FONT;
+    // measured bold: a locked or hovered row's label is drawn bold and must not be clipped
+    ctx.font = FONT_BOLD;
     const top = root.getBoundingClientRect().top + window.scrollY;
     return layoutOf({
       tokens: s.analysis.tokens,

@@ -175,8 +175,11 @@ def test_model_compare_titles_are_read_in_full(page, two_models_url, size):
     box = page.locator(".cmp-pane[data-pane='B'] .cmp-title").bounding_box()
     fig = page.locator(".cmp-pane[data-pane='B']").bounding_box()
     assert box["x"] + box["width"] <= fig["x"] + fig["width"] + 0.5
-    # B's own model's tokens label its axes
-    check_labels(page.evaluate(PANE_LABELS), tokens_of(page))
+    # B's own model's tokens label its axes; the three matrices stand on one line
+    panes = page.evaluate(PANE_LABELS)
+    check_labels(panes, tokens_of(page))
+    tops = [round(p["canvas"]["y"]) for p in panes]
+    assert max(tops) - min(tops) <= 1, tops
 
 
 def test_an_address_with_only_a_text_opens_on_the_landing_example_s_view(
@@ -249,3 +252,31 @@ def test_a_touch_screen_hint_says_what_works_there(browser, server_url):
         page.wait_for_function(f"() => {ZOOM} === ''")
     finally:
         ctx.close()
+
+
+#: Inked pixels (neither transparent nor white) in the overlay's first `px` columns and rows:
+#: where a label cut by the canvas's edge would show.
+EDGE_INK = """(px) => {
+  const cv = document.querySelector('.heatmap-overlay');
+  const ctx = cv.getContext('2d');
+  const inked = (d) => { let k = 0;
+    for (let i = 0; i < d.length; i += 4) {
+      if (d[i + 3] > 40 && Math.min(d[i], d[i + 1], d[i + 2]) < 200) k++;
+    }
+    return k; };
+  return { left: inked(ctx.getImageData(0, 0, px, cv.height).data),
+           top: inked(ctx.getImageData(0, 0, cv.width, px).data) };
+}"""
+
+
+@pytest.mark.parametrize("size", [(1440, 900), (1280, 720)])
+def test_the_locked_row_s_label_is_not_clipped(page, server_url, size):
+    """The locked row's label is drawn bold: the label margins fit it, at its row and its column
+    (the widest token locked)."""
+    page.set_viewport_size({"width": size[0], "height": size[1]})
+    text = "Extraordinary understanding requires considerable concentration."
+    open_text(page, server_url, text, row="1")
+    tokens = tokens_of(page)
+    assert max(tokens, key=len) == tokens[1], tokens  # the widest label is the locked one
+    page.wait_for_timeout(300)  # the overlay painted with the lock
+    assert page.evaluate(EDGE_INK, 2) == {"left": 0, "top": 0}
