@@ -199,9 +199,11 @@ def test_an_address_with_only_a_text_opens_on_the_landing_example_s_view(
     assert (int(q["layer"]), int(q["head"])) == (layer, head), q
     assert q["method"] == ex.method
     assert ex.params  # the example's own parameters (window 5 with globals): not the defaults
-    for k, v in ex.params.items():
-        want = {True: "1", False: "0"}[v] if isinstance(v, bool) else str(v)
-        assert q[f"p.{k}"] == want, (k, q)
+    example_params = {
+        f"p.{k}": {True: "1", False: "0"}[v] if isinstance(v, bool) else str(v)
+        for k, v in ex.params.items()
+    }
+    assert {k: q.get(k) for k in example_params} == example_params, q
     assert f"Layer {layer} · head {head}" in page.inner_text(".panel-heatmap h2")
     assert q["text"] == SHORT  # the address's own text, not the example's
     assert "row" not in q  # the example's locked row belongs to its own text
@@ -212,7 +214,8 @@ def test_an_address_with_only_a_text_opens_on_the_landing_example_s_view(
     assert (q["layer"], q["head"]) == ("0", "2"), q
     open_text(page, server_url, method="strided")
     q = query(page)
-    assert q["method"] == "strided" and "p.window" not in q, q
+    assert q["method"] == "strided", q  # at its own defaults, not the example's parameters
+    assert {k: q.get(k) for k in example_params} != example_params, q
 
 
 def test_the_first_visit_still_opens_the_example(page, server_url):

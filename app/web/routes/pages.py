@@ -8,8 +8,9 @@ otherwise the first visit computes it (a short text) and the service's cache kee
 
 An address that names its own text (``/?text=…`` or ``/?id=…``) opens on the same view as that
 example — its layer, head, method, parameters and view flags, in the ``first-view`` island — with
-the query's own values winning (frontend/js/main.js); the example's text-bound fields (its text,
-α, locked row, cluster, zoom) are not carried over.
+the query's own values winning (frontend/js/main.js). Not carried over: the example's text-bound
+fields (its text, locked row, cluster, zoom) and its α (a model trained with entmax opens at its
+own α unless the address says otherwise).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ router = APIRouter(include_in_schema=False)
 HOME_EXAMPLE = "coreference"
 #: The island of the example's view an address with its own text opens on.
 FIRST_VIEW_ID = "first-view"
-#: The example's ShareState fields that choose how a text is viewed (not which text or analysis).
+#: The example's ShareState fields that choose how a text is viewed (not which text or α).
 FIRST_VIEW_FIELDS = ("layer", "head", "method", "params")
 #: View flags tied to the example's own text, not carried over to another text.
 TEXT_BOUND_FLAGS = ("zoom",)
