@@ -12,6 +12,8 @@
 
 import { ACCENT, MISSED, SHADE, ZERO } from "./colours.js";
 import { DIFF, PANE, poolMax, poolPane } from "./compare-diff.js";
+import { labelPlan } from "./heatmap-layout.js";
+import { tokenLabel } from "./tokens.js";
 
 export const ONLY_A = "#d55e00";
 export const ONLY_B = "#0072b2";
@@ -24,10 +26,86 @@ const DIFF_RGB = { [DIFF.NONE]: rgb(ZERO), [DIFF.BOTH]: rgb(BOTH), [DIFF.ONLY_B]
 /** Cells at least this big (CSS px) get the diff's marks. */
 const MARK_MIN = 7;
 
-/** The pane's side in CSS px (its canvas is square, as wide as its figure); measured on a resize
- * (compare.js), so that a slider frame forces no layout. */
+/** The panes' token labels' font (static/css/compare.css `.cmp-rows`, `.cmp-cols`). */
+export const LABEL_FONT = "11px system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', sans-serif";
+/** The widest label margin (CSS px): a longer token is cut with "…". */
+export const MAX_MARGIN = 64;
+/** A matrix that would be narrower than this (CSS px) beside its labels' margin gets no labels:
+ * the labels are drawn while they fit. */
+export const LABELLED_MIN = 110;
+
+let ruler = null;
+
+/**
+ * The label margin (CSS px) for panes of these tokens: the widest label (tokens.js `tokenLabel`)
+ * in LABEL_FONT, at most MAX_MARGIN, plus a gap — one margin for every pane, so that the three
+ * matrices keep one size.
+ * @param {Array<Array<{text: string}>|null>} lists each pane's tokens (null: none yet)
+ */
+export function labelMargin(lists) {
+  ruler ??= document.createElement("canvas").getContext("2d");
+  ruler.font = LABEL_FONT;
+  let widest = 10;
+  for (const tokens of lists) {
+    for (const t of tokens ?? []) widest = Math.max(widest, ruler.measureText(tokenLabel(t.text)).width);
+  }
+  return Math.ceil(Math.min(widest, MAX_MARGIN)) + 6;
+}
+
+/**
+ * The pane's side in CSS px (its canvas is square, as wide as its figure less the labels'
+ * margin `p.margin0` while a matrix of at least LABELLED_MIN fits beside it); measured on a
+ * resize and when the margin changes (compare.js), so that a slider frame forces no layout.
+ */
 export function measure(p) {
-  p.sideCss = Math.max(60, Math.floor(p.fig.getBoundingClientRect().width || 240));
+  const width = Math.floor(p.fig.getBoundingClientRect().width || 240);
+  const margin = p.labels && p.margin0 && width - p.margin0 >= LABELLED_MIN ? p.margin0 : 0;
+  p.margin = margin;
+  p.sideCss = Math.max(60, width - margin);
+}
+
+/**
+ * Pane `p`'s token labels on its axes (query rows at the left, key columns on top, rotated), by
+ * the main heatmap's rule (heatmap-layout.js `labelPlan` at zoom 1): every step-th token, one
+ * per heatmap-layout.js LABEL_PX of cells; none while they do not fit (`p.margin` 0). Rebuilt only when the
+ * tokens, the side or the margin changed.
+ * @param {object} p {plot, rows, cols, labels: string[]|null, n, sideCss, margin}
+ */
+export function paintLabels(p) {
+  const labels = p.margin && p.labels && p.labels.length === p.n ? p.labels : null;
+  const key = labels ? `${p.sideCss}|${p.margin}|${p.n}` : "";
+  if (p.labelKey === key && p.labelsOf === labels) return;
+  p.labelKey = key;
+  p.labelsOf = labels;
+  p.plot.style.paddingLeft = p.plot.style.paddingTop = `${labels ? p.margin : 0}px`;
+  p.fig.classList.toggle("labelled", Boolean(labels));
+  if (!labels) {
+    p.rows.replaceChildren();
+    p.cols.replaceChildren();
+    return;
+  }
+  for (const box of [p.rows, p.cols]) {
+    box.style.width = box === p.rows ? `${p.margin - 4}px` : `${p.sideCss}px`;
+    box.style.height = box === p.rows ? `${p.sideCss}px` : `${p.margin - 4}px`;
+    box.style.left = box === p.rows ? "0" : `${p.margin}px`;
+    box.style.top = box === p.rows ? `${p.margin}px` : "0";
+  }
+  const plan = labelPlan({ m: p.n, left: 0, top: 0, size: p.sideCss, labels },
+    { ec: p.sideCss / p.n, x0: 0, y0: 0 }, new Set());
+  const span = (text, a, prop, at) => {
+    const s = document.createElement("span");
+    s.textContent = text;
+    s.dataset.token = String(a);
+    s.style[prop] = `${at}px`;
+    return s;
+  };
+  p.rows.replaceChildren(...plan.map((it) => span(it.text, it.a, "top", it.row)));
+  p.cols.replaceChildren(...plan.map((it) => span(it.text, it.a, "left", it.col)));
+}
+
+/** Pane `p`'s labels from an analysis' tokens (null: none). */
+export function labelsOf(tokens) {
+  return tokens ? tokens.map((t) => tokenLabel(t.text)) : null;
 }
 
 /**

@@ -18,7 +18,7 @@
 
 import { cellAt, diffMasks } from "./compare-diff.js";
 import { cellFacts } from "./heatmap-cell.js";
-import { comparePng, measure, paintPane, renderPane } from "./compare-paint.js";
+import { comparePng, labelMargin, labelsOf, measure, paintLabels, paintPane, renderPane } from "./compare-paint.js";
 import { paneB } from "./compare-data.js";
 import { availableMethods } from "./controls.js";
 import { el, fmt } from "./dom.js";
@@ -68,8 +68,12 @@ export function initCompare(root, heatmap, models = []) {
   const panes = ["A", "B", "A − B"].map((name) => {
     const canvas = el("canvas", { attrs: { role: "img", "aria-label": `pane ${name}` } });
     const title = el("div", { class: "cmp-title" });
-    const fig = el("figure", { class: "cmp-pane", attrs: { "data-pane": name[0] === "A" && name.length > 1 ? "D" : name } }, [title, canvas]);
-    return { name, canvas, title, fig, off: document.createElement("canvas"), codes: null, src: null, n: 0 };
+    // the token labels of the query rows and the key columns (compare-paint.js paintLabels)
+    const rows = el("div", { class: "cmp-rows", attrs: { "aria-hidden": "true" } });
+    const cols = el("div", { class: "cmp-cols", attrs: { "aria-hidden": "true" } });
+    const plot = el("div", { class: "cmp-plot" }, [rows, cols, canvas]);
+    const fig = el("figure", { class: "cmp-pane", attrs: { "data-pane": name[0] === "A" && name.length > 1 ? "D" : name } }, [title, plot]);
+    return { name, canvas, title, fig, plot, rows, cols, labels: null, margin0: 0, off: document.createElement("canvas"), codes: null, src: null, n: 0 };
   });
   const [pa, pb, pd] = panes;
   const legend = el("div", { class: "cmp-legend", attrs: { id: "cmp-legend" } });
@@ -227,8 +231,34 @@ export function initCompare(root, heatmap, models = []) {
     p.codes = got?.codes ?? null;
     p.src = got?.src ?? null;
     p.n = got?.n ?? 0;
+    measure(p); // the label margin may have changed with the tokens
+    paintLabels(p);
     renderPane(p, p === pd);
     paintPane(p, hover, p === pd);
+  }
+
+  // the panes' token labels, made once per analysis (a slider frame keeps them)
+  const labelCache = new WeakMap();
+  const labelled = (tokens) => {
+    if (!tokens) return null;
+    if (!labelCache.has(tokens)) labelCache.set(tokens, labelsOf(tokens));
+    return labelCache.get(tokens);
+  };
+  let marginOf = { a: null, b: null, margin: 0 };
+
+  /** Each pane's labels and the one margin they share; a pane whose margin changed repaints. */
+  function setLabels(s) {
+    const tokA = s.analysis.tokens;
+    const tokB = b ? b.analysis.tokens : null;
+    if (marginOf.a !== tokA || marginOf.b !== tokB) marginOf = { a: tokA, b: tokB, margin: labelMargin([tokA, tokB]) };
+    pa.labels = labelled(tokA);
+    pb.labels = labelled(tokB);
+    pd.labels = pa.labels;
+    for (const p of panes) {
+      if (p.margin0 === marginOf.margin) continue;
+      p.margin0 = marginOf.margin;
+      p.from = null; // re-measured, re-rendered and labelled by update()
+    }
   }
 
   /** Recompute the panes' classes and the diff, and paint (synchronous: in A's frame). */
@@ -239,6 +269,7 @@ export function initCompare(root, heatmap, models = []) {
     say(pa.title, labelA(s));
     say(pb.title, labelB(s));
     say(pd.title, "A − B");
+    setLabels(s);
     // A's and B's panes are pooled straight from gold and mask (compare-diff.js poolPane)
     update(pa, [A, maskA], () => ({ src: { gold: A.gold, mask: maskA }, n: A.n }));
     const mB = b ? maskOfB(s) : null;
@@ -355,6 +386,7 @@ export function initCompare(root, heatmap, models = []) {
       const before = p.sideCss;
       measure(p);
       if (p.sideCss === before) continue;
+      paintLabels(p);
       renderPane(p, p === pd);
       paintPane(p, hover, p === pd);
     }

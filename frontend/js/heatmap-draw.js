@@ -12,7 +12,8 @@ import { DOT_MIN, GRID_MIN, STAR_MIN, labelPlan, minimapBox } from "./heatmap-la
 import { viewport } from "./heatmap-zoom.js";
 
 export const FONT = "12px system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', sans-serif";
-const FONT_BOLD = `600 ${FONT}`;
+/** A locked or hovered token's label: the widest a label is drawn (the layout's margins fit it). */
+export const FONT_BOLD = `600 ${FONT}`;
 
 /**
  * The m × m cell colours (ABGR words, row-major) of a head under a mask: white for an exact zero

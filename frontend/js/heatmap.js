@@ -26,7 +26,7 @@
 import { el } from "./dom.js";
 import { cellFacts, cellSentence, revealCell } from "./heatmap-cell.js";
 import { focusRow, zoomKey, zoomOfKey } from "./heatmap-focus.js";
-import { FONT, drawCells, drawLegend, drawOverlay, fillCells } from "./heatmap-draw.js";
+import { FONT_BOLD, drawCells, drawLegend, drawOverlay, fillCells } from "./heatmap-draw.js";
 import { cellCentre, hitTest, minimapPoint, onMatrix } from "./heatmap-hit.js";
 import { NARROW, fitHeight, layoutOf } from "./heatmap-layout.js";
 import { focusRow as focusTokenRow, lodActive, lodPainter } from "./heatmap-lod.js";
@@ -84,7 +84,8 @@ export function initHeatmap(root, legend) {
     const s = store.get();
     if (!s.headData || !s.analysis) return null;
     const ctx = cells.getContext("2d");
-    ctx.font = FONT;
+    // measured bold: a locked or hovered row's label is drawn bold and must not be clipped
+    ctx.font = FONT_BOLD;
     const top = root.getBoundingClientRect().top + window.scrollY;
     return layoutOf({
       tokens: s.analysis.tokens,
@@ -288,6 +289,8 @@ export function initHeatmap(root, legend) {
       const { x, y } = pointOf(ev);
       setView(zoomAround(lay, zoom, focus.z, x - lay.left, y - lay.top));
     }
+    // a touch screen has no wheel and no keys: freeing the row goes back to the whole matrix
+    if (!locking && zoom.z > 1 && matchMedia("(hover: none), (pointer: coarse)").matches) setView(NO_ZOOM);
   });
   // keyboard: ↑ / ↓ move the locked query row, Esc clears the selection
   overlay.addEventListener("keydown", (ev) => {

@@ -31,7 +31,7 @@ import * as store from "./state.js";
 import { initSweep } from "./sweep.js";
 import { initTokenSearch } from "./token-search.js";
 import { initTokenStrip } from "./tokens.js";
-import { decodeQuery, fromShare } from "./view-state.js";
+import { VIEW_FIELDS, decodeQuery, fromShare } from "./view-state.js";
 import { analysisNotices } from "./address-notices.js";
 import { roveButtons } from "./roving.js";
 
@@ -54,6 +54,21 @@ function savedView() {
       ? null
       : { path: location.pathname, text: state.text, start: state.start ?? 0 },
   };
+}
+
+/**
+ * The view an address with its own text (`/?text=…`, `/?id=…`) opens on: the landing example's
+ * layer, head, method, parameters and view flags (the `first-view` island, app/web/routes/pages.py
+ * `first_view`), only the fields it names; {} without it. The address's own values win.
+ */
+function firstView() {
+  if (!document.getElementById("first-view")) return {};
+  const island = readIsland("first-view");
+  const { state, errors } = fromShare(island);
+  if (Object.keys(errors).length) console.warn("first view:", errors);
+  const named = new Set([...Object.keys(island), ...Object.keys(island.view ?? {}).map((k) => `view.${k}`)]);
+  return Object.fromEntries(VIEW_FIELDS.filter((f) => f.share && named.has(f.share) && f.key in state)
+    .map((f) => [f.key, state[f.key]]));
 }
 
 /** Values of the address the view does not allow (left out) or clamped to their range
@@ -235,7 +250,7 @@ function main() {
   const saved = savedView();
   const { state: query, errors, notices } = decodeQuery(location.search);
   reportClamps(query, errors, notices);
-  const { id, params, ...view } = saved ? { ...saved.view, ...query } : { params: {}, ...query };
+  const { id, params, ...view } = saved ? { ...saved.view, ...query } : { params: {}, ...firstView(), ...query };
   // a model trained with entmax opens at its own α (per head) unless the address says otherwise
   const models = config.models ?? [];
   const opened = models.find((m) => m.id === view.model) ?? models[0];

@@ -35,7 +35,8 @@ def server_metrics(server_url: str, analysis_id: str, layer: int, head: int) -> 
 
 def open_long_text(page, server_url: str, extra: dict | None = None) -> dict:
     """Open the page on LONG with the window setting; the API's analysis of the same text."""
-    q = {"text": LONG, "alpha": "1.5", "method": "window", "p.window": "5", "p.globals": "0"}
+    q = {"text": LONG, "alpha": "1.5", "layer": "0", "head": "0", "method": "window"}
+    q |= {"p.window": "5", "p.globals": "0"}  # head (0, 0) named: a text alone opens another
     page.goto(f"{server_url}/?{urllib.parse.urlencode({**q, **(extra or {})})}")
     wait_ready(page)
     page.wait_for_function(

@@ -250,6 +250,15 @@ def test_more_views_are_one_click_away(sized, server_url):
     page.click("#more-menu summary")
     links = page.locator("#more-menu a")
     assert links.count() >= 7
+    # the panels above the flow settled (the Pareto plot and the budgets draw after the heatmap;
+    # a jump taken before they grow would leave the flow below the screen)
+    page.wait_for_function(
+        """() => { const h = document.body.scrollHeight, same = window.__settled === h;
+            window.__settled = h;
+            return same && !!document.querySelector('#pareto .main-svg'); }""",
+        polling=700,
+        timeout=30_000,
+    )
     page.click("#more-menu a[href='#h-flow']")
     page.wait_for_function(
         "() => { const r = document.getElementById('h-flow').getBoundingClientRect();"

@@ -61,7 +61,8 @@ def wait_alpha_in_address(page, value: str) -> None:
 
 
 def test_own_alpha_is_the_default_and_a_global_alpha_overrides_it(page, learned_url):
-    page.goto(f"{learned_url}/?text={quote(TEXT)}")
+    # head (0, 0) named: a text alone opens on the landing example's head
+    page.goto(f"{learned_url}/?text={quote(TEXT)}&layer=0&head=0")
     wait_ready(page)
     assert checked(page) == "own"
     wait_alpha_in_address(page, "own")

@@ -58,7 +58,8 @@ STAR_JS = """([x, recall]) => {
 
 
 def _open(page, server_url: str) -> dict:
-    q = {"text": LONG, "alpha": "1.5", "method": "window", "p.window": "5", "p.globals": "0"}
+    q = {"text": LONG, "alpha": "1.5", "layer": "0", "head": "0", "method": "window"}
+    q |= {"p.window": "5", "p.globals": "0"}  # head (0, 0) named: a text alone opens another
     page.set_viewport_size({"width": 1440, "height": 900})
     page.goto(f"{server_url}/?{urllib.parse.urlencode(q)}")
     wait_ready(page)
