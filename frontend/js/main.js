@@ -149,8 +149,24 @@ function initStale() {
   });
 }
 
-/** "More views": every panel under the first screen one click away (a jump to it; the whole
- * model switches the view). */
+/** Keep `panel` at the top of the screen while the page above it still grows (plots drawn after
+ * a jump: the Pareto plot, the budgets), for at most `ms`; the reader's own wheel, touch, key or
+ * click ends it at once. */
+function holdInView(panel, ms = 60000) {
+  const ends = ["wheel", "touchstart", "keydown", "mousedown"];
+  const ro = new ResizeObserver(() => panel.scrollIntoView({ block: "start", behavior: "instant" }));
+  const stop = () => {
+    ro.disconnect();
+    clearTimeout(timer);
+    for (const t of ends) removeEventListener(t, stop, true);
+  };
+  const timer = setTimeout(stop, ms);
+  for (const t of ends) addEventListener(t, stop, true);
+  ro.observe(document.body);
+}
+
+/** "More views": every panel under the first screen one click away (a jump to it, held in place
+ * while the panels above it finish drawing; the whole model switches the view). */
 function initMoreMenu() {
   const menu = document.getElementById("more-menu");
   if (!menu) return;
@@ -164,9 +180,11 @@ function initMoreMenu() {
     const target = document.getElementById(a.getAttribute("href").slice(1));
     const panel = target?.closest(".panel");
     requestAnimationFrame(() => {
-      panel?.scrollIntoView({ block: "start", behavior: "instant" });
-      panel?.setAttribute("tabindex", "-1");
-      panel?.focus({ preventScroll: true });
+      if (!panel) return;
+      panel.scrollIntoView({ block: "start", behavior: "instant" });
+      panel.setAttribute("tabindex", "-1");
+      panel.focus({ preventScroll: true });
+      holdInView(panel);
     });
   });
   menu.addEventListener("keydown", (ev) => {
