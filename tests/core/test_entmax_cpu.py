@@ -249,6 +249,12 @@ def test_real_attention_rows(alpha: float, monkeypatch) -> None:
 
 
 AVX2 = torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512")
+#: the series path needs SLEEF's vector math: an AVX2 CPU and the sleef fast path on (with it off
+#: the table holds no functions, and the kernel's series must not be called on it)
+SERIES = pytest.mark.skipif(
+    not (AVX2 and fast_paths.enabled("sleef")),
+    reason="the series path runs where SLEEF's vector math is found and switched on (fast_paths)",
+)
 
 
 @pytest.mark.skipif(not AVX2, reason="SLEEF's AVX2 vector log / exp need an AVX2 CPU")
@@ -306,7 +312,7 @@ def _vm_without_far() -> np.ndarray:
     return vm
 
 
-@pytest.mark.skipif(not AVX2, reason="the series path runs where SLEEF's vector math is found")
+@SERIES
 @pytest.mark.parametrize("alpha", SERIES_ALPHAS)
 def test_the_series_equals_newtons_loop(alpha: float) -> None:
     """The one-pass series (Halley from the float32 far steps, Taylor's values, a certifying
@@ -349,7 +355,7 @@ def test_inline_cube_root() -> None:
     assert np.isfinite(w0).all()
 
 
-@pytest.mark.skipif(not AVX2, reason="the series path runs where SLEEF's vector math is found")
+@SERIES
 @pytest.mark.parametrize("alpha", [1.15, 1.35])
 def test_the_series_from_near_and_far_starts(alpha: float) -> None:
     """_series itself: from a τ0 off τ* by 1e-8 … 1e-4 (either side) it returns τ* to float64
