@@ -2,7 +2,7 @@
 
 Flags override the ``SPARSESCOPE_*`` environment (app/engine/settings.py). The model is loaded
 before the server starts, so a bad ``--model`` / ``--artefact`` is a one-line error, not a
-traceback.
+traceback; the warm-up (one analysis) runs once the server answers.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import threading
 
 from sparse_core.errors import SparsescopeError
 
@@ -78,6 +79,30 @@ def settings_from_args(args: argparse.Namespace):
 SWITCH_INTERVAL_S = 0.001
 
 
+def warm_when_serving(server, service, say, stopped: threading.Event) -> threading.Thread:
+    """Run the service's warm-up (``AnalysisService.warm_up``) in a thread of its own as soon as
+    ``server`` has started (uvicorn's ``started``), unless it stopped first; then freeze what
+    the warm-up loaded (spaCy's pipeline, the kernels' state) for the garbage collector, as the
+    models were. A failed warm-up is logged and the server goes on: each model's first analysis
+    then pays the start-up cost itself."""
+
+    def warm() -> None:
+        while not server.started:
+            if stopped.wait(0.02):
+                return
+        from ..engine.memory import freeze_startup_objects
+
+        try:
+            if service.warm_up(say):
+                log.debug("%d objects frozen after the warm-up", freeze_startup_objects())
+        except Exception:  # noqa: BLE001 - the server serves on without a warm-up
+            log.exception("the warm-up failed; each model's first analysis pays its start-up")
+
+    thread = threading.Thread(target=warm, name="sparsescope-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -95,8 +120,15 @@ def run(args: argparse.Namespace) -> int:
     ShareStore.in_dir(settings.data_dir).close()
     service = AnalysisService(settings)
     # load errors surface here; the lifespan's start then finds the service started and does
-    # nothing (one warm-up)
-    service.start(step=lambda message: print(f"sparsescope: {message}", flush=True))
+    # nothing
+
+    def say(message: str) -> None:
+        print(f"sparsescope: {message}", flush=True)
+
+    # the warm-up (the tagger's load, each model's first analysis) runs once the server answers
+    # (warm_when_serving): the first start serves ~2 s sooner, and an analysis sent meanwhile
+    # waits for it on the model's worker as it would behind any other
+    service.start(step=say, warm=False)
     # the models and everything imported stay for the server's life: out of the collector's
     # walks (a full collection took ~0.2 s of the GIL with them; app/engine/memory.py)
     frozen = freeze_startup_objects()
@@ -122,10 +154,14 @@ def run(args: argparse.Namespace) -> int:
     )
     # SIGTERM: queued analyses answered 503 at once, running ones finished
     server = DrainingServer(config, on_shutdown=service.begin_shutdown)
+    stopped = threading.Event()
+    warm_when_serving(server, service, say, stopped)
     try:
         server.run()
     except KeyboardInterrupt:
         pass
+    finally:
+        stopped.set()
     if not server.started:  # the app's start-up failed after all
         raise SparsescopeError("the server did not start; the log above says why")
     return 0

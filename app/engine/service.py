@@ -151,13 +151,14 @@ class AnalysisService:
     def model(self):
         return self.slot.model
 
-    def start(self, step: Callable[[str], None] | None = None) -> None:
+    def start(self, step: Callable[[str], None] | None = None, *, warm: bool = True) -> None:
         """Load the models (and the ``--artefact`` one), then warm up with one short text.
 
         Once: ``sparsescope serve`` starts the service before the server (so that a load error
         is one line on stderr) and the app's lifespan starts it again, which does nothing.
         ``step(message)`` hears each step as it begins and ends (``serve`` prints them; the
-        default logs them).
+        default logs them). ``warm=False`` leaves the warm-up to :meth:`warm_up` (``serve``
+        runs it once the server answers, so that the first start does not wait for it).
         """
         say = step or (lambda message: log.info("%s", message))
         with self._start_lock:
@@ -175,12 +176,23 @@ class AnalysisService:
             say(f"models loaded in {time.perf_counter() - t0:.1f} s")
             for slot in self.registry.loaded():  # analyses' 503s quote the measured summaries too
                 slot.worker.summary_seconds_per_token = partial(self.costs.per_token, "summary")
-            if self.settings.warmup:
-                t0 = time.perf_counter()
-                say("warming up: one analysis (the kernels' first calls, the tagger)")
-                self.warmup()
-                say(f"warm-up done in {time.perf_counter() - t0:.1f} s")
+            if warm:
+                self.warm_up(say)
             self._started = True
+
+    def warm_up(self, step: Callable[[str], None] | None = None) -> bool:
+        """The warm-up of :meth:`start` (when the settings' ``warmup`` is on): one analysis
+        through each model's worker, so that no user's first analysis pays the start-up cost.
+        Analyses submitted meanwhile queue behind it on the worker, as behind any other. Whether
+        it ran."""
+        if not self.settings.warmup:
+            return False
+        say = step or (lambda message: log.info("%s", message))
+        t0 = time.perf_counter()
+        say("warming up: one analysis (the kernels' first calls, the tagger)")
+        self.warmup()
+        say(f"warm-up done in {time.perf_counter() - t0:.1f} s")
+        return True
 
     def drop_background_work(self) -> None:
         """At the app's shutdown: drop the low-priority model work still queued (share and

@@ -38,3 +38,33 @@ def test_the_service_start_says_each_step(tmp_path, tiny_model):
     assert heard[2].startswith("warming up") and heard[3].startswith("warm-up done in ")
     service.start(step=heard.append)  # started once: nothing more to say
     assert len(heard) == 4
+
+
+def test_serve_warms_up_once_the_server_answers(tmp_path, tiny_model):
+    """``serve`` loads the models, starts answering, then warms up in a thread of its own: no
+    warm-up before the server has started, one after, and none when it stopped first."""
+    import threading
+    import types
+
+    from sparsescope.commands.serve import warm_when_serving
+
+    heard: list[str] = []
+    service = AnalysisService(make_settings(tmp_path, warmup=True), model=tiny_model)
+    service.start(step=heard.append, warm=False)
+    assert heard == [heard[0], heard[1]] and service.stats.warmups == 0
+    server, stopped = types.SimpleNamespace(started=False), threading.Event()
+    thread = warm_when_serving(server, service, heard.append, stopped)
+    thread.join(0.3)
+    assert thread.is_alive() and service.stats.warmups == 0  # waits for the server
+    server.started = True
+    thread.join(120)
+    assert not thread.is_alive() and service.stats.warmups == 1
+    assert heard[2].startswith("warming up") and heard[3].startswith("warm-up done in ")
+
+    later = AnalysisService(make_settings(tmp_path / "b", warmup=True), model=tiny_model)
+    later.start(warm=False)
+    stopped_first = threading.Event()
+    thread = warm_when_serving(types.SimpleNamespace(started=False), later, print, stopped_first)
+    stopped_first.set()
+    thread.join(5)
+    assert not thread.is_alive() and later.stats.warmups == 0
