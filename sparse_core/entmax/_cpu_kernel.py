@@ -54,6 +54,7 @@ Compiled on first use (``cache=True``: once per machine, under ``__pycache__``);
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -1174,8 +1175,8 @@ def _drain(block, z, out, status, vmath):
         solve_rows(z, out, alpha, tiny, r0, r_total * (c + 1) // chunks, status, vmath)
 
 
-# Two module-level callbacks (numba caches neither closures nor their intrinsics' variants).
-@cfunc(types.void(types.CPointer(types.int64)), nopython=True, nogil=True, cache=True)
+# Two module-level callbacks (numba caches neither closures nor their intrinsics' variants),
+# compiled by team_bodies on first use.
 def _body_f32(block):
     shape = (block[1], block[2])
     status = carray(_i8_at(block[6]), (block[1],))
@@ -1184,10 +1185,18 @@ def _body_f32(block):
     _drain(block, z, out, status, vmath)
 
 
-@cfunc(types.void(types.CPointer(types.int64)), nopython=True, nogil=True, cache=True)
 def _body_f64(block):
     shape = (block[1], block[2])
     status = carray(_i8_at(block[6]), (block[1],))
     vmath = carray(_i64_at(block[9]), (block[10],))
     z, out = carray(_f64_at(block[4]), shape), carray(_f64_at(block[5]), shape)
     _drain(block, z, out, status, vmath)
+
+
+@functools.cache
+def team_bodies() -> dict[np.dtype, object]:
+    """The OpenMP team's callbacks by dtype (``_cpu_team.Team``), compiled (or loaded from
+    numba's cache) on the first call rather than at import: a process that only needs the row
+    kernels, such as a test compiling ``_compact`` for another CPU, does not build them."""
+    compile_ = cfunc(types.void(types.CPointer(types.int64)), nopython=True, nogil=True, cache=True)
+    return {np.dtype(np.float32): compile_(_body_f32), np.dtype(np.float64): compile_(_body_f64)}

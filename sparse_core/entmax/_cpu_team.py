@@ -11,10 +11,10 @@ depends on that row alone, so the rows' order of completion changes no bit.
 
 Used only when torch's parallel backend is OpenMP and exactly one libgomp is loaded in the
 process (the one torch brought); otherwise :mod:`sparse_core.entmax.cpu` keeps its thread pool.
-The callbacks themselves (``_body_f32`` / ``_body_f64`` and the atomic counter's intrinsics)
-live in :mod:`sparse_core.entmax._cpu_kernel`, beside the kernel they call: numba's cache of a
-function is keyed on its own file only, so callbacks cached from another file would keep
-running a changed kernel's old code.
+The callbacks themselves (``_body_f32`` / ``_body_f64``, compiled by ``team_bodies``, and the
+atomic counter's intrinsics) live in :mod:`sparse_core.entmax._cpu_kernel`, beside the kernel
+they call: numba's cache of a function is keyed on its own file only, so callbacks cached from
+another file would keep running a changed kernel's old code.
 
 This is the ``team`` fast path (:mod:`sparse_core.entmax.fast_paths`; switch
 ``SPARSESCOPE_ENTMAX_TEAM=0``): the only module that finds libgomp (by reading /proc/self/maps)
@@ -60,9 +60,9 @@ class Team:
     """``GOMP_parallel`` of the libgomp at ``path`` (the one torch loaded)."""
 
     def __init__(self, path: str) -> None:
-        from ._cpu_kernel import _body_f32, _body_f64  # imports numba: on first use only
+        from ._cpu_kernel import team_bodies  # imports numba: on first use only
 
-        self._bodies = {np.dtype(np.float32): _body_f32, np.dtype(np.float64): _body_f64}
+        self._bodies = team_bodies()
         lib = ctypes.CDLL(path)  # already loaded: the same handle, the same thread pools
         self._parallel = lib.GOMP_parallel
         self._parallel.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint]
