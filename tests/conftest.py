@@ -12,6 +12,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -98,6 +99,13 @@ GROUPS = {
 }
 
 
+#: The longest groups, dealt out first (pyproject's addopts: ``--no-loadscope-reorder``, so the
+#: scheduler hands out units in the collection's order): then the modules with slow tests, then
+#: the rest by test count, so that no long group starts while the other worker runs out of work
+#: (by count alone the Ray group and the image build came last, tens of tests after the rest).
+LONGEST = ("browser-0", "browser-1", "ray", "image")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items) -> None:
     """Group the tests for ``--dist loadgroup`` (pyproject's addopts): the browser tests, the Ray
@@ -116,6 +124,15 @@ def pytest_collection_modifyitems(config, items) -> None:
             continue
         group = half.get(rel) or next((g for p, g in GROUPS.items() if rel.startswith(p)), rel)
         item.add_marker(pytest.mark.xdist_group(group))
+    groups = {item: _group(item) for item in items}
+    size = Counter(groups.values())
+    slow = {g for item, g in groups.items() if item.get_closest_marker("slow")}
+
+    def first(item) -> tuple:
+        g = groups[item]
+        return (LONGEST.index(g) if g in LONGEST else len(LONGEST), g not in slow, -size[g])
+
+    items.sort(key=first)  # stable: each module's tests keep their order
 
 
 @pytest.hookimpl(wrapper=True)
