@@ -75,14 +75,19 @@ class FakeService:
     one start-up step through ``step`` as the real one does for each of its steps."""
 
     started = 0
+    warm_at_start: list[bool] = []
 
     def __init__(self, settings):
         self.settings = settings
 
-    def start(self, step=None):
+    def start(self, step=None, *, warm=True):
         FakeService.started += 1
+        FakeService.warm_at_start.append(warm)
         if step is not None:
             step("loading the fake model")
+
+    def warm_up(self, step=None):  # `serve` runs it in a thread once the server has started
+        return False
 
     def begin_shutdown(self):
         pass
@@ -112,6 +117,7 @@ def fake_serve(monkeypatch):
     monkeypatch.delenv("SPARSESCOPE_HOST", raising=False)
     monkeypatch.delenv("SPARSESCOPE_PORT", raising=False)
     FakeService.started = 0
+    FakeService.warm_at_start = []
     return calls
 
 
@@ -121,6 +127,7 @@ def test_bare_sparsescope_serves_on_localhost(fake_serve, capsys):
     assert main([]) == 0
     assert fake_serve["host"] == "127.0.0.1" and fake_serve["port"] == 8000
     assert FakeService.started == 1  # the model is loaded before uvicorn starts
+    assert FakeService.warm_at_start == [False]  # the warm-up waits for the server
     out = capsys.readouterr().out
     assert "http://127.0.0.1:8000" in out
     assert "sparsescope: loading the fake model\n" in out  # each start-up step, one line
