@@ -81,10 +81,12 @@ SWITCH_INTERVAL_S = 0.001
 
 def warm_when_serving(server, service, say, stopped: threading.Event) -> threading.Thread:
     """Run the service's warm-up (``AnalysisService.warm_up``) in a thread of its own as soon as
-    ``server`` has started (uvicorn's ``started``), unless it stopped first; then freeze what
-    the warm-up loaded (spaCy's pipeline, the kernels' state) for the garbage collector, as the
-    models were. A failed warm-up is logged and the server goes on: each model's first analysis
-    then pays the start-up cost itself."""
+    ``server`` has started (uvicorn's ``started``), unless it stopped first; then move the
+    start-up objects (the models, torch, spaCy's pipeline, the imported modules) out of the
+    garbage collector's walks: they stay for the server's life, and a full collection took
+    ~0.2 s of the GIL with them (app/engine/memory.py); the freeze itself takes ~0.3 s, off the
+    start's path. A failed warm-up is logged and the server goes on: each model's first
+    analysis then pays the start-up cost itself."""
 
     def warm() -> None:
         while not server.started:
@@ -93,10 +95,10 @@ def warm_when_serving(server, service, say, stopped: threading.Event) -> threadi
         from ..engine.memory import freeze_startup_objects
 
         try:
-            if service.warm_up(say):
-                log.debug("%d objects frozen after the warm-up", freeze_startup_objects())
+            service.warm_up(say)
         except Exception:  # noqa: BLE001 - the server serves on without a warm-up
             log.exception("the warm-up failed; each model's first analysis pays its start-up")
+        log.debug("%d start-up objects frozen for the garbage collector", freeze_startup_objects())
 
     thread = threading.Thread(target=warm, name="sparsescope-warm-up", daemon=True)
     thread.start()
@@ -106,7 +108,7 @@ def warm_when_serving(server, service, say, stopped: threading.Event) -> threadi
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from ..engine.memory import freeze_startup_objects, limit_malloc_arenas
+    from ..engine.memory import limit_malloc_arenas
     from ..engine.service import AnalysisService
     from ..engine.store import ShareStore
     from ..web.connections import DrainingServer, bind, uvicorn_options
@@ -129,10 +131,6 @@ def run(args: argparse.Namespace) -> int:
     # (warm_when_serving): the first start serves ~2 s sooner, and an analysis sent meanwhile
     # waits for it on the model's worker as it would behind any other
     service.start(step=say, warm=False)
-    # the models and everything imported stay for the server's life: out of the collector's
-    # walks (a full collection took ~0.2 s of the GIL with them; app/engine/memory.py)
-    frozen = freeze_startup_objects()
-    log.debug("%d start-up objects frozen for the garbage collector", frozen)
     # the event loop (which answers /healthz) waits for the GIL each time it needs it, behind
     # up to one switch interval per busy Python thread (summaries, JSON): 1 ms instead of 5
     sys.setswitchinterval(SWITCH_INTERVAL_S)

@@ -103,7 +103,8 @@ def limit_malloc_arenas(arenas: int = 2) -> bool:
 def freeze_startup_objects() -> int:
     """Move every object alive now (the model, torch, spaCy, the imported modules: ~450,000
     on the default model) out of reach of Python's cyclic garbage collector (``gc.freeze``),
-    after one last collection. Call it once the server has loaded its models.
+    after one last collection. Call it once the server has loaded its models (``serve``: after
+    the warm-up).
 
     A full collection walks every tracked object; with the start-up objects in it, one took
     ~0.2 s of the GIL, about once every few hundred analyses: a lecture hall's burst that met

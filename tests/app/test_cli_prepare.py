@@ -40,13 +40,18 @@ def test_the_service_start_says_each_step(tmp_path, tiny_model):
     assert len(heard) == 4
 
 
-def test_serve_warms_up_once_the_server_answers(tmp_path, tiny_model):
-    """``serve`` loads the models, starts answering, then warms up in a thread of its own: no
-    warm-up before the server has started, one after, and none when it stopped first."""
+def test_serve_warms_up_once_the_server_answers(tmp_path, tiny_model, monkeypatch):
+    """``serve`` loads the models, starts answering, then warms up in a thread of its own and
+    freezes the start-up objects: no warm-up before the server has started, one after (then the
+    freeze), and neither when it stopped first."""
     import threading
     import types
 
+    import sparsescope.engine.memory as memory
     from sparsescope.commands.serve import warm_when_serving
+
+    froze: list[int] = []  # this test process's objects are not frozen for good
+    monkeypatch.setattr(memory, "freeze_startup_objects", lambda: froze.append(1) or 1)
 
     heard: list[str] = []
     service = AnalysisService(make_settings(tmp_path, warmup=True), model=tiny_model)
@@ -55,10 +60,10 @@ def test_serve_warms_up_once_the_server_answers(tmp_path, tiny_model):
     server, stopped = types.SimpleNamespace(started=False), threading.Event()
     thread = warm_when_serving(server, service, heard.append, stopped)
     thread.join(0.3)
-    assert thread.is_alive() and service.stats.warmups == 0  # waits for the server
+    assert thread.is_alive() and service.stats.warmups == 0 and froze == []  # waits for it
     server.started = True
     thread.join(120)
-    assert not thread.is_alive() and service.stats.warmups == 1
+    assert not thread.is_alive() and service.stats.warmups == 1 and froze == [1]
     assert heard[2].startswith("warming up") and heard[3].startswith("warm-up done in ")
 
     later = AnalysisService(make_settings(tmp_path / "b", warmup=True), model=tiny_model)
@@ -67,4 +72,4 @@ def test_serve_warms_up_once_the_server_answers(tmp_path, tiny_model):
     thread = warm_when_serving(types.SimpleNamespace(started=False), later, print, stopped_first)
     stopped_first.set()
     thread.join(5)
-    assert not thread.is_alive() and later.stats.warmups == 0
+    assert not thread.is_alive() and later.stats.warmups == 0 and froze == [1]

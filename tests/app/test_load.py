@@ -130,8 +130,8 @@ def test_trimmer_trims_once_a_busy_spell():
 
 
 def test_start_up_objects_are_frozen_for_the_collector():
-    """memory.freeze_startup_objects (called by ``serve`` once the models are loaded): what is
-    alive now leaves the collector's walks; the objects stay usable."""
+    """memory.freeze_startup_objects (called by ``serve`` once it answers and has warmed up):
+    what is alive now leaves the collector's walks; the objects stay usable."""
     import gc
 
     from sparsescope.engine.memory import freeze_startup_objects
