@@ -84,14 +84,21 @@ def test_memory_helpers_are_best_effort(monkeypatch):
 @pytest.mark.slow
 def test_concurrent_mixed_load_no_errors_and_flat_memory(tmp_path, record_property):
     """8 clients x 25 rounds x 5 requests (analyze, 2 heads, metrics, Pareto or the analysis
-    again) on loopback; 16 cached analyses, so evictions happen all along."""
+    again) on loopback; 16 cached analyses, so evictions happen all along.
+
+    Flat memory: the second half of the requests adds at most 10 % to the RSS after the first
+    half. Not from the 100th request on: the server's malloc arenas (one per model-call thread,
+    capped) and the library pages it touches fill up over the first few hundred requests, and
+    how fast depends on the machine (measured on one with transformers 5.24: 734 MiB after 100
+    requests, 797 after 500, 835 after 1,000, 864 after 2,000, 869 after 2,400: converging,
+    +4.8 % from the 500th to the 1,000th); a leak grows in the second half as in the first."""
     # no start-up warm-up: it would also precompute the gallery in the background, CPU taken
     # from the clients' requests (and the warm-up's own analysis is not what is measured)
     env = {"SPARSESCOPE_CACHE_ENTRIES": "16", "SPARSESCOPE_WARMUP": "0"}
     with live_server(tmp_path / "data", tiny=True, env=env, start_timeout=120) as server:
         # the CLI's default: this machine only
         assert listening_addresses(server.port) == ["127.0.0.1"]
-        res = run_load(server, clients=8, analyses=25, timeout=60, rss_at=(100,))
+        res = run_load(server, clients=8, analyses=25, timeout=60, rss_at=(500,))
         assert server.alive(), server.log_tail()
     s = summary(res)
     for key in ("p50_ms", "p99_ms", "wall_s", "server_cpu_s", "reposts"):
@@ -99,9 +106,11 @@ def test_concurrent_mixed_load_no_errors_and_flat_memory(tmp_path, record_proper
     print(f"\nload: {s}")
     assert res.errors == [], res.errors[:10]
     assert res.requests >= 1000
-    rss_100, rss_end = res.rss_kib[100], res.rss_kib[res.requests]
+    rss_half, rss_end = res.rss_kib[500], res.rss_kib[res.requests]
     record_property("rss_mib", s["rss_mib"])
-    assert rss_end <= 1.10 * rss_100, f"RSS {rss_100} KiB after 100 requests, {rss_end} at the end"
+    assert rss_end <= 1.10 * rss_half, (
+        f"RSS {rss_half} KiB after 500 requests, {rss_end} at the end"
+    )
 
 
 def test_trimmer_trims_once_a_busy_spell():
