@@ -11,7 +11,7 @@ entmax and model tests a second time with ``SPARSESCOPE_FAST_PATHS=0``).
 - ``sleef``: :mod:`._sleef` looks SLEEF's vector log / exp / cbrt up by symbol name in torch's
   ``libtorch_cpu.so``. Switch ``SPARSESCOPE_ENTMAX_SLEEF=0``; off: libm's, one value at a time.
 - ``avx512``: :mod:`._cpu_kernel` emits LLVM's x86 AVX-512 register compress (``_compress8``).
-  Switch ``SPARSESCOPE_ENTMAX_AVX512=0``; off: LLVM's portable masked compress-store.
+  Switch ``SPARSESCOPE_ENTMAX_AVX512=0``; off: the one-at-a-time branch-free loop.
 - ``triton``: :mod:`.triton` runs the Triton kernel on CUDA. Switch
   ``SPARSESCOPE_ENTMAX_TRITON=0`` (or the older ``SPARSESCOPE_NO_TRITON=1``); off: the torch
   paths on CUDA.

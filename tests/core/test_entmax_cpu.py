@@ -406,8 +406,8 @@ def test_dense_rows_with_masked_scores(alpha: float) -> None:
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("n", [8, 13, 512, 1001])
 def test_vector_compaction_equals_the_scalar_one(dtype, n: int) -> None:
-    """_compact (eight scores at a time: AVX-512's register compress where the CPU has it, LLVM's
-    masked compress-store elsewhere) gathers the same candidates, the same x bit for bit and the
+    """_compact (eight scores at a time by AVX-512's register compress where the CPU has it, the
+    branch-free loop elsewhere) gathers the same candidates, the same x bit for bit and the
     same indices as the one-at-a-time loop: ties at the threshold, −inf and n not a multiple
     of 8 included."""
     k = entmax_cpu._load()
@@ -429,9 +429,9 @@ def test_vector_compaction_equals_the_scalar_one(dtype, n: int) -> None:
 
 
 def test_compaction_compiled_for_a_cpu_without_avx512(tmp_path) -> None:
-    """Compiled for a generic x86-64 CPU (no AVX-512: LLVM's masked compress-store, one lane at a
-    time), the kernel imports and _compact still equals the scalar loop (a fresh process and
-    cache: numba keys its cache on the CPU)."""
+    """Compiled for a generic x86-64 CPU (no AVX-512: the branch-free loop, the register
+    compress left out), the kernel imports and _compact still equals the scalar loop (a fresh
+    process and cache: numba keys its cache on the CPU)."""
     import os
     import subprocess
     import sys
@@ -576,3 +576,37 @@ def test_far_from_tau_halley_does_not_overshoot(alpha: float, dtype) -> None:
         p = entmax(row, alpha)
         assert abs(float(p.sum()) - 1.0) < 1e-5
         assert_exact(p, row, alpha)
+
+
+@pytest.mark.parametrize("beta", [3, 4, 5, 8, 10, 20])
+def test_halleys_tau_is_newtons(beta: int) -> None:
+    """An integer β's τ by safeguarded Halley steps on the norm (``_halley``, 2–3 passes a row)
+    equals Newton's loop's (``_newton``) to float64 rounding, from the bound the kernel starts
+    from and from far left of τ* (where the clamp keeps each step from passing it)."""
+    k = entmax_cpu._load()
+    g = np.random.default_rng(beta)
+    for scale in (0.02, 0.3, 3.0):  # near-uniform rows (α near 1's case) to peaked ones
+        for _ in range(20):
+            x = g.standard_normal(300) * scale
+            x = x - x.max()
+            for start in (-1.0 - 1e-9, -1.0 - 1e-9 - 3.0 * scale):
+                t_h, ok_h = k._halley(x, len(x), start, float(beta), beta)
+                t_n, ok_n = k._newton(x, len(x), start, float(beta), beta)
+                assert ok_h and ok_n
+                assert abs(t_h - t_n) <= 1e-14 * (1.0 + abs(t_n))
+                y = np.maximum(x - t_h, 0.0)
+                assert abs(float((y**beta).sum()) - 1.0) < 1e-12
+
+
+@pytest.mark.parametrize("alpha", [1.05, 1.1, 1.2, 1.25, 1.3333333333333333])
+def test_halley_from_far_stays_exact(alpha: float) -> None:
+    """The real row where an unclamped step passed every score (``OVERSHOOT_X``), at the integer
+    β's scale: the Halley solve keeps the support and sums to 1."""
+    c = alpha - 1.0
+    for dtype in (torch.float32, torch.float64):
+        x = torch.tensor(OVERSHOOT_X + [-2.0] * 24, dtype=torch.float64)
+        z = (5.0 + x / c).to(dtype)[None]
+        for row in (z, z.flip(-1)):
+            p = entmax(row, alpha)
+            assert abs(float(p.sum()) - 1.0) < 1e-5
+            assert_exact(p, row, alpha)
