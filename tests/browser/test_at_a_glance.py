@@ -195,6 +195,8 @@ def test_an_address_with_only_a_text_opens_on_the_landing_example_s_view(
     assert (layer, head) != (0, 0)  # the schema's defaults: the test can fail
 
     open_text(page, server_url)
+    # the page writes the address once the view has been still for URL_SETTLE_MS (session.js)
+    page.wait_for_function("() => new URLSearchParams(location.search).has('layer')")
     q = query(page)
     assert (int(q["layer"]), int(q["head"])) == (layer, head), q
     assert q["method"] == ex.method

@@ -31,11 +31,13 @@ def analyse(page, server_url: str, text: str = TEXT) -> None:
 def wait_ready(page) -> None:
     """Until the page shows an analysed head with its metrics and no analysis is in flight (the
     first visit paints an example, and α/causal changes re-analyse on their own)."""
-    page.wait_for_selector(".heatmap-cells", state="visible", timeout=30_000)
+    # 60 s: under the whole suite's load (a container build, Ray actors) a first analysis has
+    # taken more than 30 s to paint
+    page.wait_for_selector(".heatmap-cells", state="visible", timeout=60_000)
     page.wait_for_function(
         """() => document.querySelector('.metric-recall .metric-value').textContent !== '–'
             && !document.getElementById('status').textContent.startsWith('Analysing')""",
-        timeout=30_000,
+        timeout=60_000,
     )
 
 
