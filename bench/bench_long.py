@@ -10,7 +10,7 @@ tokens). Each measurement runs in a fresh process so that its peak RSS (VmHWM) i
 
 ``serve`` starts ``sparsescope serve --model DIR --max-tokens n`` (a real uvicorn server on
 127.0.0.1) and reads the server process's VmHWM after the answer. Prints one line per figure
-with the load average (the machine is shared; figures in docs/benchmarks.md, "Long texts").
+with the load average (the machine is shared; figures in docs/benchmarks.md, "Long inputs").
 PYTHONPATH=. matters: a global install of sparse_core would otherwise shadow the worktree's.
 """
 

@@ -16,7 +16,7 @@ times each:
 Also counted: the head payloads the page fetched during the paint (GET …/heads/{l}/{h}): at
 n = 512 the page keeps about 30 of the 72 heads (session.js CACHE_CELLS), so every paint fetches
 the others again. The server runs in-process (bench_page.py ``start_server``); Chromium is
-Debian's. Prints a markdown table with the load average (docs/benchmarks.md, "## Whole model").
+Debian's. Prints a markdown table with the load average (docs/benchmarks.md, "The whole model").
 """
 
 from __future__ import annotations

@@ -25,8 +25,8 @@ each request already using both cores, they only competed); "page open" is the w
 the Pareto data have arrived. "rest of summary" is what the page asks for next (every method's
 summary, ``GET …/summary``), not part of the open.
 
-Run: ``python bench/bench_open.py --repeats 5`` (figures in docs/benchmarks.md, "Opening a long
-text"). ``--n 128`` for a shorter text.
+Run: ``python bench/bench_open.py --repeats 5`` (figures in docs/benchmarks.md, "Opening a
+fresh 512-token text"). ``--n 128`` for a shorter text.
 
 ``--server``: through a real server instead: ``sparsescope serve`` in a process of its
 own on 127.0.0.1 (``bench_load.live_server``: the real CLI, uvicorn, its own torch threads; no

@@ -1,4 +1,4 @@
-"""Benchmark of the Pareto sweeps (docs/benchmarks.md, "Corpus Pareto sweep").
+"""Benchmark of the Pareto sweeps (docs/benchmarks.md, "Corpus sweep").
 
 Figures:
 
