@@ -10,8 +10,9 @@ through up to ``--steps`` positions (an `input` event, then two animation frames
 and every head of the grid is opened in turn. "cold" head opens click a head right after a fresh
 analysis, before the page prefetched it (payload fetched from the server). The server runs
 in-process (uvicorn thread) on a free loopback port; Chromium is Debian's /usr/bin/chromium.
-``--write`` puts the table into docs/benchmarks.md, "## Page latency", in the subsection of the
-model (replacing a previous run of the same model; other sections stay).
+``--write`` puts the table into docs/benchmarks.md's "## Page" section as the subsection
+"### Latency, model `ID`" (replacing a previous run's subsection of that name; the rest of the
+page stays as it is).
 
     python bench/bench_page.py --first-paint --write   # first paint, warm server, real model
     python bench/bench_page.py --arena --n 512          # every slider of the arena's methods
@@ -22,7 +23,8 @@ the first visit ``/`` and every gallery example ``/gallery/{slug}``, the time fr
 the frame that shows the first heatmap (the page's ``heatmap-first-paint`` mark, heatmap.js), in
 a fresh browser context (empty HTTP cache) and on a reload (cache warm). Side by side, in the same
 run: the same pages with Plotly put back as a ``<script defer>`` in ``<head>`` (how the page
-loaded it before Plotly became lazy). Written under "## First paint".
+loaded it before Plotly became lazy). ``--write``: the subsection "### First paint, model `ID`"
+of "## Page".
 
 ``--compare``: side by side (frontend/js/compare.js) — every available method's first slider moved
 with side by side off, with pane B on another head, and with pane B another method, the three
@@ -55,7 +57,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests" / "browser")]
 from api_latency import texts_of_n_tokens  # noqa: E402
 from conftest import CHROMIUM_ARGS, chromium_path, free_port, random_artefact  # noqa: E402
 
-SECTION = "## Page latency"
+SECTION = "## Page"
 
 SLIDE_JS = """async ([name, steps]) => {
   const el = document.querySelector(`[data-param="${name}"]`);
@@ -414,10 +416,10 @@ with each run.
 
 
 def report(results: list[dict], model_id: str, argv: list[str]) -> str:
-    """The "### model `...`" subsection of one run: context, command and the table."""
+    """The "### Latency, model `...`" subsection of one run: context, command and the table."""
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     lines = [
-        f"### model `{model_id}`",
+        f"### Latency, model `{model_id}`",
         "",
         f"{platform.machine()}, {os.cpu_count()} CPU threads, load average {load:.1f} at the end"
         " of the run. Command:",
@@ -453,9 +455,10 @@ def report(results: list[dict], model_id: str, argv: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_section(model_id: str, sub: str) -> Path:
-    """Put ``sub`` into docs/benchmarks.md: under "## Page latency" (created with its intro if
-    missing), replacing the subsection of the same model; other sections are left as they are."""
+def write_section(sub: str) -> Path:
+    """Put ``sub`` (a "### ..." subsection) into docs/benchmarks.md's "## Page" section (created
+    with its intro if missing), replacing the subsection of the same heading line; the rest of
+    the page is left as it is."""
     path = ROOT / "docs" / "benchmarks.md"
     doc = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
     start = doc.find(SECTION)
@@ -465,8 +468,8 @@ def write_section(model_id: str, sub: str) -> Path:
     end = doc.find("\n## ", start + len(SECTION))
     end = len(doc) if end < 0 else end + 1
     section = doc[start:end]
-    head = f"### model `{model_id}`"
-    at = section.find(head)
+    head = sub.split("\n", 1)[0]
+    at = section.find(head + "\n")
     if at < 0:
         section = section.rstrip("\n") + "\n\n" + sub
     else:
@@ -477,11 +480,6 @@ def write_section(model_id: str, sub: str) -> Path:
     return path
 
 
-FIRST_SECTION = "## First paint"
-FIRST_INTRO = (
-    "Navigation to the frame that shows the first heatmap (`heatmap-first-paint` mark), warm "
-    "server, headless Chromium; target ≤ 1,500 ms.\n\n"
-)
 PAINT_JS = """async () => {
   const t0 = performance.now();
   while (performance.getEntriesByName('heatmap-first-paint').length === 0) {
@@ -541,8 +539,10 @@ def first_paint(browser, base: str, repeats: int) -> list[dict]:
 def first_report(rows: list[dict], model_id: str, argv: list[str]) -> str:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     lines = [
-        f"### model `{model_id}`",
+        f"### First paint, model `{model_id}`",
         "",
+        "Navigation to the frame that shows the first heatmap (`heatmap-first-paint` mark), warm "
+        "server, headless Chromium; floor ≤ 1,500 ms. "
         f"{platform.machine()}, {os.cpu_count()} CPU threads, load average {load:.1f} at the end"
         " of the run. Median of the repeats, ms from navigation. Command:",
         "",
@@ -626,9 +626,7 @@ def main() -> int:
         text = first_report(rows, model.model_id, sys.argv[1:])
         print(text)
         if args.write:
-            global SECTION, INTRO
-            SECTION, INTRO = FIRST_SECTION, FIRST_INTRO
-            print(f"wrote {write_section(model.model_id, text)}")
+            print(f"wrote {write_section(text)}")
         return 0
     if args.compare:
         with sync_playwright() as p:
@@ -657,7 +655,7 @@ def main() -> int:
         print(f"n={r['n']}: slider-update p50 {statistics.median(allv):.1f} ms, "
               f"p95 {pct(allv, 0.95):.1f} ms")  # fmt: skip
     if args.write:
-        print(f"wrote {write_section(model.model_id, text)}")
+        print(f"wrote {write_section(text)}")
     return 0
 
 
