@@ -36,6 +36,13 @@ synthetic events are dispatched from inside an animation frame, so each waits on
 more than a drag would). ``--baseline TREE`` adds a second page whose JavaScript and CSS come
 from another checkout (same server and HTML), interleaved with this tree's per method and mode:
 before / after in one run.
+
+``--plotly-bundles``: the first visit ``/`` in a fresh browser context with the vendored Plotly
+bundle (plotly.js's cartesian distribution, what the server serves) and with the full bundle of
+the ``plotly`` Python package routed in its place, interleaved, ``--repeats`` each: the time from
+navigation to the drawn Pareto plot and the CPU seconds of every Chromium process meanwhile (Linux
+/proc; up to network idle and 2 s more). Both bundles are handed to the page by the same
+Playwright route.
 """
 
 from __future__ import annotations
@@ -564,6 +571,86 @@ def first_report(rows: list[dict], model_id: str, argv: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def chromium_cpu() -> float:
+    """CPU seconds of every Chromium process now alive (with their reaped children's), from
+    /proc (Linux)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        if "chrom" not in stat[stat.index("(") + 1 : stat.rindex(")")]:
+            continue
+        f = stat.rsplit(")", 1)[1].split()
+        total += sum(int(v) for v in f[11:15]) / ticks  # utime, stime, cutime, cstime
+    return total
+
+
+def plotly_bundles(browser, base: str, repeats: int) -> dict[str, dict[str, list[float]]]:
+    """``--plotly-bundles`` (module docstring): per bundle, its bytes (plain, gzip -9: what the
+    server sends a browser that takes gzip), the Pareto plot's time from navigation and the
+    Chromium CPU seconds of the load."""
+    import gzip
+
+    import plotly
+
+    from sparsescope.web.render import plotly_bundle
+
+    bodies = {
+        "vendored": plotly_bundle().read_bytes(),
+        "full": (Path(plotly.__file__).parent / "package_data" / "plotly.min.js").read_bytes(),
+    }
+    sizes = {name: (len(b), len(gzip.compress(b, 9))) for name, b in bodies.items()}
+
+    def serve(body: bytes):
+        def handler(route) -> None:  # one parameter: Playwright then passes the route alone
+            route.fulfill(status=200, body=body, content_type="text/javascript")
+
+        return handler
+
+    out = {name: {"pareto": [], "cpu": [], "bytes": sizes[name]} for name in sizes}
+    for k in range(repeats + 1):  # the first round warms the server and Chromium: not counted
+        for name in out:
+            ctx = browser.new_context(viewport={"width": 1440, "height": 900})
+            page = ctx.new_page()
+            # both bundles through the same route, whichever the server has installed
+            page.route("**/plotly.min.js", serve(bodies[name]))
+            c0 = chromium_cpu()
+            page.goto(base + "/")
+            page.wait_for_selector("#pareto .main-svg", timeout=120_000)
+            ms = page.evaluate("performance.now()")
+            page.wait_for_load_state("networkidle")
+            page.wait_for_timeout(2000)  # the page's prefetches after the plot, in both
+            cpu = chromium_cpu() - c0  # before the close: the page's renderer still counted
+            ctx.close()
+            if k:
+                out[name]["pareto"].append(ms)
+                out[name]["cpu"].append(cpu)
+                print(f"{name:9s} Pareto drawn {ms:6.0f} ms  Chromium CPU {cpu:5.2f} s")
+    return out
+
+
+def bundles_report(r: dict, model_id: str, argv: list[str]) -> str:
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    med = statistics.median
+    lines = [
+        f"`python bench/bench_page.py {' '.join(argv)}`, model `{model_id}`, "
+        f"{os.cpu_count()} CPU threads, load average {load:.1f} at the end; medians:",
+        "",
+        "| Plotly bundle | bytes | gzipped | `/` to the Pareto plot, ms | Chromium CPU, s |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, label in (("vendored", "cartesian (vendored)"), ("full", "full (plotly package)")):
+        x = r[name]
+        lines.append(f"| {label} | {x['bytes'][0]:,} | {x['bytes'][1]:,} | "
+                     f"{med(x['pareto']):.0f} | {med(x['cpu']):.2f} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, nargs="+", default=[128, 512])
@@ -573,6 +660,11 @@ def main() -> int:
     ap.add_argument("--write", action="store_true", help="update docs/benchmarks.md")
     ap.add_argument("--first-paint", action="store_true", help="first paint of / and the gallery")
     ap.add_argument("--repeats", type=int, default=3, help="--first-paint: repeats per page")
+    ap.add_argument(
+        "--plotly-bundles",
+        action="store_true",
+        help="the first visit with the vendored Plotly bundle and with the full one, interleaved",
+    )
     ap.add_argument(
         "--arena",
         action="store_true",
@@ -627,6 +719,13 @@ def main() -> int:
         print(text)
         if args.write:
             print(f"wrote {write_section(text)}")
+        return 0
+    if args.plotly_bundles:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
+            print(bundles_report(plotly_bundles(browser, base, args.repeats), model.model_id,
+                                 sys.argv[1:]))  # fmt: skip
+            browser.close()
         return 0
     if args.compare:
         with sync_playwright() as p:

@@ -9,7 +9,6 @@ before the deferred module scripts run.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.resources
 import json
@@ -28,20 +27,25 @@ from sparse_core import __version__
 from ..engine.payloads import MAX_RAW_TOKENS
 from ..engine.request import DEFAULT_ALPHA
 
-#: The Plotly bundle, served from the installed ``plotly`` package (app/web/routes/pages.py).
+#: The Plotly bundle's URL (app/web/routes/pages.py serves :data:`PLOTLY_BUNDLE` there).
 PLOTLY_URL = "/static/vendor/plotly.min.js"
+#: The Plotly bundle the pages load, under static/: plotly.js's cartesian distribution, vendored
+#: (its README says why and how to refresh it).
+PLOTLY_BUNDLE = "vendor/plotly-cartesian-4.1.1/plotly-cartesian.min.js"
+
+
+def plotly_bundle() -> Path:
+    """The file of :data:`PLOTLY_BUNDLE` in the installed ``sparsescope.static`` package."""
+    return Path(str(importlib.resources.files("sparsescope.static").joinpath(PLOTLY_BUNDLE)))
 
 
 @lru_cache(maxsize=1)
 def asset_version() -> str:
-    """A short hash of every served asset (frontend/js, static/css, the Plotly version): the
-    versioned URLs ``/v/<hash>/js/...`` change whenever a file does, so they are cached as
-    immutable (app/web/main.py)."""
+    """A short hash of every served asset (frontend/js, static/css, the Plotly bundle's name,
+    which carries its version): the versioned URLs ``/v/<hash>/js/...`` change whenever a file
+    does, so they are cached as immutable (app/web/main.py)."""
     h = hashlib.sha256(__version__.encode())
-    with contextlib.suppress(Exception):
-        import plotly
-
-        h.update(plotly.__version__.encode())
+    h.update(PLOTLY_BUNDLE.encode())
     for package, folder in (("sparsescope.frontend", "js"), ("sparsescope.static", "css")):
         root = Path(str(importlib.resources.files(package).joinpath(folder)))
         for f in sorted(root.rglob("*")):

@@ -1,6 +1,6 @@
 /**
  * Plotly, loaded only when a panel needs it and never before the heatmap is painted: the bundle
- * (4.8 MB) is added as a `<script>` by the first `loadPlotly()` (the Pareto panel, once it has
+ * (plotly.js's cartesian distribution, 1.5 MB: static/vendor/plotly-cartesian-4.1.1) is added as a `<script>` by the first `loadPlotly()` (the Pareto panel, once it has
  * data), so it never delays the page's modules, its first request or its first paint. The URL
  * is the config island's `plotly` (versioned and immutable: cached once, see app/web/main.py).
  */

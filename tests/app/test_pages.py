@@ -7,10 +7,11 @@ import html
 import json
 import re
 from importlib.resources import files
+from pathlib import Path
 
 import pytest
 
-from sparsescope.web.render import json_for_html, json_island
+from sparsescope.web.render import PLOTLY_BUNDLE, json_for_html, json_island
 
 NASTY = {"text": '</script><script>alert("x")</script><!-- & \u2028 \' "', "n": [1, 2.5, None]}
 
@@ -52,13 +53,28 @@ def test_index_page_does_not_reflect_the_query(client):
     assert "<script>alert(1)" not in r.text and "<b>2</b>" not in r.text
 
 
-def test_plotly_is_served_from_the_installed_package(client):
+def _trace_types(bundle: str) -> set[str]:
+    """The trace types a plotly.js bundle registers."""
+    return set(re.findall(r'moduleType:"trace",name:"(\w+)"', bundle))
+
+
+def test_plotly_is_the_vendored_bundle_and_has_every_trace_the_frontend_draws(client):
     r = client.get("/static/vendor/plotly.min.js")
     assert r.status_code == 200
     assert "javascript" in r.headers["content-type"]
     assert r.headers["x-content-type-options"] == "nosniff"
-    expected = files("plotly").joinpath("package_data", "plotly.min.js").read_bytes()
-    assert r.content == expected
+    assert r.content == files("sparsescope.static").joinpath(PLOTLY_BUNDLE).read_bytes()
+    served = _trace_types(r.text)
+    # every trace type plotly.js has (the full bundle of the plotly Python package), so that a
+    # `type: "..."` in the frontend's code is known to be a trace, not a button or an input
+    every = _trace_types(files("plotly").joinpath("package_data", "plotly.min.js").read_text())
+    code = " ".join(
+        p.read_text() for p in Path(str(files("sparsescope.frontend").joinpath("js"))).rglob("*.js")
+    )
+    drawn = set(re.findall(r'\btype: *"(\w+)"', code)) & every
+    assert {"scatter", "heatmap"} <= drawn  # the Pareto plot, the standalone view's heatmap
+    assert drawn <= served, f"traces the frontend draws that the bundle lacks: {drawn - served}"
+    assert len(served) < len(every)  # the partial bundle, not the full one
 
 
 def test_es_modules_are_served_as_javascript(client):

@@ -15,15 +15,13 @@ own α unless the address says otherwise).
 
 from __future__ import annotations
 
-import importlib.resources
-
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse
 
 from ...engine.errors import RateLimited
 from ..gallery import get_example
 from ..preload import PRELOAD_ID, charge_query, preload_view, state_with_query
-from ..render import PLOTLY_URL, main_page, rate_limited_page
+from ..render import PLOTLY_URL, main_page, plotly_bundle, rate_limited_page
 from ..shares import ISLAND_ID
 
 router = APIRouter(include_in_schema=False)
@@ -90,12 +88,13 @@ def index(request: Request) -> HTMLResponse:
 
 
 def _plotly_path() -> str:
-    return str(importlib.resources.files("plotly").joinpath("package_data", "plotly.min.js"))
+    return str(plotly_bundle())
 
 
 @router.get(PLOTLY_URL)
 def plotly_js() -> FileResponse:
-    """The Plotly bundle shipped inside the installed ``plotly`` Python package (no CDN)."""
+    """The vendored Plotly bundle (render.PLOTLY_BUNDLE: plotly.js's cartesian distribution; no
+    CDN)."""
     return FileResponse(
         _plotly_path(),
         media_type="text/javascript",
