@@ -1,10 +1,13 @@
 """Browser fixtures: the app on the tiny random model, served by uvicorn in a thread on a free
 loopback port, and a headless Chromium driven by Playwright.
 
-Chromium is Debian's (``/usr/bin/chromium``, or ``SPARSESCOPE_CHROMIUM``); Playwright's own browser
-download is not used. Every test here is skipped, with the reason, when Playwright or Chromium is
-missing. The tiny model gets a random Sparsefinder artefact (projections and k-means centroids of
-the right shapes) so that the sf-* methods, Reformer, Routing and the POS panel have data.
+Chromium is Debian's: its headless build (``/usr/bin/chromium-headless-shell``, the same Blink and
+V8 without the browser's windowing and UI: the build Playwright itself runs headless tests on) where
+it is installed, else the full ``/usr/bin/chromium``, or ``SPARSESCOPE_CHROMIUM``. Playwright's own
+browser download is not used. Every test here is skipped, with the reason, when Playwright or
+Chromium is missing. The tiny model gets a random Sparsefinder artefact (projections and k-means
+centroids of the right shapes) so that the sf-* methods, Reformer, Routing and the POS panel have
+data.
 """
 
 from __future__ import annotations
@@ -27,12 +30,23 @@ CHROMIUM_ARGS = [
 ]
 
 
+#: Debian's Chromium executables, the first present is driven. The headless shell takes about a
+#: quarter less CPU for the same tests (docs/benchmarks.md, "Test suite"), and the browser tests
+#: are most of the suite's CPU.
+CHROMIUMS = (
+    "/usr/bin/chromium-headless-shell",
+    "/usr/bin/chromium",
+    "/usr/bin/chromium-browser",
+)
+
+
 def chromium_path() -> str | None:
-    """The Chromium executable to drive, or None."""
+    """The Chromium executable to drive (``SPARSESCOPE_CHROMIUM``, else the first of
+    :data:`CHROMIUMS` present), or None."""
     explicit = os.environ.get("SPARSESCOPE_CHROMIUM")
     if explicit:
         return explicit if os.path.exists(explicit) else None
-    for name in ("/usr/bin/chromium", "/usr/bin/chromium-browser"):
+    for name in CHROMIUMS:
         if os.path.exists(name):
             return name
     return shutil.which("chromium") or shutil.which("chromium-browser")
@@ -45,7 +59,10 @@ def pytest_collection_modifyitems(config, items):
     except ImportError:
         reason = "playwright is not installed (pip install playwright)"
     if reason is None and chromium_path() is None:
-        reason = "no Chromium executable (/usr/bin/chromium or SPARSESCOPE_CHROMIUM)"
+        reason = (
+            "no Chromium executable (apt-get install chromium-headless-shell, or chromium; "
+            "or SPARSESCOPE_CHROMIUM)"
+        )
     if reason is None:
         return
     skip = pytest.mark.skip(reason=reason)
