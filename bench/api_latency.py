@@ -13,8 +13,15 @@ import argparse
 import logging
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+from tests.checkout import use_the_checkout  # noqa: E402
+
+use_the_checkout()  # ``import sparsescope``: this checkout's app/, not an installed copy
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikitext-2" / "valid.txt"
 

@@ -51,6 +51,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))  # this checkout's sparse_core, not an installed copy (--stages)
 
+from tests.checkout import use_the_checkout  # noqa: E402
+
+use_the_checkout()  # ``import sparsescope``: this checkout's app/, not an installed copy
+
 from bench_pareto import CORPUS  # noqa: E402
 
 RUN = r"""

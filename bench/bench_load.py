@@ -55,6 +55,12 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's sparse_core and tests.checkout
+
+from tests.checkout import use_the_checkout, without_the_shim  # noqa: E402
+
+#: this checkout's web app, here and in the servers it starts, not an installed copy
+CHECKOUT = use_the_checkout()
 HOST = "127.0.0.1"  # loopback only: the server and every request
 
 #: Runs in the server process: ``sparsescope serve`` itself, on the tiny random model when asked
@@ -170,10 +176,12 @@ def live_server(
     port = free_port()
     data_dir.mkdir(parents=True, exist_ok=True)
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("SPARSESCOPE_")}
+    path = os.environ.get("PYTHONPATH", "")
+    other = without_the_shim(path)  # another checkout's server imports its own web app
     full_env.update(
         HF_HUB_OFFLINE="1",
         TRANSFORMERS_OFFLINE="1",
-        PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        PYTHONPATH=str(root) + os.pathsep + (path if Path(root).resolve() == ROOT else other),
         SPARSESCOPE_DATA_DIR=str(data_dir),
     )
     if tiny:  # one model (the default would serve the tiny one twice: the same id, refused)

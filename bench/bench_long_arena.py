@@ -30,6 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
+from tests.checkout import use_the_checkout  # noqa: E402
+
+use_the_checkout()  # ``import sparsescope``: this checkout's app/, not an installed copy
+
 CORPUS = Path("/work/shared/data/wikitext-2/valid.txt")
 
 

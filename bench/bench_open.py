@@ -55,6 +55,10 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from tests.checkout import use_the_checkout  # noqa: E402
+
+use_the_checkout()  # ``import sparsescope``: this checkout's app/, not an installed copy
+
 from bench_entmax import corpus_text, hf_bert, load, prefix_with_tokens  # noqa: E402
 
 STEPS = ("analyze", "head", "pareto")

@@ -61,6 +61,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests" / "browser")]
 
+from tests.checkout import use_the_checkout  # noqa: E402
+
+use_the_checkout()  # ``import sparsescope``: this checkout's app/, not an installed copy
+
 from api_latency import texts_of_n_tokens  # noqa: E402
 from conftest import CHROMIUM_ARGS, chromium_path, free_port, random_artefact  # noqa: E402
 

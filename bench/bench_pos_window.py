@@ -17,11 +17,18 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from sparse_core import pos
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+from tests.checkout import use_the_checkout  # noqa: E402
+
+use_the_checkout()  # ``import sparsescope``: this checkout's app/, not an installed copy
+
+from sparse_core import pos  # noqa: E402
 
 WIKITEXT = Path("/work/shared/data/wikitext-2/valid.txt")
 

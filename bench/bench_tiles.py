@@ -24,6 +24,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
+from tests.checkout import use_the_checkout  # noqa: E402
+
+use_the_checkout()  # ``import sparsescope``: this checkout's app/, not an installed copy
+
 from sparse_core import load_model  # noqa: E402
 from sparse_core.testing import tiled_positions  # noqa: E402
 from sparsescope.engine import lod  # noqa: E402

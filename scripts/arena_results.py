@@ -34,6 +34,11 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's sparse_core and tests.checkout
+
+from tests.checkout import use_the_checkout  # noqa: E402
+
+use_the_checkout()  # ``import sparsescope``: this checkout's app/, not an installed copy
 CORPUS = next(
     (p / "shared/data/wikitext-2/valid.txt" for p in ROOT.parents
      if (p / "shared/data/wikitext-2/valid.txt").is_file()),

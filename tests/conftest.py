@@ -1,21 +1,20 @@
 """Shared fixtures: a tiny random model for speed, the real default model for end-to-end tests.
 
-The tests import this checkout's code (``_use_the_checkout``), installed or not, and run on both
+The tests import this checkout's code (tests/checkout.py), installed or not, and run on both
 cores by default (pyproject's addopts: ``-n auto --dist loadgroup``, capped at 2 workers); tests
 that share something heavy or exclusive run in one worker (``pytest_collection_modifyitems``).
 """
 
 from __future__ import annotations
 
-import atexit
 import os
-import shutil
 import sys
-import tempfile
 from collections import Counter
 from pathlib import Path
 
 import pytest
+
+from .checkout import use_the_checkout
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -35,53 +34,9 @@ def _library_logging_on_the_session_stream() -> None:
 _library_logging_on_the_session_stream()
 
 ROOT = Path(__file__).resolve().parents[1]
-#: The installed package's sub-packages whose folders lie outside app/ (pyproject's package-dir).
-OUTSIDE_APP = {"frontend": ROOT / "frontend", "static": ROOT / "static"}
-
-
-def _is_checkout() -> bool:
-    """Whether ``import sparsescope`` loads this checkout's app/ (an editable install of it, or
-    the shim below, possibly from a parent process's PYTHONPATH)."""
-    try:
-        import sparsescope
-    except ImportError:
-        return False
-    return any(Path(p).resolve() == ROOT / "app" for p in getattr(sparsescope, "__path__", []))
-
-
-def _use_the_checkout() -> str:
-    """Make ``import sparsescope`` load this checkout's code, here and in every subprocess the
-    tests start (servers, the CLI, Jupyter kernels, xdist workers), whatever is installed.
-
-    An editable install of this checkout already does. Otherwise (a plain ``pip install .``, as
-    CI does, or an editable install of another checkout) a small package ``sparsescope`` in a
-    temporary folder is put first on ``sys.path`` and ``PYTHONPATH``: its ``__path__`` starts with
-    app/, and links to frontend/ and static/ stand for ``sparsescope.frontend`` and
-    ``sparsescope.static``. Returns the line the report header shows."""
-    if _is_checkout():
-        return f"sparsescope: this checkout's app/ ({ROOT / 'app'})"
-    for name in [m for m in sys.modules if m == "sparsescope" or m.startswith("sparsescope.")]:
-        del sys.modules[name]  # another copy, imported before: forgotten
-    shim = Path(tempfile.mkdtemp(prefix="sparsescope-checkout-"))
-    pkg = shim / "sparsescope"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text(
-        f'"""This checkout\'s app/ as the sparsescope package (made by tests/conftest.py)."""\n'
-        f"__path__[:0] = [{str(ROOT / 'app')!r}]\n" + (ROOT / "app" / "__init__.py").read_text()
-    )
-    for name, folder in OUTSIDE_APP.items():
-        (pkg / name).symlink_to(folder, target_is_directory=True)
-    sys.path.insert(0, str(shim))
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(shim), os.environ.get("PYTHONPATH", "")) if p
-    )
-    made_by = os.getpid()
-    atexit.register(lambda: os.getpid() == made_by and shutil.rmtree(shim, ignore_errors=True))
-    assert _is_checkout(), "the shim does not load this checkout's app/"
-    return f"sparsescope: this checkout's app/ through {shim} (the installed copy is not used)"
-
-
-CHECKOUT = _use_the_checkout() if (ROOT / "app").is_dir() else "sparsescope: as installed"
+#: Which copy of ``sparsescope`` the tests import: always this checkout's, installed or not
+#: (tests/checkout.py, which the bench scripts use too).
+CHECKOUT = use_the_checkout()
 
 
 def pytest_report_header(config) -> str:
