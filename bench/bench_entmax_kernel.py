@@ -2,11 +2,14 @@
 
 The scores are the ones ``sparse_core.load_model().run(text, alpha=α)`` hands the kernel (every
 layer's (H·n, n) rows, captured on their way into ``sparse_core.entmax.cpu.entmax_rows``), so
-each α gets the rows of its own run. The kernel (``_entmax_cpu_kernel.solve_rows``) then runs on
-all of them on one thread, and so, interleaved repeat by repeat, do the candidates:
+each α gets the rows of its own run. The kernel (``solve_rows`` of
+``sparse_core/entmax/_cpu_kernel.py``) then runs on all of them on one thread, and so,
+interleaved repeat by repeat, do the candidates:
 
 - ``this tree``: the kernel as ``entmax_cpu`` calls it (SLEEF's vector log / exp where found);
 - ``--libm``: the same kernel without them (libm's log / exp, one value at a time);
+- ``--no-ftz``: the same kernel without the flush-to-zero bits on its thread
+  (``sparse_core/entmax/_denormals.py``: subnormal results at full cost);
 - ``--against DIR``: another checkout's kernel (``DIR/sparse_core/entmax/_cpu_kernel.py``,
   copied to a temporary directory and imported from there under another name, so its numba
   cache is its own and DIR's is untouched), e.g. main before a change.
@@ -98,6 +101,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--against", type=Path, help="another checkout's kernel, side by side")
     ap.add_argument("--libm", action="store_true", help="also this kernel without SLEEF")
+    ap.add_argument(
+        "--no-ftz", action="store_true", help="also this kernel without the flush-to-zero bits"
+    )
     args = ap.parse_args()
 
     torch.set_num_threads(1)
@@ -107,10 +113,19 @@ def main() -> None:
     vm = entmax_cpu._vmath()
     runs = {"this tree": caller(this, vm)}
     if args.libm:
-        runs["this tree, libm"] = caller(this, np.zeros_like(vm))
+        libm = vm.copy()
+        libm[:5] = 0  # no SLEEF (the flush-to-zero bits, vm[5], as they are)
+        runs["this tree, libm"] = caller(this, libm)
+    if args.no_ftz:
+        plain = vm.copy()
+        plain[5] = 0  # the thread's MXCSR as it is (sparse_core/entmax/_denormals.py)
+        runs["this tree, no FTZ"] = caller(this, plain)
     if args.against:
         runs[f"against {args.against}"] = caller(load_kernel(args.against), vm)
-    print(f"SLEEF vector log / exp: {'found' if vm.any() else 'not found'}; one thread")
+    print(
+        f"SLEEF vector log / exp: {'found' if vm[:5].any() else 'not found'}; "
+        f"flush-to-zero: {'on' if vm[5] else 'off'}; one thread"
+    )
     print(f"{'alpha':>6} {'rows':>7} {'support/row':>11}  " + "  ".join(f"{k:>24}" for k in runs))
     for alpha in args.alphas:
         z = capture(model, text, alpha)

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import functools
 import math
+import platform
 
 import numpy as np
 from llvmlite import ir
@@ -1094,12 +1095,66 @@ def _series(z, out, r, xs, idx, k, tau0, beta, rt, scr, s32, vmath, tiny, reach)
     return tau
 
 
+_X86 = platform.machine().lower() in ("x86_64", "amd64")
+
+
+def _mxcsr_call(builder, name, slot):
+    i8p = ir.IntType(8).as_pointer()
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p]), name)
+    builder.call(fn, [builder.bitcast(slot, i8p)])
+
+
+@intrinsic
+def _mxcsr_or(typingctx, bits):
+    """ORs ``bits`` into this thread's MXCSR (x86's SSE/AVX control and status register) and
+    returns its old value; elsewhere than x86-64, sets nothing and returns 0 (the ``ftz`` fast
+    path, :mod:`sparse_core.entmax._denormals`)."""
+
+    def codegen(context, builder, signature, args):
+        i32, i64 = ir.IntType(32), ir.IntType(64)
+        if not _X86:
+            return ir.Constant(i64, 0)
+        slot = cgutils.alloca_once(builder, i32)
+        _mxcsr_call(builder, "llvm.x86.sse.stmxcsr", slot)
+        old = builder.load(slot)
+        builder.store(builder.or_(old, builder.trunc(args[0], i32)), slot)
+        _mxcsr_call(builder, "llvm.x86.sse.ldmxcsr", slot)
+        return builder.zext(old, i64)
+
+    return types.int64(types.int64), codegen
+
+
+@intrinsic
+def _mxcsr_set(typingctx, value):
+    """Sets this thread's MXCSR to ``value`` (x86-64; elsewhere nothing)."""
+
+    def codegen(context, builder, signature, args):
+        if _X86:
+            i32 = ir.IntType(32)
+            slot = cgutils.alloca_once(builder, i32)
+            builder.store(builder.trunc(args[0], i32), slot)
+            _mxcsr_call(builder, "llvm.x86.sse.ldmxcsr", slot)
+        return context.get_dummy_value()
+
+    return types.void(types.int64), codegen
+
+
+@njit(nogil=True, cache=True)
+def thread_mxcsr():
+    """This thread's MXCSR (0 elsewhere than x86-64): the tests check the kernel restores it."""
+    return _mxcsr_or(0)
+
+
 @njit(nogil=True, cache=True)
 def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath):
     """α-entmax of rows ``r0 … r1 − 1`` of ``z`` into ``out`` (module docstring); ``vmath``: the
     addresses of a 4-lane float64 log and exp, an 8-lane float32 log and exp and a 4-lane
     float64 cbrt (int64 (5,), :func:`_vector_call`; a zero for none: libm's, no float32 far
-    steps, no cube roots)."""
+    steps, no cube roots), then optionally the MXCSR bits to set on this thread while the rows
+    run (``vmath[5]``: flush-to-zero and denormals-are-zero, :mod:`._denormals`; 0 or absent:
+    none), restored at the end."""
+    bits = vmath[5] if vmath.shape[0] > 5 else 0
+    mxcsr = _mxcsr_or(bits) if bits != 0 else 0
     n = z.shape[1]
     c = alpha - 1.0
     beta = 1.0 / c
@@ -1190,6 +1245,8 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath):
             for j in range(k):
                 p = xs[j]
                 out[r, idx[j]] = p if p >= tiny else 0.0
+    if bits != 0:
+        _mxcsr_set(mxcsr)
 
 
 # -- torch's OpenMP team (sparse_core/entmax/_cpu_team.py): its C callbacks, here beside the

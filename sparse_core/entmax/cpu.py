@@ -33,6 +33,11 @@ certifying Newton step from that one pass (cube roots inline; docs/architecture.
 a numba told to compile for another CPU, or a torch without the symbols keep libm's (and
 Newton's loop).
 
+While it runs, the kernel sets flush-to-zero and denormals-are-zero on its thread (x86's MXCSR,
+restored after; :mod:`sparse_core.entmax._denormals`, switch ``SPARSESCOPE_ENTMAX_FTZ=0``):
+a subnormal power costs an Intel core a microcode assist, which made α 1.15's and 1.3's rows
+2.5–2.7× slower on an AVX-512 Xeon; the results are the same bits.
+
 ``SPARSESCOPE_NO_NUMBA=1`` keeps the torch paths (comparisons, bench/bench_entmax.py
 ``--torch-entmax``); without numba installed the torch paths run and a line is logged once.
 """
@@ -50,6 +55,7 @@ from torch import Tensor
 
 from . import fast_paths
 from ._cpu_team import openmp_library
+from ._denormals import mxcsr_bits
 from ._sleef import find_vmath as _find_vmath
 
 log = logging.getLogger(__name__)
@@ -142,16 +148,19 @@ def _team():
 
 
 def _vmath() -> np.ndarray:
-    """The addresses of SLEEF's 4-lane float64 and 8-lane float32 ``log`` and ``exp`` (AVX2) in
-    torch's CPU library, or zeros (libm's): needs AVX2 and FMA on this CPU (torch's own
-    dispatch says so), numba compiling for this CPU (the vectors' calling convention), the
-    symbols exported, and ``SPARSESCOPE_ENTMAX_SLEEF`` not ``0``."""
+    """The kernel's table of platform helpers: the addresses of SLEEF's 4-lane float64 and
+    8-lane float32 ``log`` and ``exp`` and 4-lane ``cbrt`` (AVX2) in torch's CPU library, or
+    zeros (libm's): needs AVX2 and FMA on this CPU (torch's own dispatch says so), numba
+    compiling for this CPU (the vectors' calling convention), the symbols exported, and
+    ``SPARSESCOPE_ENTMAX_SLEEF`` not ``0``; then the MXCSR bits the kernel sets while it runs
+    (flush-to-zero, :mod:`sparse_core.entmax._denormals`; 0 where ``SPARSESCOPE_ENTMAX_FTZ``
+    is ``0`` or the CPU is not x86-64)."""
     global _vmath_obj
     if _vmath_obj is not None:
         return _vmath_obj
     with _lock:
         if _vmath_obj is None:
-            _vmath_obj = _find_vmath()
+            _vmath_obj = np.append(_find_vmath(), np.int64(mxcsr_bits()))
     return _vmath_obj
 
 

@@ -12,6 +12,13 @@ entmax and model tests a second time with ``SPARSESCOPE_FAST_PATHS=0``).
   ``libtorch_cpu.so``. Switch ``SPARSESCOPE_ENTMAX_SLEEF=0``; off: libm's, one value at a time.
 - ``avx512``: :mod:`._cpu_kernel` emits LLVM's x86 AVX-512 register compress (``_compress8``).
   Switch ``SPARSESCOPE_ENTMAX_AVX512=0``; off: the one-at-a-time branch-free loop.
+- ``ftz``: :mod:`._denormals` has the CPU kernel set x86's flush-to-zero and denormals-are-zero
+  bits (MXCSR) on its own thread while it runs, restored after: a power or product whose result
+  would be subnormal costs a microcode assist on Intel CPUs (α 1.15's rows took 2.7× as long,
+  α 1.3's 2.4×, on an AVX-512 Xeon). Switch ``SPARSESCOPE_ENTMAX_FTZ=0``; off: the thread's
+  flags as they are. The same bits either way (tests/core/test_entmax_cpu.py): the kernel
+  already writes 0 for any probability under the output dtype's smallest normal number, and a
+  subnormal term is below a float64 sum's rounding.
 - ``triton``: :mod:`.triton` runs the Triton kernel on CUDA. Switch
   ``SPARSESCOPE_ENTMAX_TRITON=0`` (or the older ``SPARSESCOPE_NO_TRITON=1``); off: the torch
   paths on CUDA.
@@ -42,6 +49,7 @@ PATHS = {
     "team": "SPARSESCOPE_ENTMAX_TEAM",
     "sleef": "SPARSESCOPE_ENTMAX_SLEEF",
     "avx512": "SPARSESCOPE_ENTMAX_AVX512",
+    "ftz": "SPARSESCOPE_ENTMAX_FTZ",
     "triton": "SPARSESCOPE_ENTMAX_TRITON",
 }
 #: Every fast path off at once ("0").

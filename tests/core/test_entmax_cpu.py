@@ -268,14 +268,16 @@ def test_vector_log_and_exp_match_libm(alpha: float) -> None:
     values equal to float64 rounding — and not the same code (some last bits differ, so the
     vector path really ran)."""
     vm = entmax_cpu._vmath()
-    assert vm.all(), "torch's CPU library should export SLEEF's AVX2 log / exp here"
+    assert vm[:5].all(), "torch's CPU library should export SLEEF's AVX2 log / exp here"
     k = entmax_cpu._load()
     g = torch.Generator().manual_seed(3)
     z = (torch.randn(200, 512, generator=g, dtype=torch.float64) * 0.5).numpy()  # ≥ 16 candidates
     got = {}
     no_far = vm.copy()
-    no_far[2:] = 0  # float64 vectors only: no float32 far steps
-    for name, table in (("sleef", vm), ("libm", np.zeros(5, np.int64)), ("no_far", no_far)):
+    no_far[2:5] = 0  # float64 vectors only: no float32 far steps
+    libm = vm.copy()
+    libm[:5] = 0
+    for name, table in (("sleef", vm), ("libm", libm), ("no_far", no_far)):
         out, status = np.empty_like(z), np.zeros(len(z), np.int8)
         k.solve_rows(z, out, alpha, 0.0, 0, len(z), status, table)
         assert not status.any()
@@ -308,7 +310,7 @@ roots), 1/2 (α 1.4, 1.2222: square roots), others (the vector log and exp)."""
 
 def _vm_without_far() -> np.ndarray:
     vm = entmax_cpu._vmath().copy()
-    vm[2:] = 0  # no float32 far steps: Newton's float64 loop (the path before the series)
+    vm[2:5] = 0  # no float32 far steps: Newton's float64 loop (the path before the series)
     return vm
 
 
@@ -610,3 +612,68 @@ def test_halley_from_far_stays_exact(alpha: float) -> None:
             p = entmax(row, alpha)
             assert abs(float(p.sum()) - 1.0) < 1e-5
             assert_exact(p, row, alpha)
+
+
+FTZ = pytest.mark.skipif(
+    not entmax_cpu._vmath()[5],
+    reason="flush-to-zero is off here (SPARSESCOPE_ENTMAX_FTZ=0, or not an x86-64 CPU)",
+)
+
+
+@FTZ
+def test_the_mxcsr_bits_are_set_and_restored() -> None:
+    """The kernel's MXCSR helpers: the bits are set while they should be, the old value comes
+    back after."""
+    from sparse_core.entmax import _cpu_kernel as K
+    from sparse_core.entmax._denormals import FTZ_DAZ
+
+    before = K.thread_mxcsr()
+    assert before & FTZ_DAZ == 0  # Python's threads run without them
+    during = _mxcsr_during(FTZ_DAZ)
+    assert during & FTZ_DAZ == FTZ_DAZ and during & ~FTZ_DAZ == before
+    assert K.thread_mxcsr() == before
+
+
+def _mxcsr_during(bits: int) -> int:
+    from numba import njit
+
+    from sparse_core.entmax import _cpu_kernel as K
+
+    @njit
+    def probe(b):
+        old = K._mxcsr_or(b)
+        now = K.thread_mxcsr()
+        K._mxcsr_set(old)
+        return now
+
+    return int(probe(bits))
+
+
+@FTZ
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_flush_to_zero_gives_the_same_bits_and_leaves_the_thread_as_it_was(dtype) -> None:
+    """Every α's kind of path (integer β: Halley; non-integer: far steps, Newton, the series;
+    the closed forms) on rows whose candidates near τ have tiny y (subnormal powers): the
+    kernel with the MXCSR bits and without them writes the same bits, and the calling thread's
+    MXCSR is what it was."""
+    from sparse_core.entmax import _cpu_kernel as K
+
+    k = entmax_cpu._load()
+    vm = entmax_cpu._vmath()
+    plain = vm.copy()
+    plain[5] = 0
+    g = np.random.default_rng(11)
+    z = g.standard_normal((400, 512)) * g.choice([0.5, 2.0, 8.0, 30.0], size=(400, 1))
+    z[3, 200:] = -np.inf  # masked
+    z = z.astype(dtype)
+    tiny = float(np.finfo(dtype).tiny)
+    before = K.thread_mxcsr()
+    for alpha in (1.05, 1.1, 1.15, 1.25, 1.3, 1.45, 1.5, 1.6185, 1.75, 1.9, 2.0):
+        got = {}
+        for name, table in (("ftz", vm), ("plain", plain)):
+            out, status = np.empty_like(z), np.zeros(len(z), np.int8)
+            k.solve_rows(z, out, alpha, tiny, 0, len(z), status, table)
+            assert not status.any(), (alpha, name)
+            assert K.thread_mxcsr() == before, (alpha, name)
+            got[name] = out
+        assert np.array_equal(got["ftz"], got["plain"]), alpha

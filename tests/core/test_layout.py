@@ -21,7 +21,7 @@ CORE = ROOT / "sparse_core"
 #: listed (test_every_module_is_in_the_chain): a new one takes its place here.
 CHAIN = [
     ["errors", "cancel", "runtime", "entmax.fast_paths", "_method_kernels"],
-    ["entmax._triton_kernel", "entmax._cpu_kernel", "entmax._sleef"],
+    ["entmax._triton_kernel", "entmax._cpu_kernel", "entmax._sleef", "entmax._denormals"],
     ["entmax._cpu_team"],
     ["modernbert", "shipped", "entmax.grad", "entmax.triton", "entmax.cpu"],
     ["rng", "entmax", "sparse_probs"],
