@@ -18,6 +18,10 @@ from .checkout import use_the_checkout
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Ray calls made while no cluster is connected fail instead of starting a local cluster of
+# their own (Ray's auto-init, with its dashboard): after the Ray group's cluster is shut down, an
+# object collected at a worker's exit once started a fresh one (read by Ray at import)
+os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
 
 
 def _library_logging_on_the_session_stream() -> None:

@@ -49,8 +49,10 @@ def losses(out: Path) -> list[float]:
 @pytest.fixture
 def no_preemption_watcher(monkeypatch):
     """Ray Train's preemption watcher (an actor polling for cloud spot-instance notices, one more
-    process to start per run) is off: a local cluster is not preempted."""
+    process to start per run) is off: a local cluster is not preempted. Its controller polls the
+    workers every 0.2 s instead of every 2 s: a run of 4 steps ends that much sooner."""
     monkeypatch.setenv("RAY_TRAIN_ENABLE_PREEMPTION_WATCHER", "0")
+    monkeypatch.setenv("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.2")
 
 
 def test_one_worker_reproduces_the_local_run(

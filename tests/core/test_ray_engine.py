@@ -129,8 +129,8 @@ def test_pareto_resumes_after_interruption(ray_cluster, tiny, artefact, local, t
         sweep_corpus_ray(model, TEXTS, artefact, on_shard=stop, workers=1, **kw)
     files = list((tmp_path / SHARD_DIR).glob("pareto-*/shard-*.safetensors"))
     assert len(files) == 1 and files[0].name == f"shard-{seen[0]:06d}.safetensors"
-    again: list[int] = []
-    got = sweep_corpus_ray(model, TEXTS, artefact, on_shard=again.append, **kw)
+    again: list[int] = []  # one actor again (two actors: test_pareto_equals_local)
+    got = sweep_corpus_ray(model, TEXTS, artefact, on_shard=again.append, workers=1, **kw)
     assert seen[0] not in again and len(again) == got.meta["shards"] - 1  # only the rest ran
     same_points(got.to_json(), local.to_json())
     # another run (other inputs: one shard) never picks up nor removes another run's folder
@@ -147,8 +147,9 @@ def test_fit_equals_local_and_passes_the_checks(ray_cluster, tiny, artefact, tmp
     from sparse_core.sparsefinder_fit import extract
 
     path, model = tiny
+    # one actor (two: the CLI's fit below, the pareto sweep above)
     data = extract_ray(model.model_id, TEXTS, 1.5, model_path=path, progress=False,
-                       checkpoint_dir=tmp_path)  # fmt: skip
+                       checkpoint_dir=tmp_path, workers=1)  # fmt: skip
     want = extract(model, TEXTS, 1.5)
     assert data.lengths == want.lengths and data.causal == want.causal
     for i in range(len(TEXTS)):  # the same batches of 2 inputs: the same graphs
