@@ -129,6 +129,49 @@ def pytest_runtest_teardown(item, nextitem) -> None:
             ray.shutdown()
 
 
+#: The modules whose numba kernels are compiled into the checkout's ``__pycache__`` (numba's
+#: ``cache=True``): each has a ``warm()`` (what ``sparsescope prepare`` runs for an install).
+KERNELS = ("sparse_core.entmax.cpu", "sparse_core._method_kernels")
+
+
+def _kernels_cached() -> bool:
+    """Whether every kernel module has numba index files at least as new as its source (numba
+    checks the source's stamp itself; this only decides whether warming is worth starting)."""
+    for module in KERNELS:
+        src = ROOT.joinpath(*module.split(".")).with_suffix(".py")
+        kernel = src.with_name("_cpu_kernel.py") if module.endswith(".cpu") else src
+        index = list((kernel.parent / "__pycache__").glob(f"{kernel.stem}.*.nbi"))
+        if not index or min(p.stat().st_mtime for p in index) < kernel.stat().st_mtime:
+            return False
+    return True
+
+
+def pytest_configure(config) -> None:
+    """On a run with xdist workers, compile the checkout's numba kernels once, before the workers
+    start, one process per module side by side. A fresh clone has no numba cache beside its
+    modules (``sparsescope prepare`` warmed the installed copy's), and otherwise every worker,
+    and every CLI or server subprocess started before one had written the cache, compiled the
+    same kernels (about 25 CPU-s each on a 2-core machine). Nothing is done where the cache is
+    there already, in a worker, or in a run without workers."""
+    import subprocess
+
+    if os.environ.get("PYTEST_XDIST_WORKER") or not getattr(config.option, "tx", None):
+        return
+    if config.getoption("collectonly", False) or _kernels_cached():
+        return
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", f"import {m} as k; k.warm()"],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for m in KERNELS
+    ]
+    for p in procs:  # a failure here is the tests' to report, where the kernels are used
+        p.wait()
+
+
 def pytest_xdist_auto_num_workers(config) -> int:
     """``-n auto`` (pyproject's addopts): both cores of a 2-core machine, never more than 2 (each
     worker loads its own models; the suite's heavy tests are grouped, see pytest_collection_
