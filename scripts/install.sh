@@ -23,5 +23,7 @@ if ! command -v chromium-headless-shell >/dev/null 2>&1; then
   fi
 fi
 echo "==> compiled kernels and shipped models, built now rather than at the first start"
-"$PY" -m sparsescope.cli prepare
+# from outside the checkout: `python -m` puts the working directory first on sys.path, and from
+# here it would import (and compile the kernels of) this folder's sparse_core, not the installed one
+(cd / && "$PY" -m sparsescope.cli prepare)
 echo "==> done: run 'sparsescope' to start the app, 'python3 -m pytest' to run the tests"

@@ -34,12 +34,18 @@ def _step(what: str, fn: Callable[[], object]) -> object:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import sparse_core
     from sparse_core import _method_kernels
     from sparse_core.entmax import cpu as entmax_cpu
     from sparse_core.errors import SparsescopeError
     from sparse_core.shipped import shipped_models
     from sparse_core.sources import resolve
 
+    # numba's cache lies beside the modules: the line says which copy's (the installed one for a
+    # first start; a checkout's when run from inside it with ``python -m``)
+    print(f"sparsescope prepare: kernels of {Path(sparse_core.__file__).parent}", flush=True)
     if not _step("compiling the CPU entmax kernel (numba)", entmax_cpu.warm):
         print("sparsescope prepare: numba is unavailable: the torch entmax paths will run")
     if not _step("compiling the methods' kernels (numba)", _method_kernels.warm):

@@ -4,6 +4,12 @@ does while it loads and warms up."""
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from sparse_core.shipped import shipped_models
@@ -19,7 +25,10 @@ def test_prepare_builds_the_shipped_models_into_the_cache(tmp_path, monkeypatch,
     assert shipped_models(), "the package ships at least one adapted model"
     assert main(["prepare"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("sparsescope prepare: compiling the CPU entmax kernel")
+    import sparse_core
+
+    assert out[0] == f"sparsescope prepare: kernels of {Path(sparse_core.__file__).parent}"
+    assert out[1].startswith("sparsescope prepare: compiling the CPU entmax kernel")
     assert out[-1] == "sparsescope prepare: ready"
     for model_id in shipped_models():
         assert any(line.startswith(f"sparsescope prepare: building {model_id}") for line in out)
@@ -28,6 +37,29 @@ def test_prepare_builds_the_shipped_models_into_the_cache(tmp_path, monkeypatch,
     stamp = [p.stat().st_mtime_ns for p in built]
     assert main(["prepare"]) == 0  # again: found, not rebuilt
     assert [p.stat().st_mtime_ns for p in built] == stamp
+
+
+def test_install_sh_prepares_the_installed_copy_not_the_checkout():
+    """install.sh's ``prepare`` line, run as the script runs it (from the checkout's root), with
+    the command swapped for one that prints which ``sparse_core`` it imports: the installed one,
+    whose numba cache a first start reads. ``python -m`` from the checkout's root would import
+    the checkout's folder and leave the installed copy to compile at the first start."""
+    root = Path(__file__).resolve().parents[2]
+    script = (root / "scripts" / "install.sh").read_text()
+    (line,) = [ln for ln in script.splitlines() if re.search(r"-m sparsescope\.cli prepare", ln)]
+    probe = "import sparse_core, pathlib; print(pathlib.Path(sparse_core.__file__).parent)"
+    line = line.replace("-m sparsescope.cli prepare", f"-c '{probe}'")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+    def imports(command: list[str], cwd: Path) -> Path:
+        run = subprocess.run(command, cwd=cwd, env={**env, "PY": sys.executable},
+                             capture_output=True, text=True, check=True)  # fmt: skip
+        return Path(run.stdout.strip())
+
+    installed = imports([sys.executable, "-c", probe], Path("/"))
+    if installed == root / "sparse_core":
+        pytest.skip("sparse_core is installed from this checkout (editable): no other copy")
+    assert imports(["bash", "-c", line], root) == installed
 
 
 def test_the_service_start_says_each_step(tmp_path, tiny_model):
