@@ -554,11 +554,19 @@ def warm() -> bool:
     x = np.zeros((1, 2, 4))
     x[..., 0] = 1.0
     near = nearest_first(x, np.ones((1, 2, 4)), 1)
+    frozen = [x.copy(), np.ones((1, 2, 4))]  # read-only views of torch tensors: a second build
+    for a in frozen:
+        a.flags.writeable = False
+    near_ro = nearest_first(*frozen, 1)
     step = lloyd_step(np.zeros((1, 2, 2)), np.empty((0, 2), np.uint8), x, np.zeros(1, np.int64))
     at, bit = np.zeros((1, 1, 2), dtype=np.int32), np.zeros((1, 1, 2), dtype=np.uint8)
     draws = draw_counts(np.ones(1, np.uint8), at, bit, np.ones((1, 2), dtype=np.int64))
     fy = partial_fisher_yates(np.zeros((2, 2), np.int32), np.ones(2, np.int64), at)
-    ok = near.shape == (1, 2, 1) and step[0].shape == (1, 2) and draws[2].shape == (1, 3)
+    ok = (
+        near.shape == near_ro.shape == (1, 2, 1)
+        and step[0].shape == (1, 2)
+        and draws[2].shape == (1, 3)
+    )
     ok = ok and first_maxima(np.zeros((1, 2), np.float32), 1).shape == (1, 1)
     one = np.ones((1, 2), np.float32)
     ok = ok and h2o_largest(one, one, np.zeros((1, 2), np.int64), 1).shape == (1, 1)

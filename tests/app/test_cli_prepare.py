@@ -62,6 +62,44 @@ def test_install_sh_prepares_the_installed_copy_not_the_checkout():
     assert imports(["bash", "-c", line], root) == installed
 
 
+#: Run in a fresh interpreter: every numba kernel's compiled signatures after ``prepare``'s warm
+#: steps, then the new ones a first start's warm-up analysis (the real default model) added.
+FIRST_START = """
+import json, sys, tempfile
+import numba
+from sparse_core import _method_kernels as M
+from sparse_core.entmax import _cpu_kernel as K, cpu as C
+from sparsescope.engine.service import AnalysisService
+from sparsescope.engine.settings import Settings
+
+def signatures():
+    return {f"{m.__name__}.{n}": set(map(str, f.signatures)) for m in (M, K)
+            for n, f in vars(m).items() if isinstance(f, numba.core.registry.CPUDispatcher)}
+
+assert M.warm() and C.warm()
+warm = signatures()
+AnalysisService(Settings(data_dir=tempfile.mkdtemp(), warmup=True)).start(step=lambda s: None)
+new = {k: sorted(v - warm.get(k, set())) for k, v in signatures().items()}
+print(json.dumps({k: v for k, v in new.items() if v}))
+"""
+
+
+@pytest.mark.slow
+def test_a_first_start_compiles_nothing_prepare_did_not(tmp_path):
+    """What ``prepare`` compiles covers the first start: the default model's warm-up analysis
+    (every served model, the shipped artefact's methods) needs no kernel signature that the
+    warm steps did not build, so the installed cache holds everything it loads (a read-only
+    array, say, is a signature of its own)."""
+    import json
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "SPARSESCOPE_CACHE": str(tmp_path / "cache")}
+    run = subprocess.run([sys.executable, "-c", FIRST_START], cwd=root, env=env,
+                         capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert json.loads(run.stdout.strip().splitlines()[-1]) == {}
+
+
 def test_the_service_start_says_each_step(tmp_path, tiny_model):
     heard: list[str] = []
     service = AnalysisService(make_settings(tmp_path, warmup=True), model=tiny_model)
