@@ -49,6 +49,16 @@ VOLUME ["/data"]
 RUN python3 -m venv /opt/venv \
     && pip install --index-url "$TORCH_INDEX_URL" "torch==${TORCH_VERSION}"
 
+# the dependencies that pyproject.toml names, in a layer of their own: a change to the code alone
+# rebuilds only the project's layer below (tomllib from Python 3.11; tomli before it)
+COPY pyproject.toml /src/pyproject.toml
+RUN (python -c "import tomllib" 2>/dev/null || pip install "tomli>=2") \
+    && python -c "import sys; from importlib import import_module as m; \
+t = m('tomllib' if sys.version_info >= (3, 11) else 'tomli'); \
+print(*t.load(open('/src/pyproject.toml', 'rb'))['project']['dependencies'], sep='\n')" \
+        > /tmp/requirements.txt \
+    && pip install -r /tmp/requirements.txt && rm -rf /src /tmp/requirements.txt
+
 # the build context is what the wheel ships (.dockerignore): pyproject.toml, README.md, app,
 # sparse_core, frontend, static. Installed not editable, without test extras; no source kept.
 COPY . /src/
