@@ -224,11 +224,12 @@ def test_hostile_text_in_the_url_is_shown_as_text_and_runs_nothing(page, lecture
 
 @pytest.mark.browser
 def test_pareto_slide_says_so_when_the_server_has_no_sweep(page, lecture_server):
-    """No silent stand-in sweep: when GET …/pareto fails, the slide shows the server's reason."""
+    """No silent stand-in sweep: when GET …/pareto fails, the slide shows the server's reason.
+    (A 404: a 503 is retried first, five times, which tests/browser/test_busy.py tests.)"""
     page.route(
         "**/pareto?*",
         lambda route: route.fulfill(
-            status=503,
+            status=404,
             content_type="application/json",
             body='{"detail": "the sweep is down for maintenance", "field": null}',
         ),
