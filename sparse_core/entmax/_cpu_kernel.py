@@ -18,15 +18,18 @@ For each row of ``z (R, n)`` (float32 or float64; ``c = α − 1``, ``β = 1/c``
    ``_compact``; all of them, unpacked, when ``DENSE`` of the row pass for an integer β, 4/5
    otherwise), in index order; their float64 x gathered into per-call buffers (a few percent
    of the row at α ≥ 1.5).
-4. Exact phase on the candidates, float64 (``_exact_phase`` of sparse_core/entmax/): β ∈ {1, 2}
+4. Exact phase on the candidates, float64 (``_exact_phase`` of sparse_core/entmax/). One candidate
+   (the maximum alone; a third of the rows at α 1.75 on real text): τ = −1, p = 1 there. β ∈ {1, 2}
    (α = 2, 1.5): the closed form on ``S = {x > τ}`` repeated until S is stable (sums in index
    order: the torch compact path's τ bit for bit when both reach the same S); an integer β
    from 3 to 10 and 20: safeguarded Halley steps on ``‖[x − τ]_+‖_β − 1`` until a step is below
    1e-6 (``_halley``, unrolled products in one loop); other β: Newton on
    ``H_β`` until a step is below 1e-6, then one more (for a non-integer β the powers of the
    candidates as exp((β − 1) log y), four lanes at a time when the caller hands in the vector log
-   and exp, ``vmath``; libm's one at a time otherwise; the steps above 1e-4 first with float32
-   powers, eight lanes at a time, when it hands in those too; other integer β by binary
+   and exp, ``vmath``; libm's one at a time otherwise; where β's fraction is 1/2, 1/3 or 2/3
+   (α 1.6, 1.75 on the slider) a square or cube root and products instead, inline
+   (:func:`_root_pow`); the steps above 1e-4 first with float32 powers, eight lanes at a time,
+   when the caller hands in the float32 log and exp (:func:`_far_step`); other integer β by binary
    exponentiation, a vectorisable pass per squaring). A τ below the bound (a support entry
    could be missing; never observed) redoes the row with every finite score as a candidate.
 4′. A non-integer β > 2 (α < 1.5 between the integer-β ones: 1.15, 1.3, 1.35, 1.45, …) with the
@@ -40,8 +43,8 @@ For each row of ``z (R, n)`` (float32 or float64; ``c = α − 1``, ``β = 1/c``
    are computed exactly); their sum gives one more Newton step δ, which certifies τ1 (|δ| above
    1e-10 (1 + |τ|): step 4's Newton loop runs instead, from the bound; measured at most
    1.5e-16) and moves it to τ = τ1 + δ. Cube roots (β's fraction 1/3 or 2/3: α 1.15, 1.3)
-   are inline: a float32 guess from the bits and Newton (:func:`_icbrt32`), taken to float64
-   rounding by a series, no library call.
+   are inline: a float32 guess from the bits and Newton (:func:`_rcbrt32`), taken to float64
+   rounding by a series, no library call (so are step 4's).
 5. Output: zeros, and ``(x − τ)^β`` (float64, repeated multiplication for an integer β,
    exp(β log ·) otherwise — four lanes at a time with ``vmath`` —, then cast; 4′: the series'
    values) on the support; values below the output dtype's smallest normal number flushed to 0.
@@ -67,7 +70,7 @@ from numba import carray, cfunc, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-GROUPS = 8
+GROUPS = 8  # _bound reads a column's eight scores in registers: it spells out eight
 BOUND_MIN_N = 128
 MAX_SUBSET = 60
 MAX_EXACT = 50
@@ -150,13 +153,17 @@ def _vpow32(ds, ps, kk, e, vmath):
 
 
 @njit(nogil=True, cache=True, fastmath=FAST)
-def _far_step(xs, k, tau, beta, s32, vmath):
+def _far_step(xs, k, tau, beta, rt, s32, vmath):
     """A Newton step on H_β with the moments in float32 powers (sums in float64): ~1e-6
     relative, enough while τ is far from τ* (:func:`_newton_passes`)."""
     ds, ps = s32[0], s32[1]
     kk = (k + 7) & ~7
     _clamped(xs, k, tau, ds, kk)
-    _vpow32(ds, ps, kk, beta - 1.0, vmath)
+    a = int(math.floor(beta - 1.0))
+    if rt != 0 and a < 16:
+        _root32(ds, ps, kk, a, rt)
+    else:
+        _vpow32(ds, ps, kk, beta - 1.0, vmath)
     g1 = 0.0
     g = 0.0
     for j in range(kk):
@@ -173,26 +180,70 @@ ICBRT_MAGIC = np.int32(0x54A21D2A)
 TINY32 = np.float32(np.finfo(np.float32).tiny)
 
 
-@njit(nogil=True, cache=True, fastmath=FAST)
-def _icbrt32(f32, w32, kk):
-    """float32 ``w32[:kk] ← f32[:kk]^(−1/3)`` to ~2e-7 relative, inline (vectorises; no call):
-    the bit-level first guess, then three Newton steps w ← w (4 − y w³) / 3 (no division;
-    quadratic). y under float32's smallest normal number is taken as it."""
-    iv = f32.view(np.int32)
-    wv = w32.view(np.int32)
-    third = np.float32(-1.0 / 3.0)
-    for j in range(kk):
-        wv[j] = ICBRT_MAGIC + np.int32(np.float32(iv[j]) * third)
+@intrinsic
+def _f32_bits(typingctx, x):
+    """The int32 bits of the float32 ``x`` (an LLVM bitcast: free, and it vectorises)."""
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+
+    return types.int32(x), codegen
+
+
+@intrinsic
+def _bits_f32(typingctx, bits):
+    """The float32 whose bits are the int32 ``bits``."""
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.FloatType())
+
+    return types.float32(bits), codegen
+
+
+@njit(inline="always", fastmath=FAST)
+def _rcbrt32(y):
+    """float32 y^(−1/3) to ~2e-7 relative: the bit-level first guess, then three Newton steps
+    w ← w (4 − y w³) / 3 (no division; quadratic). y under float32's smallest normal number is
+    taken as it. Inline, so a loop of it vectorises."""
+    y = y if y > TINY32 else TINY32
+    w = _bits_f32(
+        np.int32(ICBRT_MAGIC + np.int32(np.float32(_f32_bits(y)) * np.float32(-1.0 / 3.0)))
+    )
     c43 = np.float32(4.0 / 3.0)
     c13 = np.float32(1.0 / 3.0)
+    w = w * (c43 - c13 * y * w * w * w)
+    w = w * (c43 - c13 * y * w * w * w)
+    return w * (c43 - c13 * y * w * w * w)
+
+
+@njit(nogil=True, cache=True, fastmath=FAST)
+def _icbrt32(f32, w32, kk):
+    """float32 ``w32[:kk] ← f32[:kk]^(−1/3)`` (:func:`_rcbrt32`: no library call)."""
     for j in range(kk):
-        y = f32[j]
-        y = y if y > TINY32 else TINY32
-        w = w32[j]
-        w = w * (c43 - c13 * y * w * w * w)
-        w = w * (c43 - c13 * y * w * w * w)
-        w = w * (c43 - c13 * y * w * w * w)
-        w32[j] = w
+        w32[j] = _rcbrt32(f32[j])
+
+
+@njit(nogil=True, cache=True, fastmath=FAST)
+def _root32(ds, ps, kk, a, rt):
+    """float32 ``ps[:kk] ← ds[:kk]^(a + f)`` for f = 1/2 (``rt`` 2), 1/3 (3) or 2/3 (4), a < 16,
+    without a call: ``sqrt``, or :func:`_icbrt32`'s y^(−1/3) as y w² or y w, then products."""
+    one = np.float32(1.0)
+    a1, a2, a4, a8 = a & 1 != 0, a & 2 != 0, a & 4 != 0, a & 8 != 0
+    if rt == 2:
+        for j in range(kk):
+            ps[j] = np.float32(math.sqrt(ds[j]))
+    elif rt == 3:
+        for j in range(kk):
+            y = ds[j]
+            w = _rcbrt32(y)
+            ps[j] = y * (w * w)
+    else:
+        for j in range(kk):
+            y = ds[j]
+            ps[j] = y * _rcbrt32(y)
+    if a != 0:
+        for j in range(kk):
+            ps[j] *= _small_pow(ds[j], a1, a2, a4, a8, one)
 
 
 @njit(inline="always")
@@ -311,7 +362,7 @@ def _series_powers(xs, k, tau0, beta, rt, scr, s32, vmath):
         return m2, m1, m0
     _clamped(xs, k, tau0, ds, kk)
     if rt != 0:
-        _root_pow(ds, ps, kk, a, rt, vmath)
+        _root_pow(ds, ps, kk, a, rt)
     else:
         _vpow(ds, ps, kk, em, vmath)
     for j in range(kk):
@@ -369,20 +420,29 @@ def _ipow_passes(ds, ps, bs, k, e):
 
 
 @njit(nogil=True, cache=True, fastmath=FAST)
-def _root_pow(ds, ps, kk, a, rt, vmath):
+def _root_pow(ds, ps, kk, a, rt):
     """``ps[:kk] ← ds[:kk]^(a + f)`` for f = 1/2 (``rt`` 2: ``sqrt``, an instruction), 1/3 (3) or
-    2/3 (4: SLEEF's 3.5-ulp ``cbrtd4`` at ``vmath[4]``, four lanes at a time), then a products:
-    no log or exp for the slider's β = 20/k with k = 3, 6, 8, 12, 15 (α 1.15, 1.3, 1.4, 1.6,
-    1.75). ds ≥ 0; kk a multiple of 4; ``ps`` is not ``ds``."""
+    2/3 (4: :func:`_rcbrt32`'s float32 y^(−1/3) taken to float64 rounding by three terms of a
+    series, as :func:`_series_powers` does; inline, so the loop vectorises), then a products: no
+    log or exp for the slider's β = 20/k with k = 3, 6, 8, 12, 15 (α 1.15, 1.3, 1.4, 1.6,
+    1.75). ds ≥ 0; kk a multiple of 4; ``ps`` is not ``ds``. Measured on real rows at
+    α 1.75 (bench/bench_entmax_kernel.py): 6 % less kernel time than SLEEF's 3.5-ulp ``cbrtd4``
+    with far steps by float32 log and exp, and closer to the true root."""
     if rt == 2:
         for j in range(kk):
             ps[j] = math.sqrt(ds[j])
     else:
-        for j in range(0, kk, 4):
-            _vcall4(vmath[4], ds, ps, j)
-        if rt == 4:
-            for j in range(kk):
-                ps[j] *= ps[j]
+        for j in range(kk):  # float32's y^(−1/3) to float64 rounding (see _series_powers)
+            y = ds[j]
+            w = np.float64(_rcbrt32(np.float32(y)))
+            h = 1.0 - y * (w * w * w)
+            w = w + w * h * (1.0 / 3.0 + h * (2.0 / 9.0 + h * (14.0 / 81.0)))
+            ps[j] = y * w if rt == 4 else y * (w * w)
+        e = 2.0 / 3.0 if rt == 4 else 1.0 / 3.0
+        for j in range(kk):  # below float32's normal range the first guess is off: libm's
+            y = ds[j]
+            if y > 0.0 and y < TINY32:
+                ps[j] = math.exp(e * math.log(y))
     for _ in range(a):
         for j in range(kk):
             ps[j] *= ds[j]
@@ -408,7 +468,7 @@ def _moments_passes(xs, k, tau, e_int, e, rt, scr, vmath):
     kk = k if e_int >= 0 and rt == 0 else (k + 3) & ~3  # vector lanes: k rounded up to 4
     _clamped(xs, k, tau, ds, kk)
     if rt != 0:
-        _root_pow(ds, ps, kk, int(math.floor(e)), rt, vmath)
+        _root_pow(ds, ps, kk, int(math.floor(e)), rt)
     elif e_int < 0:
         _vpow(ds, ps, kk, e, vmath)
     else:
@@ -553,22 +613,55 @@ def _bound(z, r, sub, xsub, c, q):
             bad |= not v < np.inf  # NaN or +inf
         return (np.nan if bad else m), -1.0 - 1e-9
     w = n // GROUPS
-    nan = 0  # explicit loops (each vectorises), not np.maximum's calls: ~30 ns a row less
+    # one loop over the group's columns, its eight scores in registers (it vectorises over j; a
+    # pass per group through ``sub`` read and wrote it eight times: 25 ns a row more at n = 512)
+    nan = 0
     for j in range(w):
-        v = row[j]
-        sub[j] = v
-        nan += v != v
-    for g in range(1, GROUPS):
-        o = g * w
-        for j in range(w):
-            v = row[o + j]
-            s = sub[j]
-            sub[j] = v if v > s else s
-            nan += v != v
+        s = row[j]
+        nn = s != s
+        v = row[w + j]
+        s = v if v > s else s
+        nn += v != v
+        v = row[2 * w + j]
+        s = v if v > s else s
+        nn += v != v
+        v = row[3 * w + j]
+        s = v if v > s else s
+        nn += v != v
+        v = row[4 * w + j]
+        s = v if v > s else s
+        nn += v != v
+        v = row[5 * w + j]
+        s = v if v > s else s
+        nn += v != v
+        v = row[6 * w + j]
+        s = v if v > s else s
+        nn += v != v
+        v = row[7 * w + j]
+        s = v if v > s else s
+        nn += v != v
+        sub[j] = s
+        nan += nn
     bad = nan > 0
-    for j in range(w):
+    # the maximum in four chains (one chain waits on each comparison: ~30 ns a row more at
+    # n = 512); the maximum of a set, so the same value (rows with a NaN are flagged above)
+    m0, m1, m2, m3 = sub[0], sub[1], sub[2], sub[3]  # w >= 16 (n >= BOUND_MIN_N)
+    top = w - w % 4
+    for j in range(4, top, 4):
         v = sub[j]
-        m = v if v > m else m
+        m0 = v if v > m0 else m0
+        v = sub[j + 1]
+        m1 = v if v > m1 else m1
+        v = sub[j + 2]
+        m2 = v if v > m2 else m2
+        v = sub[j + 3]
+        m3 = v if v > m3 else m3
+    for j in range(top, w):
+        v = sub[j]
+        m0 = v if v > m0 else m0
+    m0 = m1 if m1 > m0 else m0
+    m2 = m3 if m3 > m2 else m2
+    m = m2 if m2 > m0 else m0
     for i in range(w * GROUPS, n):
         v = row[i]
         m = v if v > m else m
@@ -728,11 +821,11 @@ def _gather(z, r, sub, m, c, floor, idx, xs, cols, dense):
             nc += sub[j] > tz
         if 2 * nc > w:  # many candidates (α near 1): every score
             for i in range(n):
-                k += row[i] > tz
+                v = row[i]
+                xs[i] = (np.float64(v) - m64) * c
+                idx[i] = i
+                k += v > tz
             if k * dense[1] >= n * dense[0]:  # most scores: all of them, uncompacted (a superset)
-                for i in range(n):
-                    xs[i] = (np.float64(row[i]) - m64) * c
-                    idx[i] = i
                 return n, (t - m64) * c
             k = _compact(row, n, m64, c, tz, xs, idx)
         else:
@@ -757,7 +850,7 @@ def _powers(xs, k, tau, beta, beta_int, rt, scr, vmath):
     if rt != 0 and k >= VEC_MIN:
         kk = (k + 3) & ~3
         _clamped(xs, k, tau, scr[0], kk)
-        _root_pow(scr[0], xs, kk, int(math.floor(beta)), rt, vmath)
+        _root_pow(scr[0], xs, kk, int(math.floor(beta)), rt)
     elif beta_int < 0 and vmath[0] != 0 and k >= VEC_MIN:
         kk = (k + 3) & ~3
         _clamped(xs, k, tau, xs, kk)
@@ -977,7 +1070,7 @@ def _far_steps(xs, k, tau, beta, rt, s32, vmath, halley):
         if halley:
             step = _far_halley(xs, k, tau, beta, rt, s32, vmath)
         else:
-            step = _far_step(xs, k, tau, beta, s32, vmath)
+            step = _far_step(xs, k, tau, beta, rt, s32, vmath)
         if not step > 0.0:  # also a NaN step
             break
         tau += step
@@ -1148,12 +1241,12 @@ def thread_mxcsr():
 @njit(nogil=True, cache=True)
 def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath):
     """α-entmax of rows ``r0 … r1 − 1`` of ``z`` into ``out`` (module docstring); ``vmath``: the
-    addresses of a 4-lane float64 log and exp, an 8-lane float32 log and exp and a 4-lane
-    float64 cbrt (int64 (5,), :func:`_vector_call`; a zero for none: libm's, no float32 far
-    steps, no cube roots), then optionally the MXCSR bits to set on this thread while the rows
-    run (``vmath[5]``: flush-to-zero and denormals-are-zero, :mod:`._denormals`; 0 or absent:
-    none), restored at the end."""
-    bits = vmath[5] if vmath.shape[0] > 5 else 0
+    addresses of a 4-lane float64 log and exp and an 8-lane float32 log and exp (int64 (4,),
+    :func:`_vector_call`; a zero for none: libm's, no float32 far steps, no series), then
+    optionally the MXCSR bits to set on this thread while the rows run (``vmath[4]``:
+    flush-to-zero and denormals-are-zero, :mod:`._denormals`; 0 or absent: none), restored at
+    the end."""
+    bits = vmath[4] if vmath.shape[0] > 4 else 0
     mxcsr = _mxcsr_or(bits) if bits != 0 else 0
     n = z.shape[1]
     c = alpha - 1.0
@@ -1164,13 +1257,12 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath):
     closed = beta_int == 1 or beta_int == 2
     frac = beta - math.floor(beta)
     rt = 0  # β's fraction 1/2, 1/3 or 2/3: a root instead of log and exp (_root_pow)
-    cbrt = vmath.shape[0] > 4 and vmath[4] != 0
     if beta_int < 0:
         if abs(frac - 0.5) < 1e-12:
             rt = 2
-        elif cbrt and abs(frac - 1.0 / 3.0) < 1e-12:
+        elif abs(frac - 1.0 / 3.0) < 1e-12:
             rt = 3
-        elif cbrt and abs(frac - 2.0 / 3.0) < 1e-12:
+        elif abs(frac - 2.0 / 3.0) < 1e-12:
             rt = 4
     far = beta_int < 0 and vmath[2] != 0 and (vmath[0] != 0 or rt != 0)
     series_ok = far and beta > 2.0 + 1e-9
@@ -1200,7 +1292,9 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath):
         for _attempt in range(2):
             k, floor = _gather(z, r, sub, m, c, floor, idx, xs, cols, dense)
             written = False
-            if closed:
+            if k == 1:  # the maximum alone: x = 0 and τ = −1, exactly, at every α
+                tau, ok = xs[0] - 1.0, True
+            elif closed:
                 tau, ok = _closed(xs, k, floor, beta_int)
             elif series_ok and k >= VEC_MIN:
                 tau = _far_steps(xs, k, floor, beta, rt, s32, vmath, True)
@@ -1234,6 +1328,10 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath):
         if state == 3:
             continue
         if written:
+            continue
+        if k == 1:  # p = 1 at the maximum (no power: 1^β is 1)
+            out[r, :] = 0.0
+            out[r, idx[0]] = 1.0
             continue
         _powers(xs, k, tau, beta, beta_int, rt, scr, vmath)
         if k == n:  # every score, in index order: idx is the identity, one contiguous write

@@ -1,4 +1,4 @@
-"""SLEEF's vector ``log``, ``exp`` and ``cbrt`` in torch's CPU library, found by symbol name: the
+"""SLEEF's vector ``log`` and ``exp`` in torch's CPU library, found by symbol name: the
 one place the CPU kernel reaches into torch's private parts for its math (the ``sleef`` fast
 path, :mod:`sparse_core.entmax.fast_paths`; switch ``SPARSESCOPE_ENTMAX_SLEEF=0``).
 
@@ -29,7 +29,6 @@ SLEEF = (
     "Sleef_expd4_u10avx2",
     "Sleef_logf8_u10avx2",
     "Sleef_expf8_u10avx2",
-    "Sleef_cbrtd4_u35avx2",
 )
 
 

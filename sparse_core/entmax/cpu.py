@@ -149,7 +149,7 @@ def _team():
 
 def _vmath() -> np.ndarray:
     """The kernel's table of platform helpers: the addresses of SLEEF's 4-lane float64 and
-    8-lane float32 ``log`` and ``exp`` and 4-lane ``cbrt`` (AVX2) in torch's CPU library, or
+    8-lane float32 ``log`` and ``exp`` (AVX2) in torch's CPU library, or
     zeros (libm's): needs AVX2 and FMA on this CPU (torch's own dispatch says so), numba
     compiling for this CPU (the vectors' calling convention), the symbols exported, and
     ``SPARSESCOPE_ENTMAX_SLEEF`` not ``0``; then the MXCSR bits the kernel sets while it runs

@@ -8,7 +8,7 @@ entmax and model tests a second time with ``SPARSESCOPE_FAST_PATHS=0``).
 
 - ``team``: :mod:`._cpu_team` calls libgomp's ``GOMP_parallel`` (ctypes) on the OpenMP team
   torch already runs. Switch ``SPARSESCOPE_ENTMAX_TEAM=0``; off: a thread pool of ours.
-- ``sleef``: :mod:`._sleef` looks SLEEF's vector log / exp / cbrt up by symbol name in torch's
+- ``sleef``: :mod:`._sleef` looks SLEEF's vector log / exp up by symbol name in torch's
   ``libtorch_cpu.so``. Switch ``SPARSESCOPE_ENTMAX_SLEEF=0``; off: libm's, one value at a time.
 - ``avx512``: :mod:`._cpu_kernel` emits LLVM's x86 AVX-512 register compress (``_compress8``).
   Switch ``SPARSESCOPE_ENTMAX_AVX512=0``; off: the one-at-a-time branch-free loop.
