@@ -17,9 +17,10 @@ from sparse_core.testing import entmax_reference
 
 ALPHAS = [1.03, 1.04, 1.05, 1.1, 1.125, 1.15, 1.2, 1.25, 1.3, 1.3333, 1.45, 1.5, 1.6185, 1.75, 2.0]
 """β = 1/(α − 1): 25 (binary exponentiation passes); 20, 10, 8, 5, 4, 3 (unrolled products); 2
-and 1 (closed form); non-integer ones, 33.3 included (SLEEF, or libm under 4 candidates); those
-above 2 by the one-pass series (6.67 and 3.33 with inline cube roots, 3.0003 and 2.22 with
-the vector log / exp)."""
+and 1 (closed form); non-integer ones, 33.3 included (SLEEF, or libm under 4 candidates; 1.6185
+and 1.3333 take no log / exp on more: a cube root inline and products); those above 2 by the
+one-pass series (6.67 and 3.33 with inline cube roots, 3.0003 and 2.22 with the vector log /
+exp)."""
 TINY32 = torch.finfo(torch.float32).tiny
 
 
@@ -340,6 +341,54 @@ def test_the_series_equals_newtons_loop(alpha: float) -> None:
     k.solve_rows(z32, out32, alpha, TINY32, 0, len(z), status, entmax_cpu._vmath())
     assert not status.any()
     assert_exact(torch.from_numpy(out32), torch.from_numpy(z32), alpha)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [40, 128, 512])
+def test_a_lone_candidate_is_exactly_one_hot(dtype, n: int) -> None:
+    """Rows whose other scores are all more than 1/(α − 1) below the maximum have one candidate,
+    which the kernel solves outright (τ = −1): p is exactly 1 at the maximum and 0 elsewhere,
+    float64 rows included, at every kind of β, the row's maximum anywhere in it."""
+    k = entmax_cpu._load()
+    g = np.random.default_rng(n)
+    for alpha in (1.1, 1.25, 1.5, 1.6185, 1.75, 2.0):
+        gap = 1.0 / (alpha - 1.0) + 0.5
+        z = (g.random((9, n)) * -20.0 - gap + 3.0).astype(dtype)
+        top = g.integers(0, n, size=9)
+        z[np.arange(9), top] = 3.0
+        z[4, : n // 2] = -np.inf  # masked scores beside it
+        z[4, top[4]] = 3.0
+        out, status = np.full_like(z, np.nan), np.zeros(9, np.int8)
+        k.solve_rows(z, out, alpha, float(np.finfo(dtype).tiny), 0, 9, status, entmax_cpu._vmath())
+        assert not status.any()
+        want = np.zeros_like(z)
+        want[np.arange(9), top] = 1.0
+        assert np.array_equal(out, want), alpha
+
+
+@pytest.mark.parametrize("rt", [3, 4])
+@pytest.mark.parametrize("a", [0, 1, 2])
+def test_inline_roots_are_float64_roots(rt: int, a: int) -> None:
+    """_root_pow's inline cube roots (rt 3: y^(a + 1/3), 4: y^(a + 2/3)) match libm's powers to
+    a few float64 ulps (4e-15 relative) over float32's normal range up to 1, within 1e-13 below it
+    (redone with a library root), and give 0 at 0."""
+    k = entmax_cpu._load()
+    y = np.concatenate([np.geomspace(1e-300, 1.0, 4001), np.linspace(0.0, 1.0, 1001)])
+    kk = (y.size + 7) & ~7
+    ds = np.zeros(kk)
+    ds[: y.size] = y
+    ps = np.empty(kk)
+    k._root_pow(ds, ps, kk, a, rt)
+    ref = np.cbrt(y) ** (3 * a + rt - 2)  # an integer power of libm's cube root
+    got = ps[: y.size]
+    assert got[y == 0.0].tolist() == [0.0] * int((y == 0.0).sum())
+    rel = np.abs(got - ref) / np.where(ref > 0.0, ref, 1.0)
+    normal = y >= TINY32
+    assert float(rel[normal].max()) < 4e-15
+    # below float32's range a library root, which fast-math may fuse with the products into
+    # one pow (its exponent's rounding times |log y|); those y^(a + f) are below 1e-25
+    live = ~normal & (ref > 1e-290)  # (products below float64's normal range are not relative)
+    assert float(rel[live].max()) < 1e-13
 
 
 def test_inline_cube_root() -> None:
