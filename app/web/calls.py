@@ -83,7 +83,13 @@ def start_model_threads(count: int = MODEL_THREADS) -> threading.Thread:
             started.release()
             gate.wait(60)
 
-        futures = [pool.submit(hold) for _ in range(count)]
+        futures = []
+        try:
+            for _ in range(count):
+                futures.append(pool.submit(hold))
+        except RuntimeError:  # the interpreter is shutting down (a short-lived process): no pool
+            gate.set()
+            return
         for _ in futures:
             started.acquire(timeout=60)
         gate.set()

@@ -250,6 +250,26 @@ def test_error_bodies_are_json(client) -> None:
 # ----------------------------------------------------------------------------- /healthz
 
 
+def test_starting_the_model_threads_at_shutdown_is_quiet(monkeypatch) -> None:
+    """A process that ends just after serve started its model threads (the pool then refuses new
+    work): the starter thread ends without an exception, so nothing prints a traceback."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sparsescope.web import calls
+
+    closed = ThreadPoolExecutor(1)
+    closed.shutdown()
+    monkeypatch.setattr(calls, "_pool", closed)
+    monkeypatch.setattr(calls, "_starter", None)
+    raised: list[BaseException] = []
+    monkeypatch.setattr(threading, "excepthook", lambda a: raised.append(a.exc_value))
+    t = calls.start_model_threads(2)
+    t.join(10)
+    assert not t.is_alive()
+    assert raised == []
+
+
 def test_analyses_start_no_thread_on_the_event_loop(client, monkeypatch) -> None:
     """A thread's start waits until the new thread has held the GIL once: seconds on a loaded
     machine, during which the event loop (and /healthz) waits. Concurrent analyses must find

@@ -117,14 +117,14 @@ def test_warm_up_runs_once_when_serve_has_started_the_service(tmp_path, tiny_mod
 def test_method_lists_follow_the_artefact_not_its_address(service, tiny_model):
     """Artefacts come and go (one per alpha); a freed one's id() is reused by the next, so the
     method lists are remembered per artefact name, and each artefact gets its own k-means
-    choices."""
-    import gc
-
+    choices. (Each artefact is freed by its last reference going, no collector pass needed: a
+    full gc.collect() in a worker's grown heap cost a second each.)"""
     from sparse_core.sparsefinder import Artefact
 
     service.start()
     cfg = tiny_model.config
     L, H, d, r = cfg.num_layers, cfg.num_heads, cfg.head_dim, 2
+    seen: set[int] = set()
     for k in range(12):
         counts = (2 + k, 3 + k)
         art = Artefact(
@@ -139,5 +139,6 @@ def test_method_lists_follow_the_artefact_not_its_address(service, tiny_model):
         listed = {m["name"]: m for m in service._method_list(16, art)}
         (spec,) = [p for p in listed["sf-kmeans"]["params"] if p["name"] == "n_clusters"]
         assert spec["choices"] == list(counts), k
+        seen.add(id(art))
         del art, listed
-        gc.collect()
+    assert len(seen) < 12, "no freed artefact's id() was reused: the case this test is for"
