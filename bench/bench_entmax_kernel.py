@@ -52,9 +52,9 @@ def capture(model, text: str, alpha: float) -> np.ndarray:
     seen: list[np.ndarray] = []
     real = entmax_cpu.entmax_rows
 
-    def spy(rows, a, out, redo):
+    def spy(rows, a, out, redo, *rest):
         seen.append(rows.numpy().copy())
-        return real(rows, a, out, redo)
+        return real(rows, a, out, redo, *rest)
 
     entmax_cpu.entmax_rows = spy
     try:
@@ -80,14 +80,19 @@ def load_kernel(tree: Path):
 
 
 def caller(kernel, vmath):
-    """``f(z, out, alpha, status)`` over every row, for a kernel with or without ``vmath``."""
-    takes_vmath = len(inspect.signature(kernel.solve_rows.py_func).parameters) == 8
+    """``f(z, out, alpha, status)`` over every row, for a kernel with or without ``vmath`` (and
+    with or without ``copy``: none given)."""
+    params = len(inspect.signature(kernel.solve_rows.py_func).parameters)
+    takes_vmath = params >= 8
     if takes_vmath and "vmath[5]" in inspect.getsource(kernel.solve_rows.py_func):
         vmath = np.insert(vmath, 4, 0)  # a kernel whose table still had SLEEF's cbrt at 4
     tiny = float(np.finfo(np.float32).tiny)
 
     def run(z, out, alpha, status):
-        if takes_vmath:
+        if params == 9:
+            none = np.empty((0, 1), out.dtype)
+            kernel.solve_rows(z, out, alpha, tiny, 0, len(z), status, vmath, none)
+        elif takes_vmath:
             kernel.solve_rows(z, out, alpha, tiny, 0, len(z), status, vmath)
         else:
             kernel.solve_rows(z, out, alpha, tiny, 0, len(z), status)

@@ -335,8 +335,10 @@ def _heads_attention(
     buf = state.scratch((1, hs.stop - hs.start, n, m), query.device)
     s = _scores(query[:, hs], key[:, hs], scaling, softcap, model_mask, ok, buf)
     a = alpha[:, hs] if isinstance(alpha, Tensor) else alpha
-    out = state.probs[li][:, hs] if state.record else None  # contiguous (B == 1)
-    p = entmax(s, a, out=out)
+    # P over the scores, in cache for P V; the recording (contiguous: B == 1) gets it by the
+    # kernel's streaming stores, which neither read its lines nor evict P's (entmax's copy=)
+    rec = state.probs[li][:, hs] if state.record else None
+    p = entmax(s, a, out=s, copy=rec)
     return torch.matmul(p.to(value.dtype), value[:, hs])
 
 

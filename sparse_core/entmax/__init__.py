@@ -177,7 +177,12 @@ _TINY32 = torch.finfo(torch.float32).tiny
 
 
 def entmax(
-    scores: Tensor, alpha: float | Tensor = 1.5, dim: int = -1, *, out: Tensor | None = None
+    scores: Tensor,
+    alpha: float | Tensor = 1.5,
+    dim: int = -1,
+    *,
+    out: Tensor | None = None,
+    copy: Tensor | None = None,
 ) -> Tensor:
     """Exact α-entmax of ``scores`` along ``dim`` (formula and algorithm: module docstring).
 
@@ -189,7 +194,12 @@ def entmax(
         dim: the dimension that sums to one.
         out: optional result tensor of the shape of ``scores`` and the result dtype, e.g. one
             layer's slice of a preallocated (B, L, H, n, n) buffer: written in place when it is
-            contiguous (saves the copy of a later ``torch.stack``).
+            contiguous (saves the copy of a later ``torch.stack``). It may be ``scores`` itself
+            (float32 or float64 scores): the result then overwrites them.
+        copy: optional second tensor of that shape and dtype that receives the result too. The
+            CPU kernel writes each row there by streaming stores as it finishes it (they take
+            no cache lines: for a recording that is not read back soon, while ``out`` stays in
+            cache for what reads the result next); elsewhere it is copied at the end.
 
     Returns:
         Probabilities of the shape of ``scores``; float64 for float64 input, else float32.
@@ -198,36 +208,91 @@ def entmax(
     if torch.is_grad_enabled() and (
         scores.requires_grad or (isinstance(alpha, Tensor) and alpha.requires_grad)
     ):
-        if out is not None:
-            raise ValueError("out= is not supported when a gradient is required")
+        if out is not None or copy is not None:
+            raise ValueError("out= and copy= are not supported when a gradient is required")
         return entmax_with_grad(scores, alpha if isinstance(alpha, Tensor) else a, dim, entmax)
     with torch.no_grad():
         z = _as_compute_dtype(scores)
-        if out is not None and (out.shape != z.shape or out.dtype != z.dtype):
-            raise ValueError(
-                f"out must have the shape {tuple(z.shape)} and dtype {z.dtype} of the result, "
-                f"got {tuple(out.shape)} {out.dtype}"
-            )
-        last = dim in (-1, z.dim() - 1)
-        if z.numel() == 0:
-            return torch.zeros_like(z) if out is None else out.zero_()
-        if isinstance(a, float) and a == 1.0:
-            return _softmax(z, dim, out)
-        zl = z if last else z.movedim(dim, -1)  # (..., n)
-        n = zl.shape[-1]
-        rows = zl.reshape(-1, n)  # (R, n); copies only if dim is not the last
-        direct = out is not None and last and out.is_contiguous()
-        res = out.view(-1, n) if direct else None
-        if isinstance(a, float):
-            res = _entmax_rows(rows, a, out=res)
-        else:
-            ar = a.expand(*z.shape)
-            a_rows = (ar if last else ar.movedim(dim, -1)).reshape(-1, n)[:, 0]  # (R,)
-            res = _entmax_per_row(rows, a_rows, out=res)
-        if direct:
-            return out
-        p = res.view(zl.shape) if last else res.view(zl.shape).movedim(-1, dim)
-        return p if out is None else out.copy_(p)
+        for name, t in (("out", out), ("copy", copy)):
+            if t is not None and (t.shape != z.shape or t.dtype != z.dtype):
+                raise ValueError(
+                    f"{name} must have the shape {tuple(z.shape)} and dtype {z.dtype} of the "
+                    f"result, got {tuple(t.shape)} {t.dtype}"
+                )
+        p, streamed = _entmax_into(z, a, dim, out, copy)
+        if copy is not None and not streamed:
+            copy.copy_(p)
+        return p
+
+
+def _entmax_into(
+    z: Tensor, a: float | Tensor, dim: int, out: Tensor | None, copy: Tensor | None
+) -> tuple[Tensor, bool]:
+    """:func:`entmax` of checked scores (the result is ``out`` when given), and whether the CPU
+    kernel also streamed it into ``copy``."""
+    last = dim in (-1, z.dim() - 1)
+    if z.numel() == 0:
+        return (torch.zeros_like(z) if out is None else out.zero_()), False
+    if out is not None and _shares_memory(out, z) and not _kernel_in_place(z, a, last, out):
+        p, streamed = _entmax_into(z, a, dim, None, copy)  # only the CPU kernel works in place
+        return out.copy_(p), streamed
+    if isinstance(a, float) and a == 1.0:
+        return _softmax(z, dim, out), False
+    zl = z if last else z.movedim(dim, -1)  # (..., n)
+    n = zl.shape[-1]
+    rows = zl.reshape(-1, n)  # (R, n); copies only if dim is not the last
+    direct = out is not None and last and out.is_contiguous()
+    res = out.view(-1, n) if direct else None
+    stream = copy.view(-1, n) if copy is not None and last and copy.is_contiguous() else None
+    streamed = False
+    if isinstance(a, float):
+        res, streamed = _entmax_rows_streamed(rows, a, res, stream)
+    else:
+        ar = a.expand(*z.shape)
+        a_rows = (ar if last else ar.movedim(dim, -1)).reshape(-1, n)[:, 0]  # (R,)
+        res = _entmax_per_row(rows, a_rows, out=res)
+    if direct:
+        return out, streamed
+    p = res.view(zl.shape) if last else res.view(zl.shape).movedim(-1, dim)
+    return (p if out is None else out.copy_(p)), streamed
+
+
+def _shares_memory(a: Tensor, b: Tensor) -> bool:
+    """Whether two tensors view one storage (conservative: any views of it)."""
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+
+
+def _kernel_in_place(z: Tensor, a: float | Tensor, last: bool, out: Tensor) -> bool:
+    """Whether ``out`` is exactly ``z`` and the CPU kernel takes its rows: the one path that
+    reads each row whole before it writes it (the torch paths zero ``out`` first)."""
+    return (
+        isinstance(a, float)
+        and a - 1.0 >= NEAR_ONE
+        and last
+        and out.data_ptr() == z.data_ptr()
+        and out.is_contiguous()
+        and z.is_contiguous()
+        and not _use_triton(z, a)
+        and _cpu.available(z.view(-1, z.shape[-1]), a)
+    )
+
+
+def _entmax_rows_streamed(
+    rows: Tensor, alpha: float, out: Tensor | None, copy: Tensor | None
+) -> tuple[Tensor, bool]:
+    """:func:`_entmax_rows` of a scalar α; with ``copy`` (R, n), the CPU kernel streams each
+    row there too when it takes these rows. Returns the result and whether it did."""
+    if (
+        copy is None
+        or alpha - 1.0 < NEAR_ONE
+        or _use_triton(rows, alpha)
+        or not _cpu.available(rows, alpha)
+    ):
+        return _entmax_rows(rows, alpha, out=out), False
+    rows = rows.contiguous()
+    res = torch.empty_like(rows) if out is None else out
+    redo = lambda z, a, o: _compact_chunk(z, a, o, 0)  # noqa: E731 (as _entmax_rows')
+    return _cpu.entmax_rows(rows, alpha, res, redo, copy), True
 
 
 # ----------------------------------------------------------------------------------------------

@@ -616,35 +616,35 @@ def _bound(z, r, sub, xsub, c, q):
         return (np.nan if bad else m), -1.0 - 1e-9
     w = n // GROUPS
     # one loop over the group's columns, its eight scores in registers (it vectorises over j; a
-    # pass per group through ``sub`` read and wrote it eight times: 25 ns a row more at n = 512)
-    nan = 0
+    # pass per group through ``sub`` read and wrote it eight times: 25 ns a row more at n = 512);
+    # NaN flags OR'd as booleans (counted in int64 lanes, the loop took 25 ns a row more)
+    bad = False
     for j in range(w):
         s = row[j]
         nn = s != s
         v = row[w + j]
         s = v if v > s else s
-        nn += v != v
+        nn |= v != v
         v = row[2 * w + j]
         s = v if v > s else s
-        nn += v != v
+        nn |= v != v
         v = row[3 * w + j]
         s = v if v > s else s
-        nn += v != v
+        nn |= v != v
         v = row[4 * w + j]
         s = v if v > s else s
-        nn += v != v
+        nn |= v != v
         v = row[5 * w + j]
         s = v if v > s else s
-        nn += v != v
+        nn |= v != v
         v = row[6 * w + j]
         s = v if v > s else s
-        nn += v != v
+        nn |= v != v
         v = row[7 * w + j]
         s = v if v > s else s
-        nn += v != v
+        nn |= v != v
         sub[j] = s
-        nan += nn
-    bad = nan > 0
+        bad |= nn
     # the maximum in four chains (one chain waits on each comparison: ~30 ns a row more at
     # n = 512); the maximum of a set, so the same value (rows with a NaN are flagged above)
     m0, m1, m2, m3 = sub[0], sub[1], sub[2], sub[3]  # w >= 16 (n >= BOUND_MIN_N)
@@ -680,7 +680,14 @@ def _bound(z, r, sub, xsub, c, q):
         g1, g = _moments(xsub, w, tau, q - 1, 0.0)
         if g1 <= 0.0:
             break
-        nq = g if q == 1 else math.sqrt(g) if q == 2 else g ** (1.0 / q)
+        if q == 1:
+            nq = g
+        elif q == 2:
+            nq = math.sqrt(g)
+        elif q == 4:  # α 1.25, 1.3: two roots, not libm's pow (~25 ns a call)
+            nq = math.sqrt(math.sqrt(g))
+        else:
+            nq = g ** (1.0 / q)
         step = (nq - 1.0) * (g / nq) / g1
         if not step > 1e-2 * (1.0 + abs(tau)):  # any iterate is a lower bound; also ends a NaN step
             if step > 0.0:
@@ -822,11 +829,13 @@ def _gather(z, r, sub, m, c, floor, idx, xs, cols, dense):
             cols[nc] = j
             nc += sub[j] > tz
         if 2 * nc > w:  # many candidates (α near 1): every score
+            kd = np.int32(0)
             for i in range(n):
                 v = row[i]
                 xs[i] = (np.float64(v) - m64) * c
                 idx[i] = i
-                k += v > tz
+                kd += np.int32(1) if v > tz else np.int32(0)  # int32 lanes, not int64
+            k = kd
             if k * dense[1] >= n * dense[0]:  # most scores: all of them, uncompacted (a superset)
                 return n, (t - m64) * c
             k = _compact(row, n, m64, c, tz, xs, idx)
@@ -998,12 +1007,9 @@ def _newton(xs, k, tau, beta, beta_int):
     return tau, False
 
 
-@njit(nogil=True, cache=True, fastmath=FAST)
-def _moments3(xs, k, tau, e):
-    """``Σ y^e``, ``Σ y^(e+1)`` and ``Σ y^(e+2)`` over ``y = [x − τ]_+`` of ``xs[:k]`` for an
-    integer ``1 ≤ e < 32``: y^e by products (:func:`_small_pow`'s flags, fixed over the loop, so
-    it vectorises)."""
-    a1, a2, a4, a8, a16 = e & 1 != 0, e & 2 != 0, e & 4 != 0, e & 8 != 0, e & 16 != 0
+@njit(inline="always", fastmath=FAST)
+def _moments3_loop(xs, k, tau, a1, a2, a4, a8, a16):
+    """:func:`_moments3`'s pass for ``e = a1 + 2 a2 + 4 a4 + 8 a8 + 16 a16``."""
     m2 = 0.0
     m1 = 0.0
     m0 = 0.0
@@ -1021,6 +1027,48 @@ def _moments3(xs, k, tau, e):
         m1 += b
         m0 += b * d
     return m2, m1, m0
+
+
+# The slider's integer β from 3 on (α 1.05, 1.1, 1.2, 1.25: e = β − 2 = 18, 8, 3, 2), each
+# compiled with its flags constant: the loop then holds only its own products (with the flags
+# read at run time the kernel took ~2 % longer on real rows at α 1.1).
+
+
+@njit(nogil=True, cache=True, fastmath=FAST)
+def _moments3_8(xs, k, tau):
+    return _moments3_loop(xs, k, tau, False, False, False, True, False)
+
+
+@njit(nogil=True, cache=True, fastmath=FAST)
+def _moments3_2(xs, k, tau):
+    return _moments3_loop(xs, k, tau, False, True, False, False, False)
+
+
+@njit(nogil=True, cache=True, fastmath=FAST)
+def _moments3_3(xs, k, tau):
+    return _moments3_loop(xs, k, tau, True, True, False, False, False)
+
+
+@njit(nogil=True, cache=True, fastmath=FAST)
+def _moments3_18(xs, k, tau):
+    return _moments3_loop(xs, k, tau, False, True, False, False, True)
+
+
+@njit(nogil=True, cache=True, fastmath=FAST)
+def _moments3(xs, k, tau, e):
+    """``Σ y^e``, ``Σ y^(e+1)`` and ``Σ y^(e+2)`` over ``y = [x − τ]_+`` of ``xs[:k]`` for an
+    integer ``1 ≤ e < 32``: y^e by products (:func:`_small_pow`'s flags, fixed over the loop, so
+    it vectorises; the slider's e each in a loop of its own)."""
+    if e == 8:
+        return _moments3_8(xs, k, tau)
+    if e == 2:
+        return _moments3_2(xs, k, tau)
+    if e == 3:
+        return _moments3_3(xs, k, tau)
+    if e == 18:
+        return _moments3_18(xs, k, tau)
+    a1, a2, a4, a8, a16 = e & 1 != 0, e & 2 != 0, e & 4 != 0, e & 8 != 0, e & 16 != 0
+    return _moments3_loop(xs, k, tau, a1, a2, a4, a8, a16)
 
 
 @njit(nogil=True, cache=True)
@@ -1240,15 +1288,80 @@ def thread_mxcsr():
     return _mxcsr_or(0)
 
 
+@intrinsic
+def _stream64(typingctx, dst, j, src):
+    """``dst[j : j + 64 / itemsize] ← src[j : …]`` as one 64-byte store marked nontemporal
+    (LLVM's ``!nontemporal``: x86's streaming stores, which bypass the cache and do not read
+    the line first); ``dst``'s address at j must be a multiple of 64. 1-d arrays of one dtype."""
+    item = dst.dtype
+    llvm_item = ir.FloatType() if item == types.float32 else ir.DoubleType()
+    lanes = 64 // (4 if item == types.float32 else 8)
+
+    def codegen(context, builder, signature, args):
+        d_v, j_v, s_v = args
+        vt = ir.VectorType(llvm_item, lanes)
+        d = context.make_array(signature.args[0])(context, builder, d_v)
+        s_ = context.make_array(signature.args[2])(context, builder, s_v)
+        v = builder.load(builder.bitcast(builder.gep(s_.data, [j_v]), vt.as_pointer()), align=4)
+        to = builder.bitcast(builder.gep(d.data, [j_v]), vt.as_pointer())
+        st = builder.store(v, to, align=64)
+        st.set_metadata("nontemporal", builder.module.add_metadata([ir.IntType(32)(1)]))
+        return context.get_dummy_value()
+
+    return types.void(dst, types.intp, src), codegen
+
+
+@intrinsic
+def _store_fence(typingctx):
+    """A full memory fence: streaming stores are weakly ordered, and this orders them before
+    whatever the thread does next (x86: ``mfence``)."""
+
+    def codegen(context, builder, signature, args):
+        builder.fence("seq_cst")
+        return context.get_dummy_value()
+
+    return types.void(), codegen
+
+
 @njit(nogil=True, cache=True)
-def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath):
+def _stream_row(out, copy, r):
+    """``copy[r] ← out[r]`` (just written: in cache), 64 bytes at a time by streaming stores
+    (:func:`_stream64`) from the first 64-byte boundary of ``copy[r]``, the ends by plain
+    ones. A whole row at once: the same stores spread over the next row's steps (a third at
+    each) made the kernel 1.25x slower in ``model.run`` at α 1.1 (they hold the core's fill
+    buffers while that row's loads need them)."""
+    n = out.shape[1]
+    size = out.itemsize
+    lanes = 64 // size
+    dst = copy[r]
+    src = out[r]
+    head = ((-dst.ctypes.data) % 64) // size
+    if head > n:
+        head = n
+    for j in range(head):
+        dst[j] = src[j]
+    body = head + (n - head) // lanes * lanes
+    for j in range(head, body, lanes):
+        _stream64(dst, j, src)
+    for j in range(body, n):
+        dst[j] = src[j]
+
+
+@njit(nogil=True, cache=True)
+def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath, copy):
     """α-entmax of rows ``r0 … r1 − 1`` of ``z`` into ``out`` (module docstring); ``vmath``: the
     addresses of a 4-lane float64 log and exp and an 8-lane float32 log and exp (int64 (4,),
     :func:`_vector_call`; a zero for none: libm's, no float32 far steps, no series), then
     optionally the MXCSR bits to set on this thread while the rows run (``vmath[4]``:
     flush-to-zero and denormals-are-zero, :mod:`._denormals`; 0 or absent: none), restored at
-    the end."""
+    the end. ``copy``: (R, n) of the dtype of ``out``, or (0, n) for none: each row written to
+    ``out`` is also written there, by streaming stores (:func:`_stream_row`: a recording that is
+    not read back soon takes no cache lines and no reads of its own; ``out`` then stays a
+    scratch in cache for what reads P next). ``out`` may be ``z`` itself (in place): every row
+    is read before it is written (the series path keeps a copy of its row for the redo)."""
     bits = vmath[4] if vmath.shape[0] > 4 else 0
+    streaming = copy.shape[0] > 0
+    in_place = out.ctypes.data == z.ctypes.data
     mxcsr = _mxcsr_or(bits) if bits != 0 else 0
     n = z.shape[1]
     c = alpha - 1.0
@@ -1281,6 +1394,7 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath):
     xs = np.empty(n + 8, dtype=np.float64)  # k rounded up to 8 lanes
     scr = np.empty((3, n + 8), dtype=np.float64)  # y, its powers, squarings (_moments)
     s32 = np.empty((2, n + 8), dtype=np.float32)  # float32 y and powers (_far_step, _icbrt32)
+    kept = np.empty((1, n), dtype=z.dtype)  # the series path's row, when out is z
     for r in range(r0, r1):
         m, floor = _bound(z, r, sub, xsub, c, q)
         if m != m:  # a NaN or +inf score
@@ -1289,10 +1403,13 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath):
         if m == -np.inf:  # fully masked: zeros
             out[r, :] = 0.0
             status[r] = 0
+            if streaming:
+                _stream_row(out, copy, r)
             continue
         state = 0
+        zr, rr, saved = z, r, False  # the row the candidates are read from
         for _attempt in range(2):
-            k, floor = _gather(z, r, sub, m, c, floor, idx, xs, cols, dense)
+            k, floor = _gather(zr, rr, sub, m, c, floor, idx, xs, cols, dense)
             written = False
             if k == 1:  # the maximum alone: x = 0 and τ = −1, exactly, at every α
                 tau, ok = xs[0] - 1.0, True
@@ -1300,6 +1417,9 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath):
                 tau, ok = _closed(xs, k, floor, beta_int)
             elif series_ok and k >= VEC_MIN:
                 tau = _far_steps(xs, k, floor, beta, rt, s32, vmath, True)
+                if in_place and not saved:  # out[r] is written next; a redo reads the row again
+                    kept[0, :] = z[r, :]
+                    zr, rr, saved = kept, 0, True
                 if k < n:  # k = n: every column is written
                     out[r, :] = 0.0
                 tau2 = _series(z, out, r, xs, idx, k, tau, beta, rt, scr, s32, vmath, tiny, reach)
@@ -1327,26 +1447,40 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath):
         else:
             state = 3
         status[r] = state
-        if state == 3:
+        if state == 3:  # left for the caller's redo, which reads the row: as it was
+            if saved:
+                z[r, :] = kept[0, :]
             continue
         if written:
-            continue
-        if k == 1:  # p = 1 at the maximum (no power: 1^β is 1)
+            pass
+        elif k == 1:  # p = 1 at the maximum (no power: 1^β is 1)
             out[r, :] = 0.0
             out[r, idx[0]] = 1.0
-            continue
-        _powers(xs, k, tau, beta, beta_int, rt, scr, vmath)
-        if k == n:  # every score, in index order: idx is the identity, one contiguous write
-            for j in range(n):
-                p = xs[j]
-                out[r, j] = p if p >= tiny else 0.0
         else:
-            out[r, :] = 0.0
-            for j in range(k):
-                p = xs[j]
-                out[r, idx[j]] = p if p >= tiny else 0.0
+            _write(xs, k, tau, beta, beta_int, rt, scr, vmath, out, r, idx, tiny)
+        if streaming:
+            _stream_row(out, copy, r)
+    if streaming:
+        _store_fence()
     if bits != 0:
         _mxcsr_set(mxcsr)
+
+
+@njit(nogil=True, cache=True)
+def _write(xs, k, tau, beta, beta_int, rt, scr, vmath, out, r, idx, tiny):
+    """Row r of ``out``: the candidates' ``[x − τ]_+^β`` (:func:`_powers`) at their columns,
+    zeros elsewhere; values under ``tiny`` flushed to 0."""
+    n = out.shape[1]
+    _powers(xs, k, tau, beta, beta_int, rt, scr, vmath)
+    if k == n:  # every score, in index order: idx is the identity, one contiguous write
+        for j in range(n):
+            p = xs[j]
+            out[r, j] = p if p >= tiny else 0.0
+    else:
+        out[r, :] = 0.0
+        for j in range(k):
+            p = xs[j]
+            out[r, idx[j]] = p if p >= tiny else 0.0
 
 
 # -- torch's OpenMP team (sparse_core/entmax/_cpu_team.py): its C callbacks, here beside the
@@ -1394,7 +1528,7 @@ _i64_at = _pointer_to(types.int64, ir.IntType(64))
 
 
 @njit(nogil=True, cache=True)
-def _drain(block, z, out, status, vmath):
+def _drain(block, z, out, status, vmath, copy):
     """Chunks of rows from the shared counter ``block[0]`` until none is left."""
     r_total = block[1]
     chunks = block[3]
@@ -1405,7 +1539,7 @@ def _drain(block, z, out, status, vmath):
         if c >= chunks:
             return
         r0 = r_total * c // chunks
-        solve_rows(z, out, alpha, tiny, r0, r_total * (c + 1) // chunks, status, vmath)
+        solve_rows(z, out, alpha, tiny, r0, r_total * (c + 1) // chunks, status, vmath, copy)
 
 
 # Two module-level callbacks (numba caches neither closures nor their intrinsics' variants),
@@ -1415,7 +1549,8 @@ def _body_f32(block):
     status = carray(_i8_at(block[6]), (block[1],))
     vmath = carray(_i64_at(block[9]), (block[10],))
     z, out = carray(_f32_at(block[4]), shape), carray(_f32_at(block[5]), shape)
-    _drain(block, z, out, status, vmath)
+    copy = carray(_f32_at(block[11]), (block[12], block[2]))
+    _drain(block, z, out, status, vmath, copy)
 
 
 def _body_f64(block):
@@ -1423,7 +1558,8 @@ def _body_f64(block):
     status = carray(_i8_at(block[6]), (block[1],))
     vmath = carray(_i64_at(block[9]), (block[10],))
     z, out = carray(_f64_at(block[4]), shape), carray(_f64_at(block[5]), shape)
-    _drain(block, z, out, status, vmath)
+    copy = carray(_f64_at(block[11]), (block[12], block[2]))
+    _drain(block, z, out, status, vmath, copy)
 
 
 @functools.cache

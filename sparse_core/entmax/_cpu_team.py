@@ -27,7 +27,8 @@ libgomp) and numba 0.68.1. Where torch brings another OpenMP (LLVM's libomp, Int
 
 Data block (int64 words): 0 counter, 1 R, 2 n, 3 chunks, 4 z, 5 out, 6 status (addresses), 7 α
 and 8 the flush threshold (float64 bits), 9 the address of the vector log / exp table
-(``entmax_cpu._vmath``, int64), 10 its length.
+(``entmax_cpu._vmath``, int64), 10 its length, 11 the address of the streamed copy and 12 its
+rows (R, or 0 for none: ``solve_rows``'s ``copy``).
 """
 
 from __future__ import annotations
@@ -69,13 +70,16 @@ class Team:
         self._parallel.restype = None
 
     def run(self, z: np.ndarray, out: np.ndarray, alpha: float, tiny: float,
-            status: np.ndarray, threads: int, vmath: np.ndarray) -> None:  # fmt: skip
+            status: np.ndarray, threads: int, vmath: np.ndarray,
+            copy: np.ndarray) -> None:  # fmt: skip
         """``_entmax_cpu_kernel.solve_rows`` over every row of ``z`` on ``threads`` threads of
-        the team of the calling thread (ctypes releases the GIL for the call)."""
+        the team of the calling thread (ctypes releases the GIL for the call); ``copy``: (R, n)
+        or (0, n), C-contiguous, of the dtype of ``out``."""
         r_total, n = z.shape
-        block = np.zeros(11, np.int64)
+        block = np.zeros(13, np.int64)
         block[1:4] = (r_total, n, threads * CHUNKS_PER_THREAD)
         block[4:7] = (z.ctypes.data, out.ctypes.data, status.ctypes.data)
         block[7:9] = np.array([alpha, tiny], np.float64).view(np.int64)
         block[9:11] = (vmath.ctypes.data, len(vmath))  # int64, C-contiguous: entmax_cpu._vmath's
+        block[11:13] = (copy.ctypes.data if len(copy) else 0, len(copy))
         self._parallel(self._bodies[z.dtype].address, block.ctypes.data, threads, 0)

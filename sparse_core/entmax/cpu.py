@@ -60,7 +60,7 @@ from ._sleef import find_vmath as _find_vmath
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MIN_ALPHA", "available", "entmax_rows", "warm"]
+__all__ = ["MIN_ALPHA", "available", "entmax_rows", "no_copy", "warm"]
 
 MIN_ALPHA = 1.03
 """Below it (β > 33) the kernel's powers lose range; those α keep the torch compact path."""
@@ -105,9 +105,15 @@ def warm() -> bool:
         return False
     for dtype in (np.float32, np.float64):
         z = np.zeros((1, 4), dtype)
-        k.solve_rows(z, np.empty_like(z), 1.5, 1e-30, 0, 1, np.zeros(1, np.int8), _vmath())
+        status = np.zeros(1, np.int8)
+        k.solve_rows(z, np.empty_like(z), 1.5, 1e-30, 0, 1, status, _vmath(), no_copy(dtype))
     _team()  # its callbacks are compiled (or loaded) on import
     return True
+
+
+def no_copy(dtype) -> np.ndarray:
+    """``solve_rows``'s ``copy`` for none: no rows, of ``dtype``."""
+    return np.empty((0, 1), dtype)
 
 
 def available(rows: Tensor, alpha: object) -> bool:
@@ -179,8 +185,12 @@ def _executor(size: int) -> ThreadPoolExecutor:
         return _pool
 
 
-def entmax_rows(rows: Tensor, alpha: float, out: Tensor, redo) -> Tensor:
-    """α-entmax of the contiguous CPU ``rows (R, n)`` into ``out (R, n)`` (same dtype).
+def entmax_rows(
+    rows: Tensor, alpha: float, out: Tensor, redo, copy: Tensor | None = None
+) -> Tensor:
+    """α-entmax of the contiguous CPU ``rows (R, n)`` into ``out (R, n)`` (same dtype; it may be
+    ``rows`` itself: in place). ``copy``: a contiguous (R, n) tensor of that dtype that receives
+    every row too, by streaming stores (``_cpu_kernel.solve_rows``).
 
     ``redo(z, alpha, out)`` recomputes rows the kernel flags as unsettled (the torch compact
     path; never observed). Raises ``ValueError`` on NaN or +inf scores, and on α outside
@@ -194,21 +204,22 @@ def entmax_rows(rows: Tensor, alpha: float, out: Tensor, redo) -> Tensor:
     z = rows.numpy()
     o = out.numpy()
     status = np.zeros(r_total, dtype=np.int8)
+    c = copy.numpy() if copy is not None else no_copy(o.dtype)
     tiny = float(torch.finfo(out.dtype).tiny)
     vm = _vmath()
     t = _threads(r_total)
     if t == 1:
-        k.solve_rows(z, o, alpha, tiny, 0, r_total, status, vm)
+        k.solve_rows(z, o, alpha, tiny, 0, r_total, status, vm, c)
     elif (team := _team()) is not None:
-        team.run(z, o, alpha, tiny, status, t, vm)
+        team.run(z, o, alpha, tiny, status, t, vm, c)
     else:
         cuts = [r_total * i // t for i in range(t + 1)]
         pool = _executor(t - 1)
         futures = [
-            pool.submit(k.solve_rows, z, o, alpha, tiny, cuts[i], cuts[i + 1], status, vm)
+            pool.submit(k.solve_rows, z, o, alpha, tiny, cuts[i], cuts[i + 1], status, vm, c)
             for i in range(1, t)
         ]
-        k.solve_rows(z, o, alpha, tiny, cuts[0], cuts[1], status, vm)
+        k.solve_rows(z, o, alpha, tiny, cuts[0], cuts[1], status, vm, c)
         for f in futures:
             f.result()
     if status.any():
@@ -223,4 +234,6 @@ def entmax_rows(rows: Tensor, alpha: float, out: Tensor, redo) -> Tensor:
             sub = torch.zeros_like(rows[bad])
             redo(rows[bad], alpha, sub)
             out[bad] = sub
+            if copy is not None:
+                copy[bad] = sub
     return out

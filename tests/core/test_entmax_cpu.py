@@ -133,6 +133,79 @@ def test_out_buffer_is_written_in_place() -> None:
     assert torch.equal(buf[1], entmax(z, 1.5)) and (buf[0] == 7.0).all()
 
 
+def _rows_to_copy(n: int, dtype: torch.dtype) -> torch.Tensor:
+    """Real-looking rows with the kernel's special cases: fully masked, a lone candidate, a
+    masked tail, ties."""
+    g = torch.Generator().manual_seed(n)
+    z = (torch.randn(40, n, generator=g) * 3).to(dtype)
+    z[1] = float("-inf")  # fully masked
+    z[2, 5] = 1e4  # one candidate alone
+    z[3, n // 2 :] = float("-inf")
+    z[4] = z[4].round()
+    return z
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("n", [300, 512])
+@pytest.mark.parametrize("threads", ["one", "team", "own"])
+def test_copy_receives_every_row_and_out_may_be_the_scores(dtype, n, threads, monkeypatch):
+    """``copy=`` (the kernel's streaming stores) holds the result bit for bit, on one thread,
+    on torch's team and on our own threads, whether its rows start on a 64-byte boundary or
+    not (n = 300: they do not); ``out=`` the scores themselves (in place) gives the same bits
+    as a fresh result, at every kind of α (the series path keeps its row for a redo)."""
+    z = _rows_to_copy(n, dtype)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1 if threads == "one" else 2)
+        monkeypatch.setattr(entmax_cpu, "MIN_ROWS_PER_THREAD", 4)
+        if threads == "own":
+            monkeypatch.setattr(entmax_cpu, "_team", lambda: None)
+        for alpha in (1.1, 1.15, 1.25, 1.5, 1.6, 1.75, 2.0):
+            want = entmax(z, alpha)
+            space = torch.full((z.numel() + 1,), 7.0, dtype=dtype)
+            copy = space[1:].view(z.shape)  # shifted by one element: rows off the boundary
+            got = entmax(z, alpha, copy=copy)
+            assert torch.equal(got, want) and torch.equal(copy, want), alpha
+            assert space[0] == 7.0
+            scores = z.clone()
+            rec = torch.full_like(z, 7.0)
+            p = entmax(scores, alpha, out=scores, copy=rec)
+            assert p.data_ptr() == scores.data_ptr()
+            assert torch.equal(scores, want) and torch.equal(rec, want), alpha
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_copy_and_in_place_on_every_other_path(monkeypatch) -> None:
+    """Where the kernel does not take the rows (softmax, α just above 1, a per-head α, the
+    torch paths, a copy that is not contiguous), ``copy`` still receives the result and ``out``
+    may still be the scores: each computed aside, then copied."""
+    g = torch.Generator().manual_seed(11)
+    z = torch.randn(3, 4, 64, 96, generator=g) * 3
+    per_head = torch.tensor([1.0, 1.2, 1.5, 2.0]).view(1, 4, 1, 1)
+    cases = [1.0, 1.0 + 1e-4, per_head, 1.5]
+    for alpha in cases:
+        want = entmax(z, alpha)
+        copy = torch.full((96, 3, 4, 64), 7.0).permute(1, 2, 3, 0)  # not contiguous
+        assert torch.equal(entmax(z, alpha, copy=copy), want) and torch.equal(copy, want)
+        scores = z.clone()
+        rec = torch.full_like(z, 7.0)
+        p = entmax(scores, alpha, out=scores, copy=rec)
+        assert p.data_ptr() == scores.data_ptr()
+        assert torch.equal(scores, want) and torch.equal(rec, want)
+    with monkeypatch.context() as m:  # the torch paths: the compact one zeroes out first
+        m.setenv("SPARSESCOPE_NO_NUMBA", "1")
+        for alpha in (1.25, 1.75):
+            want = entmax(z, alpha)
+            scores, rec = z.clone(), torch.empty_like(z)
+            entmax(scores, alpha, out=scores, copy=rec)
+            assert torch.equal(scores, want) and torch.equal(rec, want)
+    with pytest.raises(ValueError, match="copy must have the shape"):
+        entmax(z, 1.5, copy=torch.empty(3, 4, 64, 95))
+    with pytest.raises(ValueError, match="copy= are not supported"):
+        entmax(z.clone().requires_grad_(), 1.5, copy=torch.empty_like(z))
+
+
 def test_any_split_over_threads_gives_the_same_bits(monkeypatch) -> None:
     g = torch.Generator().manual_seed(3)
     z = torch.randn(12, 64, 512, generator=g) * 3
@@ -202,8 +275,8 @@ def test_unsettled_rows_go_to_the_torch_path(monkeypatch) -> None:
 
     class Flagging:
         @staticmethod
-        def solve_rows(zz, o, alpha, tiny, r0, r1, status, vm):
-            real.solve_rows(zz, o, alpha, tiny, r0, r1, status, vm)
+        def solve_rows(zz, o, alpha, tiny, r0, r1, status, vm, copy):
+            real.solve_rows(zz, o, alpha, tiny, r0, r1, status, vm, copy)
             status[r0 + 1] = 3
             o[r0 + 1] = 0.5  # garbage the redo must replace
 
@@ -219,7 +292,9 @@ def test_the_kernel_solves_each_row_alone() -> None:
     z = np.array([[2.0, 0.0, -1.0, -1.0], [0.0, 0.0, 0.0, 0.0], [np.nan, 0, 0, 0]], np.float32)
     out = np.full_like(z, 9.0)
     status = np.zeros(3, np.int8)
-    k.solve_rows(z, out, 1.5, TINY32, 0, 3, status, entmax_cpu._vmath())
+    k.solve_rows(
+        z, out, 1.5, TINY32, 0, 3, status, entmax_cpu._vmath(), entmax_cpu.no_copy(out.dtype)
+    )
     assert status.tolist() == [0, 0, 1]
     assert out[0].tolist() == [1.0, 0.0, 0.0, 0.0]
     assert out[1].tolist() == [0.25] * 4
@@ -245,7 +320,9 @@ def test_real_attention_rows(alpha: float, monkeypatch) -> None:
     status = np.zeros(len(rows), np.int8)
     vm = entmax_cpu._vmath()
     out = np.empty_like(rows)
-    entmax_cpu._load().solve_rows(rows, out, alpha, TINY32, 0, len(rows), status, vm)
+    entmax_cpu._load().solve_rows(
+        rows, out, alpha, TINY32, 0, len(rows), status, vm, entmax_cpu.no_copy(out.dtype)
+    )
     assert not status.any()
 
 
@@ -280,7 +357,7 @@ def test_vector_log_and_exp_match_libm(alpha: float) -> None:
     libm[:4] = 0
     for name, table in (("sleef", vm), ("libm", libm), ("no_far", no_far)):
         out, status = np.empty_like(z), np.zeros(len(z), np.int8)
-        k.solve_rows(z, out, alpha, 0.0, 0, len(z), status, table)
+        k.solve_rows(z, out, alpha, 0.0, 0, len(z), status, table, entmax_cpu.no_copy(out.dtype))
         assert not status.any()
         got[name] = out
     for other in ("libm", "no_far"):
@@ -328,7 +405,7 @@ def test_the_series_equals_newtons_loop(alpha: float) -> None:
     got = {}
     for name, table in (("series", entmax_cpu._vmath()), ("newton", _vm_without_far())):
         out, status = np.empty_like(z), np.zeros(len(z), np.int8)
-        k.solve_rows(z, out, alpha, 0.0, 0, len(z), status, table)
+        k.solve_rows(z, out, alpha, 0.0, 0, len(z), status, table, entmax_cpu.no_copy(out.dtype))
         assert not status.any()
         got[name] = out
     assert np.array_equal(got["series"] > 0, got["newton"] > 0)
@@ -338,7 +415,17 @@ def test_the_series_equals_newtons_loop(alpha: float) -> None:
     # float32 rows: the same support as float64's, values within float32 rounding of them
     z32 = z.astype(np.float32)
     out32, status = np.empty_like(z32), np.zeros(len(z), np.int8)
-    k.solve_rows(z32, out32, alpha, TINY32, 0, len(z), status, entmax_cpu._vmath())
+    k.solve_rows(
+        z32,
+        out32,
+        alpha,
+        TINY32,
+        0,
+        len(z),
+        status,
+        entmax_cpu._vmath(),
+        entmax_cpu.no_copy(out32.dtype),
+    )
     assert not status.any()
     assert_exact(torch.from_numpy(out32), torch.from_numpy(z32), alpha)
 
@@ -359,7 +446,17 @@ def test_a_lone_candidate_is_exactly_one_hot(dtype, n: int) -> None:
         z[4, : n // 2] = -np.inf  # masked scores beside it
         z[4, top[4]] = 3.0
         out, status = np.full_like(z, np.nan), np.zeros(9, np.int8)
-        k.solve_rows(z, out, alpha, float(np.finfo(dtype).tiny), 0, 9, status, entmax_cpu._vmath())
+        k.solve_rows(
+            z,
+            out,
+            alpha,
+            float(np.finfo(dtype).tiny),
+            0,
+            9,
+            status,
+            entmax_cpu._vmath(),
+            entmax_cpu.no_copy(out.dtype),
+        )
         assert not status.any()
         want = np.zeros_like(z)
         want[np.arange(9), top] = 1.0
@@ -721,7 +818,9 @@ def test_flush_to_zero_gives_the_same_bits_and_leaves_the_thread_as_it_was(dtype
         got = {}
         for name, table in (("ftz", vm), ("plain", plain)):
             out, status = np.empty_like(z), np.zeros(len(z), np.int8)
-            k.solve_rows(z, out, alpha, tiny, 0, len(z), status, table)
+            k.solve_rows(
+                z, out, alpha, tiny, 0, len(z), status, table, entmax_cpu.no_copy(out.dtype)
+            )
             assert not status.any(), (alpha, name)
             assert K.thread_mxcsr() == before, (alpha, name)
             got[name] = out
