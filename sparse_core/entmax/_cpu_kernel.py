@@ -14,10 +14,9 @@ For each row of ``z (R, n)`` (float32 or float64; ``c = α − 1``, ``β = 1/c``
    passes its root (sparse_core/entmax/, ``_subset_tau``).
 3. The candidates ``{z > t}``, t the bound in score units (for float32 rows rounded down to
    float32: the same set as comparing in float64), read only from the groups whose maximum
-   exceeds t (every score when more than half of the groups do: packed eight at a time,
-   ``_compact``; all of them, unpacked, when ``DENSE`` of the row pass for an integer β, 4/5
-   otherwise), in index order; their float64 x gathered into per-call buffers (a few percent
-   of the row at α ≥ 1.5).
+   exceeds t (every score when more than half of the groups do: packed, ``_compact``; all of
+   them, unpacked, when ``DENSE`` of the row pass for an integer β, 4/5 otherwise), in index
+   order; their float64 x gathered into per-call buffers (a few percent of the row at α ≥ 1.5).
 4. Exact phase on the candidates, float64 (``_exact_phase`` of sparse_core/entmax/). One candidate
    (the maximum alone; a third of the rows at α 1.75 on real text): τ = −1, p = 1 there. β ∈ {1, 2}
    (α = 2, 1.5): the closed form on ``S = {x > τ}`` repeated until S is stable (sums in index
@@ -697,95 +696,24 @@ def _bound(z, r, sub, xsub, c, q):
     return m, tau - 1e-9 * (1.0 + abs(tau))
 
 
-def _host_avx512() -> bool:
-    """Whether numba compiles for this machine's CPU and it has AVX-512 F and VL: the register
-    form of the compress instruction (:func:`_compress8`). Numba's cache is keyed on the CPU, so
-    code built here is not loaded on a CPU without them."""
-    try:
-        import numba
-        from llvmlite import binding
-
-        from . import fast_paths
-
-        if not fast_paths.enabled("avx512"):
-            return False
-        if numba.config.CPU_NAME or numba.config.CPU_FEATURES:
-            return False
-        features = binding.get_host_cpu_features()
-        return bool(features.get("avx512f") and features.get("avx512vl"))
-    except (ImportError, RuntimeError, AttributeError):
-        return False
-
-
-AVX512 = _host_avx512()
-DENSE = (4, 5) if AVX512 else (1, 3)
-"""A row whose candidates are at least this share of it is taken whole (:func:`_gather`): with
-AVX-512's register compress, packing them pays down to 4/5; elsewhere (the one-at-a-time loop,
-:func:`_compact_scalar`) taking every score is cheaper from a third of the row on (measured on
-real rows on an AVX2 CPU, bench/bench_entmax_kernel.py: at 1/2 rather than 4/5 α 1.1 took 5–7 %
-less, at 1/3 rather than 1/2 α 1.2 took 3 % less)."""
-
-
-@intrinsic
-def _compress8(typingctx, row, i0, m64, c, tz, xs, idx, k):
-    """Eight scores ``row[i0 : i0 + 8]`` into the candidate buffers at ``k``: those above ``tz``
-    (in the row's dtype) packed, as float64 ``(v − m) c`` into ``xs[k:]`` and their indices
-    into ``idx[k:]``; returns k plus their count. The x are the scalar loop's bit for bit (the
-    same IEEE subtraction and product): AVX-512's register compress and one full-width store
-    each (8 slots past k are written: the buffers have them). Only where ``AVX512``."""
-
-    def codegen(context, builder, signature, args):
-        row_v, i0_v, m_v, c_v, tz_v, xs_v, idx_v, k_v = args
-        ra = context.make_array(signature.args[0])(context, builder, row_v)
-        xa = context.make_array(signature.args[5])(context, builder, xs_v)
-        ia = context.make_array(signature.args[6])(context, builder, idx_v)
-        f64, i32 = ir.DoubleType(), ir.IntType(32)
-        src = ir.FloatType() if signature.args[0].dtype == types.float32 else f64
-        vs, vd, vi = ir.VectorType(src, 8), ir.VectorType(f64, 8), ir.VectorType(i32, 8)
-        mask_t = ir.VectorType(ir.IntType(1), 8)
-
-        def splat(value, vt):
-            one = builder.insert_element(ir.Constant(vt, ir.Undefined), value, ir.Constant(i32, 0))
-            return builder.shuffle_vector(one, ir.Constant(vt, ir.Undefined), ir.Constant(vi, None))
-
-        def function(name, fnty):
-            return cgutils.get_or_insert_function(builder.module, fnty, name)
-
-        at = builder.bitcast(builder.gep(ra.data, [i0_v]), vs.as_pointer())
-        v = builder.load(at, align=4)
-        mask = builder.fcmp_ordered(">", v, splat(tz_v, vs))
-        wide = builder.fpext(v, vd) if src is not f64 else v
-        x = builder.fmul(builder.fsub(wide, splat(m_v, vd)), splat(c_v, vd))
-        iv = builder.add(splat(builder.trunc(i0_v, i32), vi), ir.Constant(vi, list(range(8))))
-        xp, ip = builder.gep(xa.data, [k_v]), builder.gep(ia.data, [k_v])
-        for val, vt, ptr, name in ((x, vd, xp, "v8f64"), (iv, vi, ip, "v8i32")):
-            fn = function(
-                f"llvm.x86.avx512.mask.compress.{name}", ir.FunctionType(vt, [vt, vt, mask_t])
-            )
-            packed = builder.call(fn, [val, ir.Constant(vt, ir.Undefined), mask])
-            builder.store(packed, builder.bitcast(ptr, vt.as_pointer()), align=4)
-        bits = builder.zext(builder.bitcast(mask, ir.IntType(8)), ir.IntType(64))
-        pop = function("llvm.ctpop.i64", ir.FunctionType(ir.IntType(64), [ir.IntType(64)]))
-        return builder.add(k_v, builder.call(pop, [bits]))
-
-    return types.intp(row, i0, m64, c, tz, xs, idx, k), codegen
+DENSE = (1, 3)
+"""A row whose candidates are at least this share of it is taken whole (:func:`_gather`): from
+a third of the row on, taking every score is cheaper than packing them one at a time
+(:func:`_compact_scalar`; measured on real rows, bench/bench_entmax_kernel.py: on an AVX2 CPU,
+at 1/2 rather than 4/5 α 1.1 took 5–7 % less, at 1/3 rather than 1/2 α 1.2 took 3 % less). On
+an AVX-512 Xeon, packing eight at a time by the register compress (``vcompresspd``) and taking
+rows whole from 4/5 on took 2–11 % longer than this loop and a third (α 1.75, 1.25, 1.1), so
+the kernel has no AVX-512 path."""
 
 
 @njit(nogil=True, cache=True)
 def _compact(row, n, m64, c, tz, xs, idx):
     """The scores of ``row[:n]`` above ``tz``, in index order: float64 x into ``xs`` and indices
-    into ``idx`` (each with 8 slots to spare); returns their count. With AVX-512 eight at a
-    time (:func:`_compress8`), so no serial chain through the count per score; elsewhere the
-    branch-free loop (:func:`_compact_scalar`): LLVM's portable masked compress-store runs one
-    lane at a time with a branch each, which made the kernel 10–28 % slower at α 1.1–1.35 on an
-    AVX2 CPU (real rows, bench/bench_entmax_kernel.py)."""
-    if not AVX512:
-        return _compact_scalar(row, 0, n, m64, c, tz, xs, idx, 0)
-    k = 0
-    n8 = n & ~7
-    for i0 in range(0, n8, 8):
-        k = _compress8(row, i0, m64, c, tz, xs, idx, k)
-    return _compact_scalar(row, n8, n, m64, c, tz, xs, idx, k)
+    into ``idx``; returns their count. The branch-free loop (:func:`_compact_scalar`): LLVM's
+    portable masked compress-store runs one lane at a time with a branch each, which made the
+    kernel 10–28 % slower at α 1.1–1.35 on an AVX2 CPU (real rows,
+    bench/bench_entmax_kernel.py)."""
+    return _compact_scalar(row, 0, n, m64, c, tz, xs, idx, 0)
 
 
 @njit(nogil=True, cache=True)
@@ -1390,7 +1318,7 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath, copy):
     sub = np.empty(max(1, n // GROUPS), dtype=z.dtype)
     xsub = np.empty(max(1, n // GROUPS), dtype=np.float64)
     cols = np.empty(max(1, n // GROUPS), dtype=np.int32)
-    idx = np.empty(n + 8, dtype=np.int32)  # 8 to spare: _compact's full-width stores
+    idx = np.empty(n + 8, dtype=np.int32)  # to spare: _compact_scalar writes one past k
     xs = np.empty(n + 8, dtype=np.float64)  # k rounded up to 8 lanes
     scr = np.empty((3, n + 8), dtype=np.float64)  # y, its powers, squarings (_moments)
     s32 = np.empty((2, n + 8), dtype=np.float32)  # float32 y and powers (_far_step, _icbrt32)

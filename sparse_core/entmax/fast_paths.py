@@ -10,8 +10,6 @@ entmax and model tests a second time with ``SPARSESCOPE_FAST_PATHS=0``).
   torch already runs. Switch ``SPARSESCOPE_ENTMAX_TEAM=0``; off: a thread pool of ours.
 - ``sleef``: :mod:`._sleef` looks SLEEF's vector log / exp up by symbol name in torch's
   ``libtorch_cpu.so``. Switch ``SPARSESCOPE_ENTMAX_SLEEF=0``; off: libm's, one value at a time.
-- ``avx512``: :mod:`._cpu_kernel` emits LLVM's x86 AVX-512 register compress (``_compress8``).
-  Switch ``SPARSESCOPE_ENTMAX_AVX512=0``; off: the one-at-a-time branch-free loop.
 - ``ftz``: :mod:`._denormals` has the CPU kernel set x86's flush-to-zero and denormals-are-zero
   bits (MXCSR) on its own thread while it runs, restored after: a power or product whose result
   would be subnormal costs a microcode assist on Intel CPUs (α 1.15's rows took 2.7× as long,
@@ -23,24 +21,13 @@ entmax and model tests a second time with ``SPARSESCOPE_FAST_PATHS=0``).
   ``SPARSESCOPE_ENTMAX_TRITON=0`` (or the older ``SPARSESCOPE_NO_TRITON=1``); off: the torch
   paths on CUDA.
 
-The AVX-512 choice is compiled into the numba kernel, and numba's on-disk cache is keyed on the
-CPU it compiles for, not on this switch: with ``avx512`` off on a CPU that has it, this module
-asks numba to compile for a generic x86-64 CPU (``NUMBA_CPU_NAME=generic``, numba's own switch,
-part of its cache key) when numba is not imported yet, so the cache never mixes the two; which
-also leaves SLEEF's AVX2 vectors off (they need the host's registers). Set the switch before
-the process imports numba (the environment of the command), as CI does.
-
 ``SPARSESCOPE_NO_NUMBA=1`` is not a fast path's switch: it keeps the torch paths instead of the
 compiled kernel altogether (comparisons, bench/bench_entmax.py).
 """
 
 from __future__ import annotations
 
-import logging
 import os
-import sys
-
-log = logging.getLogger(__name__)
 
 __all__ = ["PATHS", "enabled", "state"]
 
@@ -48,7 +35,6 @@ __all__ = ["PATHS", "enabled", "state"]
 PATHS = {
     "team": "SPARSESCOPE_ENTMAX_TEAM",
     "sleef": "SPARSESCOPE_ENTMAX_SLEEF",
-    "avx512": "SPARSESCOPE_ENTMAX_AVX512",
     "ftz": "SPARSESCOPE_ENTMAX_FTZ",
     "triton": "SPARSESCOPE_ENTMAX_TRITON",
 }
@@ -69,20 +55,3 @@ def enabled(path: str) -> bool:
 def state() -> dict[str, bool]:
     """Every path's switch as it stands (benchmarks print it beside their figures)."""
     return {p: enabled(p) for p in PATHS}
-
-
-def _generic_cpu_for_numba() -> None:
-    """``avx512`` off: numba compiles for a generic CPU (module docstring), if still possible."""
-    if enabled("avx512") or os.environ.get("NUMBA_CPU_NAME"):
-        return
-    if "numba" in sys.modules:
-        log.warning(
-            "entmax: %s=0 came after numba was imported; set it in the environment of the "
-            "process for the kernel to leave AVX-512 out",
-            ALL if os.environ.get(ALL) == "0" else PATHS["avx512"],
-        )
-        return
-    os.environ["NUMBA_CPU_NAME"] = "generic"
-
-
-_generic_cpu_for_numba()

@@ -1,6 +1,6 @@
 """The entmax kernels' fast paths behind their switches (sparse_core/entmax/fast_paths.py): each
 path's own switch and the one for all, and a process started with every path off runs none of
-them (no OpenMP team, no SLEEF table, no AVX-512 compress, no Triton) and gives the same
+them (no OpenMP team, no SLEEF table, no flush-to-zero bits, no Triton) and gives the same
 supports and values as this one."""
 
 from __future__ import annotations
@@ -48,14 +48,13 @@ def test_one_switch_turns_every_path_off(clean_env):
 PROBE = """
 import json, os, numpy as np, torch
 from sparse_core.entmax import entmax
-from sparse_core.entmax import cpu, _cpu_kernel
+from sparse_core.entmax import cpu
 torch.set_num_threads(2)
 z = torch.load({z!r})
 out = {{a: entmax(z, a) for a in (1.25, 1.5, 1.75)}}
 torch.save(out, {out!r})
 print(json.dumps({{"team": cpu._team() is not None, "sleef": bool(cpu._vmath()[:4].any()),
-    "ftz": bool(cpu._vmath()[4]),
-    "avx512": bool(_cpu_kernel.AVX512), "numba_cpu": os.environ.get("NUMBA_CPU_NAME")}}))
+    "ftz": bool(cpu._vmath()[4])}}))
 """
 
 
@@ -66,17 +65,14 @@ def test_a_process_with_every_path_off_runs_none_and_agrees(tmp_path):
     z[5, 100:] = float("-inf")
     torch.save(z, tmp_path / "z.pt")
     code = PROBE.format(z=str(tmp_path / "z.pt"), out=str(tmp_path / "out.pt"))
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CPU_NAME"}
-    env.update({fast_paths.ALL: "0", "NUMBA_CACHE_DIR": str(tmp_path / "numba")})
+    env = {**os.environ, fast_paths.ALL: "0"}  # the checkout's numba cache: the same code
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True,
         timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     ran = json.loads(done.stdout.strip().splitlines()[-1])
-    assert ran == {
-        "team": False, "sleef": False, "ftz": False, "avx512": False, "numba_cpu": "generic"
-    }  # fmt: skip
+    assert ran == {"team": False, "sleef": False, "ftz": False}
     off = torch.load(tmp_path / "out.pt")
     for a, p_off in off.items():
         p_on = entmax(z, a)
