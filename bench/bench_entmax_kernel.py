@@ -69,14 +69,22 @@ def capture(model, text: str, alpha: float) -> np.ndarray:
 def load_kernel(tree: Path):
     """The other tree's kernel module, imported from a copy in a temporary directory under a
     name of its own: numba caches it there, never in the other tree (a cache written under
-    another module name breaks that tree's own later imports)."""
+    another module name breaks that tree's own later imports). The copy sits in a package of
+    its own beside that tree's ``fast_paths.py``, so a kernel that imports it relatively finds
+    it (a kernel that found no ``fast_paths`` left its AVX-512 path off)."""
     src = tree / "sparse_core" / "entmax" / "_cpu_kernel.py"
     if not src.is_file():  # a tree from before the entmax modules became a package
         src = tree / "sparse_core" / "_entmax_cpu_kernel.py"
     tmp = Path(tempfile.mkdtemp(prefix="bench-kernel-"))
-    shutil.copy(src, tmp / "other_entmax_cpu_kernel.py")
+    pkg = tmp / "other_entmax"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    shutil.copy(src, pkg / "_cpu_kernel.py")
+    paths = src.parent / "fast_paths.py"
+    if paths.is_file():
+        shutil.copy(paths, pkg / "fast_paths.py")
     sys.path.insert(0, str(tmp))
-    return importlib.import_module("other_entmax_cpu_kernel")
+    return importlib.import_module("other_entmax._cpu_kernel")
 
 
 def caller(kernel, vmath):
