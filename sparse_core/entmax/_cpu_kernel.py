@@ -1394,11 +1394,55 @@ def solve_rows(z, out, alpha, tiny, r0, r1, status, vmath, copy):
         _mxcsr_set(mxcsr)
 
 
+@njit(inline="always")
+def _whole_pass(xs, n, tau, out, r, tiny, b):
+    for j in range(n):
+        d = xs[j] - tau
+        d = d if d > 0.0 else 0.0
+        if b == 4:
+            p = d * d * d * d
+        elif b == 5:
+            d2 = d * d
+            d4 = d2 * d2
+            p = d4 * d
+        elif b == 10:
+            d2 = d * d
+            d4 = d2 * d2
+            d5 = d4 * d
+            p = d5 * d5
+        else:  # 20
+            d2 = d * d
+            d4 = d2 * d2
+            d5 = d4 * d
+            d10 = d5 * d5
+            p = d10 * d10
+        out[r, j] = p if p >= tiny else 0.0
+
+
+@njit(nogil=True, cache=True)
+def _write_whole(xs, n, tau, b, out, r, tiny):
+    """A row taken whole (k = n) at the slider's integer β 4, 5, 10 or 20 (α 1.25, 1.2, 1.1,
+    1.05): ``[x − τ]_+^β`` by :func:`_powers`' products in their order, written as computed
+    (one pass over the row, not a pass of powers and a pass of writes); each β's loop compiled
+    with it constant."""
+    if b == 10:
+        _whole_pass(xs, n, tau, out, r, tiny, 10)
+    elif b == 5:
+        _whole_pass(xs, n, tau, out, r, tiny, 5)
+    elif b == 4:
+        _whole_pass(xs, n, tau, out, r, tiny, 4)
+    else:
+        _whole_pass(xs, n, tau, out, r, tiny, 20)
+
+
 @njit(nogil=True, cache=True)
 def _write(xs, k, tau, beta, beta_int, rt, scr, vmath, out, r, idx, tiny):
     """Row r of ``out``: the candidates' ``[x − τ]_+^β`` (:func:`_powers`) at their columns,
     zeros elsewhere; values under ``tiny`` flushed to 0."""
     n = out.shape[1]
+    if k == n and (beta_int == 10 or beta_int == 5 or beta_int == 4 or beta_int == 20):
+        _write_whole(xs, n, tau, beta_int, out, r, tiny)  # the powers in the write's pass
+        return
     _powers(xs, k, tau, beta, beta_int, rt, scr, vmath)
     if k == n:  # every score, in index order: idx is the identity, one contiguous write
         for j in range(n):
