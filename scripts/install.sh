@@ -23,7 +23,19 @@ if ! command -v chromium-headless-shell >/dev/null 2>&1; then
   fi
 fi
 echo "==> compiled kernels and shipped models, built now rather than at the first start"
+# The tests import this checkout's modules, not the installed copy (tests/checkout.py), and numba
+# keeps a module's compiled kernels beside its source: in a source checkout those are compiled
+# too, side by side with the installed copy's, so that the first test run does not wait for them.
+warming=()
+if [ -f tests/conftest.py ]; then
+  for module in sparse_core.entmax.cpu sparse_core._method_kernels; do
+    "$PY" -c "import $module as k; k.warm()" >/dev/null 2>&1 & warming+=($!)
+  done
+fi
 # from outside the checkout: `python -m` puts the working directory first on sys.path, and from
 # here it would import (and compile the kernels of) this folder's sparse_core, not the installed one
 (cd / && "$PY" -m sparsescope.cli prepare)
+for pid in "${warming[@]}"; do
+  wait "$pid" || echo "note: this checkout's kernels did not compile now; the tests compile them" >&2
+done
 echo "==> done: run 'sparsescope' to start the app, 'python3 -m pytest' to run the tests"

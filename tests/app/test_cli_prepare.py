@@ -62,6 +62,32 @@ def test_install_sh_prepares_the_installed_copy_not_the_checkout():
     assert imports(["bash", "-c", line], root) == installed
 
 
+def test_install_sh_compiles_the_checkouts_kernels_for_the_tests():
+    """In a source checkout install.sh also warms the checkout's kernel modules (the tests import
+    the checkout, and numba keeps compiled kernels beside the source): the same modules that the
+    suite's own warm step compiles (tests/conftest.py ``KERNELS``), each imported from the
+    checkout, not from the installed copy."""
+    from tests.conftest import KERNELS
+
+    root = Path(__file__).resolve().parents[2]
+    script = (root / "scripts" / "install.sh").read_text()
+    (loop,) = [ln for ln in script.splitlines() if ln.strip().startswith("for module in ")]
+    assert loop.split(" in ", 1)[1].rstrip("; do").split() == list(KERNELS)
+    (line,) = [ln for ln in script.splitlines() if "import $module as k; k.warm()" in ln]
+    probe = "import $module as m; print(m.__file__)"
+    command = line.replace("import $module as k; k.warm()", probe)
+    command = command.replace(">/dev/null 2>&1", "").split(" & ")[0].strip()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    for module in KERNELS:
+        run = subprocess.run(["bash", "-c", f"module={module}; {command}"], cwd=root,
+                             env={**env, "PY": sys.executable}, capture_output=True, text=True,
+                             check=True)  # fmt: skip
+        src = Path(run.stdout.strip())
+        assert src == root.joinpath(*module.split(".")).with_suffix(".py") or src == root.joinpath(
+            *module.split("."), "__init__.py"
+        ), (module, src)
+
+
 #: Run in a fresh interpreter: every numba kernel's compiled signatures after ``prepare``'s warm
 #: steps, then the new ones a first start's warm-up analysis (the real default model) added.
 FIRST_START = """
