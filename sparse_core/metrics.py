@@ -58,7 +58,15 @@ def _check_mask(name: str, m: Tensor) -> None:
 
 
 def _count(m: Tensor) -> Tensor:
-    return m.sum(dim=(-2, -1), dtype=torch.int64)  # (...,)
+    """The True pairs of each (n, n) slice, int64 (...,). Summed in int32 lanes where a slice's
+    count cannot overflow them (n² < 2³¹): the same integers, about twice as fast as int64
+    lanes on a CPU, where the counts of an analysis' metrics are most of their time."""
+    return m.sum(dim=(-2, -1), dtype=_count_dtype(m.shape[-2] * m.shape[-1])).to(torch.int64)
+
+
+def _count_dtype(area: int) -> torch.dtype:
+    """The narrowest lanes that hold a count of up to ``area`` pairs exactly."""
+    return torch.int32 if area <= torch.iinfo(torch.int32).max else torch.int64
 
 
 def _ratio(num: Tensor, den: Tensor, empty: float) -> Tensor:
@@ -125,8 +133,23 @@ def block_sparsity(
 def block_sparsities(
     mask: Tensor, causal: bool = False, valid: Tensor | None = None
 ) -> dict[str, Tensor]:
-    """:func:`block_sparsity` at every size of :data:`BLOCKS`: ``{"16": …, …, "128": …}``."""
-    return {str(b): block_sparsity(mask, b, causal, valid) for b in BLOCKS}
+    """:func:`block_sparsity` at every size of :data:`BLOCKS`: ``{"16": …, …, "128": …}``.
+
+    The same figures as :func:`block_sparsity` size by size, with one pass over the pairs: each
+    size's tiles are the smaller size's tiles taken two by two (a 2B tile holds a pair iff one
+    of its four B tiles does; the ragged last ones too, as the pairs past n are all False)."""
+    _check_mask("mask", mask)
+    v = _valid(mask.shape[-1], causal, valid, mask.device)
+    mv, v = torch.broadcast_tensors(mask & v, v)
+    out, prev, counted, full = {}, None, v, mv
+    for b in BLOCKS:
+        step = 2 if prev is not None and b == 2 * prev else b  # else from the pairs
+        if step == b:
+            counted, full = v, mv
+        counted, full = _tiles(counted, step), _tiles(full, step)
+        out[str(b)] = _ratio(_count(counted & ~full), _count(counted), 1.0)
+        prev = b
+    return out
 
 
 def recall(pred: Tensor, gold: Tensor) -> Tensor:

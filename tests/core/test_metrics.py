@@ -72,6 +72,37 @@ def test_metrics_are_batched_over_leading_dims():
     assert M.sparsity(PRED).shape == ()
 
 
+def test_counts_are_exact_in_either_lanes(monkeypatch):
+    """Pair counts are summed in int32 lanes while a slice's n² fits them, else in int64: the
+    same integers either way (broadcast masks included), and the switch lies where int32 ends."""
+    gen = torch.Generator().manual_seed(3)
+    masks = [torch.rand(3, 5, 37, 37, generator=gen) < p for p in (0.0, 0.3, 1.0)]
+    masks.append(torch.ones(1, 1, dtype=torch.bool).expand(2, 3, 50, 50))
+    want = [m.to(torch.int64).sum(dim=(-2, -1)) for m in masks]
+    for m, w in zip(masks, want, strict=True):
+        got = M._count(m)
+        assert got.dtype == torch.int64 and torch.equal(got, w)
+    lanes = M._count_dtype
+    assert lanes(46340**2) == torch.int32 and 46340**2 < 2**31  # n = 46,340 fits
+    assert lanes(46341**2) == torch.int64 and 46341**2 > 2**31 - 1  # n = 46,341 does not
+    monkeypatch.setattr(M, "_count_dtype", lambda area: torch.int64)
+    assert all(torch.equal(M._count(m), w) for m, w in zip(masks, want, strict=True))
+
+
+@pytest.mark.parametrize("n", [1, 7, 16, 17, 100, 129, 257])
+def test_block_sparsities_are_block_sparsity_at_every_size(n):
+    """The one-pass figures of every tile size (tiles of 2B from those of B) are, to the bit,
+    what block_sparsity gives size by size: ragged last tiles, causal and a valid region."""
+    gen = torch.Generator().manual_seed(n)
+    mask = torch.rand(2, 3, n, n, generator=gen) < 0.05
+    valid = torch.rand(n, n, generator=gen) < 0.7
+    for kw in ({}, {"causal": True}, {"valid": valid}):
+        got = M.block_sparsities(mask, **kw)
+        assert list(got) == [str(b) for b in M.BLOCKS]
+        for b in M.BLOCKS:
+            assert torch.equal(got[str(b)], M.block_sparsity(mask, b, **kw)), (n, kw, b)
+
+
 def test_masks_must_be_bool():
     with pytest.raises(ValueError, match="pred must be a torch.bool mask"):
         M.recall(PRED.float(), GOLD)
