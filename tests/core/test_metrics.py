@@ -103,6 +103,27 @@ def test_block_sparsities_are_block_sparsity_at_every_size(n):
             assert torch.equal(got[str(b)], M.block_sparsity(mask, b, **kw)), (n, kw, b)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_mass_recall_in_place_is_the_where_sum_and_leaves_probs_alone(dtype):
+    """Contiguous inputs are summed from a float64 copy zeroed in place: the same sums, to the
+    bit, as torch.where's (the path of broadcast or strided inputs), and the caller's P (float64
+    too) is not touched."""
+    gen = torch.Generator().manual_seed(7)
+    probs = torch.softmax(torch.randn(3, 4, 29, 29, generator=gen, dtype=dtype), dim=-1)
+    pred = torch.rand(3, 4, 29, 29, generator=gen) < 0.4
+    before = probs.clone()
+    want = torch.where(pred, probs.to(torch.float64), 0.0).sum(dim=(-2, -1)) / 29
+    assert torch.equal(M.mass_recall(pred, probs), want)
+    assert torch.equal(probs, before)
+    strided = probs.transpose(-2, -1).contiguous().transpose(-2, -1)  # same values, not contiguous
+    assert torch.equal(M.mass_recall(pred, strided), want)
+    shared = pred[:1, :1]  # broadcast over the leading dims
+    assert torch.equal(
+        M.mass_recall(shared, probs),
+        torch.where(shared, probs.to(torch.float64), 0.0).sum(dim=(-2, -1)) / 29,
+    )
+
+
 def test_masks_must_be_bool():
     with pytest.raises(ValueError, match="pred must be a torch.bool mask"):
         M.recall(PRED.float(), GOLD)
