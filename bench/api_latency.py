@@ -1,6 +1,12 @@
-"""Latency of the web API on the real model: analyze (fresh and cached), head payload, Pareto.
+"""Latency of the web API on the real model: analyze (fresh and cached), head payload, Pareto,
+and a shared link opened once its share has warmed it.
 
     python bench/api_latency.py --n 128 512 --reps 5
+
+The shared link (``--share``): a share of a fresh text is created (which warms its analysis and
+its head in the background), and once that is done the link is opened as the page opens it: the
+``/s/{id}`` page, ``POST /api/analyze`` of its state and the shared head; their wall time against
+the fresh analyze's of the same n (tests/app/test_share.py checks that none of it runs the model).
 
 Each analyze call uses a fresh text of exactly n tokens (cache misses), taken from WikiText-2;
 the split model / POS / summary / body comes from the service's own timings of that call.
@@ -64,6 +70,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--pareto", action="store_true", help="time the Pareto sweeps too")
+    ap.add_argument("--share", action="store_true", help="time opening a warmed shared link too")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (SPARSESCOPE_THREADS)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -85,7 +92,7 @@ def main() -> None:
         model = service.model
         print(f"model {model.model_id} on {model.device}, artefact {service.health()['artefact']}")
         for n in args.n:
-            texts = texts_of_n_tokens(model, n, args.reps + 1)
+            texts = texts_of_n_tokens(model, n, args.reps + 2)  # the last: the shared link
             client.post("/api/analyze", json={"text": texts[-1]})  # warm this size
             walls, cpus, splits, hits, heads, heads2, sizes = [], [], [], [], [], [], []
             for text in texts[: args.reps]:
@@ -116,6 +123,8 @@ def main() -> None:
                 f"  GET head 2/3: {med(h[0] for h in heads) * 1000:.0f} ms first, "
                 f"{med(heads2) * 1000:.1f} ms cached, {med(h[1] for h in heads) / 1024:.0f} KiB"
             )
+            if args.share:
+                shared_link(client, texts[-2], med(walls))
             if args.pareto:
                 dt, r = timed(lambda a=aid: client.get(f"/api/analyses/{a}/pareto"))
                 cpu = CPU[-1]
@@ -125,6 +134,30 @@ def main() -> None:
                     f"{cpu * 1000:.0f} ms CPU [{r.status_code}]; one head after it: "
                     f"{dt2 * 1000:.1f} ms"
                 )
+
+
+def shared_link(client, text: str, fresh_s: float) -> None:
+    """Share ``text`` (layer 2, head 3), wait for the share's warm-up, then time
+    opening the link as the page does; printed against ``fresh_s``, a fresh analyze's wall."""
+    state = {"text": text, "alpha": 1.5, "causal": False, "layer": 2, "head": 3,
+             "method": "window"}  # fmt: skip
+    r = client.post("/api/share", json={"state": state})
+    assert r.status_code in (200, 201), r.text[:300]
+    sid = r.json()["id"]
+    client.app.state.limits.warmups.join()
+
+    def open_link():
+        page = client.get(f"/s/{sid}")
+        a = client.post("/api/analyze", json={"text": text, "alpha": 1.5})
+        h = client.get(f"/api/analyses/{a.json()['id']}/heads/2/3")
+        assert page.status_code == a.status_code == h.status_code == 200
+        return h
+
+    dt, _ = timed(open_link)
+    print(
+        f"  shared link opened warm (page, analyze, head): {dt * 1000:.0f} ms wall, "
+        f"{CPU[-1] * 1000:.0f} ms CPU ({dt / fresh_s:.3f}x a fresh analyze)"
+    )
 
 
 if __name__ == "__main__":

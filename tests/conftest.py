@@ -58,25 +58,19 @@ GROUPS = {
 }
 
 
-#: The ``serial`` tests (timed assertions: the other worker waits while one runs) are one group,
-#: dealt out first. A serial test first waits for the test the other worker is running: spread
-#: over their modules each of them did (measured: 15 and 12 s behind a load test and a trickling
-#: client, a worker idle meanwhile); together at the start they wait once, behind the other
-#: worker's first test, and hold the lock from one to the next (:func:`pytest_runtest_protocol`).
-SERIAL = "serial"
-#: Then the longest groups (pyproject's addopts: ``--no-loadscope-reorder``, so the scheduler
-#: hands out units in the collection's order): then the modules with slow tests, then the rest
-#: by test count, so that no long group starts while the other worker runs out of work (by
-#: count alone the Ray group and the image build came last, tens of tests after the rest).
-LONGEST = (SERIAL, "browser-0", "browser-1", "ray", "image")
+#: The longest groups, dealt out first (pyproject's addopts: ``--no-loadscope-reorder``, so the
+#: scheduler hands out units in the collection's order): then the modules with slow tests, then
+#: the rest by test count, so that no long group starts while the other worker runs out of work
+#: (by count alone the Ray group and the image build came last, tens of tests after the rest).
+LONGEST = ("browser-0", "browser-1", "ray", "image")
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items) -> None:
     """Group the tests for ``--dist loadgroup`` (pyproject's addopts): the browser tests, the Ray
     tests and the image test each in one worker (see :data:`GROUPS`), the browser tests in two
-    halves (:data:`BROWSER`), the ``serial`` tests together (:data:`SERIAL`); every other module
-    as a whole (its module-scoped fixtures, a fitted artefact or a corpus sweep, are made once).
+    halves (:data:`BROWSER`); every other module as a whole (its module-scoped fixtures, a
+    fitted artefact or a corpus sweep, are made once).
 
     ``tryfirst``: an xdist worker's own hook turns the ``xdist_group`` marks into the node ids'
     ``@group`` suffix that the scheduler reads; it is registered after this conftest, so it runs
@@ -86,9 +80,6 @@ def pytest_collection_modifyitems(config, items) -> None:
     half = {rel: f"browser-{k % 2}" for k, rel in enumerate(browser)}
     for item, rel in rels.items():
         if item.get_closest_marker("xdist_group"):
-            continue
-        if item.get_closest_marker("serial"):
-            item.add_marker(pytest.mark.xdist_group(SERIAL))
             continue
         group = half.get(rel) or next((g for p, g in GROUPS.items() if rel.startswith(p)), rel)
         item.add_marker(pytest.mark.xdist_group(group))
@@ -101,39 +92,6 @@ def pytest_collection_modifyitems(config, items) -> None:
         return (LONGEST.index(g) if g in LONGEST else len(LONGEST), g not in slow, -size[g])
 
     items.sort(key=first)  # stable: each module's tests keep their order
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(item, nextitem):
-    """Under xdist, every test holds a shared lock on one file of the run while it runs (setup,
-    call, teardown) and a ``serial`` test an exclusive one: a serial test waits for the other
-    worker's test to end, and the other worker waits for it. A serial test followed by another
-    on its worker (the ``serial`` group) keeps the lock for it, so that the other worker's tests
-    do not run in between. (The file lies in the run's shared temporary folder.)"""
-    global _serial_lock
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        return (yield)
-    import fcntl
-
-    serial = item.get_closest_marker("serial") is not None
-    f = _serial_lock
-    if f is None:
-        f = open(item.config._tmp_path_factory.getbasetemp().parent / "serial.lock", "a")
-        fcntl.flock(f, fcntl.LOCK_EX if serial else fcntl.LOCK_SH)
-    keep = serial and nextitem is not None and nextitem.get_closest_marker("serial") is not None
-    try:
-        return (yield)
-    finally:
-        if keep:
-            _serial_lock = f
-        else:
-            _serial_lock = None
-            fcntl.flock(f, fcntl.LOCK_UN)
-            f.close()
-
-
-#: The lock file a serial test left held for the next serial test on this worker (or None).
-_serial_lock = None
 
 
 def _group(item) -> str | None:

@@ -87,7 +87,6 @@ def wait_precomputed(client, timeout: float = 120.0) -> dict:
         time.sleep(0.2)
 
 
-@pytest.mark.serial  # a timed assertion: no other test meanwhile
 def test_every_example_is_precomputed_after_startup(warm_client):
     service = warm_client.app.state.service
     body = wait_precomputed(warm_client)
@@ -106,31 +105,28 @@ def test_every_example_is_precomputed_after_startup(warm_client):
         assert ("pareto", layer, head, "sparsity", None, False) in entry.derived
     # opening an example now runs no model
     runs = service.stats.runs
-    t0 = time.perf_counter()
     page = warm_client.get("/gallery/coreference")
-    assert page.status_code == 200 and time.perf_counter() - t0 < 1.0
-    assert service.stats.runs == runs
+    assert page.status_code == 200 and service.stats.runs == runs
 
 
-@pytest.mark.serial  # a timed assertion: no other test meanwhile
 def test_healthz_answers_while_the_gallery_is_being_precomputed(tmp_path, tiny_model):
     settings = make_settings(tmp_path, warmup=True)
     service = AnalysisService(settings, model=tiny_model)
     gate = threading.Event()
+    released: list[bool] = []
     real = service.analyze
 
     def slow(*args, **kw):  # the first example's analysis blocks until the test lets it go
-        gate.wait(30)
+        released.append(gate.wait(60))  # False: it gave up waiting (a blocked /healthz)
         return real(*args, **kw)
 
     service.analyze = slow
     with TestClient(create_app(settings, service)) as c:
-        t0 = time.perf_counter()
         assert c.get("/healthz").json()["status"] == "ok"
         assert c.get("/api/gallery").json()["precomputed"] is False
-        assert time.perf_counter() - t0 < 5.0
-        gate.set()
+        gate.set()  # only now: had either call waited on the precomputation, it would not be
         assert wait_precomputed(c)["precomputed"]
+    assert released and all(released)
 
 
 def test_no_precomputation_without_warmup(client):

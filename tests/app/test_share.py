@@ -208,43 +208,47 @@ def test_an_unreadable_database_stops_start_up_naming_the_file(app_settings, tin
 # ----------------------------------------------------------------------------- warm links
 
 
-@pytest.mark.serial  # a timed assertion: no other test meanwhile
 def test_creating_a_share_warms_the_analysis(client, service):
     state = {**STATE, "text": "A text nobody analysed before sharing it."}
     sid = share(client, state)
     assert client.app.state.limits.warmups.join()  # warmed at low priority, in the background
     key = service.key(AnalysisRequest(state["text"], state["alpha"], state["causal"], False))
     entry = service.cache.get(key)
-    assert entry is not None and ("head", STATE["layer"], STATE["head"], "all") in entry.derived
-    runs = service.stats.runs
-    t0 = time.perf_counter()
+    head = ("head", STATE["layer"], STATE["head"], "all")
+    assert entry is not None and head in entry.derived
+    runs, warmed = service.stats.runs, entry.derived[head]
     page = client.get(f"/s/{sid}")
     r = client.post("/api/analyze", json={"text": state["text"], "alpha": state["alpha"]})
-    assert time.perf_counter() - t0 < 1.0
-    assert page.status_code == 200 and r.status_code == 200
-    assert service.stats.runs == runs  # both answered from the cache
+    h = client.get(f"/api/analyses/{key}/heads/{STATE['layer']}/{STATE['head']}")
+    assert page.status_code == r.status_code == h.status_code == 200
+    # all three answered from the cache: no model run, the warmed head payload itself
+    assert service.stats.runs == runs and entry.derived[head] is warmed
     assert island_of(page.text)["analysis"] == r.json()["id"] == key
 
 
-@pytest.mark.serial  # a timed assertion: no other test meanwhile
 @pytest.mark.real_model
-def test_a_shared_link_opens_within_a_second_on_a_warm_server(real_client):
+def test_a_shared_link_opens_from_the_warm_cache_on_the_real_model(real_client):
+    """What makes a shared link open at once: creating the share warms its analysis and its
+    head, so opening it runs no model and computes no head (a check of the cache, not a timing:
+    speed is the benchmarks' to measure)."""
+    service = real_client.app.state.service
     text = " ".join(["The chef who ran to the store was out of food, so he went back."] * 8)
     state = {**STATE, "text": text, "layer": 3, "head": 5, "method": "window"}
     sid = share(real_client, state)  # warms the analysis and the shared head
     assert real_client.app.state.limits.warmups.join()
-    t0 = time.perf_counter()
+    runs = service.stats.runs
     page = real_client.get(f"/s/{sid}")
     restored = island_of(page.text)["state"]
     a = real_client.post(
         "/api/analyze",
         json={k: restored[k] for k in ("text", "alpha", "causal", "truncate")},
     )
+    entry = service.cache.get(a.json()["id"])
+    warmed = entry.derived[("head", 3, 5, "all")]
     h = real_client.get(f"/api/analyses/{a.json()['id']}/heads/3/5")
-    elapsed = time.perf_counter() - t0
     assert page.status_code == a.status_code == h.status_code == 200
     assert a.json()["n"] > 100
-    assert elapsed < 1.0, f"the shared view took {elapsed:.2f} s to load"
+    assert service.stats.runs == runs and entry.derived[("head", 3, 5, "all")] is warmed
 
 
 def test_a_saved_share_whose_text_cannot_be_analysed_still_opens(client):
